@@ -1,0 +1,171 @@
+//! Flow's one diagnostic type, its stable codes, and the one renderer.
+//!
+//! Every phase of the compiler (lexer, parser, resolver, type checker, and
+//! the verification passes that come later) reports problems as
+//! [`Diagnostic`] values. They are plain data: a stable [`Code`], a
+//! [`Severity`], a message, ordered [`Label`]s pointing into source files,
+//! notes and help. Rendering happens in exactly one place —
+//! [`render::render_human`] (codespan-reporting) and [`render::to_json`] — so
+//! the command line, the JSON output and (later) the language server all show
+//! the same text.
+//!
+//! Architecture invariant: this crate does no I/O; sources are handed in
+//! through [`SourceDb`].
+
+pub mod codes;
+pub mod render;
+mod source;
+
+pub use codes::{lookup, Code, CodeInfo, CODES};
+pub use source::{FileId, LineCol, SourceDb, Span};
+
+use serde::Serialize;
+
+/// How serious a diagnostic is. Errors make `flowc verify` exit 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// A source location with a message. The first primary label of a
+/// diagnostic is where it is reported; secondary labels give context
+/// (the earlier declaration, the steps of a path) in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Label {
+    pub file: FileId,
+    pub span: Span,
+    pub message: String,
+    pub primary: bool,
+}
+
+impl Label {
+    pub fn primary(file: FileId, span: Span, message: impl Into<String>) -> Label {
+        Label { file, span, message: message.into(), primary: true }
+    }
+
+    pub fn secondary(file: FileId, span: Span, message: impl Into<String>) -> Label {
+        Label { file, span, message: message.into(), primary: false }
+    }
+}
+
+/// One problem found in Flow sources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub code: Code,
+    pub severity: Severity,
+    pub message: String,
+    /// The first label is the primary location.
+    pub labels: Vec<Label>,
+    pub notes: Vec<String>,
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    /// A diagnostic with the severity implied by its code (`E…` errors,
+    /// `W…` warnings), reported at `span` in `file`.
+    pub fn new(code: Code, file: FileId, span: Span, message: impl Into<String>) -> Diagnostic {
+        let severity = if code.0.starts_with('W') { Severity::Warning } else { Severity::Error };
+        Diagnostic {
+            code,
+            severity,
+            message: message.into(),
+            labels: vec![Label::primary(file, span, "")],
+            notes: Vec::new(),
+            help: None,
+        }
+    }
+
+    /// Sets the message of the primary label.
+    pub fn with_primary_message(mut self, message: impl Into<String>) -> Diagnostic {
+        if let Some(first) = self.labels.first_mut() {
+            first.message = message.into();
+        }
+        self
+    }
+
+    pub fn with_label(mut self, label: Label) -> Diagnostic {
+        self.labels.push(label);
+        self
+    }
+
+    pub fn with_note(mut self, note: impl Into<String>) -> Diagnostic {
+        self.notes.push(note.into());
+        self
+    }
+
+    pub fn with_help(mut self, help: impl Into<String>) -> Diagnostic {
+        self.help = Some(help.into());
+        self
+    }
+
+    /// The primary location: file and span of the first label.
+    pub fn primary(&self) -> Option<&Label> {
+        self.labels.iter().find(|label| label.primary).or(self.labels.first())
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+/// Sorts diagnostics into the one deterministic order used by every output:
+/// by file, then position, then code, then message.
+pub fn sort_diagnostics(diagnostics: &mut [Diagnostic]) {
+    diagnostics.sort_by(|a, b| {
+        let key = |d: &Diagnostic| {
+            d.primary().map(|l| (l.file.0, l.span.start, l.span.end)).unwrap_or((u32::MAX, 0, 0))
+        };
+        key(a).cmp(&key(b)).then_with(|| a.code.0.cmp(b.code.0)).then_with(|| a.message.cmp(&b.message))
+    });
+}
+
+/// "Did you mean": the candidate closest to `name`, if it is close enough
+/// to be a plausible typo.
+pub fn closest_name<'a, I>(name: &str, candidates: I) -> Option<&'a str>
+where
+    I: IntoIterator<Item = &'a str>,
+{
+    let mut best: Option<(usize, &'a str)> = None;
+    for candidate in candidates {
+        if candidate == name {
+            continue;
+        }
+        let distance = edit_distance(&name.to_lowercase(), &candidate.to_lowercase());
+        let limit = (name.chars().count().max(candidate.chars().count()) / 3).max(1);
+        if distance <= limit && best.is_none_or(|(d, c)| distance < d || (distance == d && candidate < c)) {
+            best = Some((distance, candidate));
+        }
+    }
+    best.map(|(_, candidate)| candidate)
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut current = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        current[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        std::mem::swap(&mut previous, &mut current);
+    }
+    previous[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closest_name_finds_typos_and_rejects_far_names() {
+        let names = ["researcher", "writer", "reviewer"];
+        assert_eq!(closest_name("reseacher", names), Some("researcher"));
+        assert_eq!(closest_name("writter", names), Some("writer"));
+        assert_eq!(closest_name("zzz", names), None);
+    }
+}

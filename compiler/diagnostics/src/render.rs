@@ -1,0 +1,152 @@
+//! The one renderer: human text through codespan-reporting, and the JSON
+//! shape of the command-line contract.
+
+use crate::{Diagnostic, FileId, Severity, SourceDb};
+use codespan_reporting::diagnostic as cs;
+use codespan_reporting::files::{Error as FilesError, Files};
+use codespan_reporting::term;
+use codespan_reporting::term::termcolor::{Buffer, WriteColor};
+use serde_json::{json, Value};
+
+impl<'a> Files<'a> for SourceDb {
+    type FileId = FileId;
+    type Name = &'a str;
+    type Source = &'a str;
+
+    fn name(&'a self, id: FileId) -> Result<&'a str, FilesError> {
+        if (id.0 as usize) < self.len() {
+            Ok(SourceDb::name(self, id))
+        } else {
+            Err(FilesError::FileMissing)
+        }
+    }
+
+    fn source(&'a self, id: FileId) -> Result<&'a str, FilesError> {
+        if (id.0 as usize) < self.len() {
+            Ok(self.text(id))
+        } else {
+            Err(FilesError::FileMissing)
+        }
+    }
+
+    fn line_index(&'a self, id: FileId, byte_index: usize) -> Result<usize, FilesError> {
+        Ok(self.line_starts(id).partition_point(|&start| start <= byte_index).saturating_sub(1))
+    }
+
+    fn line_range(&'a self, id: FileId, line_index: usize) -> Result<std::ops::Range<usize>, FilesError> {
+        let starts = self.line_starts(id);
+        let len = self.text(id).len();
+        let start = *starts.get(line_index).ok_or(FilesError::LineTooLarge { given: line_index, max: starts.len() - 1 })?;
+        let end = starts.get(line_index + 1).copied().unwrap_or(len);
+        Ok(start..end)
+    }
+}
+
+fn to_codespan(diagnostic: &Diagnostic, db: &SourceDb) -> cs::Diagnostic<FileId> {
+    let severity = match diagnostic.severity {
+        Severity::Error => cs::Severity::Error,
+        Severity::Warning => cs::Severity::Warning,
+    };
+    let labels = diagnostic
+        .labels
+        .iter()
+        .map(|label| {
+            let style = if label.primary { cs::LabelStyle::Primary } else { cs::LabelStyle::Secondary };
+            // Clamp to the file so a stale span can never make rendering fail.
+            let len = db.text(label.file).len();
+            let start = (label.span.start as usize).min(len);
+            let end = (label.span.end as usize).clamp(start, len);
+            cs::Label::new(style, label.file, start..end).with_message(label.message.clone())
+        })
+        .collect();
+    let mut notes = diagnostic.notes.clone();
+    if let Some(help) = &diagnostic.help {
+        notes.push(format!("help: {help}"));
+    }
+    cs::Diagnostic::new(severity)
+        .with_code(diagnostic.code.0)
+        .with_message(diagnostic.message.clone())
+        .with_labels(labels)
+        .with_notes(notes)
+}
+
+/// Writes diagnostics to a colour-capable writer (a terminal).
+pub fn emit(writer: &mut dyn WriteColor, db: &SourceDb, diagnostics: &[Diagnostic]) -> std::io::Result<()> {
+    let config = term::Config::default();
+    for diagnostic in diagnostics {
+        term::emit_to_write_style(writer, &config, db, &to_codespan(diagnostic, db)).map_err(std::io::Error::other)?;
+    }
+    Ok(())
+}
+
+/// Renders diagnostics as plain text (no colour): the form used by UI test
+/// snapshots and by non-terminal output.
+pub fn render_human(db: &SourceDb, diagnostics: &[Diagnostic]) -> String {
+    let mut buffer = Buffer::no_color();
+    // Writing into an in-memory buffer cannot fail.
+    let _ = emit(&mut buffer, db, diagnostics);
+    String::from_utf8_lossy(buffer.as_slice()).into_owned()
+}
+
+/// A one-line summary: "2 errors, 1 warning".
+pub fn summary_line(diagnostics: &[Diagnostic]) -> String {
+    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    let warnings = diagnostics.len() - errors;
+    let plural = |n: usize, word: &str| if n == 1 { format!("{n} {word}") } else { format!("{n} {word}s") };
+    format!("{}, {}", plural(errors, "error"), plural(warnings, "warning"))
+}
+
+/// One diagnostic in the JSON shape of the command-line contract:
+/// `{code, severity, message, file, line, column, span, labels, witness}`
+/// plus `notes` and `help`.
+pub fn diagnostic_json(db: &SourceDb, diagnostic: &Diagnostic) -> Value {
+    let location = |file: FileId, span: crate::Span| {
+        let at = db.line_col(file, span.start);
+        (db.name(file).to_string(), at.line, at.column)
+    };
+    let (file, line, column, span) = match diagnostic.primary() {
+        Some(label) => {
+            let (file, line, column) = location(label.file, label.span);
+            (Value::from(file), Value::from(line), Value::from(column), json!({"start": label.span.start, "end": label.span.end}))
+        }
+        None => (Value::Null, Value::Null, Value::Null, Value::Null),
+    };
+    let labels: Vec<Value> = diagnostic
+        .labels
+        .iter()
+        .map(|label| {
+            let (file, line, column) = location(label.file, label.span);
+            json!({
+                "file": file,
+                "line": line,
+                "column": column,
+                "span": {"start": label.span.start, "end": label.span.end},
+                "message": label.message,
+                "primary": label.primary,
+            })
+        })
+        .collect();
+    json!({
+        "code": diagnostic.code.0,
+        "severity": diagnostic.severity,
+        "message": diagnostic.message,
+        "file": file,
+        "line": line,
+        "column": column,
+        "span": span,
+        "labels": labels,
+        "witness": Value::Null,
+        "notes": diagnostic.notes,
+        "help": diagnostic.help,
+    })
+}
+
+/// The whole `flowc verify --format json` document.
+pub fn to_json(db: &SourceDb, diagnostics: &[Diagnostic], policies: Vec<Value>) -> Value {
+    let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    json!({
+        "diagnostics": diagnostics.iter().map(|d| diagnostic_json(db, d)).collect::<Vec<_>>(),
+        "policies": policies,
+        "summary": {"errors": errors, "warnings": diagnostics.len() - errors},
+    })
+}

@@ -169,3 +169,36 @@ mod tests {
         assert_eq!(closest_name("zzz", names), None);
     }
 }
+
+/// The builder methods of [`Diagnostic`] for a diagnostic already pushed
+/// to a list (`checker.error(…).with_help(…)`).
+pub trait DiagnosticMut {
+    fn with_help(self, help: impl Into<String>) -> Self;
+    fn with_note(self, note: impl Into<String>) -> Self;
+    fn with_label(self, label: Label) -> Self;
+    fn with_primary_message(self, message: impl Into<String>) -> Self;
+}
+
+impl DiagnosticMut for &mut Diagnostic {
+    fn with_help(self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
+    fn with_note(self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
+    }
+
+    fn with_label(self, label: Label) -> Self {
+        self.labels.push(label);
+        self
+    }
+
+    fn with_primary_message(self, message: impl Into<String>) -> Self {
+        if let Some(first) = self.labels.first_mut() {
+            first.message = message.into();
+        }
+        self
+    }
+}

@@ -1,0 +1,1263 @@
+//! The checking pass: load imports, collect declarations, check every
+//! block against its spec, type expressions, and lower to IR.
+
+use crate::ir::{self, Loc, Value};
+use crate::spec::{self, BlockSpec, EntryKind, Env, Kind, V, P};
+use crate::types::{primitive, FieldTy, Ty, PRIMITIVES};
+use crate::{schema, stdlib, Checked, Loader};
+use flow_diagnostics::{DiagnosticMut, closest_name, codes, sort_diagnostics, Code, Diagnostic, FileId, Label, SourceDb, Span};
+use flow_syntax::ast::{self, Entry, Expr, ExprKind};
+use indexmap::{IndexMap, IndexSet};
+use std::collections::HashMap;
+
+/// A top-level declaration, wherever it was written.
+#[derive(Debug, Clone)]
+pub(crate) struct Global {
+    pub kind: Kind,
+    pub file: FileId,
+    pub name_span: Span,
+    /// Index of the file in `Checker::files` and of the item in it.
+    pub item: (usize, usize),
+    pub imported: bool,
+}
+
+pub(crate) struct ParsedFile {
+    pub id: FileId,
+    pub ast: ast::SourceFile,
+    pub imported: bool,
+}
+
+/// What names an expression may use, and what they mean.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scope {
+    pub vars: IndexMap<String, Ty>,
+}
+
+/// The workflow being checked, if any: its nodes and their outputs.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkflowCtx {
+    pub nodes: IndexMap<String, (Span, Ty, String)>,
+    pub input: Ty,
+    /// The payload type of the handoff being checked.
+    pub payload: Option<Ty>,
+}
+
+impl Default for WorkflowCtx {
+    fn default() -> WorkflowCtx {
+        WorkflowCtx { nodes: IndexMap::new(), input: Ty::Any, payload: None }
+    }
+}
+
+pub(crate) struct Checker<'a> {
+    pub db: &'a mut SourceDb,
+    loader: &'a dyn Loader,
+    pub diagnostics: Vec<Diagnostic>,
+    pub files: Vec<ParsedFile>,
+    pub globals: IndexMap<String, Global>,
+    /// Names of globals referred to from somewhere.
+    pub used: IndexSet<String>,
+    pub types: IndexMap<String, Ty>,
+    schema_cache: HashMap<String, Ty>,
+    /// The file of the block being checked.
+    pub file: FileId,
+    pub workflow: Option<WorkflowCtx>,
+    pub machines: IndexMap<String, ir::Machine>,
+    /// The input type of the tool whose node is being checked (for `args`).
+    pub tool_input: Option<Ty>,
+    /// Variables of the declaration being checked: `output` in a contract,
+    /// `input` in an evaluator, `task` in an agent's routes.
+    pub extra_vars: IndexMap<String, Ty>,
+}
+
+fn loc(file: FileId, span: Span) -> Loc {
+    Loc { file: file.0, start: span.start, end: span.end }
+}
+
+impl<'a> Checker<'a> {
+    pub fn new(db: &'a mut SourceDb, loader: &'a dyn Loader) -> Checker<'a> {
+        Checker {
+            db,
+            loader,
+            diagnostics: Vec::new(),
+            files: Vec::new(),
+            globals: IndexMap::new(),
+            used: IndexSet::new(),
+            types: IndexMap::new(),
+            schema_cache: HashMap::new(),
+            file: FileId(0),
+            workflow: None,
+            machines: IndexMap::new(),
+            tool_input: None,
+            extra_vars: IndexMap::new(),
+        }
+    }
+
+    pub fn error(&mut self, code: Code, span: Span, message: impl Into<String>) -> &mut Diagnostic {
+        self.diagnostics.push(Diagnostic::new(code, self.file, span, message));
+        self.diagnostics.last_mut().expect("just pushed")
+    }
+
+    pub fn run(mut self, root: FileId) -> Checked {
+        self.load_files(root);
+        self.collect_globals();
+        self.lower_types();
+        let mut program = ir::Program::default();
+        for (name, ty) in &self.types {
+            let global = &self.globals[name];
+            program.types.insert(name.clone(), ir::TypeDef { name: name.clone(), ty: ty.clone(), loc: loc(global.file, global.name_span) });
+        }
+        // Machines first (workflows refer to their states), then the other
+        // declarations, then top-level policies (they name nodes and gates
+        // of every workflow).
+        for pass in 0..3 {
+            for file_index in 0..self.files.len() {
+                for item_index in 0..self.files[file_index].ast.items.len() {
+                    self.file = self.files[file_index].id;
+                    let imported = self.files[file_index].imported;
+                    let item = self.files[file_index].ast.items[item_index].clone();
+                    let item_pass = match &item {
+                        ast::Item::Decl(d) if d.keyword == ast::DeclKeyword::Machine => 0,
+                        ast::Item::Policy(_) => 2,
+                        _ => 1,
+                    };
+                    if pass != item_pass {
+                        continue;
+                    }
+                    if let ast::Item::Policy(policy) = &item {
+                        if self.globals.get(&policy.name.text).is_some_and(|g| g.name_span != policy.name.span || g.file != self.file) {
+                            continue;
+                        }
+                        let scope = crate::workflow::PolicyScope {
+                            nodes: program.workflows.values().flat_map(|w| w.nodes.keys().cloned()).collect(),
+                            gates: program.workflows.values().flat_map(|w| w.gates.keys().cloned()).collect(),
+                        };
+                        if let Some(p) = self.check_policy(policy, &scope) {
+                            program.policies.push(p);
+                        }
+                        continue;
+                    }
+                    self.check_item(&item, imported, &mut program);
+                }
+            }
+        }
+        program.machines = std::mem::take(&mut self.machines);
+        self.report_unused();
+        let mut diagnostics = self.diagnostics;
+        sort_diagnostics(&mut diagnostics);
+        Checked { program, diagnostics }
+    }
+
+    // ------------------------------------------------------------ loading
+
+    fn load_files(&mut self, root: FileId) {
+        let mut queue = vec![(root, false)];
+        let mut seen: IndexSet<String> = IndexSet::new();
+        seen.insert(self.db.name(root).to_string());
+        while let Some((id, imported)) = queue.pop() {
+            let parsed = flow_syntax::parse(id, self.db.text(id));
+            self.diagnostics.extend(parsed.diagnostics);
+            let mut imports = Vec::new();
+            for item in &parsed.file.items {
+                if let ast::Item::Import(import) = item {
+                    imports.push(import.clone());
+                }
+            }
+            self.files.push(ParsedFile { id, ast: parsed.file, imported });
+            for import in imports {
+                self.file = id;
+                let loaded = match &import.target {
+                    ast::ImportTarget::Module(path) => {
+                        let name: Vec<&str> = path.iter().map(|i| i.text.as_str()).collect();
+                        let name = name.join(".");
+                        match stdlib::module(&name) {
+                            Some(source) => Some((format!("<{name}>"), source.to_string())),
+                            None => {
+                                let known: Vec<&str> = stdlib::MODULES.iter().map(|(n, _)| *n).collect();
+                                let suggestion = closest_name(&name, known.iter().copied());
+                                let diagnostic = self
+                                    .error(codes::MODULE_NOT_FOUND, import.span, format!("no stdlib module `{name}`"))
+                                    .with_note(format!("stdlib modules: {}", known.join(", ")));
+                                if let Some(s) = suggestion {
+                                    diagnostic.with_help(format!("did you mean `{s}`?"));
+                                }
+                                None
+                            }
+                        }
+                    }
+                    ast::ImportTarget::Path(path) => {
+                        let from = self.db.name(id).to_string();
+                        match self.loader.load(&from, &path.value) {
+                            Ok(loaded) => Some(loaded),
+                            Err(why) => {
+                                self.error(codes::MODULE_NOT_FOUND, path.span, format!("cannot import `{}`: {why}", path.value));
+                                None
+                            }
+                        }
+                    }
+                };
+                if let Some((name, text)) = loaded {
+                    if seen.insert(name.clone()) {
+                        let file = self.db.add(name, text);
+                        queue.push((file, true));
+                    }
+                }
+            }
+        }
+        // Check in a stable order: the root first, then modules as loaded.
+    }
+
+    fn collect_globals(&mut self) {
+        for file_index in 0..self.files.len() {
+            let file = self.files[file_index].id;
+            let imported = self.files[file_index].imported;
+            for item_index in 0..self.files[file_index].ast.items.len() {
+                let (kind, name) = match &self.files[file_index].ast.items[item_index] {
+                    ast::Item::Import(_) => continue,
+                    ast::Item::Type(t) => (Kind::Type, t.name.clone()),
+                    ast::Item::Policy(p) => (Kind::Policy, p.name.clone()),
+                    ast::Item::Decl(d) => (decl_kind(d.keyword), d.name.clone()),
+                };
+                if let Some(previous) = self.globals.get(&name.text) {
+                    let previous = previous.clone();
+                    self.file = file;
+                    let diagnostic = Diagnostic::new(
+                        codes::DUPLICATE_DECLARATION,
+                        file,
+                        name.span,
+                        format!("`{}` is declared more than once", name.text),
+                    )
+                    .with_primary_message(format!("{} `{}` declared again here", kind.article(), name.text))
+                    .with_label(Label::secondary(previous.file, previous.name_span, format!("first declared here as {}", previous.kind.article())));
+                    self.diagnostics.push(diagnostic);
+                    continue;
+                }
+                self.globals.insert(
+                    name.text.clone(),
+                    Global { kind, file, name_span: name.span, item: (file_index, item_index), imported },
+                );
+            }
+        }
+    }
+
+    fn report_unused(&mut self) {
+        let unused: Vec<(String, Global)> = self
+            .globals
+            .iter()
+            .filter(|(name, g)| !g.imported && !matches!(g.kind, Kind::Workflow | Kind::Policy) && !self.used.contains(*name))
+            .map(|(n, g)| (n.clone(), g.clone()))
+            .collect();
+        for (name, global) in unused {
+            self.file = global.file;
+            let article = global.kind.article();
+            self.error(codes::UNUSED_DECLARATION, global.name_span, format!("{article} `{name}` is declared but never used"))
+                .labels[0]
+                .message = "never used".into();
+        }
+    }
+
+    // ------------------------------------------------------------ lookup
+
+    /// Resolves a name to a global of one of `kinds`, reporting undefined
+    /// (with did-you-mean) or wrong-kind errors.
+    pub fn resolve(&mut self, name: &str, span: Span, kinds: &[Kind]) -> Option<Kind> {
+        match self.globals.get(name) {
+            Some(global) if kinds.contains(&global.kind) => {
+                self.used.insert(name.to_string());
+                Some(global.kind)
+            }
+            Some(global) => {
+                let global = global.clone();
+                self.used.insert(name.to_string());
+                let expected = kinds.iter().map(|k| k.article()).collect::<Vec<_>>().join(" or ");
+                let diagnostic = Diagnostic::new(
+                    codes::WRONG_KIND,
+                    self.file,
+                    span,
+                    format!("`{name}` is {}, but {expected} is expected here", global.kind.article()),
+                )
+                .with_primary_message(format!("expected {expected}"))
+                .with_label(Label::secondary(global.file, global.name_span, format!("`{name}` is declared here as {}", global.kind.article())));
+                self.diagnostics.push(diagnostic);
+                None
+            }
+            None => {
+                let candidates: Vec<String> =
+                    self.globals.iter().filter(|(_, g)| kinds.contains(&g.kind)).map(|(n, _)| n.clone()).collect();
+                let what = kinds.first().map(|k| k.as_str()).unwrap_or("name");
+                self.undefined(name, span, what, candidates.iter().map(String::as_str));
+                None
+            }
+        }
+    }
+
+    pub fn undefined<'n>(&mut self, name: &str, span: Span, what: &str, candidates: impl IntoIterator<Item = &'n str>) {
+        let candidates: Vec<&str> = candidates.into_iter().collect();
+        let mut diagnostic = Diagnostic::new(codes::UNDEFINED_NAME, self.file, span, format!("undefined {what} `{name}`"))
+            .with_primary_message(format!("no {what} named `{name}`"));
+        if let Some(suggestion) = closest_name(name, candidates.iter().copied()) {
+            diagnostic = diagnostic.with_help(format!("did you mean `{suggestion}`?"));
+        } else if candidates.is_empty() {
+            diagnostic = diagnostic.with_note(format!("no {what} is declared"));
+        }
+        self.diagnostics.push(diagnostic);
+    }
+
+    // ------------------------------------------------------------ types
+
+    fn lower_types(&mut self) {
+        let type_globals: Vec<(String, Global)> =
+            self.globals.iter().filter(|(_, g)| g.kind == Kind::Type).map(|(n, g)| (n.clone(), g.clone())).collect();
+        for (name, global) in &type_globals {
+            let ast::Item::Type(decl) = self.files[global.item.0].ast.items[global.item.1].clone() else { continue };
+            self.file = global.file;
+            let ty = self.lower_type(&decl.value);
+            self.types.insert(name.clone(), ty);
+        }
+        // Alias cycles: a type that is, through names and `?` only, itself.
+        let mut reported: IndexSet<String> = IndexSet::new();
+        for (name, global) in &type_globals {
+            let mut chain = vec![name.clone()];
+            let mut current = name.clone();
+            while let Some(Ty::Named { name: next }) = self.types.get(&current).map(|t| t.non_null().clone()) {
+                if next == *name {
+                    if chain.iter().all(|n| !reported.contains(n)) {
+                        self.file = global.file;
+                        let path = chain.iter().chain(std::iter::once(name)).cloned().collect::<Vec<_>>().join(" = ");
+                        self.error(codes::RECURSIVE_TYPE, global.name_span, format!("type `{name}` is defined as itself: {path}"))
+                            .labels[0]
+                            .message = "recursive alias".into();
+                        reported.extend(chain.iter().cloned());
+                    }
+                    break;
+                }
+                if chain.contains(&next) || chain.len() > 64 {
+                    break;
+                }
+                chain.push(next.clone());
+                current = next;
+            }
+        }
+    }
+
+    /// Lowers a type expression.
+    pub fn lower_type(&mut self, expr: &Expr) -> Ty {
+        match &expr.kind {
+            ExprKind::Name(name) => {
+                if let Some(ty) = primitive(name) {
+                    return ty;
+                }
+                match self.globals.get(name.as_str()) {
+                    Some(g) if g.kind == Kind::Type => {
+                        self.used.insert(name.clone());
+                        Ty::Named { name: name.clone() }
+                    }
+                    Some(_) => {
+                        self.resolve(name, expr.span, &[Kind::Type]);
+                        Ty::Any
+                    }
+                    None => {
+                        let mut candidates: Vec<String> =
+                            self.globals.iter().filter(|(_, g)| g.kind == Kind::Type).map(|(n, _)| n.clone()).collect();
+                        candidates.extend(PRIMITIVES.iter().map(|p| p.to_string()));
+                        self.undefined(name, expr.span, "type", candidates.iter().map(String::as_str));
+                        Ty::Any
+                    }
+                }
+            }
+            ExprKind::Null => Ty::Null,
+            ExprKind::List(items) if items.len() == 1 => Ty::list(self.lower_type(&items[0])),
+            ExprKind::Object(fields) => {
+                let mut out = IndexMap::new();
+                for field in fields {
+                    let ty = self.lower_type(&field.value);
+                    if out.contains_key(&field.name.text) {
+                        self.error(codes::DUPLICATE_PROPERTY, field.name.span, format!("field `{}` is given twice", field.name.text));
+                    }
+                    out.insert(field.name.text.clone(), FieldTy { ty, optional: field.optional });
+                }
+                Ty::Record { fields: out }
+            }
+            ExprKind::Nullable(inner) => Ty::nullable(self.lower_type(inner)),
+            ExprKind::String(s) => Ty::Enum { values: vec![s.clone()] },
+            ExprKind::Binary { op: ast::BinaryOp::Union, lhs, rhs } => {
+                let (l, r) = (self.lower_type(lhs), self.lower_type(rhs));
+                match (l, r) {
+                    (Ty::Enum { values: mut a }, Ty::Enum { values: b }) => {
+                        for v in b {
+                            if !a.contains(&v) {
+                                a.push(v);
+                            }
+                        }
+                        Ty::Enum { values: a }
+                    }
+                    (Ty::Any, _) | (_, Ty::Any) => Ty::Any,
+                    (l, Ty::Null) => Ty::nullable(l),
+                    (Ty::Null, r) => Ty::nullable(r),
+                    _ => {
+                        self.error(codes::NOT_A_TYPE, expr.span, "`|` joins string literals into an enum type (and `null`)")
+                            .with_help("write an enum such as `\"pass\" | \"fail\"`, or use `T?` for a nullable type");
+                        Ty::Any
+                    }
+                }
+            }
+            ExprKind::Call { callee, args } if matches!(&callee.kind, ExprKind::Name(n) if n == "schema") => {
+                match args.as_slice() {
+                    [ast::Argument { name: None, value: Expr { kind: ExprKind::String(path), span }, .. }] => {
+                        self.load_schema(path, *span)
+                    }
+                    _ => {
+                        self.error(codes::WRONG_ARGUMENTS, expr.span, "`schema` takes one argument: the path of a JSON Schema file")
+                            .with_help("write `schema(\"schemas/name.json\")`");
+                        Ty::Any
+                    }
+                }
+            }
+            ExprKind::Error => Ty::Any,
+            _ => {
+                self.error(codes::NOT_A_TYPE, expr.span, "this expression is not a type")
+                    .with_help("types are `string`, `int`, `float`, `bool`, `duration`, `money`, `percent`, `any`, type names, `[T]`, `T?`, `{ f: T }`, `\"a\" | \"b\"` and `schema(\"file.json\")`");
+                Ty::Any
+            }
+        }
+    }
+
+    fn load_schema(&mut self, path: &str, span: Span) -> Ty {
+        let from = self.db.name(self.file).to_string();
+        let (name, text) = match self.loader.load(&from, path) {
+            Ok(loaded) => loaded,
+            Err(why) => {
+                self.error(codes::SCHEMA_UNREADABLE, span, format!("cannot read JSON Schema `{path}`: {why}"))
+                    .labels[0]
+                    .message = "unreadable schema file".into();
+                return Ty::Any;
+            }
+        };
+        if let Some(ty) = self.schema_cache.get(&name) {
+            return ty.clone();
+        }
+        let schema_file = match self.db.find(&name) {
+            Some(id) => id,
+            None => self.db.add(name.clone(), text.clone()),
+        };
+        let ty = match serde_json::from_str::<serde_json::Value>(&text) {
+            Err(error) => {
+                let offset = schema::offset_of(&text, error.line(), error.column());
+                let end = (offset + 1).min(text.len());
+                let diagnostic = Diagnostic::new(
+                    codes::SCHEMA_INVALID_JSON,
+                    schema_file,
+                    Span::new(offset, end.max(offset)),
+                    format!("`{path}` is not valid JSON: {error}"),
+                )
+                .with_primary_message("invalid JSON here")
+                .with_label(Label::secondary(self.file, span, "schema referenced here"));
+                self.diagnostics.push(diagnostic);
+                Ty::Any
+            }
+            Ok(value) => match validate_schema(&value) {
+                Err((pointer, message)) => {
+                    let (start, end) = schema::locate(&text, &pointer);
+                    let diagnostic = Diagnostic::new(
+                        codes::SCHEMA_INVALID,
+                        schema_file,
+                        Span::new(start, end),
+                        format!("`{path}` is not a valid JSON Schema: {message}"),
+                    )
+                    .with_primary_message(if pointer.is_empty() { "invalid schema".to_string() } else { format!("at {pointer}") })
+                    .with_label(Label::secondary(self.file, span, "schema referenced here"));
+                    self.diagnostics.push(diagnostic);
+                    Ty::Any
+                }
+                Ok(()) => schema::to_ty(&value),
+            },
+        };
+        self.schema_cache.insert(name, ty.clone());
+        ty
+    }
+
+    /// One level of named-type expansion.
+    pub fn expand(&self, ty: &Ty) -> Ty {
+        let mut current = ty.clone();
+        for _ in 0..16 {
+            match current {
+                Ty::Named { ref name } => match self.types.get(name) {
+                    Some(next) => current = next.clone(),
+                    None => return Ty::Any,
+                },
+                Ty::Nullable { ref inner } if matches!(**inner, Ty::Named { .. }) => {
+                    current = Ty::nullable(self.expand(inner));
+                }
+                _ => return current,
+            }
+        }
+        Ty::Any
+    }
+
+    // ------------------------------------------------------------ items
+
+    fn check_item(&mut self, item: &ast::Item, imported: bool, program: &mut ir::Program) {
+        match item {
+            ast::Item::Import(_) | ast::Item::Type(_) | ast::Item::Policy(_) => {}
+            ast::Item::Decl(decl) => {
+                if self.globals.get(&decl.name.text).is_some_and(|g| g.name_span != decl.name.span || g.file != self.file) {
+                    return; // a duplicate, already reported
+                }
+                match decl.keyword {
+                    ast::DeclKeyword::Workflow => {
+                        if let Some(workflow) = self.check_workflow(decl) {
+                            program.workflows.insert(workflow.name.clone(), workflow);
+                        }
+                    }
+                    ast::DeclKeyword::Machine => self.check_machine(decl),
+                    keyword => {
+                        let spec = spec::ALL_DECLS.iter().find(|s| s.kind == decl_kind(keyword)).expect("every keyword has a spec");
+                        let ir = self.check_decl(decl, spec, imported);
+                        program.decls.insert(ir.name.clone(), ir);
+                    }
+                }
+            }
+        }
+    }
+
+    fn check_decl(&mut self, decl: &ast::Decl, spec: &spec::DeclSpec, imported: bool) -> ir::Decl {
+        let variant_names: Vec<&str> = spec.variants.iter().map(|(n, _)| *n).collect();
+        let variant = match &decl.variant {
+            Some(v) if spec.variants.is_empty() => {
+                self.error(codes::UNKNOWN_VARIANT, v.span, format!("{} declarations take no `: kind`", decl.keyword.as_str()));
+                None
+            }
+            Some(v) if !variant_names.contains(&v.text.as_str()) => {
+                let help = closest_name(&v.text, variant_names.iter().copied());
+                let d = self
+                    .error(codes::UNKNOWN_VARIANT, v.span, format!("unknown {} kind `{}`", decl.keyword.as_str(), v.text))
+                    .with_note(format!("{} kinds: {}", decl.keyword.as_str(), variant_names.join(", ")));
+                if let Some(h) = help {
+                    d.with_help(format!("did you mean `{h}`?"));
+                }
+                None
+            }
+            Some(v) => Some(v.text.clone()),
+            None if !spec.variants.is_empty() && spec.default_variant.is_none() => {
+                self.error(
+                    codes::UNKNOWN_VARIANT,
+                    decl.name.span,
+                    format!("{} `{}` needs a kind: `{} {}: KIND`", decl.keyword.as_str(), decl.name.text, decl.keyword.as_str(), decl.name.text),
+                )
+                .with_note(format!("{} kinds: {}", decl.keyword.as_str(), variant_names.join(", ")));
+                None
+            }
+            None => spec.default_variant.map(str::to_string),
+        };
+        let mut props_spec: Vec<P> = spec.block.props.to_vec();
+        match &variant {
+            Some(v) => {
+                if let Some((_, extra)) = spec.variants.iter().find(|(n, _)| n == v) {
+                    props_spec.extend_from_slice(extra);
+                }
+            }
+            // Unknown variant: accept any variant's properties, require none.
+            None => {
+                for (_, extra) in spec.variants {
+                    props_spec.extend(extra.iter().map(|p| P { required: false, ..*p }));
+                }
+            }
+        }
+        let empty = ast::Block { entries: Vec::new(), span: decl.name.span };
+        let body = decl.body.as_ref().unwrap_or(&empty);
+        let block = BlockSpec { props: leak(props_spec), ..spec.block };
+        self.extra_vars = self.decl_vars(spec.kind, body);
+        let (props, _) = self.check_block(body, &block, decl.name.span, &format!("{} `{}`", decl.keyword.as_str(), decl.name.text), &Scope::default());
+        self.extra_vars.clear();
+        ir::Decl { kind: spec.kind, name: decl.name.text.clone(), variant, props, loc: loc(self.file, decl.name.span), imported }
+    }
+
+    /// The variables expressions inside a declaration may use.
+    fn decl_vars(&mut self, kind: Kind, body: &ast::Block) -> IndexMap<String, Ty> {
+        let prop_type = |this: &mut Self, key: &str| {
+            let value = body.entries.iter().find_map(|e| match e {
+                Entry::Property(p) if p.key.text == key => Some(p.value.clone()),
+                _ => None,
+            });
+            match value {
+                Some(v) => {
+                    let mark = this.diagnostics.len();
+                    let ty = this.lower_type(&v);
+                    this.diagnostics.truncate(mark);
+                    ty
+                }
+                None => Ty::Any,
+            }
+        };
+        let mut vars = IndexMap::new();
+        match kind {
+            Kind::Contract => {
+                vars.insert("output".to_string(), prop_type(self, "output"));
+            }
+            Kind::Evaluator => {
+                vars.insert("input".to_string(), prop_type(self, "input"));
+            }
+            Kind::Agent => {
+                let mut fields = IndexMap::new();
+                fields.insert("kind".to_string(), FieldTy { ty: Ty::String, optional: false });
+                fields.insert("labels".to_string(), FieldTy { ty: Ty::list(Ty::String), optional: false });
+                fields.insert(
+                    "risk".to_string(),
+                    FieldTy { ty: Ty::Enum { values: spec::RISK.iter().map(|r| r.to_string()).collect() }, optional: false },
+                );
+                vars.insert("task".to_string(), Ty::Record { fields });
+            }
+            _ => {}
+        }
+        vars
+    }
+
+    /// Checks a block's entries against `spec`: properties (unknown,
+    /// duplicate, missing, values) and which other entries are allowed.
+    /// Returns the checked properties and the entries left for the caller.
+    pub fn check_block<'b>(
+        &mut self,
+        block: &'b ast::Block,
+        spec: &BlockSpec,
+        owner_span: Span,
+        owner: &str,
+        scope: &Scope,
+    ) -> (IndexMap<String, Value>, Vec<&'b Entry>) {
+        let mut props = IndexMap::new();
+        let mut seen: IndexMap<String, Span> = IndexMap::new();
+        let mut rest = Vec::new();
+        for entry in &block.entries {
+            match entry {
+                Entry::Property(property) => {
+                    let key = &property.key.text;
+                    if let Some(first) = seen.get(key) {
+                        let first = *first;
+                        let file = self.file;
+                        self.error(codes::DUPLICATE_PROPERTY, property.key.span, format!("property `{key}` is given twice"))
+                            .with_label(Label::secondary(file, first, "first given here"))
+                            .labels[0]
+                            .message = "given again".into();
+                        continue;
+                    }
+                    seen.insert(key.clone(), property.key.span);
+                    match spec.props.iter().find(|p| p.name == key) {
+                        Some(p) => {
+                            let value = self.check_value(&p.value, &property.value, scope);
+                            props.insert(key.clone(), value);
+                        }
+                        None => {
+                            let names: Vec<&str> = spec.props.iter().map(|p| p.name).collect();
+                            let suggestion = closest_name(key, names.iter().copied());
+                            let mut d = Diagnostic::new(codes::UNKNOWN_PROPERTY, self.file, property.key.span, format!("{owner} has no property `{key}`"))
+                                .with_primary_message("unknown property");
+                            d = match suggestion {
+                                Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                                None if names.is_empty() => d.with_note("this block takes no properties"),
+                                None => d.with_note(format!("accepted: {}", names.join(", "))),
+                            };
+                            self.diagnostics.push(d);
+                        }
+                    }
+                }
+                other => {
+                    let kind = entry_kind(other);
+                    if spec.entries.contains(&kind) {
+                        rest.push(other);
+                    } else {
+                        self.error(codes::ENTRY_NOT_ALLOWED, other.span(), format!("{} is not allowed in {owner}", other.describe()))
+                            .with_note(entry_note(kind));
+                    }
+                }
+            }
+        }
+        for p in spec.props.iter().filter(|p| p.required) {
+            if !seen.contains_key(p.name) {
+                self.error(codes::MISSING_PROPERTY, owner_span, format!("{owner} lacks the required property `{}`", p.name))
+                    .with_help(format!("add `{}: …` ({})", p.name, p.doc.trim_end_matches('.')))
+                    .labels[0]
+                    .message = format!("`{}` missing", p.name);
+            }
+        }
+        (props, rest)
+    }
+
+    // ------------------------------------------------------------ values
+
+    pub fn check_value(&mut self, spec: &V, expr: &Expr, scope: &Scope) -> Value {
+        if matches!(expr.kind, ExprKind::Error) {
+            return Value::Invalid;
+        }
+        match spec {
+            V::Str => match &expr.kind {
+                ExprKind::String(s) => Value::Str(s.clone()),
+                _ => self.invalid(expr, "a string"),
+            },
+            V::Bool => match &expr.kind {
+                ExprKind::Bool(b) => Value::Bool(*b),
+                _ => self.invalid(expr, "`true` or `false`"),
+            },
+            V::Int => match self.number(expr) {
+                Some((value, unit)) if matches!(unit.as_str(), "" | "k" | "M") => {
+                    let scaled = value * unit_scale(&unit);
+                    if scaled.fract() != 0.0 || scaled < 0.0 || scaled > i64::MAX as f64 {
+                        self.invalid(expr, "a whole number (`k` and `M` suffixes allowed)")
+                    } else {
+                        Value::Int(scaled as i64)
+                    }
+                }
+                Some(_) => self.invalid(expr, "a whole number (`k` and `M` suffixes allowed)"),
+                None => self.invalid(expr, "a whole number"),
+            },
+            V::Fraction => match self.number(expr) {
+                Some((value, unit)) if unit == "%" && (0.0..=100.0).contains(&value) => Value::Fraction(value / 100.0),
+                Some((value, unit)) if unit.is_empty() && (0.0..=1.0).contains(&value) => Value::Fraction(value),
+                _ => self.invalid(expr, "a share: a percentage such as `20%` or a number between 0 and 1"),
+            },
+            V::Percent => match self.number(expr) {
+                Some((value, unit)) if unit == "%" => Value::Fraction(value / 100.0),
+                _ => self.invalid(expr, "a percentage such as `20%`"),
+            },
+            V::Duration => match self.number(expr) {
+                Some((value, unit)) => match duration_ms(value, &unit) {
+                    Some(ms) => Value::Duration(ms),
+                    None => self.invalid(expr, "a duration such as `30s`, `5m` or `250ms`"),
+                },
+                None => self.invalid(expr, "a duration such as `30s`, `5m` or `250ms`"),
+            },
+            V::Money => match &expr.kind {
+                ExprKind::Money(m) => Value::Money(*m),
+                _ => self.invalid(expr, "an amount of money such as `$5.00`"),
+            },
+            V::Rate => match &expr.kind {
+                ExprKind::Binary { op: ast::BinaryOp::Div, lhs, rhs } => {
+                    let count = self.number(lhs);
+                    let period = self.number(rhs);
+                    match (count, period) {
+                        (Some((c, cu)), Some((p, pu))) if cu.is_empty() && c.fract() == 0.0 && c >= 0.0 => match duration_ms(p, &pu) {
+                            Some(ms) if ms > 0 => Value::Rate { count: c as u64, per_ms: ms },
+                            _ => self.invalid(expr, "a rate such as `10 / 1m`"),
+                        },
+                        _ => self.invalid(expr, "a rate such as `10 / 1m`"),
+                    }
+                }
+                _ => self.invalid(expr, "a rate such as `10 / 1m`"),
+            },
+            V::Type => Value::Type(self.lower_type(expr)),
+            V::Ref(kinds) => match &expr.kind {
+                ExprKind::Name(name) => match self.resolve(name, expr.span, kinds) {
+                    Some(kind) => Value::Ref { kind, name: name.clone() },
+                    None => Value::Invalid,
+                },
+                _ => {
+                    let expected = kinds.iter().map(|k| format!("{} name", k.article())).collect::<Vec<_>>().join(" or ");
+                    self.invalid(expr, &expected)
+                }
+            },
+            V::Node => match &expr.kind {
+                ExprKind::Name(name) => {
+                    if self.check_node_ref(name, expr.span) {
+                        Value::Node(name.clone())
+                    } else {
+                        Value::Invalid
+                    }
+                }
+                _ => self.invalid(expr, "a node name"),
+            },
+            V::State => self.check_state(expr),
+            V::StateName => match &expr.kind {
+                ExprKind::Name(name) => Value::Word(name.clone()),
+                _ => self.invalid(expr, "a state name"),
+            },
+            V::List(inner) => match &expr.kind {
+                ExprKind::List(items) => Value::List(items.iter().map(|item| self.check_value(inner, item, scope)).collect()),
+                _ => self.invalid(expr, "a list `[…]`"),
+            },
+            V::Word(words) => match &expr.kind {
+                ExprKind::Name(name) if words.contains(&name.as_str()) => Value::Word(name.clone()),
+                ExprKind::Name(name) => {
+                    let suggestion = closest_name(name, words.iter().copied());
+                    let d = self
+                        .error(codes::INVALID_VALUE, expr.span, format!("`{name}` is not one of {}", words.join(", ")))
+                        .with_primary_message("not an accepted value");
+                    if let Some(s) = suggestion {
+                        d.with_help(format!("did you mean `{s}`?"));
+                    }
+                    Value::Invalid
+                }
+                _ => self.invalid(expr, &format!("one of {}", words.join(", "))),
+            },
+            V::Record(props) => match &expr.kind {
+                ExprKind::Object(fields) => {
+                    let block = object_as_block(fields, expr.span);
+                    let spec = BlockSpec { props, entries: &[], events: &[] };
+                    let (values, _) = self.check_block(&block, &spec, expr.span, "this object", scope);
+                    Value::Record(values)
+                }
+                _ => self.invalid(expr, "an object `{ … }`"),
+            },
+            V::Map(inner) => match &expr.kind {
+                ExprKind::Object(fields) => {
+                    Value::Record(fields.iter().map(|f| (f.name.text.clone(), self.check_value(inner, &f.value, scope))).collect())
+                }
+                _ => self.invalid(expr, "an object `{ … }`"),
+            },
+            V::Budget => match &expr.kind {
+                ExprKind::Name(_) => self.check_value(&V::Ref(&[Kind::Budget]), expr, scope),
+                ExprKind::Object(_) => self.check_value(&V::Record(spec::BUDGET_PROPS), expr, scope),
+                _ => self.invalid(expr, "a budget name or an inline budget `{ tokens: …, … }`"),
+            },
+            V::Pred(env) => {
+                let scope = self.env_scope(*env);
+                let typed = self.type_expr(expr, &scope);
+                if !matches!(typed.ty, Ty::Bool | Ty::Any) {
+                    self.error(codes::TYPE_MISMATCH, expr.span, format!("a condition must be a bool, but this is {}", typed.ty))
+                        .labels[0]
+                        .message = format!("this is {}", typed.ty);
+                }
+                Value::Expr(typed)
+            }
+            V::Action => self.check_action(expr),
+            V::Evaluator => self.check_evaluator(expr),
+            V::JoinRule => self.check_join_rule(expr),
+            V::Args => self.check_args(expr),
+            V::Artifacts => match &expr.kind {
+                ExprKind::List(items) => {
+                    let scope = self.env_scope(Env::Nodes);
+                    Value::List(
+                        items
+                            .iter()
+                            .map(|item| match &item.kind {
+                                ExprKind::String(s) => Value::Str(s.clone()),
+                                _ => Value::Expr(self.type_expr(item, &scope)),
+                            })
+                            .collect(),
+                    )
+                }
+                _ => self.invalid(expr, "a list of artifact references"),
+            },
+            V::OneOf(options) => {
+                let shape_matches = |v: &V| match (v, &expr.kind) {
+                    (V::Word(_), ExprKind::Name(_)) => true,
+                    (V::Record(_) | V::Map(_), ExprKind::Object(_)) => true,
+                    (V::Str, ExprKind::String(_)) => true,
+                    (V::List(_), ExprKind::List(_)) => true,
+                    _ => false,
+                };
+                match options.iter().find(|o| shape_matches(o)) {
+                    Some(option) => self.check_value(option, expr, scope),
+                    None => self.invalid(expr, "a word or an object"),
+                }
+            }
+        }
+    }
+
+    fn invalid(&mut self, expr: &Expr, expected: &str) -> Value {
+        let found = describe_expr(expr);
+        self.error(codes::INVALID_VALUE, expr.span, format!("expected {expected}, found {found}")).labels[0].message = format!("expected {expected}");
+        Value::Invalid
+    }
+
+    /// A number literal's value and unit; reports unknown units.
+    fn number(&mut self, expr: &Expr) -> Option<(f64, String)> {
+        match &expr.kind {
+            ExprKind::Number { value, unit } => {
+                if !KNOWN_UNITS.contains(&unit.as_str()) {
+                    self.error(codes::UNKNOWN_UNIT, expr.span, format!("unknown unit `{unit}`"))
+                        .with_note("units: ms, s, m, h, d (durations); k, M (counts); % (percentages)")
+                        .labels[0]
+                        .message = "unknown unit".into();
+                    return None;
+                }
+                Some((*value, unit.clone()))
+            }
+            _ => None,
+        }
+    }
+
+    pub fn env_scope(&self, env: Env) -> Scope {
+        let mut scope = Scope::default();
+        match env {
+            Env::Nodes | Env::Payload => {
+                if let Some(workflow) = &self.workflow {
+                    scope.vars.insert("input".into(), workflow.input.clone());
+                    for (name, (_, ty, _)) in &workflow.nodes {
+                        scope.vars.insert(name.clone(), ty.clone());
+                    }
+                }
+            }
+            Env::Output | Env::Input | Env::Task => {}
+        }
+        if env == Env::Payload {
+            let payload = self.workflow.as_ref().and_then(|w| w.payload.clone()).unwrap_or(Ty::Any);
+            scope.vars.insert("payload".into(), payload);
+        }
+        for (name, ty) in &self.extra_vars {
+            scope.vars.insert(name.clone(), ty.clone());
+        }
+        scope
+    }
+
+    fn check_node_ref(&mut self, name: &str, span: Span) -> bool {
+        let Some(workflow) = &self.workflow else { return false };
+        if workflow.nodes.contains_key(name) {
+            return true;
+        }
+        let candidates: Vec<String> = workflow.nodes.keys().cloned().collect();
+        self.undefined(name, span, "node", candidates.iter().map(String::as_str));
+        false
+    }
+
+    fn check_state(&mut self, expr: &Expr) -> Value {
+        let ExprKind::Field { base, name: state } = &expr.kind else {
+            return self.invalid(expr, "a task state `Machine.STATE`");
+        };
+        let ExprKind::Name(machine) = &base.kind else {
+            return self.invalid(expr, "a task state `Machine.STATE`");
+        };
+        if self.resolve(machine, base.span, &[Kind::Machine]).is_none() {
+            return Value::Invalid;
+        }
+        let Some(states) = self.machines.get(machine).map(|m| m.states.clone()) else {
+            return Value::Invalid;
+        };
+        if !states.contains(&state.text) {
+            self.undefined(&state.text, state.span, &format!("state of `{machine}`"), states.iter().map(String::as_str));
+            return Value::Invalid;
+        }
+        Value::State { machine: machine.clone(), state: state.text.clone() }
+    }
+
+    fn check_action(&mut self, expr: &Expr) -> Value {
+        let (name, name_span, args): (&str, Span, &[ast::Argument]) = match &expr.kind {
+            ExprKind::Name(n) => (n, expr.span, &[]),
+            ExprKind::Call { callee, args } => match &callee.kind {
+                ExprKind::Name(n) => (n, callee.span, args.as_slice()),
+                _ => return self.invalid(expr, "an action such as `continue` or `terminate(reason)`"),
+            },
+            _ => return self.invalid(expr, "an action such as `continue` or `terminate(reason)`"),
+        };
+        let Some((_, params, _)) = spec::ACTIONS.iter().find(|(n, _, _)| *n == name) else {
+            let names: Vec<&str> = spec::ACTIONS.iter().map(|(n, _, _)| *n).collect();
+            let suggestion = closest_name(name, names.iter().copied());
+            let d = Diagnostic::new(codes::INVALID_VALUE, self.file, name_span, format!("unknown action `{name}`"))
+                .with_primary_message("not an action")
+                .with_note(format!("actions: {}", names.join(", ")));
+            let d = match suggestion {
+                Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                None => d,
+            };
+            self.diagnostics.push(d);
+            return Value::Invalid;
+        };
+        if args.len() != params.len() && !(name == "replan" && args.len() <= 1) {
+            self.error(
+                codes::WRONG_ARGUMENTS,
+                expr.span,
+                format!("action `{name}` takes {} argument{}, {} given", params.len(), if params.len() == 1 { "" } else { "s" }, args.len()),
+            );
+            return Value::Invalid;
+        }
+        let mut out = Vec::new();
+        for (arg, param) in args.iter().zip(params.iter()) {
+            let ExprKind::Name(arg_name) = &arg.value.kind else {
+                self.error(codes::WRONG_ARGUMENTS, arg.value.span, format!("the argument of `{name}` must be a name"));
+                return Value::Invalid;
+            };
+            let ok = match param {
+                spec::ActionArg::Reason => true,
+                spec::ActionArg::Node => self.check_node_ref(arg_name, arg.value.span),
+                spec::ActionArg::Principal => self.resolve(arg_name, arg.value.span, &[Kind::Principal]).is_some(),
+                spec::ActionArg::Provider => self.resolve(arg_name, arg.value.span, &[Kind::Provider]).is_some(),
+            };
+            if !ok {
+                return Value::Invalid;
+            }
+            out.push(arg_name.clone());
+        }
+        if name == "replan" {
+            if let Some(arg) = args.first() {
+                if let ExprKind::Name(n) = &arg.value.kind {
+                    if self.check_node_ref(n, arg.value.span) {
+                        out.push(n.clone());
+                    }
+                }
+            }
+        }
+        Value::Action(ir::Action { name: name.to_string(), args: out })
+    }
+
+    fn check_evaluator(&mut self, expr: &Expr) -> Value {
+        let (name, name_span, args): (&str, Span, &[ast::Argument]) = match &expr.kind {
+            ExprKind::Name(n) => (n, expr.span, &[]),
+            ExprKind::Call { callee, args } => match &callee.kind {
+                ExprKind::Name(n) => (n, callee.span, args.as_slice()),
+                _ => return self.invalid(expr, "an evaluator call"),
+            },
+            _ => return self.invalid(expr, "an evaluator call such as `predicate(…)` or `audio_probe(video.scenes)`"),
+        };
+        let scope = self.env_scope(Env::Nodes);
+        let builtin = spec::BUILTIN_EVALUATORS.iter().any(|(n, _)| *n == name) && !self.globals.contains_key(name);
+        if builtin {
+            let expected = if name == "schema_valid" { 2 } else { 1 };
+            if args.len() != expected {
+                self.error(codes::WRONG_ARGUMENTS, expr.span, format!("`{name}` takes {expected} argument{}", if expected == 1 { "" } else { "s" }));
+                return Value::Invalid;
+            }
+            let mut typed = vec![self.type_expr(&args[0].value, &scope)];
+            if name == "predicate" && !matches!(typed[0].ty, Ty::Bool | Ty::Any) {
+                self.error(codes::TYPE_MISMATCH, args[0].value.span, format!("`predicate` needs a bool, but this is {}", typed[0].ty));
+            }
+            if name == "schema_valid" {
+                let ty = self.lower_type(&args[1].value);
+                typed.push(ir::TExpr { kind: ir::TExprKind::Literal { value: Box::new(Value::Type(ty.clone())) }, ty });
+            }
+            return Value::Evaluator { name: name.to_string(), builtin: true, args: typed };
+        }
+        if self.globals.contains_key(name) || !spec::BUILTIN_EVALUATORS.iter().any(|(n, _)| *n == name) {
+            if !self.globals.contains_key(name) {
+                let mut candidates: Vec<String> =
+                    self.globals.iter().filter(|(_, g)| g.kind == Kind::Evaluator).map(|(n, _)| n.clone()).collect();
+                candidates.extend(spec::BUILTIN_EVALUATORS.iter().map(|(n, _)| n.to_string()));
+                self.undefined(name, name_span, "evaluator", candidates.iter().map(String::as_str));
+                return Value::Invalid;
+            }
+            if self.resolve(name, name_span, &[Kind::Evaluator]).is_none() {
+                return Value::Invalid;
+            }
+        }
+        if args.len() > 1 {
+            self.error(codes::WRONG_ARGUMENTS, expr.span, format!("evaluator `{name}` takes one argument: its input"));
+            return Value::Invalid;
+        }
+        let typed: Vec<ir::TExpr> = args.iter().map(|a| self.type_expr(&a.value, &scope)).collect();
+        Value::Evaluator { name: name.to_string(), builtin: false, args: typed }
+    }
+
+    fn check_join_rule(&mut self, expr: &Expr) -> Value {
+        let rule = |rule: &str| Value::JoinRule { rule: rule.to_string(), weights: IndexMap::new(), evaluator: None };
+        match &expr.kind {
+            ExprKind::QuantifierWord(ast::Quantifier::All) => rule("all"),
+            ExprKind::QuantifierWord(ast::Quantifier::Any) => rule("any"),
+            ExprKind::Name(n) if n == "majority" || n == "first" => rule(n),
+            ExprKind::Call { callee, args } => match (&callee.kind, args.as_slice()) {
+                (ExprKind::Name(n), [arg]) if n == "weighted" => {
+                    let ExprKind::Object(fields) = &arg.value.kind else {
+                        return self.invalid(&arg.value, "an object of weights `{ node: 2, other: 1 }`");
+                    };
+                    let mut weights = IndexMap::new();
+                    for field in fields {
+                        self.check_node_ref(&field.name.text, field.name.span);
+                        match self.number(&field.value) {
+                            Some((w, u)) if u.is_empty() => {
+                                weights.insert(field.name.text.clone(), w);
+                            }
+                            _ => {
+                                self.invalid(&field.value, "a weight (a number)");
+                            }
+                        }
+                    }
+                    Value::JoinRule { rule: "weighted".into(), weights, evaluator: None }
+                }
+                (ExprKind::Name(n), [arg]) if n == "custom" => match &arg.value.kind {
+                    ExprKind::Name(e) => {
+                        self.resolve(e, arg.value.span, &[Kind::Evaluator]);
+                        Value::JoinRule { rule: "custom".into(), weights: IndexMap::new(), evaluator: Some(e.clone()) }
+                    }
+                    _ => self.invalid(&arg.value, "an evaluator name"),
+                },
+                _ => self.invalid(expr, "a join rule: all, any, majority, first, weighted({…}) or custom(evaluator)"),
+            },
+            _ => self.invalid(expr, "a join rule: all, any, majority, first, weighted({…}) or custom(evaluator)"),
+        }
+    }
+
+    /// A tool node's `args`: typed in the workflow, checked against the
+    /// tool's input record. The tool's input type is the current scope's
+    /// `$tool_input` entry, set by the node check.
+    fn check_args(&mut self, expr: &Expr) -> Value {
+        let ExprKind::Object(fields) = &expr.kind else {
+            return self.invalid(expr, "an object of arguments `{ field: expr }`");
+        };
+        let scope = self.env_scope(Env::Nodes);
+        let input = self.tool_input.clone().map(|t| self.expand(&t));
+        let mut out = IndexMap::new();
+        for field in fields {
+            let typed = self.type_expr(&field.value, &scope);
+            if let Some(Ty::Record { fields: expected }) = &input {
+                match expected.get(&field.name.text) {
+                    Some(f) => {
+                        let want = self.expand(&f.ty);
+                        if !self.assignable(&typed.ty, &want) {
+                            self.error(
+                                codes::TYPE_MISMATCH,
+                                field.value.span,
+                                format!("argument `{}` should be {want}, but this is {}", field.name.text, typed.ty),
+                            );
+                        }
+                    }
+                    None => {
+                        let names: Vec<&str> = expected.keys().map(String::as_str).collect();
+                        let suggestion = closest_name(&field.name.text, names.iter().copied());
+                        let d = Diagnostic::new(codes::UNKNOWN_FIELD, self.file, field.name.span, format!("the tool's input has no field `{}`", field.name.text))
+                            .with_primary_message("unknown field");
+                        let d = match suggestion {
+                            Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                            None => d.with_note(format!("input fields: {}", names.join(", "))),
+                        };
+                        self.diagnostics.push(d);
+                    }
+                }
+            }
+            out.insert(field.name.text.clone(), Value::Expr(typed));
+        }
+        if let Some(Ty::Record { fields: expected }) = &input {
+            for (name, f) in expected {
+                if !f.optional && !out.contains_key(name) {
+                    self.error(codes::MISSING_PROPERTY, expr.span, format!("the tool's input field `{name}` is not given"))
+                        .labels[0]
+                        .message = format!("`{name}` missing");
+                }
+            }
+        }
+        Value::Record(out)
+    }
+
+    /// Whether a value of type `from` may be used where `to` is expected.
+    pub fn assignable(&self, from: &Ty, to: &Ty) -> bool {
+        let (from, to) = (self.expand(from), self.expand(to));
+        match (&from, &to) {
+            (Ty::Any, _) | (_, Ty::Any) => true,
+            (Ty::Null, Ty::Nullable { .. }) => true,
+            (Ty::Nullable { inner: a }, Ty::Nullable { inner: b }) => self.assignable(a, b),
+            (a, Ty::Nullable { inner }) => self.assignable(a, inner),
+            (Ty::Int, Ty::Float) => true,
+            (Ty::Enum { .. }, Ty::String) => true,
+            (Ty::Enum { values: a }, Ty::Enum { values: b }) => a.iter().all(|v| b.contains(v)),
+            (Ty::String, Ty::Enum { .. }) => true, // checked at run time
+            (Ty::List { item: a }, Ty::List { item: b }) => self.assignable(a, b),
+            (Ty::Record { fields: a }, Ty::Record { fields: b }) => b.iter().all(|(name, field)| match a.get(name) {
+                Some(have) => self.assignable(&have.ty, &field.ty),
+                None => field.optional,
+            }),
+            (a, b) => a == b,
+        }
+    }
+}
+
+/// Units a number literal may carry.
+const KNOWN_UNITS: &[&str] = &["", "ms", "s", "m", "h", "d", "k", "M", "%"];
+
+fn unit_scale(unit: &str) -> f64 {
+    match unit {
+        "k" => 1e3,
+        "M" => 1e6,
+        _ => 1.0,
+    }
+}
+
+fn duration_ms(value: f64, unit: &str) -> Option<u64> {
+    let factor = match unit {
+        "ms" => 1.0,
+        "s" => 1e3,
+        "m" => 60e3,
+        "h" => 3600e3,
+        "d" => 86_400e3,
+        "" if value == 0.0 => 0.0,
+        _ => return None,
+    };
+    let ms = value * factor;
+    if ms < 0.0 || ms > u64::MAX as f64 {
+        None
+    } else {
+        Some(ms as u64)
+    }
+}
+
+pub(crate) fn decl_kind(keyword: ast::DeclKeyword) -> Kind {
+    match keyword {
+        ast::DeclKeyword::Principal => Kind::Principal,
+        ast::DeclKeyword::Provider => Kind::Provider,
+        ast::DeclKeyword::Agent => Kind::Agent,
+        ast::DeclKeyword::Tool => Kind::Tool,
+        ast::DeclKeyword::Evaluator => Kind::Evaluator,
+        ast::DeclKeyword::Budget => Kind::Budget,
+        ast::DeclKeyword::Contract => Kind::Contract,
+        ast::DeclKeyword::Blackboard => Kind::Blackboard,
+        ast::DeclKeyword::Machine => Kind::Machine,
+        ast::DeclKeyword::Workflow => Kind::Workflow,
+    }
+}
+
+pub(crate) fn entry_kind(entry: &Entry) -> EntryKind {
+    match entry {
+        Entry::Property(_) => unreachable!("properties are handled before"),
+        Entry::Handler(_) => EntryKind::Handler,
+        Entry::Node(_) => EntryKind::Node,
+        Entry::Gate(_) => EntryKind::Gate,
+        Entry::Transfer(_) => EntryKind::Transfer,
+        Entry::Policy(_) => EntryKind::Policy,
+        Entry::Edge(_) => EntryKind::Edge,
+    }
+}
+
+fn entry_note(kind: EntryKind) -> &'static str {
+    match kind {
+        EntryKind::Handler => "handlers (`on … -> …`) belong in workflows, nodes and gates",
+        EntryKind::Node | EntryKind::Gate | EntryKind::Transfer => "nodes, gates, handoffs and delegations belong in workflows",
+        EntryKind::Policy => "policies belong at the top level or in workflows",
+        EntryKind::Edge => "edges belong in workflows (between nodes) and machines (between states)",
+    }
+}
+
+/// Leaks a property list built at run time (a variant's merged table) so
+/// it can live in a `BlockSpec`. Bounded: one per declaration checked.
+fn leak(props: Vec<P>) -> &'static [P] {
+    Box::leak(props.into_boxed_slice())
+}
+
+pub(crate) fn object_as_block(fields: &[ast::Field], span: Span) -> ast::Block {
+    ast::Block {
+        entries: fields
+            .iter()
+            .map(|f| Entry::Property(ast::Property { key: f.name.clone(), value: f.value.clone(), span: f.span }))
+            .collect(),
+        span,
+    }
+}
+
+pub(crate) fn describe_expr(expr: &Expr) -> String {
+    match &expr.kind {
+        ExprKind::Number { unit, .. } if unit.is_empty() => "a number".into(),
+        ExprKind::Number { unit, .. } => format!("a number in `{unit}`"),
+        ExprKind::Money(_) => "an amount of money".into(),
+        ExprKind::String(_) => "a string".into(),
+        ExprKind::Bool(_) => "a bool".into(),
+        ExprKind::Null => "`null`".into(),
+        ExprKind::Name(n) => format!("the name `{n}`"),
+        ExprKind::List(_) => "a list".into(),
+        ExprKind::Object(_) => "an object".into(),
+        ExprKind::Call { .. } => "a call".into(),
+        _ => "an expression".into(),
+    }
+}
+
+/// Validates a JSON value as a JSON Schema against its meta-schema.
+/// Returns the JSON pointer and message of the first problem.
+fn validate_schema(value: &serde_json::Value) -> Result<(), (String, String)> {
+    const KNOWN: &[&str] = &[
+        "https://json-schema.org/draft/2020-12/schema",
+        "https://json-schema.org/draft/2019-09/schema",
+        "http://json-schema.org/draft-07/schema",
+        "http://json-schema.org/draft-06/schema",
+        "http://json-schema.org/draft-04/schema",
+    ];
+    if let Some(meta) = value.get("$schema") {
+        let ok = meta.as_str().is_some_and(|m| KNOWN.iter().any(|k| m.trim_end_matches('#') == *k));
+        if !ok {
+            return Err(("/$schema".into(), format!("unknown meta-schema {meta}")));
+        }
+    }
+    if !value.is_object() && !value.is_boolean() {
+        return Err((String::new(), "a schema must be an object or a boolean".into()));
+    }
+    jsonschema::meta::validate(value).map_err(|error| (error.instance_path().to_string(), error.to_string()))
+}

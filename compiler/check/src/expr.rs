@@ -1,0 +1,444 @@
+//! Typing expressions: predicates over artifacts, arguments, conditions.
+
+use crate::check::{Checker, Scope};
+use crate::ir::{TExpr, TExprKind, Value};
+use crate::types::{FieldTy, Ty};
+use flow_diagnostics::{DiagnosticMut, closest_name, codes, Diagnostic, Label};
+use flow_syntax::ast::{BinaryOp, Expr, ExprKind, Quantifier, UnaryOp};
+use indexmap::IndexMap;
+
+/// Functions usable in expressions.
+pub const FUNCTIONS: &[(&str, &str)] = &[
+    ("len", "len(list or string) -> int"),
+    ("exists", "exists(value) -> bool: the value is present (not null)"),
+    ("lower", "lower(string) -> string"),
+    ("upper", "upper(string) -> string"),
+    ("contains", "contains(list or string, value) -> bool"),
+    ("starts_with", "starts_with(string, prefix) -> bool"),
+    ("min", "min(list of numbers) -> number"),
+    ("max", "max(list of numbers) -> number"),
+    ("sum", "sum(list of numbers) -> number"),
+    ("count", "count(list) -> int"),
+];
+
+fn texpr(kind: TExprKind, ty: Ty) -> TExpr {
+    TExpr { kind, ty }
+}
+
+impl Checker<'_> {
+    pub fn type_expr(&mut self, expr: &Expr, scope: &Scope) -> TExpr {
+        match &expr.kind {
+            ExprKind::Error => TExpr::invalid(),
+            ExprKind::Number { value, unit } => {
+                let (ty, value) = match unit.as_str() {
+                    "" if value.fract() == 0.0 => (Ty::Int, Value::Int(*value as i64)),
+                    "" => (Ty::Float, Value::Float(*value)),
+                    "k" | "M" => {
+                        let scale = if unit == "k" { 1e3 } else { 1e6 };
+                        (Ty::Int, Value::Int((value * scale) as i64))
+                    }
+                    "%" => (Ty::Percent, Value::Fraction(value / 100.0)),
+                    "ms" | "s" | "m" | "h" | "d" => {
+                        let factor = match unit.as_str() {
+                            "ms" => 1.0,
+                            "s" => 1e3,
+                            "m" => 60e3,
+                            "h" => 3600e3,
+                            _ => 86_400e3,
+                        };
+                        (Ty::Duration, Value::Duration((value * factor) as u64))
+                    }
+                    _ => {
+                        self.error(codes::UNKNOWN_UNIT, expr.span, format!("unknown unit `{unit}`"))
+                            .with_note("units: ms, s, m, h, d (durations); k, M (counts); % (percentages)")
+                            .labels[0]
+                            .message = "unknown unit".into();
+                        return TExpr::invalid();
+                    }
+                };
+                texpr(TExprKind::Literal { value: Box::new(value) }, ty)
+            }
+            ExprKind::Money(m) => texpr(TExprKind::Literal { value: Box::new(Value::Money(*m)) }, Ty::Money),
+            ExprKind::String(s) => texpr(TExprKind::Literal { value: Box::new(Value::Str(s.clone())) }, Ty::String),
+            ExprKind::Bool(b) => texpr(TExprKind::Literal { value: Box::new(Value::Bool(*b)) }, Ty::Bool),
+            ExprKind::Null => texpr(TExprKind::Literal { value: Box::new(Value::Str(String::new())) }, Ty::Null),
+            ExprKind::Name(name) => match scope.vars.get(name) {
+                Some(ty) => texpr(TExprKind::Var { name: name.clone() }, ty.clone()),
+                None => {
+                    let candidates: Vec<String> = scope.vars.keys().cloned().collect();
+                    let mut diagnostic = Diagnostic::new(codes::UNDEFINED_NAME, self.file, expr.span, format!("undefined name `{name}` in this expression"))
+                        .with_primary_message("not in scope");
+                    if let Some(s) = closest_name(name, candidates.iter().map(String::as_str)) {
+                        diagnostic = diagnostic.with_help(format!("did you mean `{s}`?"));
+                    } else if let Some(global) = self.globals.get(name) {
+                        diagnostic = diagnostic
+                            .with_label(Label::secondary(global.file, global.name_span, format!("`{name}` is {}", global.kind.article())))
+                            .with_note("expressions refer to values: nodes (their outputs), `input`, `payload`, `output` or a quantifier's variable");
+                    } else if !candidates.is_empty() {
+                        diagnostic = diagnostic.with_note(format!("in scope: {}", candidates.join(", ")));
+                    }
+                    self.diagnostics.push(diagnostic);
+                    TExpr::invalid()
+                }
+            },
+            ExprKind::Field { base, name } => {
+                let base = self.type_expr(base, scope);
+                if matches!(base.kind, TExprKind::Invalid) {
+                    return TExpr::invalid();
+                }
+                let expanded = self.expand(&base.ty);
+                let nullable = matches!(expanded, Ty::Nullable { .. });
+                let inner = self.expand(expanded.non_null());
+                let ty = match &inner {
+                    Ty::Any => Ty::Any,
+                    Ty::Record { fields } => match fields.get(&name.text) {
+                        Some(FieldTy { ty, optional }) => {
+                            if *optional || nullable {
+                                Ty::nullable(ty.clone())
+                            } else {
+                                ty.clone()
+                            }
+                        }
+                        None => {
+                            let names: Vec<&str> = fields.keys().map(String::as_str).collect();
+                            let mut d = Diagnostic::new(codes::UNKNOWN_FIELD, self.file, name.span, format!("{} has no field `{}`", base.ty, name.text))
+                                .with_primary_message("unknown field");
+                            d = match closest_name(&name.text, names.iter().copied()) {
+                                Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                                None => d.with_note(format!("fields: {}", names.join(", "))),
+                            };
+                            self.diagnostics.push(d);
+                            return TExpr::invalid();
+                        }
+                    },
+                    Ty::List { .. } => {
+                        self.error(codes::TYPE_MISMATCH, name.span, format!("`{}` is a list ({}); it has no fields", describe_texpr(&base), base.ty))
+                            .with_help(format!("use a quantifier: `all(x in …: x.{})`", name.text));
+                        return TExpr::invalid();
+                    }
+                    other => {
+                        self.error(codes::TYPE_MISMATCH, name.span, format!("{other} has no fields"));
+                        return TExpr::invalid();
+                    }
+                };
+                texpr(TExprKind::Field { base: Box::new(base), name: name.text.clone() }, ty)
+            }
+            ExprKind::Index { base, index } => {
+                let base = self.type_expr(base, scope);
+                let index = self.type_expr(index, scope);
+                let ty = match self.expand(base.ty.non_null()) {
+                    Ty::List { item } => {
+                        if !matches!(index.ty, Ty::Int | Ty::Any) {
+                            self.error(codes::TYPE_MISMATCH, expr.span, format!("a list index must be an int, not {}", index.ty));
+                        }
+                        Ty::nullable(*item)
+                    }
+                    Ty::Any => Ty::Any,
+                    other => {
+                        self.error(codes::TYPE_MISMATCH, expr.span, format!("{other} cannot be indexed"));
+                        return TExpr::invalid();
+                    }
+                };
+                texpr(TExprKind::Index { base: Box::new(base), index: Box::new(index) }, ty)
+            }
+            ExprKind::Call { callee, args } => self.type_call(expr, callee, args, scope),
+            ExprKind::Unary { op, operand } => {
+                let operand = self.type_expr(operand, scope);
+                match op {
+                    UnaryOp::Not => {
+                        self.expect_bool(&operand, expr, "`not`");
+                        texpr(TExprKind::Not { operand: Box::new(operand) }, Ty::Bool)
+                    }
+                    UnaryOp::Neg => {
+                        let ty = operand.ty.clone();
+                        if !ty.same_quantity(&Ty::Int) && !ty.same_quantity(&Ty::Duration) && !ty.same_quantity(&Ty::Money) {
+                            self.error(codes::TYPE_MISMATCH, expr.span, format!("`-` needs a number, but this is {ty}"));
+                        }
+                        texpr(TExprKind::Neg { operand: Box::new(operand) }, ty)
+                    }
+                }
+            }
+            ExprKind::Binary { op, lhs, rhs } => self.type_binary(expr, *op, lhs, rhs, scope),
+            ExprKind::List(items) => {
+                let items: Vec<TExpr> = items.iter().map(|i| self.type_expr(i, scope)).collect();
+                let item = items.iter().map(|i| i.ty.clone()).find(|t| *t != Ty::Any).unwrap_or(Ty::Any);
+                texpr(TExprKind::List { items }, Ty::list(item))
+            }
+            ExprKind::Object(fields) => {
+                let mut typed = IndexMap::new();
+                let mut tys = IndexMap::new();
+                for field in fields {
+                    let t = self.type_expr(&field.value, scope);
+                    tys.insert(field.name.text.clone(), FieldTy { ty: t.ty.clone(), optional: false });
+                    typed.insert(field.name.text.clone(), t);
+                }
+                texpr(TExprKind::Record { fields: typed }, Ty::Record { fields: tys })
+            }
+            ExprKind::Nullable(_) => {
+                self.error(codes::TYPE_MISMATCH, expr.span, "`?` marks a nullable type; it is not an operator on values")
+                    .with_help("to test presence, write `exists(x)`");
+                TExpr::invalid()
+            }
+            ExprKind::Quantified { quantifier, var, list, predicate } => {
+                let list = self.type_expr(list, scope);
+                let item = match self.expand(list.ty.non_null()) {
+                    Ty::List { item } => *item,
+                    Ty::Any => Ty::Any,
+                    other => {
+                        self.error(codes::TYPE_MISMATCH, list_span(expr), format!("a quantifier ranges over a list, but this is {other}"));
+                        Ty::Any
+                    }
+                };
+                let mut inner = scope.clone();
+                inner.vars.insert(var.text.clone(), item);
+                let predicate = self.type_expr(predicate, &inner);
+                self.expect_bool(&predicate, expr, "a quantifier's condition");
+                let q = if *quantifier == Quantifier::All { "all" } else { "any" };
+                texpr(
+                    TExprKind::Quantified { quantifier: q.into(), var: var.text.clone(), list: Box::new(list), predicate: Box::new(predicate) },
+                    Ty::Bool,
+                )
+            }
+            ExprKind::QuantifierWord(q) => {
+                let word = if *q == Quantifier::All { "all" } else { "any" };
+                self.error(codes::TYPE_MISMATCH, expr.span, format!("`{word}` alone is a join rule, not a value"))
+                    .with_help(format!("as a quantifier, write `{word}(x in list: condition)`"));
+                TExpr::invalid()
+            }
+        }
+    }
+
+    fn expect_bool(&mut self, typed: &TExpr, at: &Expr, what: &str) {
+        if !matches!(typed.ty, Ty::Bool | Ty::Any) && !matches!(typed.kind, TExprKind::Invalid) {
+            self.error(codes::TYPE_MISMATCH, at.span, format!("{what} needs a bool, but this is {}", typed.ty));
+        }
+    }
+
+    fn type_binary(&mut self, expr: &Expr, op: BinaryOp, lhs: &Expr, rhs: &Expr, scope: &Scope) -> TExpr {
+        let l = self.type_expr(lhs, scope);
+        let r = self.type_expr(rhs, scope);
+        if matches!(l.kind, TExprKind::Invalid) || matches!(r.kind, TExprKind::Invalid) {
+            return TExpr::invalid();
+        }
+        let (lt, rt) = (self.expand(&l.ty), self.expand(&r.ty));
+        let mismatch = |this: &mut Self, message: String| {
+            let file = this.file;
+            this.error(codes::TYPE_MISMATCH, expr.span, message)
+                .with_label(Label::secondary(file, lhs.span, format!("this is {}", l.ty)))
+                .with_label(Label::secondary(file, rhs.span, format!("this is {}", r.ty)));
+        };
+        let ty = match op {
+            BinaryOp::Union => {
+                self.error(codes::TYPE_MISMATCH, expr.span, "`|` builds enum types; it is not an operator on values")
+                    .with_help("for a condition, use `or`");
+                return TExpr::invalid();
+            }
+            BinaryOp::And | BinaryOp::Or => {
+                for (t, e) in [(&l, lhs), (&r, rhs)] {
+                    if !matches!(t.ty, Ty::Bool | Ty::Any) {
+                        self.error(codes::TYPE_MISMATCH, e.span, format!("`{}` needs bools, but this is {}", op.as_str(), t.ty));
+                    }
+                }
+                Ty::Bool
+            }
+            BinaryOp::Eq | BinaryOp::NotEq => {
+                // An enum compared with a string literal: the literal must be a member.
+                for (enum_ty, other) in [(&lt, &r), (&rt, &l)] {
+                    if let (Ty::Enum { values }, TExprKind::Literal { value }) = (enum_ty.non_null(), &other.kind) {
+                        if let Value::Str(s) = value.as_ref() {
+                            if !values.contains(s) {
+                                let help = closest_name(s, values.iter().map(String::as_str));
+                                let d = Diagnostic::new(
+                                    codes::TYPE_MISMATCH,
+                                    self.file,
+                                    expr.span,
+                                    format!("\"{s}\" is not a value of {}", enum_ty),
+                                );
+                                let d = match help {
+                                    Some(h) => d.with_help(format!("did you mean \"{h}\"?")),
+                                    None => d,
+                                };
+                                self.diagnostics.push(d);
+                            }
+                        }
+                    }
+                }
+                if !self.assignable(&lt, &rt) && !self.assignable(&rt, &lt) && !lt.same_quantity(&rt) {
+                    mismatch(self, format!("cannot compare {} with {}", l.ty, r.ty));
+                }
+                Ty::Bool
+            }
+            BinaryOp::Lt | BinaryOp::LtEq | BinaryOp::Gt | BinaryOp::GtEq => {
+                if !lt.same_quantity(&rt) {
+                    mismatch(self, format!("`{}` compares numbers, durations, money or percentages of one kind; here {} and {}", op.as_str(), l.ty, r.ty));
+                }
+                Ty::Bool
+            }
+            BinaryOp::In => {
+                match rt.non_null() {
+                    Ty::List { item } => {
+                        if !self.assignable(&lt, item) && !self.assignable(item, &lt) {
+                            mismatch(self, format!("{} cannot be an element of {}", l.ty, r.ty));
+                        }
+                    }
+                    Ty::String | Ty::Any => {
+                        if !matches!(lt.non_null(), Ty::String | Ty::Enum { .. } | Ty::Any) {
+                            mismatch(self, format!("only a string can be `in` a string, not {}", l.ty));
+                        }
+                    }
+                    _ => mismatch(self, format!("`in` needs a list or a string on its right, not {}", r.ty)),
+                }
+                Ty::Bool
+            }
+            BinaryOp::Add | BinaryOp::Sub => {
+                if op == BinaryOp::Add && matches!(lt.non_null(), Ty::String) && matches!(rt.non_null(), Ty::String) {
+                    Ty::String
+                } else if lt.same_quantity(&rt) {
+                    numeric_result(&lt, &rt)
+                } else {
+                    mismatch(self, format!("cannot apply `{}` to {} and {}", op.as_str(), l.ty, r.ty));
+                    Ty::Any
+                }
+            }
+            BinaryOp::Mul | BinaryOp::Div => {
+                let (a, b) = (lt.non_null().clone(), rt.non_null().clone());
+                if a.is_numeric() && b.is_numeric() {
+                    if op == BinaryOp::Div {
+                        Ty::Float
+                    } else {
+                        numeric_result(&a, &b)
+                    }
+                } else if a == Ty::Any || b == Ty::Any {
+                    Ty::Any
+                } else if b.is_numeric() && matches!(a, Ty::Duration | Ty::Money | Ty::Percent) {
+                    a
+                } else if op == BinaryOp::Mul && a.is_numeric() && matches!(b, Ty::Duration | Ty::Money | Ty::Percent) {
+                    b
+                } else if op == BinaryOp::Div && a == b {
+                    Ty::Float
+                } else {
+                    mismatch(self, format!("cannot apply `{}` to {} and {}", op.as_str(), l.ty, r.ty));
+                    Ty::Any
+                }
+            }
+        };
+        texpr(TExprKind::Binary { op: op.as_str().into(), lhs: Box::new(l), rhs: Box::new(r) }, ty)
+    }
+
+    fn type_call(&mut self, expr: &Expr, callee: &Expr, args: &[flow_syntax::ast::Argument], scope: &Scope) -> TExpr {
+        let ExprKind::Name(name) = &callee.kind else {
+            self.error(codes::UNKNOWN_FUNCTION, callee.span, "only named functions can be called");
+            return TExpr::invalid();
+        };
+        if !FUNCTIONS.iter().any(|(n, _)| n == name) {
+            let names: Vec<&str> = FUNCTIONS.iter().map(|(n, _)| *n).collect();
+            let mut d = Diagnostic::new(codes::UNKNOWN_FUNCTION, self.file, callee.span, format!("unknown function `{name}`"))
+                .with_primary_message("not a function")
+                .with_note(format!("functions: {}", names.join(", ")));
+            if let Some(s) = closest_name(name, names.iter().copied()) {
+                d = d.with_help(format!("did you mean `{s}`?"));
+            }
+            self.diagnostics.push(d);
+            return TExpr::invalid();
+        }
+        if let Some(named) = args.iter().find_map(|a| a.name.as_ref()) {
+            self.error(codes::WRONG_ARGUMENTS, named.span, format!("`{name}` takes no named arguments"));
+            return TExpr::invalid();
+        }
+        let typed: Vec<TExpr> = args.iter().map(|a| self.type_expr(&a.value, scope)).collect();
+        if typed.iter().any(|t| matches!(t.kind, TExprKind::Invalid)) {
+            return TExpr::invalid();
+        }
+        let arity = match name.as_str() {
+            "contains" | "starts_with" => 2,
+            "min" | "max" if typed.len() == 2 => 2,
+            _ => 1,
+        };
+        if typed.len() != arity {
+            let signature = FUNCTIONS.iter().find(|(n, _)| n == name).map(|(_, s)| *s).unwrap_or_default();
+            self.error(codes::WRONG_ARGUMENTS, expr.span, format!("`{name}` takes {arity} argument{}, {} given", if arity == 1 { "" } else { "s" }, typed.len()))
+                .with_note(signature.to_string());
+            return TExpr::invalid();
+        }
+        let first = self.expand(typed[0].ty.non_null());
+        let bad = |this: &mut Self, what: &str| {
+            this.error(codes::WRONG_ARGUMENTS, args[0].value.span, format!("`{name}` needs {what}, but this is {}", typed[0].ty));
+        };
+        let ty = match name.as_str() {
+            "len" => {
+                if !matches!(first, Ty::List { .. } | Ty::String | Ty::Any) {
+                    bad(self, "a list or a string");
+                }
+                Ty::Int
+            }
+            "count" => {
+                if !matches!(first, Ty::List { .. } | Ty::Any) {
+                    bad(self, "a list");
+                }
+                Ty::Int
+            }
+            "exists" => Ty::Bool,
+            "lower" | "upper" => {
+                if !matches!(first, Ty::String | Ty::Enum { .. } | Ty::Any) {
+                    bad(self, "a string");
+                }
+                Ty::String
+            }
+            "contains" => {
+                if !matches!(first, Ty::List { .. } | Ty::String | Ty::Any) {
+                    bad(self, "a list or a string");
+                }
+                Ty::Bool
+            }
+            "starts_with" => {
+                if !matches!(first, Ty::String | Ty::Enum { .. } | Ty::Any) {
+                    bad(self, "a string");
+                }
+                Ty::Bool
+            }
+            _ => {
+                // min, max, sum: over a list of numbers, or two numbers.
+                if typed.len() == 2 {
+                    if !first.same_quantity(&typed[1].ty) {
+                        bad(self, "two values of one kind");
+                    }
+                    first
+                } else {
+                    match first {
+                        Ty::List { item } if item.same_quantity(&Ty::Int) || item.same_quantity(&Ty::Duration) => *item,
+                        Ty::Any => Ty::Any,
+                        _ => {
+                            bad(self, "a list of numbers");
+                            Ty::Any
+                        }
+                    }
+                }
+            }
+        };
+        texpr(TExprKind::Call { function: name.clone(), args: typed }, ty)
+    }
+}
+
+fn numeric_result(a: &Ty, b: &Ty) -> Ty {
+    match (a.non_null(), b.non_null()) {
+        (Ty::Int, Ty::Int) => Ty::Int,
+        (Ty::Any, other) | (other, Ty::Any) => other.clone(),
+        (x, y) if x.is_numeric() && y.is_numeric() => Ty::Float,
+        (x, _) => x.clone(),
+    }
+}
+
+fn list_span(expr: &Expr) -> flow_diagnostics::Span {
+    match &expr.kind {
+        ExprKind::Quantified { list, .. } => list.span,
+        _ => expr.span,
+    }
+}
+
+fn describe_texpr(expr: &TExpr) -> String {
+    match &expr.kind {
+        TExprKind::Var { name } => name.clone(),
+        TExprKind::Field { base, name } => format!("{}.{name}", describe_texpr(base)),
+        _ => "this".into(),
+    }
+}

@@ -1,0 +1,230 @@
+//! The checked, typed intermediate representation.
+//!
+//! The checker lowers the AST to this IR; everything after the checker
+//! (static verification, plan building, the interpreter) reads only the
+//! IR. Names are resolved, property values are typed [`Value`]s, and
+//! expressions are [`TExpr`]s carrying their types. Maps are ordered
+//! (source order), so serialising the IR is deterministic.
+
+use crate::spec::Kind;
+use crate::types::Ty;
+use indexmap::IndexMap;
+use serde::Serialize;
+
+/// Where something was declared: file index (into the `SourceDb`) and byte
+/// span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub struct Loc {
+    pub file: u32,
+    pub start: u32,
+    pub end: u32,
+}
+
+/// One checked program: a root file and everything it imports.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Program {
+    /// Declared types, by name.
+    pub types: IndexMap<String, TypeDef>,
+    /// Every other top-level declaration except workflows, machines and
+    /// policies, by name.
+    pub decls: IndexMap<String, Decl>,
+    pub machines: IndexMap<String, Machine>,
+    pub workflows: IndexMap<String, Workflow>,
+    /// Top-level policies (they apply to every workflow).
+    pub policies: Vec<Policy>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TypeDef {
+    pub name: String,
+    pub ty: Ty,
+    pub loc: Loc,
+}
+
+/// A principal, provider, agent, tool, evaluator, budget, contract or
+/// blackboard.
+#[derive(Debug, Clone, Serialize)]
+pub struct Decl {
+    pub kind: Kind,
+    pub name: String,
+    pub variant: Option<String>,
+    pub props: IndexMap<String, Value>,
+    pub loc: Loc,
+    /// Whether it comes from an imported module rather than the root file.
+    pub imported: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub name: String,
+    pub initial: String,
+    pub terminal: Vec<String>,
+    pub states: Vec<String>,
+    pub transitions: Vec<(String, String)>,
+    pub loc: Loc,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Workflow {
+    pub name: String,
+    pub props: IndexMap<String, Value>,
+    pub nodes: IndexMap<String, Node>,
+    pub edges: Vec<Edge>,
+    pub gates: IndexMap<String, Gate>,
+    pub transfers: Vec<Transfer>,
+    pub handlers: Vec<Handler>,
+    pub policies: Vec<Policy>,
+    pub loc: Loc,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Node {
+    pub name: String,
+    /// `agent`, `tool`, `human`, `parallel`, `map`, `join`, `loop`, `flow`, `end`.
+    pub kind: String,
+    /// The target's names: the agent, tool, principal, workflow, the
+    /// listed nodes, or the termination reason.
+    pub target: Vec<String>,
+    pub props: IndexMap<String, Value>,
+    pub handlers: Vec<Handler>,
+    /// The node's output type (what its name means in expressions).
+    pub output: Ty,
+    pub loc: Loc,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Edge {
+    pub from: String,
+    pub to: String,
+    pub guard: Guard,
+    pub loc: Loc,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", content = "condition", rename_all = "snake_case")]
+pub enum Guard {
+    Always,
+    When(TExpr),
+    Else,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Gate {
+    pub name: String,
+    pub from: String,
+    pub to: String,
+    pub props: IndexMap<String, Value>,
+    pub handlers: Vec<Handler>,
+    pub loc: Loc,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Transfer {
+    /// `handoff` or `delegate`.
+    pub kind: String,
+    pub from: String,
+    pub to: String,
+    pub props: IndexMap<String, Value>,
+    pub loc: Loc,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Handler {
+    pub events: Vec<String>,
+    pub action: Action,
+    pub loc: Loc,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Action {
+    pub name: String,
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Policy {
+    pub name: String,
+    pub formula: Formula,
+    pub props: IndexMap<String, Value>,
+    pub loc: Loc,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Formula {
+    Bool { value: bool },
+    Atom { name: String, args: Vec<String>, by: Option<String>, loc: Loc },
+    Not { body: Box<Formula> },
+    Never { body: Box<Formula>, before: Option<Box<Formula>> },
+    Always { body: Box<Formula> },
+    Eventually { body: Box<Formula> },
+    Within { steps: u64, body: Box<Formula> },
+    Until { lhs: Box<Formula>, rhs: Box<Formula> },
+    And { lhs: Box<Formula>, rhs: Box<Formula> },
+    Or { lhs: Box<Formula>, rhs: Box<Formula> },
+    Implies { lhs: Box<Formula>, rhs: Box<Formula> },
+}
+
+/// A checked property value.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Value {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    /// Milliseconds.
+    Duration(u64),
+    Money(f64),
+    /// A fraction in 0..=1 (`10%` is 0.1).
+    Fraction(f64),
+    Rate { count: u64, per_ms: u64 },
+    /// A bare word from a fixed set.
+    Word(String),
+    Ref { kind: Kind, name: String },
+    Node(String),
+    State { machine: String, state: String },
+    List(Vec<Value>),
+    Record(IndexMap<String, Value>),
+    Type(Ty),
+    Expr(TExpr),
+    Action(Action),
+    Evaluator { name: String, builtin: bool, args: Vec<TExpr> },
+    JoinRule { rule: String, weights: IndexMap<String, f64>, evaluator: Option<String> },
+    /// A value the checker rejected (an error has been reported).
+    Invalid,
+}
+
+/// A typed expression.
+#[derive(Debug, Clone, Serialize)]
+pub struct TExpr {
+    #[serde(flatten)]
+    pub kind: TExprKind,
+    pub ty: Ty,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "expr", rename_all = "snake_case")]
+pub enum TExprKind {
+    Literal { value: Box<Value> },
+    /// A variable: a node (its output), `input`, `payload`, `output`,
+    /// `task`, or a quantifier's bound variable.
+    Var { name: String },
+    Field { base: Box<TExpr>, name: String },
+    Index { base: Box<TExpr>, index: Box<TExpr> },
+    Call { function: String, args: Vec<TExpr> },
+    Not { operand: Box<TExpr> },
+    Neg { operand: Box<TExpr> },
+    Binary { op: String, lhs: Box<TExpr>, rhs: Box<TExpr> },
+    List { items: Vec<TExpr> },
+    Record { fields: IndexMap<String, TExpr> },
+    Quantified { quantifier: String, var: String, list: Box<TExpr>, predicate: Box<TExpr> },
+    /// Where checking failed (an error has been reported).
+    Invalid,
+}
+
+impl TExpr {
+    pub fn invalid() -> TExpr {
+        TExpr { kind: TExprKind::Invalid, ty: Ty::Any }
+    }
+}

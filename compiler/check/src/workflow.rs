@@ -1,0 +1,608 @@
+//! Checking workflows, machines and policies.
+
+use crate::check::{Checker, WorkflowCtx};
+use crate::ir::{self, Loc, Value};
+use crate::spec::{self, AtomArgKind, BlockSpec, Kind, Target, P, V};
+use crate::types::{FieldTy, Ty};
+use flow_diagnostics::{DiagnosticMut, closest_name, codes, Diagnostic, FileId, Label, Span};
+use flow_syntax::ast::{self, Entry, ExprKind, FormulaKind, NodeTarget};
+use indexmap::{IndexMap, IndexSet};
+
+fn loc(file: FileId, span: Span) -> Loc {
+    Loc { file: file.0, start: span.start, end: span.end }
+}
+
+/// The names a policy's atoms may refer to.
+#[derive(Debug, Default)]
+pub(crate) struct PolicyScope {
+    pub nodes: IndexSet<String>,
+    pub gates: IndexSet<String>,
+}
+
+impl Checker<'_> {
+    /// Runs `f` with diagnostics discarded: for looking ahead at types
+    /// that will be checked (and reported) in their own place.
+    fn quietly<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let mark = self.diagnostics.len();
+        let result = f(self);
+        self.diagnostics.truncate(mark);
+        result
+    }
+
+    /// The type of property `key` of top-level declaration `name`, lowered
+    /// quietly (it is reported where it is written).
+    fn decl_prop_type(&mut self, name: &str, key: &str) -> Option<Ty> {
+        let global = self.globals.get(name)?.clone();
+        let ast::Item::Decl(decl) = self.files[global.item.0].ast.items[global.item.1].clone() else { return None };
+        let value = decl.body.as_ref()?.entries.iter().find_map(|e| match e {
+            Entry::Property(p) if p.key.text == key => Some(p.value.clone()),
+            _ => None,
+        })?;
+        let saved = self.file;
+        self.file = global.file;
+        let ty = self.quietly(|c| c.lower_type(&value));
+        self.file = saved;
+        Some(ty)
+    }
+
+    fn block_prop<'b>(block: Option<&'b ast::Block>, key: &str) -> Option<&'b ast::Expr> {
+        block?.entries.iter().find_map(|e| match e {
+            Entry::Property(p) if p.key.text == key => Some(&p.value),
+            _ => None,
+        })
+    }
+
+    pub(crate) fn check_workflow(&mut self, decl: &ast::Decl) -> Option<ir::Workflow> {
+        let body = decl.body.as_ref()?;
+        let owner = format!("workflow `{}`", decl.name.text);
+        // Pass 1: the nodes and what their names mean in expressions.
+        let mut ctx = WorkflowCtx::default();
+        if let Some(input) = Self::block_prop(Some(body), "input") {
+            ctx.input = self.quietly(|c| c.lower_type(input));
+        } else {
+            ctx.input = Ty::Any;
+        }
+        let mut names: IndexMap<String, Span> = IndexMap::new();
+        for entry in &body.entries {
+            let (name, span) = match entry {
+                Entry::Node(n) => (&n.name.text, n.name.span),
+                Entry::Gate(g) => (&g.name.text, g.name.span),
+                _ => continue,
+            };
+            if let Some(first) = names.get(name) {
+                let first = *first;
+                let file = self.file;
+                self.error(codes::DUPLICATE_DECLARATION, span, format!("`{name}` is declared more than once in {owner}"))
+                    .with_label(Label::secondary(file, first, "first declared here"))
+                    .labels[0]
+                    .message = "declared again".into();
+                continue;
+            }
+            names.insert(name.clone(), span);
+            if let Entry::Node(node) = entry {
+                let output = self.node_output(node);
+                ctx.nodes.insert(name.clone(), (span, output, node.kind.text.clone()));
+            }
+        }
+        // Map nodes produce a list of their target's outputs.
+        let map_targets: Vec<(String, String)> = body
+            .entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Node(n) if n.kind.text == "map" => match &n.target {
+                    NodeTarget::Name(t) => Some((n.name.text.clone(), t.text.clone())),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        for (map, target) in map_targets {
+            if let Some(item) = ctx.nodes.get(&target).map(|n| n.1.clone()) {
+                if let Some(entry) = ctx.nodes.get_mut(&map) {
+                    if entry.1 == Ty::Any {
+                        entry.1 = Ty::list(item);
+                    }
+                }
+            }
+        }
+        self.workflow = Some(ctx);
+
+        let (props, rest) = self.check_block(body, &spec::WORKFLOW.block, decl.name.span, &owner, &Default::default());
+        let mut workflow = ir::Workflow {
+            name: decl.name.text.clone(),
+            props,
+            nodes: IndexMap::new(),
+            edges: Vec::new(),
+            gates: IndexMap::new(),
+            transfers: Vec::new(),
+            handlers: Vec::new(),
+            policies: Vec::new(),
+            loc: loc(self.file, decl.name.span),
+        };
+        let mut policies = Vec::new();
+        for entry in rest {
+            match entry {
+                Entry::Node(node) => {
+                    if workflow.nodes.contains_key(&node.name.text) || workflow.gates.contains_key(&node.name.text) {
+                        continue;
+                    }
+                    let ir = self.check_node(node);
+                    workflow.nodes.insert(ir.name.clone(), ir);
+                }
+                Entry::Edge(edge) => self.check_edge(edge, &mut workflow.edges),
+                Entry::Gate(gate) => {
+                    if workflow.gates.contains_key(&gate.name.text) || names.get(&gate.name.text) != Some(&gate.name.span) {
+                        continue;
+                    }
+                    let ir = self.check_gate(gate);
+                    workflow.gates.insert(ir.name.clone(), ir);
+                }
+                Entry::Transfer(transfer) => {
+                    if let Some(ir) = self.check_transfer(transfer) {
+                        workflow.transfers.push(ir);
+                    }
+                }
+                Entry::Handler(handler) => {
+                    if let Some(ir) = self.check_handler(handler, spec::WORKFLOW_EVENTS, &owner) {
+                        workflow.handlers.push(ir);
+                    }
+                }
+                Entry::Policy(policy) => policies.push(policy.clone()),
+                Entry::Property(_) => {}
+            }
+        }
+        let scope = PolicyScope {
+            nodes: workflow.nodes.keys().cloned().collect(),
+            gates: workflow.gates.keys().cloned().collect(),
+        };
+        for policy in &policies {
+            if let Some(p) = self.check_policy(policy, &scope) {
+                workflow.policies.push(p);
+            }
+        }
+        self.workflow = None;
+        Some(workflow)
+    }
+
+    /// What a node's name means in expressions: its output type.
+    fn node_output(&mut self, node: &ast::NodeStmt) -> Ty {
+        if let Some(output) = Self::block_prop(node.body.as_ref(), "output") {
+            return self.quietly(|c| c.lower_type(output));
+        }
+        let target = match &node.target {
+            NodeTarget::Name(name) => Some(name.text.as_str()),
+            NodeTarget::List(..) => None,
+        };
+        match (node.kind.text.as_str(), target) {
+            ("tool", Some(tool)) => self.decl_prop_type(tool, "output").unwrap_or(Ty::Any),
+            ("flow", Some(flow)) => self.decl_prop_type(flow, "output").unwrap_or(Ty::Any),
+            ("human", _) => {
+                let mut fields = IndexMap::new();
+                fields.insert(
+                    "decision".to_string(),
+                    FieldTy { ty: Ty::Enum { values: spec::DECISIONS.iter().map(|d| d.to_string()).collect() }, optional: false },
+                );
+                fields.insert("comment".to_string(), FieldTy { ty: Ty::String, optional: true });
+                Ty::Record { fields }
+            }
+            ("loop", _) => {
+                let mut fields = IndexMap::new();
+                fields.insert("rounds".to_string(), FieldTy { ty: Ty::Int, optional: false });
+                fields.insert("converged".to_string(), FieldTy { ty: Ty::Bool, optional: false });
+                Ty::Record { fields }
+            }
+            ("end", _) => Ty::Null,
+            _ => Ty::Any,
+        }
+    }
+
+    fn check_node(&mut self, node: &ast::NodeStmt) -> ir::Node {
+        let owner = format!("node `{}`", node.name.text);
+        let output = self.workflow.as_ref().and_then(|w| w.nodes.get(&node.name.text)).map(|n| n.1.clone()).unwrap_or(Ty::Any);
+        let Some(spec) = spec::node_spec(&node.kind.text) else {
+            let kinds: Vec<&str> = spec::NODE_KINDS.iter().map(|k| k.kind).collect();
+            let mut d = Diagnostic::new(codes::UNKNOWN_VARIANT, self.file, node.kind.span, format!("unknown node kind `{}`", node.kind.text))
+                .with_primary_message("not a node kind")
+                .with_note(format!("node kinds: {}", kinds.join(", ")));
+            if let Some(s) = closest_name(&node.kind.text, kinds.iter().copied()) {
+                d = d.with_help(format!("did you mean `{s}`?"));
+            }
+            self.diagnostics.push(d);
+            return ir::Node {
+                name: node.name.text.clone(),
+                kind: node.kind.text.clone(),
+                target: Vec::new(),
+                props: IndexMap::new(),
+                handlers: Vec::new(),
+                output,
+                loc: loc(self.file, node.name.span),
+            };
+        };
+        let target = self.check_target(node, spec.target);
+        self.tool_input = None;
+        if spec.kind == "tool" {
+            if let Some(tool) = target.first() {
+                self.tool_input = self.decl_prop_type(tool, "input");
+            }
+        }
+        let mut props_spec: Vec<P> = spec::NODE_COMMON.to_vec();
+        props_spec.extend_from_slice(spec.props);
+        let block_spec = BlockSpec { props: Box::leak(props_spec.into_boxed_slice()), entries: &[spec::EntryKind::Handler], events: spec.events };
+        let empty = ast::Block { entries: Vec::new(), span: node.name.span };
+        let body = node.body.as_ref().unwrap_or(&empty);
+        let (props, rest) = self.check_block(body, &block_spec, node.name.span, &owner, &Default::default());
+        self.tool_input = None;
+        let mut handlers = Vec::new();
+        for entry in rest {
+            if let Entry::Handler(handler) = entry {
+                if let Some(ir) = self.check_handler(handler, spec.events, &owner) {
+                    handlers.push(ir);
+                }
+            }
+        }
+        ir::Node {
+            name: node.name.text.clone(),
+            kind: node.kind.text.clone(),
+            target,
+            props,
+            handlers,
+            output,
+            loc: loc(self.file, node.name.span),
+        }
+    }
+
+    fn check_target(&mut self, node: &ast::NodeStmt, target: Target) -> Vec<String> {
+        match (target, &node.target) {
+            (Target::Decl(kind), NodeTarget::Name(name)) => {
+                if self.resolve(&name.text, name.span, &[kind]).is_some() {
+                    vec![name.text.clone()]
+                } else {
+                    Vec::new()
+                }
+            }
+            (Target::Node, NodeTarget::Name(name)) => {
+                if self.node_exists(&name.text, name.span) {
+                    vec![name.text.clone()]
+                } else {
+                    Vec::new()
+                }
+            }
+            (Target::Reason, NodeTarget::Name(name)) => vec![name.text.clone()],
+            (Target::Nodes, NodeTarget::List(names, span)) => {
+                if names.is_empty() {
+                    self.error(codes::INVALID_VALUE, *span, format!("`{}` needs at least one node", node.kind.text));
+                }
+                names.iter().filter(|n| self.node_exists(&n.text, n.span)).map(|n| n.text.clone()).collect()
+            }
+            (Target::Nodes, NodeTarget::Name(name)) => {
+                self.error(codes::INVALID_VALUE, name.span, format!("`{}` takes a list of nodes `[a, b]`", node.kind.text));
+                Vec::new()
+            }
+            (_, NodeTarget::List(_, span)) => {
+                let expected = match target {
+                    Target::Decl(kind) => format!("{} name", kind.article()),
+                    Target::Node => "a node name".into(),
+                    _ => "a name".into(),
+                };
+                self.error(codes::INVALID_VALUE, *span, format!("`{}` takes {expected}, not a list", node.kind.text));
+                Vec::new()
+            }
+        }
+    }
+
+    fn node_exists(&mut self, name: &str, span: Span) -> bool {
+        let Some(workflow) = &self.workflow else { return false };
+        if workflow.nodes.contains_key(name) {
+            return true;
+        }
+        let candidates: Vec<String> = workflow.nodes.keys().cloned().collect();
+        self.undefined(name, span, "node", candidates.iter().map(String::as_str));
+        false
+    }
+
+    fn check_edge(&mut self, edge: &ast::EdgeStmt, out: &mut Vec<ir::Edge>) {
+        let all_known = edge.path.iter().fold(true, |ok, hop| self.node_exists(&hop.text, hop.span) && ok);
+        let guard = match &edge.guard {
+            None => ir::Guard::Always,
+            Some(ast::EdgeGuard::Else(_)) => ir::Guard::Else,
+            Some(ast::EdgeGuard::When(condition)) => match self.check_value(&V::Pred(spec::Env::Nodes), condition, &Default::default()) {
+                Value::Expr(e) => ir::Guard::When(e),
+                _ => ir::Guard::Always,
+            },
+        };
+        if !all_known {
+            return;
+        }
+        let hops = edge.path.len() - 1;
+        for (i, pair) in edge.path.windows(2).enumerate() {
+            // A guard applies to the last hop of a chain.
+            let hop_guard = if i + 1 == hops { guard.clone() } else { ir::Guard::Always };
+            out.push(ir::Edge { from: pair[0].text.clone(), to: pair[1].text.clone(), guard: hop_guard, loc: loc(self.file, pair[0].span.to(pair[1].span)) });
+        }
+    }
+
+    fn check_gate(&mut self, gate: &ast::GateStmt) -> ir::Gate {
+        let owner = format!("gate `{}`", gate.name.text);
+        self.node_exists(&gate.from.text, gate.from.span);
+        self.node_exists(&gate.to.text, gate.to.span);
+        let (props, rest) = self.check_block(&gate.body, &spec::GATE_BLOCK, gate.name.span, &owner, &Default::default());
+        let mut handlers = Vec::new();
+        for entry in rest {
+            if let Entry::Handler(handler) = entry {
+                if let Some(ir) = self.check_handler(handler, spec::GATE_EVENTS, &owner) {
+                    handlers.push(ir);
+                }
+            }
+        }
+        ir::Gate {
+            name: gate.name.text.clone(),
+            from: gate.from.text.clone(),
+            to: gate.to.text.clone(),
+            props,
+            handlers,
+            loc: loc(self.file, gate.name.span),
+        }
+    }
+
+    fn check_transfer(&mut self, transfer: &ast::TransferStmt) -> Option<ir::Transfer> {
+        let from_ok = self.node_exists(&transfer.from.text, transfer.from.span);
+        let to_ok = self.node_exists(&transfer.to.text, transfer.to.span);
+        let (kind, spec) = match transfer.kind {
+            ast::TransferKind::Handoff => ("handoff", &spec::HANDOFF_BLOCK),
+            ast::TransferKind::Delegate => ("delegate", &spec::DELEGATE_BLOCK),
+        };
+        let owner = format!("{kind} `{} -> {}`", transfer.from.text, transfer.to.text);
+        let payload = Self::block_prop(transfer.body.as_ref(), "payload").map(|p| self.quietly(|c| c.lower_type(p))).unwrap_or(Ty::Any);
+        if let Some(workflow) = self.workflow.as_mut() {
+            workflow.payload = Some(payload);
+        }
+        let span = transfer.from.span.to(transfer.to.span);
+        let empty = ast::Block { entries: Vec::new(), span };
+        let body = transfer.body.as_ref().unwrap_or(&empty);
+        let (props, _) = self.check_block(body, spec, span, &owner, &Default::default());
+        if let Some(workflow) = self.workflow.as_mut() {
+            workflow.payload = None;
+        }
+        (from_ok && to_ok).then(|| ir::Transfer {
+            kind: kind.to_string(),
+            from: transfer.from.text.clone(),
+            to: transfer.to.text.clone(),
+            props,
+            loc: loc(self.file, span),
+        })
+    }
+
+    fn check_handler(&mut self, handler: &ast::Handler, events: &[&str], owner: &str) -> Option<ir::Handler> {
+        let mut ok = true;
+        for event in &handler.events {
+            if !events.contains(&event.text.as_str()) {
+                ok = false;
+                let mut d = Diagnostic::new(codes::INVALID_VALUE, self.file, event.span, format!("{owner} has no event `{}`", event.text))
+                    .with_primary_message("unknown event")
+                    .with_note(format!("events here: {}", events.join(", ")));
+                if let Some(s) = closest_name(&event.text, events.iter().copied()) {
+                    d = d.with_help(format!("did you mean `{s}`?"));
+                }
+                self.diagnostics.push(d);
+            }
+        }
+        let action = self.check_value(&V::Action, &handler.action, &Default::default());
+        match (ok, action) {
+            (true, Value::Action(action)) => Some(ir::Handler {
+                events: handler.events.iter().map(|e| e.text.clone()).collect(),
+                action,
+                loc: loc(self.file, handler.span),
+            }),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn check_machine(&mut self, decl: &ast::Decl) {
+        let owner = format!("machine `{}`", decl.name.text);
+        let Some(body) = decl.body.as_ref() else { return };
+        let mut states: IndexSet<String> = IndexSet::new();
+        let mut transitions = Vec::new();
+        let (props, rest) = self.check_block(body, &spec::MACHINE.block, decl.name.span, &owner, &Default::default());
+        for entry in rest {
+            if let Entry::Edge(edge) = entry {
+                for hop in &edge.path {
+                    states.insert(hop.text.clone());
+                }
+                for pair in edge.path.windows(2) {
+                    transitions.push((pair[0].text.clone(), pair[1].text.clone()));
+                }
+                if let Some(guard) = &edge.guard {
+                    let span = match guard {
+                        ast::EdgeGuard::When(e) => e.span,
+                        ast::EdgeGuard::Else(s) => *s,
+                    };
+                    self.error(codes::ENTRY_NOT_ALLOWED, span, "transitions of a machine take no guard")
+                        .with_note("a machine lists the legal transitions; which one happens is decided by the workflow");
+                }
+            }
+        }
+        // `initial` and `terminal` name states the transitions declare.
+        let mut state_refs: Vec<(String, Span)> = Vec::new();
+        for entry in &body.entries {
+            if let Entry::Property(p) = entry {
+                match (p.key.text.as_str(), &p.value.kind) {
+                    ("initial", ExprKind::Name(n)) => state_refs.push((n.clone(), p.value.span)),
+                    ("terminal", ExprKind::List(items)) => {
+                        state_refs.extend(items.iter().filter_map(|i| match &i.kind {
+                            ExprKind::Name(n) => Some((n.clone(), i.span)),
+                            _ => None,
+                        }))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for (state, span) in state_refs {
+            if !states.contains(&state) {
+                self.undefined(&state, span, &format!("state of `{}`", decl.name.text), states.iter().map(String::as_str));
+            }
+        }
+        let word = |v: Option<&Value>| match v {
+            Some(Value::Word(w)) => w.clone(),
+            _ => String::new(),
+        };
+        let terminal = match props.get("terminal") {
+            Some(Value::List(items)) => items.iter().map(|i| word(Some(i))).collect(),
+            _ => Vec::new(),
+        };
+        self.machines.insert(
+            decl.name.text.clone(),
+            ir::Machine {
+                name: decl.name.text.clone(),
+                initial: word(props.get("initial")),
+                terminal,
+                states: states.into_iter().collect(),
+                transitions,
+                loc: loc(self.file, decl.name.span),
+            },
+        );
+    }
+
+    pub(crate) fn check_policy(&mut self, policy: &ast::Policy, scope: &PolicyScope) -> Option<ir::Policy> {
+        let formula = self.lower_formula(&policy.formula, scope);
+        let empty = ast::Block { entries: Vec::new(), span: policy.name.span };
+        let body = policy.body.as_ref().unwrap_or(&empty);
+        let (props, _) = self.check_block(body, &spec::POLICY_BLOCK, policy.name.span, &format!("policy `{}`", policy.name.text), &Default::default());
+        Some(ir::Policy { name: policy.name.text.clone(), formula: formula?, props, loc: loc(self.file, policy.name.span) })
+    }
+
+    fn lower_formula(&mut self, formula: &ast::Formula, scope: &PolicyScope) -> Option<ir::Formula> {
+        let mut lower = |f: &ast::Formula| self.lower_formula(f, scope).map(Box::new);
+        Some(match &formula.kind {
+            FormulaKind::Error => return None,
+            FormulaKind::Bool(value) => ir::Formula::Bool { value: *value },
+            FormulaKind::Not(body) => ir::Formula::Not { body: lower(body)? },
+            FormulaKind::Always(body) => ir::Formula::Always { body: lower(body)? },
+            FormulaKind::Eventually(body) => ir::Formula::Eventually { body: lower(body)? },
+            FormulaKind::Never { body, before } => {
+                let body = lower(body);
+                let before = match before {
+                    Some(b) => Some(lower(b)?),
+                    None => None,
+                };
+                ir::Formula::Never { body: body?, before }
+            }
+            FormulaKind::Until(a, b) => {
+                let (a, b) = (lower(a), lower(b));
+                ir::Formula::Until { lhs: a?, rhs: b? }
+            }
+            FormulaKind::And(a, b) => {
+                let (a, b) = (lower(a), lower(b));
+                ir::Formula::And { lhs: a?, rhs: b? }
+            }
+            FormulaKind::Or(a, b) => {
+                let (a, b) = (lower(a), lower(b));
+                ir::Formula::Or { lhs: a?, rhs: b? }
+            }
+            FormulaKind::Implies(a, b) => {
+                let (a, b) = (lower(a), lower(b));
+                ir::Formula::Implies { lhs: a?, rhs: b? }
+            }
+            FormulaKind::Within { steps, steps_span, body } => {
+                let body = lower(body);
+                let Some(steps) = steps.filter(|s| *s > 0) else {
+                    self.error(codes::INVALID_VALUE, *steps_span, "`within` needs a positive whole number of steps");
+                    return None;
+                };
+                ir::Formula::Within { steps, body: body? }
+            }
+            FormulaKind::Atom(atom) => return self.lower_atom(atom, scope),
+        })
+    }
+
+    fn lower_atom(&mut self, atom: &ast::Atom, scope: &PolicyScope) -> Option<ir::Formula> {
+        let name = &atom.name.text;
+        let Some((_, params, _)) = spec::ATOMS.iter().find(|(n, _, _)| n == name) else {
+            let names: Vec<&str> = spec::ATOMS.iter().map(|(n, _, _)| *n).collect();
+            let mut d = Diagnostic::new(codes::INVALID_VALUE, self.file, atom.name.span, format!("unknown policy atom `{name}`"))
+                .with_primary_message("not an atom")
+                .with_note(format!("atoms: {}", names.join(", ")));
+            if let Some(s) = closest_name(name, names.iter().copied()) {
+                d = d.with_help(format!("did you mean `{s}`?"));
+            }
+            self.diagnostics.push(d);
+            return None;
+        };
+        let positional: Vec<&ast::AtomArg> = atom.args.iter().filter(|a| a.name.is_none()).collect();
+        let mut by = None;
+        let mut ok = true;
+        for arg in atom.args.iter().filter(|a| a.name.is_some()) {
+            let arg_name = arg.name.as_ref().expect("filtered");
+            if arg_name.text != "by" || !matches!(name.as_str(), "called" | "refused") {
+                self.error(codes::WRONG_ARGUMENTS, arg_name.span, format!("`{name}` takes no argument named `{}`", arg_name.text))
+                    .with_note("only `called` and `refused` take a named argument: `by: agent`");
+                ok = false;
+                continue;
+            }
+            match &arg.value {
+                ast::AtomValue::Name(agent) => {
+                    if self.resolve(agent, arg.span, &[Kind::Agent]).is_some() {
+                        by = Some(agent.clone());
+                    } else {
+                        ok = false;
+                    }
+                }
+                _ => {
+                    self.error(codes::WRONG_ARGUMENTS, arg.span, "`by:` takes an agent name");
+                    ok = false;
+                }
+            }
+        }
+        if positional.len() != params.len() {
+            self.error(
+                codes::WRONG_ARGUMENTS,
+                atom.span,
+                format!("`{name}` takes {} argument{}, {} given", params.len(), if params.len() == 1 { "" } else { "s" }, positional.len()),
+            );
+            return None;
+        }
+        let mut args = Vec::new();
+        for (arg, kind) in positional.iter().zip(params.iter()) {
+            let value = match &arg.value {
+                ast::AtomValue::Name(n) | ast::AtomValue::String(n) => n.clone(),
+                ast::AtomValue::Number(n) => n.clone(),
+            };
+            let valid = match kind {
+                AtomArgKind::Node => self.name_in(&value, arg.span, "node", &scope.nodes),
+                AtomArgKind::Gate => self.name_in(&value, arg.span, "gate", &scope.gates),
+                AtomArgKind::Tool => self.resolve(&value, arg.span, &[Kind::Tool]).is_some(),
+                AtomArgKind::Agent => self.resolve(&value, arg.span, &[Kind::Agent]).is_some(),
+                AtomArgKind::Principal => self.resolve(&value, arg.span, &[Kind::Principal]).is_some(),
+                AtomArgKind::Outcome => self.word_in(&value, arg.span, spec::OUTCOMES),
+                AtomArgKind::Decision => self.word_in(&value, arg.span, spec::DECISIONS),
+                AtomArgKind::Zone => self.word_in(&value, arg.span, &["green", "yellow", "red", "fuse"]),
+                AtomArgKind::Reason => true,
+            };
+            ok &= valid;
+            args.push(value);
+        }
+        ok.then(|| ir::Formula::Atom { name: name.clone(), args, by, loc: loc(self.file, atom.span) })
+    }
+
+    fn name_in(&mut self, name: &str, span: Span, what: &str, names: &IndexSet<String>) -> bool {
+        if names.contains(name) {
+            return true;
+        }
+        self.undefined(name, span, what, names.iter().map(String::as_str));
+        false
+    }
+
+    fn word_in(&mut self, word: &str, span: Span, words: &[&str]) -> bool {
+        if words.contains(&word) {
+            return true;
+        }
+        let mut d = Diagnostic::new(codes::INVALID_VALUE, self.file, span, format!("`{word}` is not one of {}", words.join(", ")))
+            .with_primary_message("not an accepted value");
+        if let Some(s) = closest_name(word, words.iter().copied()) {
+            d = d.with_help(format!("did you mean `{s}`?"));
+        }
+        self.diagnostics.push(d);
+        false
+    }
+}
+

@@ -1,5 +1,9 @@
 //! Helpers shared by the workspace-level tests: finding the corpus of
 //! `.flow` files and the repository root.
+// Tests read the repository's files: the pure-core lint does not apply.
+#![allow(clippy::disallowed_methods)]
+
+pub mod generate;
 
 use std::path::{Path, PathBuf};
 
@@ -37,4 +41,44 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The path of `path` relative to the repository root, with `/` separators.
 pub fn relative(path: &Path) -> String {
     path.strip_prefix(repo_root()).unwrap_or(path).to_string_lossy().replace('\\', "/")
+}
+
+/// Loads imports and schema files relative to the importing file, with
+/// file names relative to the repository root (as the UI tests show them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RepoLoader;
+
+impl flow_check::Loader for RepoLoader {
+    fn load(&self, from: &str, path: &str) -> Result<(String, String), String> {
+        let relative_dir = Path::new(from).parent().unwrap_or(Path::new(""));
+        let name = normalize(&relative_dir.join(path));
+        let text = std::fs::read_to_string(repo_root().join(&name)).map_err(|e| e.to_string())?;
+        Ok((name, text))
+    }
+}
+
+/// `a/./b/../c` → `a/c`, with `/` separators.
+pub fn normalize(path: &Path) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir if parts.last().is_some_and(|p| p != "..") => {
+                parts.pop();
+            }
+            other => parts.push(other.as_os_str().to_string_lossy().into_owned()),
+        }
+    }
+    parts.join("/")
+}
+
+/// Checks one file of the repository and renders its diagnostics as plain
+/// text, the way UI snapshots record them.
+pub fn check_and_render(path: &Path) -> (flow_check::Checked, String) {
+    let text = std::fs::read_to_string(path).expect("readable test file");
+    let mut db = flow_diagnostics::SourceDb::new();
+    let root = db.add(relative(path), text);
+    let checked = flow_check::check_program(&mut db, root, &RepoLoader);
+    let rendered = flow_diagnostics::render::render_human(&db, &checked.diagnostics);
+    (checked, rendered)
 }

@@ -2,10 +2,10 @@
 //! block against its spec, type expressions, and lower to IR.
 
 use crate::ir::{self, Loc, Value};
-use crate::spec::{self, BlockSpec, EntryKind, Env, Kind, V, P};
+use crate::spec::{self, BlockSpec, EntryKind, Env, Kind, P, V};
 use crate::types::{primitive, FieldTy, Ty, PRIMITIVES};
 use crate::{schema, stdlib, Checked, Loader};
-use flow_diagnostics::{DiagnosticMut, closest_name, codes, sort_diagnostics, Code, Diagnostic, FileId, Label, SourceDb, Span};
+use flow_diagnostics::{closest_name, codes, sort_diagnostics, Code, Diagnostic, DiagnosticMut, FileId, Label, SourceDb, Span};
 use flow_syntax::ast::{self, Entry, Expr, ExprKind};
 use indexmap::{IndexMap, IndexSet};
 use std::collections::HashMap;
@@ -227,14 +227,16 @@ impl<'a> Checker<'a> {
                         format!("`{}` is declared more than once", name.text),
                     )
                     .with_primary_message(format!("{} `{}` declared again here", kind.article(), name.text))
-                    .with_label(Label::secondary(previous.file, previous.name_span, format!("first declared here as {}", previous.kind.article())));
+                    .with_label(Label::secondary(
+                        previous.file,
+                        previous.name_span,
+                        format!("first declared here as {}", previous.kind.article()),
+                    ));
                     self.diagnostics.push(diagnostic);
                     continue;
                 }
-                self.globals.insert(
-                    name.text.clone(),
-                    Global { kind, file, name_span: name.span, item: (file_index, item_index), imported },
-                );
+                self.globals
+                    .insert(name.text.clone(), Global { kind, file, name_span: name.span, item: (file_index, item_index), imported });
             }
         }
     }
@@ -249,8 +251,7 @@ impl<'a> Checker<'a> {
         for (name, global) in unused {
             self.file = global.file;
             let article = global.kind.article();
-            self.error(codes::UNUSED_DECLARATION, global.name_span, format!("{article} `{name}` is declared but never used"))
-                .labels[0]
+            self.error(codes::UNUSED_DECLARATION, global.name_span, format!("{article} `{name}` is declared but never used")).labels[0]
                 .message = "never used".into();
         }
     }
@@ -276,7 +277,11 @@ impl<'a> Checker<'a> {
                     format!("`{name}` is {}, but {expected} is expected here", global.kind.article()),
                 )
                 .with_primary_message(format!("expected {expected}"))
-                .with_label(Label::secondary(global.file, global.name_span, format!("`{name}` is declared here as {}", global.kind.article())));
+                .with_label(Label::secondary(
+                    global.file,
+                    global.name_span,
+                    format!("`{name}` is declared here as {}", global.kind.article()),
+                ));
                 self.diagnostics.push(diagnostic);
                 None
             }
@@ -295,6 +300,8 @@ impl<'a> Checker<'a> {
         let mut diagnostic = Diagnostic::new(codes::UNDEFINED_NAME, self.file, span, format!("undefined {what} `{name}`"))
             .with_primary_message(format!("no {what} named `{name}`"));
         if let Some(suggestion) = closest_name(name, candidates.iter().copied()) {
+            // The typo meant this declaration: do not also call it unused.
+            self.used.insert(suggestion.to_string());
             diagnostic = diagnostic.with_help(format!("did you mean `{suggestion}`?"));
         } else if candidates.is_empty() {
             diagnostic = diagnostic.with_note(format!("no {what} is declared"));
@@ -323,9 +330,9 @@ impl<'a> Checker<'a> {
                     if chain.iter().all(|n| !reported.contains(n)) {
                         self.file = global.file;
                         let path = chain.iter().chain(std::iter::once(name)).cloned().collect::<Vec<_>>().join(" = ");
-                        self.error(codes::RECURSIVE_TYPE, global.name_span, format!("type `{name}` is defined as itself: {path}"))
-                            .labels[0]
-                            .message = "recursive alias".into();
+                        self.error(codes::RECURSIVE_TYPE, global.name_span, format!("type `{name}` is defined as itself: {path}")).labels
+                            [0]
+                        .message = "recursive alias".into();
                         reported.extend(chain.iter().cloned());
                     }
                     break;
@@ -365,6 +372,8 @@ impl<'a> Checker<'a> {
                 }
             }
             ExprKind::Null => Ty::Null,
+            // `any` is a reserved word (a quantifier), and also the top type.
+            ExprKind::QuantifierWord(ast::Quantifier::Any) => Ty::Any,
             ExprKind::List(items) if items.len() == 1 => Ty::list(self.lower_type(&items[0])),
             ExprKind::Object(fields) => {
                 let mut out = IndexMap::new();
@@ -400,18 +409,14 @@ impl<'a> Checker<'a> {
                     }
                 }
             }
-            ExprKind::Call { callee, args } if matches!(&callee.kind, ExprKind::Name(n) if n == "schema") => {
-                match args.as_slice() {
-                    [ast::Argument { name: None, value: Expr { kind: ExprKind::String(path), span }, .. }] => {
-                        self.load_schema(path, *span)
-                    }
-                    _ => {
-                        self.error(codes::WRONG_ARGUMENTS, expr.span, "`schema` takes one argument: the path of a JSON Schema file")
-                            .with_help("write `schema(\"schemas/name.json\")`");
-                        Ty::Any
-                    }
+            ExprKind::Call { callee, args } if matches!(&callee.kind, ExprKind::Name(n) if n == "schema") => match args.as_slice() {
+                [ast::Argument { name: None, value: Expr { kind: ExprKind::String(path), span }, .. }] => self.load_schema(path, *span),
+                _ => {
+                    self.error(codes::WRONG_ARGUMENTS, expr.span, "`schema` takes one argument: the path of a JSON Schema file")
+                        .with_help("write `schema(\"schemas/name.json\")`");
+                    Ty::Any
                 }
-            }
+            },
             ExprKind::Error => Ty::Any,
             _ => {
                 self.error(codes::NOT_A_TYPE, expr.span, "this expression is not a type")
@@ -426,9 +431,8 @@ impl<'a> Checker<'a> {
         let (name, text) = match self.loader.load(&from, path) {
             Ok(loaded) => loaded,
             Err(why) => {
-                self.error(codes::SCHEMA_UNREADABLE, span, format!("cannot read JSON Schema `{path}`: {why}"))
-                    .labels[0]
-                    .message = "unreadable schema file".into();
+                self.error(codes::SCHEMA_UNREADABLE, span, format!("cannot read JSON Schema `{path}`: {why}")).labels[0].message =
+                    "unreadable schema file".into();
                 return Ty::Any;
             }
         };
@@ -541,7 +545,13 @@ impl<'a> Checker<'a> {
                 self.error(
                     codes::UNKNOWN_VARIANT,
                     decl.name.span,
-                    format!("{} `{}` needs a kind: `{} {}: KIND`", decl.keyword.as_str(), decl.name.text, decl.keyword.as_str(), decl.name.text),
+                    format!(
+                        "{} `{}` needs a kind: `{} {}: KIND`",
+                        decl.keyword.as_str(),
+                        decl.name.text,
+                        decl.keyword.as_str(),
+                        decl.name.text
+                    ),
                 )
                 .with_note(format!("{} kinds: {}", decl.keyword.as_str(), variant_names.join(", ")));
                 None
@@ -566,7 +576,8 @@ impl<'a> Checker<'a> {
         let body = decl.body.as_ref().unwrap_or(&empty);
         let block = BlockSpec { props: leak(props_spec), ..spec.block };
         self.extra_vars = self.decl_vars(spec.kind, body);
-        let (props, _) = self.check_block(body, &block, decl.name.span, &format!("{} `{}`", decl.keyword.as_str(), decl.name.text), &Scope::default());
+        let (props, _) =
+            self.check_block(body, &block, decl.name.span, &format!("{} `{}`", decl.keyword.as_str(), decl.name.text), &Scope::default());
         self.extra_vars.clear();
         ir::Decl { kind: spec.kind, name: decl.name.text.clone(), variant, props, loc: loc(self.file, decl.name.span), imported }
     }
@@ -647,8 +658,13 @@ impl<'a> Checker<'a> {
                         None => {
                             let names: Vec<&str> = spec.props.iter().map(|p| p.name).collect();
                             let suggestion = closest_name(key, names.iter().copied());
-                            let mut d = Diagnostic::new(codes::UNKNOWN_PROPERTY, self.file, property.key.span, format!("{owner} has no property `{key}`"))
-                                .with_primary_message("unknown property");
+                            let mut d = Diagnostic::new(
+                                codes::UNKNOWN_PROPERTY,
+                                self.file,
+                                property.key.span,
+                                format!("{owner} has no property `{key}`"),
+                            )
+                            .with_primary_message("unknown property");
                             d = match suggestion {
                                 Some(s) => d.with_help(format!("did you mean `{s}`?")),
                                 None if names.is_empty() => d.with_note("this block takes no properties"),
@@ -685,6 +701,13 @@ impl<'a> Checker<'a> {
     pub fn check_value(&mut self, spec: &V, expr: &Expr, scope: &Scope) -> Value {
         if matches!(expr.kind, ExprKind::Error) {
             return Value::Invalid;
+        }
+        // A number with an unknown unit is reported once, as such.
+        if let ExprKind::Number { unit, .. } = &expr.kind {
+            if !KNOWN_UNITS.contains(&unit.as_str()) {
+                self.number(expr);
+                return Value::Invalid;
+            }
         }
         match spec {
             V::Str => match &expr.kind {
@@ -809,9 +832,9 @@ impl<'a> Checker<'a> {
                 let scope = self.env_scope(*env);
                 let typed = self.type_expr(expr, &scope);
                 if !matches!(typed.ty, Ty::Bool | Ty::Any) {
-                    self.error(codes::TYPE_MISMATCH, expr.span, format!("a condition must be a bool, but this is {}", typed.ty))
-                        .labels[0]
-                        .message = format!("this is {}", typed.ty);
+                    self.error(codes::TYPE_MISMATCH, expr.span, format!("a condition must be a bool, but this is {}", typed.ty)).labels
+                        [0]
+                    .message = format!("this is {}", typed.ty);
                 }
                 Value::Expr(typed)
             }
@@ -835,12 +858,14 @@ impl<'a> Checker<'a> {
                 _ => self.invalid(expr, "a list of artifact references"),
             },
             V::OneOf(options) => {
-                let shape_matches = |v: &V| match (v, &expr.kind) {
-                    (V::Word(_), ExprKind::Name(_)) => true,
-                    (V::Record(_) | V::Map(_), ExprKind::Object(_)) => true,
-                    (V::Str, ExprKind::String(_)) => true,
-                    (V::List(_), ExprKind::List(_)) => true,
-                    _ => false,
+                let shape_matches = |v: &V| {
+                    matches!(
+                        (v, &expr.kind),
+                        (V::Word(_), ExprKind::Name(_))
+                            | (V::Record(_) | V::Map(_), ExprKind::Object(_))
+                            | (V::Str, ExprKind::String(_))
+                            | (V::List(_), ExprKind::List(_))
+                    )
                 };
                 match options.iter().find(|o| shape_matches(o)) {
                     Some(option) => self.check_value(option, expr, scope),
@@ -852,7 +877,8 @@ impl<'a> Checker<'a> {
 
     fn invalid(&mut self, expr: &Expr, expected: &str) -> Value {
         let found = describe_expr(expr);
-        self.error(codes::INVALID_VALUE, expr.span, format!("expected {expected}, found {found}")).labels[0].message = format!("expected {expected}");
+        self.error(codes::INVALID_VALUE, expr.span, format!("expected {expected}, found {found}")).labels[0].message =
+            format!("expected {expected}");
         Value::Invalid
     }
 
@@ -952,7 +978,12 @@ impl<'a> Checker<'a> {
             self.error(
                 codes::WRONG_ARGUMENTS,
                 expr.span,
-                format!("action `{name}` takes {} argument{}, {} given", params.len(), if params.len() == 1 { "" } else { "s" }, args.len()),
+                format!(
+                    "action `{name}` takes {} argument{}, {} given",
+                    params.len(),
+                    if params.len() == 1 { "" } else { "s" },
+                    args.len()
+                ),
             );
             return Value::Invalid;
         }
@@ -999,7 +1030,11 @@ impl<'a> Checker<'a> {
         if builtin {
             let expected = if name == "schema_valid" { 2 } else { 1 };
             if args.len() != expected {
-                self.error(codes::WRONG_ARGUMENTS, expr.span, format!("`{name}` takes {expected} argument{}", if expected == 1 { "" } else { "s" }));
+                self.error(
+                    codes::WRONG_ARGUMENTS,
+                    expr.span,
+                    format!("`{name}` takes {expected} argument{}", if expected == 1 { "" } else { "s" }),
+                );
                 return Value::Invalid;
             }
             let mut typed = vec![self.type_expr(&args[0].value, &scope)];
@@ -1097,8 +1132,13 @@ impl<'a> Checker<'a> {
                     None => {
                         let names: Vec<&str> = expected.keys().map(String::as_str).collect();
                         let suggestion = closest_name(&field.name.text, names.iter().copied());
-                        let d = Diagnostic::new(codes::UNKNOWN_FIELD, self.file, field.name.span, format!("the tool's input has no field `{}`", field.name.text))
-                            .with_primary_message("unknown field");
+                        let d = Diagnostic::new(
+                            codes::UNKNOWN_FIELD,
+                            self.file,
+                            field.name.span,
+                            format!("the tool's input has no field `{}`", field.name.text),
+                        )
+                        .with_primary_message("unknown field");
                         let d = match suggestion {
                             Some(s) => d.with_help(format!("did you mean `{s}`?")),
                             None => d.with_note(format!("input fields: {}", names.join(", "))),
@@ -1112,8 +1152,7 @@ impl<'a> Checker<'a> {
         if let Some(Ty::Record { fields: expected }) = &input {
             for (name, f) in expected {
                 if !f.optional && !out.contains_key(name) {
-                    self.error(codes::MISSING_PROPERTY, expr.span, format!("the tool's input field `{name}` is not given"))
-                        .labels[0]
+                    self.error(codes::MISSING_PROPERTY, expr.span, format!("the tool's input field `{name}` is not given")).labels[0]
                         .message = format!("`{name}` missing");
                 }
             }

@@ -3,7 +3,7 @@
 use crate::check::{Checker, Scope};
 use crate::ir::{TExpr, TExprKind, Value};
 use crate::types::{FieldTy, Ty};
-use flow_diagnostics::{DiagnosticMut, closest_name, codes, Diagnostic, Label};
+use flow_diagnostics::{closest_name, codes, Diagnostic, DiagnosticMut, Label};
 use flow_syntax::ast::{BinaryOp, Expr, ExprKind, Quantifier, UnaryOp};
 use indexmap::IndexMap;
 
@@ -66,8 +66,9 @@ impl Checker<'_> {
                 Some(ty) => texpr(TExprKind::Var { name: name.clone() }, ty.clone()),
                 None => {
                     let candidates: Vec<String> = scope.vars.keys().cloned().collect();
-                    let mut diagnostic = Diagnostic::new(codes::UNDEFINED_NAME, self.file, expr.span, format!("undefined name `{name}` in this expression"))
-                        .with_primary_message("not in scope");
+                    let mut diagnostic =
+                        Diagnostic::new(codes::UNDEFINED_NAME, self.file, expr.span, format!("undefined name `{name}` in this expression"))
+                            .with_primary_message("not in scope");
                     if let Some(s) = closest_name(name, candidates.iter().map(String::as_str)) {
                         diagnostic = diagnostic.with_help(format!("did you mean `{s}`?"));
                     } else if let Some(global) = self.globals.get(name) {
@@ -101,8 +102,13 @@ impl Checker<'_> {
                         }
                         None => {
                             let names: Vec<&str> = fields.keys().map(String::as_str).collect();
-                            let mut d = Diagnostic::new(codes::UNKNOWN_FIELD, self.file, name.span, format!("{} has no field `{}`", base.ty, name.text))
-                                .with_primary_message("unknown field");
+                            let mut d = Diagnostic::new(
+                                codes::UNKNOWN_FIELD,
+                                self.file,
+                                name.span,
+                                format!("{} has no field `{}`", base.ty, name.text),
+                            )
+                            .with_primary_message("unknown field");
                             d = match closest_name(&name.text, names.iter().copied()) {
                                 Some(s) => d.with_help(format!("did you mean `{s}`?")),
                                 None => d.with_note(format!("fields: {}", names.join(", "))),
@@ -112,8 +118,12 @@ impl Checker<'_> {
                         }
                     },
                     Ty::List { .. } => {
-                        self.error(codes::TYPE_MISMATCH, name.span, format!("`{}` is a list ({}); it has no fields", describe_texpr(&base), base.ty))
-                            .with_help(format!("use a quantifier: `all(x in …: x.{})`", name.text));
+                        self.error(
+                            codes::TYPE_MISMATCH,
+                            name.span,
+                            format!("`{}` is a list ({}); it has no fields", describe_texpr(&base), base.ty),
+                        )
+                        .with_help(format!("use a quantifier: `all(x in …: x.{})`", name.text));
                         return TExpr::invalid();
                     }
                     other => {
@@ -195,7 +205,12 @@ impl Checker<'_> {
                 self.expect_bool(&predicate, expr, "a quantifier's condition");
                 let q = if *quantifier == Quantifier::All { "all" } else { "any" };
                 texpr(
-                    TExprKind::Quantified { quantifier: q.into(), var: var.text.clone(), list: Box::new(list), predicate: Box::new(predicate) },
+                    TExprKind::Quantified {
+                        quantifier: q.into(),
+                        var: var.text.clone(),
+                        list: Box::new(list),
+                        predicate: Box::new(predicate),
+                    },
                     Ty::Bool,
                 )
             }
@@ -270,7 +285,15 @@ impl Checker<'_> {
             }
             BinaryOp::Lt | BinaryOp::LtEq | BinaryOp::Gt | BinaryOp::GtEq => {
                 if !lt.same_quantity(&rt) {
-                    mismatch(self, format!("`{}` compares numbers, durations, money or percentages of one kind; here {} and {}", op.as_str(), l.ty, r.ty));
+                    mismatch(
+                        self,
+                        format!(
+                            "`{}` compares numbers, durations, money or percentages of one kind; here {} and {}",
+                            op.as_str(),
+                            l.ty,
+                            r.ty
+                        ),
+                    );
                 }
                 Ty::Bool
             }
@@ -356,8 +379,12 @@ impl Checker<'_> {
         };
         if typed.len() != arity {
             let signature = FUNCTIONS.iter().find(|(n, _)| n == name).map(|(_, s)| *s).unwrap_or_default();
-            self.error(codes::WRONG_ARGUMENTS, expr.span, format!("`{name}` takes {arity} argument{}, {} given", if arity == 1 { "" } else { "s" }, typed.len()))
-                .with_note(signature.to_string());
+            self.error(
+                codes::WRONG_ARGUMENTS,
+                expr.span,
+                format!("`{name}` takes {arity} argument{}, {} given", if arity == 1 { "" } else { "s" }, typed.len()),
+            )
+            .with_note(signature.to_string());
             return TExpr::invalid();
         }
         let first = self.expand(typed[0].ty.non_null());

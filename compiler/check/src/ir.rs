@@ -178,19 +178,36 @@ pub enum Value {
     Money(f64),
     /// A fraction in 0..=1 (`10%` is 0.1).
     Fraction(f64),
-    Rate { count: u64, per_ms: u64 },
+    Rate {
+        count: u64,
+        per_ms: u64,
+    },
     /// A bare word from a fixed set.
     Word(String),
-    Ref { kind: Kind, name: String },
+    Ref {
+        kind: Kind,
+        name: String,
+    },
     Node(String),
-    State { machine: String, state: String },
+    State {
+        machine: String,
+        state: String,
+    },
     List(Vec<Value>),
     Record(IndexMap<String, Value>),
     Type(Ty),
     Expr(TExpr),
     Action(Action),
-    Evaluator { name: String, builtin: bool, args: Vec<TExpr> },
-    JoinRule { rule: String, weights: IndexMap<String, f64>, evaluator: Option<String> },
+    Evaluator {
+        name: String,
+        builtin: bool,
+        args: Vec<TExpr>,
+    },
+    JoinRule {
+        rule: String,
+        weights: IndexMap<String, f64>,
+        evaluator: Option<String>,
+    },
     /// A value the checker rejected (an error has been reported).
     Invalid,
 }
@@ -206,19 +223,49 @@ pub struct TExpr {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "expr", rename_all = "snake_case")]
 pub enum TExprKind {
-    Literal { value: Box<Value> },
+    Literal {
+        value: Box<Value>,
+    },
     /// A variable: a node (its output), `input`, `payload`, `output`,
     /// `task`, or a quantifier's bound variable.
-    Var { name: String },
-    Field { base: Box<TExpr>, name: String },
-    Index { base: Box<TExpr>, index: Box<TExpr> },
-    Call { function: String, args: Vec<TExpr> },
-    Not { operand: Box<TExpr> },
-    Neg { operand: Box<TExpr> },
-    Binary { op: String, lhs: Box<TExpr>, rhs: Box<TExpr> },
-    List { items: Vec<TExpr> },
-    Record { fields: IndexMap<String, TExpr> },
-    Quantified { quantifier: String, var: String, list: Box<TExpr>, predicate: Box<TExpr> },
+    Var {
+        name: String,
+    },
+    Field {
+        base: Box<TExpr>,
+        name: String,
+    },
+    Index {
+        base: Box<TExpr>,
+        index: Box<TExpr>,
+    },
+    Call {
+        function: String,
+        args: Vec<TExpr>,
+    },
+    Not {
+        operand: Box<TExpr>,
+    },
+    Neg {
+        operand: Box<TExpr>,
+    },
+    Binary {
+        op: String,
+        lhs: Box<TExpr>,
+        rhs: Box<TExpr>,
+    },
+    List {
+        items: Vec<TExpr>,
+    },
+    Record {
+        fields: IndexMap<String, TExpr>,
+    },
+    Quantified {
+        quantifier: String,
+        var: String,
+        list: Box<TExpr>,
+        predicate: Box<TExpr>,
+    },
     /// Where checking failed (an error has been reported).
     Invalid,
 }

@@ -8,13 +8,13 @@
 //! diagnostics in the same order and the same IR.
 
 mod check;
-mod workflow;
 mod expr;
 pub mod ir;
 pub mod schema;
 pub mod spec;
 pub mod stdlib;
 pub mod types;
+mod workflow;
 
 use flow_diagnostics::{Diagnostic, FileId, SourceDb};
 

@@ -107,7 +107,10 @@ impl Scanner<'_> {
                 self.string();
             }
             Some(_) => {
-                while self.pos < self.bytes.len() && !matches!(self.bytes[self.pos], b',' | b'}' | b']') && !self.bytes[self.pos].is_ascii_whitespace() {
+                while self.pos < self.bytes.len()
+                    && !matches!(self.bytes[self.pos], b',' | b'}' | b']')
+                    && !self.bytes[self.pos].is_ascii_whitespace()
+                {
                     self.pos += 1;
                 }
             }

@@ -224,7 +224,11 @@ const TRIGGER: &[P] = &[
 
 pub const PRINCIPAL: DeclSpec = DeclSpec {
     kind: Kind::Principal,
-    variants: &[("human", &[]), ("role", &[opt("members", V::List(&V::Ref(&[Kind::Principal])), "Principals holding the role.")]), ("service", &[])],
+    variants: &[
+        ("human", &[]),
+        ("role", &[opt("members", V::List(&V::Ref(&[Kind::Principal])), "Principals holding the role.")]),
+        ("service", &[]),
+    ],
     default_variant: Some("human"),
     block: BlockSpec {
         props: &[
@@ -484,7 +488,11 @@ pub const GATE_BLOCK: BlockSpec = BlockSpec {
         opt("decided_by", V::List(&V::Ref(&[Kind::Principal])), "Who may decide when the outcome is REQUIRES_DECISION."),
         opt("decisions", V::List(&V::Word(DECISIONS)), "Decisions allowed (default all four)."),
         opt("timeout", V::Duration, "Time allowed for evaluation and decision."),
-        opt("on_error", V::Word(&["BLOCK", "REQUIRES_DECISION"]), "Outcome of an evaluator error, timeout or inconclusive result (default BLOCK)."),
+        opt(
+            "on_error",
+            V::Word(&["BLOCK", "REQUIRES_DECISION"]),
+            "Outcome of an evaluator error, timeout or inconclusive result (default BLOCK).",
+        ),
         opt("reason", V::Str, "Reason code recorded when the gate does not pass."),
         opt("replan_scope", V::List(&V::Node), "The sub-graph a REPLAN re-runs (default: the whole workflow)."),
         opt("description", V::Str, "What the gate protects."),

@@ -19,12 +19,22 @@ pub enum Ty {
     Duration,
     Money,
     Percent,
-    List { item: Box<Ty> },
-    Record { fields: IndexMap<String, FieldTy> },
-    Enum { values: Vec<String> },
-    Nullable { inner: Box<Ty> },
+    List {
+        item: Box<Ty>,
+    },
+    Record {
+        fields: IndexMap<String, FieldTy>,
+    },
+    Enum {
+        values: Vec<String>,
+    },
+    Nullable {
+        inner: Box<Ty>,
+    },
     /// A declared type, by name: used for types that refer to themselves.
-    Named { name: String },
+    Named {
+        name: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

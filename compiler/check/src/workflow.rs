@@ -4,7 +4,7 @@ use crate::check::{Checker, WorkflowCtx};
 use crate::ir::{self, Loc, Value};
 use crate::spec::{self, AtomArgKind, BlockSpec, Kind, Target, P, V};
 use crate::types::{FieldTy, Ty};
-use flow_diagnostics::{DiagnosticMut, closest_name, codes, Diagnostic, FileId, Label, Span};
+use flow_diagnostics::{closest_name, codes, Diagnostic, DiagnosticMut, FileId, Label, Span};
 use flow_syntax::ast::{self, Entry, ExprKind, FormulaKind, NodeTarget};
 use indexmap::{IndexMap, IndexSet};
 
@@ -151,10 +151,7 @@ impl Checker<'_> {
                 Entry::Property(_) => {}
             }
         }
-        let scope = PolicyScope {
-            nodes: workflow.nodes.keys().cloned().collect(),
-            gates: workflow.gates.keys().cloned().collect(),
-        };
+        let scope = PolicyScope { nodes: workflow.nodes.keys().cloned().collect(), gates: workflow.gates.keys().cloned().collect() };
         for policy in &policies {
             if let Some(p) = self.check_policy(policy, &scope) {
                 workflow.policies.push(p);
@@ -201,9 +198,10 @@ impl Checker<'_> {
         let output = self.workflow.as_ref().and_then(|w| w.nodes.get(&node.name.text)).map(|n| n.1.clone()).unwrap_or(Ty::Any);
         let Some(spec) = spec::node_spec(&node.kind.text) else {
             let kinds: Vec<&str> = spec::NODE_KINDS.iter().map(|k| k.kind).collect();
-            let mut d = Diagnostic::new(codes::UNKNOWN_VARIANT, self.file, node.kind.span, format!("unknown node kind `{}`", node.kind.text))
-                .with_primary_message("not a node kind")
-                .with_note(format!("node kinds: {}", kinds.join(", ")));
+            let mut d =
+                Diagnostic::new(codes::UNKNOWN_VARIANT, self.file, node.kind.span, format!("unknown node kind `{}`", node.kind.text))
+                    .with_primary_message("not a node kind")
+                    .with_note(format!("node kinds: {}", kinds.join(", ")));
             if let Some(s) = closest_name(&node.kind.text, kinds.iter().copied()) {
                 d = d.with_help(format!("did you mean `{s}`?"));
             }
@@ -227,7 +225,8 @@ impl Checker<'_> {
         }
         let mut props_spec: Vec<P> = spec::NODE_COMMON.to_vec();
         props_spec.extend_from_slice(spec.props);
-        let block_spec = BlockSpec { props: Box::leak(props_spec.into_boxed_slice()), entries: &[spec::EntryKind::Handler], events: spec.events };
+        let block_spec =
+            BlockSpec { props: Box::leak(props_spec.into_boxed_slice()), entries: &[spec::EntryKind::Handler], events: spec.events };
         let empty = ast::Block { entries: Vec::new(), span: node.name.span };
         let body = node.body.as_ref().unwrap_or(&empty);
         let (props, rest) = self.check_block(body, &block_spec, node.name.span, &owner, &Default::default());
@@ -301,7 +300,9 @@ impl Checker<'_> {
     }
 
     fn check_edge(&mut self, edge: &ast::EdgeStmt, out: &mut Vec<ir::Edge>) {
-        let all_known = edge.path.iter().fold(true, |ok, hop| self.node_exists(&hop.text, hop.span) && ok);
+        // Every hop is checked (no short circuit), so each unknown one is reported.
+        let unknown = edge.path.iter().filter(|hop| !self.node_exists(&hop.text, hop.span)).count();
+        let all_known = unknown == 0;
         let guard = match &edge.guard {
             None => ir::Guard::Always,
             Some(ast::EdgeGuard::Else(_)) => ir::Guard::Else,
@@ -317,7 +318,12 @@ impl Checker<'_> {
         for (i, pair) in edge.path.windows(2).enumerate() {
             // A guard applies to the last hop of a chain.
             let hop_guard = if i + 1 == hops { guard.clone() } else { ir::Guard::Always };
-            out.push(ir::Edge { from: pair[0].text.clone(), to: pair[1].text.clone(), guard: hop_guard, loc: loc(self.file, pair[0].span.to(pair[1].span)) });
+            out.push(ir::Edge {
+                from: pair[0].text.clone(),
+                to: pair[1].text.clone(),
+                guard: hop_guard,
+                loc: loc(self.file, pair[0].span.to(pair[1].span)),
+            });
         }
     }
 
@@ -427,12 +433,10 @@ impl Checker<'_> {
             if let Entry::Property(p) = entry {
                 match (p.key.text.as_str(), &p.value.kind) {
                     ("initial", ExprKind::Name(n)) => state_refs.push((n.clone(), p.value.span)),
-                    ("terminal", ExprKind::List(items)) => {
-                        state_refs.extend(items.iter().filter_map(|i| match &i.kind {
-                            ExprKind::Name(n) => Some((n.clone(), i.span)),
-                            _ => None,
-                        }))
-                    }
+                    ("terminal", ExprKind::List(items)) => state_refs.extend(items.iter().filter_map(|i| match &i.kind {
+                        ExprKind::Name(n) => Some((n.clone(), i.span)),
+                        _ => None,
+                    })),
                     _ => {}
                 }
             }
@@ -467,7 +471,8 @@ impl Checker<'_> {
         let formula = self.lower_formula(&policy.formula, scope);
         let empty = ast::Block { entries: Vec::new(), span: policy.name.span };
         let body = policy.body.as_ref().unwrap_or(&empty);
-        let (props, _) = self.check_block(body, &spec::POLICY_BLOCK, policy.name.span, &format!("policy `{}`", policy.name.text), &Default::default());
+        let (props, _) =
+            self.check_block(body, &spec::POLICY_BLOCK, policy.name.span, &format!("policy `{}`", policy.name.text), &Default::default());
         Some(ir::Policy { name: policy.name.text.clone(), formula: formula?, props, loc: loc(self.file, policy.name.span) })
     }
 
@@ -605,4 +610,3 @@ impl Checker<'_> {
         false
     }
 }
-

@@ -67,14 +67,7 @@ impl Diagnostic {
     /// `W…` warnings), reported at `span` in `file`.
     pub fn new(code: Code, file: FileId, span: Span, message: impl Into<String>) -> Diagnostic {
         let severity = if code.0.starts_with('W') { Severity::Warning } else { Severity::Error };
-        Diagnostic {
-            code,
-            severity,
-            message: message.into(),
-            labels: vec![Label::primary(file, span, "")],
-            notes: Vec::new(),
-            help: None,
-        }
+        Diagnostic { code, severity, message: message.into(), labels: vec![Label::primary(file, span, "")], notes: Vec::new(), help: None }
     }
 
     /// Sets the message of the primary label.
@@ -114,9 +107,7 @@ impl Diagnostic {
 /// by file, then position, then code, then message.
 pub fn sort_diagnostics(diagnostics: &mut [Diagnostic]) {
     diagnostics.sort_by(|a, b| {
-        let key = |d: &Diagnostic| {
-            d.primary().map(|l| (l.file.0, l.span.start, l.span.end)).unwrap_or((u32::MAX, 0, 0))
-        };
+        let key = |d: &Diagnostic| d.primary().map(|l| (l.file.0, l.span.start, l.span.end)).unwrap_or((u32::MAX, 0, 0));
         key(a).cmp(&key(b)).then_with(|| a.code.0.cmp(b.code.0)).then_with(|| a.message.cmp(&b.message))
     });
 }
@@ -141,33 +132,10 @@ where
     best.map(|(_, candidate)| candidate)
 }
 
-/// Levenshtein distance over characters.
+/// Edit distance where a transposition of two neighbours counts as one
+/// edit (optimal string alignment), so `itmes` is one edit from `items`.
 fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    let mut current = vec![0; b.len() + 1];
-    for (i, ca) in a.chars().enumerate() {
-        current[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        std::mem::swap(&mut previous, &mut current);
-    }
-    previous[b.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn closest_name_finds_typos_and_rejects_far_names() {
-        let names = ["researcher", "writer", "reviewer"];
-        assert_eq!(closest_name("reseacher", names), Some("researcher"));
-        assert_eq!(closest_name("writter", names), Some("writer"));
-        assert_eq!(closest_name("zzz", names), None);
-    }
+    strsim::osa_distance(a, b)
 }
 
 /// The builder methods of [`Diagnostic`] for a diagnostic already pushed
@@ -200,5 +168,19 @@ impl DiagnosticMut for &mut Diagnostic {
             first.message = message.into();
         }
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closest_name_finds_typos_and_rejects_far_names() {
+        let names = ["researcher", "writer", "reviewer"];
+        assert_eq!(closest_name("reseacher", names), Some("researcher"));
+        assert_eq!(closest_name("writter", names), Some("writer"));
+        assert_eq!(closest_name("zzz", names), None);
+        assert_eq!(closest_name("dnoe", ["done"]), Some("done"));
     }
 }

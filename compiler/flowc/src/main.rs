@@ -1,4 +1,8 @@
 //! `flowc`: the Flow compiler's command line.
+//!
+//! This crate is the I/O boundary of the compiler: it reads the files and
+//! the environment the pure core may not touch.
+#![allow(clippy::disallowed_methods)]
 
 use clap::{Parser, Subcommand, ValueEnum};
 use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
@@ -77,15 +81,12 @@ fn normalize(path: &Path) -> String {
             std::path::Component::ParentDir if parts.last().is_some_and(|p| p != "..") => {
                 parts.pop();
             }
+            // The root becomes an empty first segment: `/` + `tmp` → `/tmp`.
+            std::path::Component::RootDir => parts.push(String::new()),
             other => parts.push(other.as_os_str().to_string_lossy().into_owned()),
         }
     }
-    let joined = parts.join("/");
-    if path.is_absolute() && !joined.starts_with('/') {
-        format!("/{}", joined.trim_start_matches('/'))
-    } else {
-        joined
-    }
+    parts.join("/")
 }
 
 fn main() -> ExitCode {
@@ -99,6 +100,7 @@ fn main() -> ExitCode {
 fn verify(files: &[PathBuf], format: Format, color: Color) -> ExitCode {
     let mut db = SourceDb::new();
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
+    let mut policies = Vec::new();
     for path in files {
         let text = match std::fs::read(path) {
             Ok(bytes) => match String::from_utf8(bytes) {
@@ -115,6 +117,7 @@ fn verify(files: &[PathBuf], format: Format, color: Color) -> ExitCode {
         };
         let root = db.add(normalize(path), text);
         let checked = check_program(&mut db, root, &FsLoader);
+        policies.extend(policy_statuses(&checked.program));
         diagnostics.extend(checked.diagnostics);
     }
     sort_diagnostics(&mut diagnostics);
@@ -122,7 +125,7 @@ fn verify(files: &[PathBuf], format: Format, color: Color) -> ExitCode {
     let stdout = std::io::stdout();
     let written = match format {
         Format::Json => {
-            let document = render::to_json(&db, &diagnostics, Vec::new());
+            let document = render::to_json(&db, &diagnostics, policies);
             let mut out = stdout.lock();
             serde_json::to_writer_pretty(&mut out, &document).map_err(std::io::Error::other).and_then(|_| writeln!(out))
         }
@@ -151,6 +154,24 @@ fn verify(files: &[PathBuf], format: Format, color: Color) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Every policy of a checked program with its verification status. The
+/// model checker is not implemented yet, so every status is `unknown`:
+/// the policy is well-formed, and neither proven nor refuted.
+fn policy_statuses(program: &flow_check::ir::Program) -> Vec<serde_json::Value> {
+    let top = program.policies.iter().map(|p| (None, p));
+    let nested = program.workflows.values().flat_map(|w| w.policies.iter().map(move |p| (Some(w.name.as_str()), p)));
+    top.chain(nested)
+        .map(|(workflow, policy)| {
+            serde_json::json!({
+                "name": policy.name,
+                "workflow": workflow,
+                "status": "unknown",
+                "witness": null,
+            })
+        })
+        .collect()
 }
 
 fn explain(code: Option<&str>, list: bool) -> ExitCode {

@@ -296,7 +296,10 @@ pub enum Quantifier {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExprKind {
     /// A number and its unit suffix as written (`30s` → 30, "s").
-    Number { value: f64, unit: String },
+    Number {
+        value: f64,
+        unit: String,
+    },
     /// `$5.25`, in the currency's minor precision as written.
     Money(f64),
     String(String),
@@ -305,15 +308,36 @@ pub enum ExprKind {
     Name(String),
     List(Vec<Expr>),
     Object(Vec<Field>),
-    Field { base: Box<Expr>, name: Ident },
-    Call { callee: Box<Expr>, args: Vec<Argument> },
-    Index { base: Box<Expr>, index: Box<Expr> },
+    Field {
+        base: Box<Expr>,
+        name: Ident,
+    },
+    Call {
+        callee: Box<Expr>,
+        args: Vec<Argument>,
+    },
+    Index {
+        base: Box<Expr>,
+        index: Box<Expr>,
+    },
     /// `T?`: a nullable type.
     Nullable(Box<Expr>),
-    Unary { op: UnaryOp, operand: Box<Expr> },
-    Binary { op: BinaryOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    Unary {
+        op: UnaryOp,
+        operand: Box<Expr>,
+    },
+    Binary {
+        op: BinaryOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
     /// `all(x in xs: pred)`.
-    Quantified { quantifier: Quantifier, var: Ident, list: Box<Expr>, predicate: Box<Expr> },
+    Quantified {
+        quantifier: Quantifier,
+        var: Ident,
+        list: Box<Expr>,
+        predicate: Box<Expr>,
+    },
     /// The bare word `all` or `any` (a join rule).
     QuantifierWord(Quantifier),
     /// Placeholder where the parser recovered from an error.
@@ -350,11 +374,18 @@ pub enum FormulaKind {
     Atom(Atom),
     Not(Box<Formula>),
     /// `never a` or, with `before`, `never a before b` (precedence).
-    Never { body: Box<Formula>, before: Option<Box<Formula>> },
+    Never {
+        body: Box<Formula>,
+        before: Option<Box<Formula>>,
+    },
     Always(Box<Formula>),
     Eventually(Box<Formula>),
     /// `within N steps f`; `steps` is `None` when N is not a plain integer.
-    Within { steps: Option<u64>, steps_span: Span, body: Box<Formula> },
+    Within {
+        steps: Option<u64>,
+        steps_span: Span,
+        body: Box<Formula>,
+    },
     Until(Box<Formula>, Box<Formula>),
     And(Box<Formula>, Box<Formula>),
     Or(Box<Formula>, Box<Formula>),

@@ -50,10 +50,7 @@ pub fn parse(file: FileId, source: &str) -> Parse {
                 } else {
                     format!("invalid character{} `{}`", if text.chars().count() > 1 { "s" } else { "" }, text.escape_debug())
                 };
-                diagnostics.push(
-                    Diagnostic::new(codes::INVALID_TOKEN, file, token.span, message)
-                        .with_primary_message("not a Flow token"),
-                );
+                diagnostics.push(Diagnostic::new(codes::INVALID_TOKEN, file, token.span, message).with_primary_message("not a Flow token"));
                 line_start = false;
             }
             _ => {
@@ -63,7 +60,7 @@ pub fn parse(file: FileId, source: &str) -> Parse {
             }
         }
     }
-    let mut parser = Parser { file, source, tokens, at_line_start, pos: 0, diagnostics, depth: 0 };
+    let mut parser = Parser { file, source, tokens, at_line_start, pos: 0, diagnostics, depth: 0, partial_entry: None };
     let file_ast = parser.source_file();
     let mut diagnostics = parser.diagnostics;
     diagnostics.sort_by_key(|d| d.primary().map(|l| l.span.start).unwrap_or(0));
@@ -88,6 +85,9 @@ struct Parser<'s> {
     pos: usize,
     diagnostics: Vec<Diagnostic>,
     depth: u32,
+    /// An entry whose header parsed before an error: kept in the tree
+    /// (with an `Error` value) so later phases see it was written.
+    partial_entry: Option<Entry>,
 }
 
 fn is_item_start(kind: TokenKind) -> bool {
@@ -221,14 +221,10 @@ impl<'s> Parser<'s> {
         } else if self.peek().is_some_and(|k| k.is_keyword()) {
             let token = self.tokens[self.pos];
             let word = self.text(token);
-            let diagnostic = Diagnostic::new(
-                codes::UNEXPECTED_TOKEN,
-                self.file,
-                token.span,
-                format!("expected {what}, found keyword `{word}`"),
-            )
-            .with_primary_message("reserved word")
-            .with_help(format!("`{word}` is reserved; choose another name such as `{word}_`"));
+            let diagnostic =
+                Diagnostic::new(codes::UNEXPECTED_TOKEN, self.file, token.span, format!("expected {what}, found keyword `{word}`"))
+                    .with_primary_message("reserved word")
+                    .with_help(format!("`{word}` is reserved; choose another name such as `{word}_`"));
             self.diagnostics.push(diagnostic);
             Err(Fail)
         } else {
@@ -249,14 +245,10 @@ impl<'s> Parser<'s> {
     fn enter(&mut self) -> PResult<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            let diagnostic = Diagnostic::new(
-                codes::UNEXPECTED_TOKEN,
-                self.file,
-                self.current_span(),
-                format!("nesting deeper than {MAX_DEPTH} levels"),
-            )
-            .with_primary_message("too deep")
-            .with_note("Flow limits nesting so that no input can exhaust the parser's stack");
+            let diagnostic =
+                Diagnostic::new(codes::UNEXPECTED_TOKEN, self.file, self.current_span(), format!("nesting deeper than {MAX_DEPTH} levels"))
+                    .with_primary_message("too deep")
+                    .with_note("Flow limits nesting so that no input can exhaust the parser's stack");
             self.diagnostics.push(diagnostic);
             self.depth -= 1;
             return Err(Fail);
@@ -298,12 +290,16 @@ impl<'s> Parser<'s> {
     /// Whether the current token starts a block entry with certainty.
     fn at_entry_start(&self) -> bool {
         match self.peek() {
-            Some(TokenKind::KwNode | TokenKind::KwGate | TokenKind::KwHandoff | TokenKind::KwDelegate | TokenKind::KwOn | TokenKind::KwPolicy) => {
-                self.peek_at(1) == Some(TokenKind::Ident)
-            }
+            Some(
+                TokenKind::KwNode
+                | TokenKind::KwGate
+                | TokenKind::KwHandoff
+                | TokenKind::KwDelegate
+                | TokenKind::KwOn
+                | TokenKind::KwPolicy,
+            ) => self.peek_at(1) == Some(TokenKind::Ident),
             Some(kind) if is_word(kind) => {
-                matches!(self.peek_at(1), Some(TokenKind::Colon))
-                    || (kind == TokenKind::Ident && self.peek_at(1) == Some(TokenKind::Arrow))
+                matches!(self.peek_at(1), Some(TokenKind::Colon)) || (kind == TokenKind::Ident && self.peek_at(1) == Some(TokenKind::Arrow))
             }
             _ => false,
         }
@@ -403,7 +399,8 @@ impl<'s> Parser<'s> {
             TokenKind::KwPolicy => Ok(Item::Policy(self.policy_rest(start)?)),
             kind => {
                 let keyword = decl_keyword(kind).expect("item() is only called at an item keyword");
-                let name = self.ident(&format!("a {} name", keyword.as_str()))?;
+                let article = if keyword.as_str().starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+                let name = self.ident(&format!("{article} {} name", keyword.as_str()))?;
                 let variant = if matches!(keyword, DeclKeyword::Workflow | DeclKeyword::Machine) {
                     None
                 } else if self.eat(TokenKind::Colon).is_some() {
@@ -453,13 +450,17 @@ impl<'s> Parser<'s> {
                                 self.eat(TokenKind::Comma);
                             }
                         }
-                        Err(Fail) => self.recover_in_block(before),
+                        Err(Fail) => {
+                            entries.extend(self.partial_entry.take());
+                            self.recover_in_block(before);
+                        }
                     }
                 }
             }
         };
         self.leave();
-        result?;
+        // An unclosed block has been reported; keep what it holds.
+        let _ = result;
         Ok(Block { entries, span: self.span_from(open.span.start) })
     }
 
@@ -480,7 +481,15 @@ impl<'s> Parser<'s> {
         if is_word(kind) && self.peek_at(1) == Some(TokenKind::Colon) {
             let key = self.word("a property name")?;
             self.bump();
-            let value = self.expr()?;
+            let value = match self.expr() {
+                Ok(value) => value,
+                Err(Fail) => {
+                    let span = self.span_from(start);
+                    let value = Expr { kind: ExprKind::Error, span };
+                    self.partial_entry = Some(Entry::Property(Property { key, value, span }));
+                    return Err(Fail);
+                }
+            };
             return Ok(Entry::Property(Property { key, value, span: self.span_from(start) }));
         }
         match kind {
@@ -1032,7 +1041,9 @@ impl<'s> Parser<'s> {
                 let span = self.span_from(start);
                 Ok(Formula { kind: FormulaKind::Atom(Atom { name, args, span }), span })
             }
-            _ => Err(self.error_expected("a policy formula (never, always, eventually, within, not, `(`, or an atom such as started(node))")),
+            _ => {
+                Err(self.error_expected("a policy formula (never, always, eventually, within, not, `(`, or an atom such as started(node))"))
+            }
         }
     }
 
@@ -1116,7 +1127,11 @@ mod tests {
             policy p: never started(done) before outcome(g, PASS) { response: halt }
         "#;
         let parsed = parse(FileId(0), source);
-        assert!(parsed.diagnostics.is_empty(), "{:#?}", parsed.diagnostics.iter().map(|d| (&d.message, d.labels[0].span)).collect::<Vec<_>>());
+        assert!(
+            parsed.diagnostics.is_empty(),
+            "{:#?}",
+            parsed.diagnostics.iter().map(|d| (&d.message, d.labels[0].span)).collect::<Vec<_>>()
+        );
         assert_eq!(parsed.file.items.len(), 5);
     }
 

@@ -606,6 +606,7 @@ impl<'a> Checker<'a> {
             }
             Kind::Evaluator => {
                 vars.insert("input".to_string(), prop_type(self, "input"));
+                vars.insert("output".to_string(), prop_type(self, "output"));
             }
             Kind::Agent => {
                 let mut fields = IndexMap::new();
@@ -839,6 +840,15 @@ impl<'a> Checker<'a> {
                 Value::Expr(typed)
             }
             V::Action => self.check_action(expr),
+            V::Actions => match &expr.kind {
+                ExprKind::List(items) if !items.is_empty() => Value::List(items.iter().map(|item| self.check_action(item)).collect()),
+                ExprKind::List(_) => self.invalid(expr, "at least one action"),
+                _ => self.check_action(expr),
+            },
+            V::Expr(env) => {
+                let scope = self.env_scope(*env);
+                Value::Expr(self.type_expr(expr, &scope))
+            }
             V::Evaluator => self.check_evaluator(expr),
             V::JoinRule => self.check_join_rule(expr),
             V::Args => self.check_args(expr),
@@ -1064,6 +1074,19 @@ impl<'a> Checker<'a> {
             return Value::Invalid;
         }
         let typed: Vec<ir::TExpr> = args.iter().map(|a| self.type_expr(&a.value, &scope)).collect();
+        // The argument is the evaluator's input, or a list of inputs: then
+        // the evaluator runs once per item and the outcomes combine (BLOCK
+        // wins).
+        if let (Some(arg), Some(input)) = (typed.first(), self.decl_prop_type(name, "input")) {
+            let item = match self.expand(arg.ty.non_null()) {
+                Ty::List { item } => Some(*item),
+                _ => None,
+            };
+            let fits = self.assignable(&arg.ty, &input) || item.as_ref().is_some_and(|i| self.assignable(i, &input));
+            if !fits {
+                self.error(codes::TYPE_MISMATCH, args[0].value.span, format!("evaluator `{name}` takes {input} (or a list of them), but this is {}", arg.ty));
+            }
+        }
         Value::Evaluator { name: name.to_string(), builtin: false, args: typed }
     }
 

@@ -104,6 +104,10 @@ pub enum V {
     Pred(Env),
     /// An action: `continue`, `terminate(reason)`, `goto(node)`, ….
     Action,
+    /// One action or a list of actions, taken in order.
+    Actions,
+    /// An expression of any type.
+    Expr(Env),
     /// A gate evaluator: a declared evaluator applied to arguments, or
     /// `predicate(expr)`, `schema_valid(expr, Type)`, `exists(expr)`.
     Evaluator,
@@ -191,7 +195,7 @@ const RESERVE: &[P] = &[
 const ZONE: &[P] = &[
     req("zone", V::Word(&["yellow", "red", "fuse"]), "The zone entered when the remaining share falls below `below`."),
     req("below", V::Fraction, "Remaining share (of the tightest limit) under which the zone starts."),
-    req("action", V::Action, "What the control plane does on entering the zone."),
+    req("action", V::Actions, "What the control plane does on entering the zone: one action or a list, in order."),
 ];
 
 pub const BUDGET_PROPS: &[P] = &[
@@ -355,8 +359,10 @@ pub const EVALUATOR: DeclSpec = DeclSpec {
         (
             "command",
             &[
-                req("argv", V::List(&V::Str), "Probe command; `{field}` is replaced by an input field."),
-                opt("expect", V::Word(&["exit_zero", "json_true"]), "How the probe's result is read."),
+                req("argv", V::List(&V::Str), "Probe command; `{field}` is replaced by an input field. Never run through a shell."),
+                opt("expect", V::Word(&["exit_zero", "json"]), "exit_zero: PASS when the probe exits 0; json: stdout is parsed as JSON (`output`) and `check` decides."),
+                opt("output", V::Type, "Type of the probe's JSON output (`output` in `check`)."),
+                opt("check", V::Pred(Env::Input), "Condition over `input` and the probe's `output` (with `expect: json`)."),
             ],
         ),
         ("llm", &[req("judge", V::Ref(&[Kind::Agent]), "The judging agent."), opt("rubric", V::Str, "Judging rubric.")]),
@@ -519,6 +525,7 @@ pub const HANDOFF_BLOCK: BlockSpec = BlockSpec {
 pub const DELEGATE_BLOCK: BlockSpec = BlockSpec {
     props: &[
         req("contract", V::Ref(&[Kind::Contract]), "The delegation contract."),
+        opt("inputs", V::Map(&V::Expr(Env::Nodes)), "The inputs handed over, as a fixed snapshot: `{ name: expr }`."),
         opt("reason", V::Str, "Why the work is delegated."),
         opt("context_fields", V::List(&V::Str), "The fields of a filtered context slice."),
         opt("artifacts", V::Artifacts, "Artifact references handed over."),
@@ -563,6 +570,13 @@ pub const NODE_COMMON: &[P] = &[
     opt("labels", V::List(&V::Str), "Data labels of the node's output."),
     opt("writes", V::List(&V::Ref(&[Kind::Blackboard])), "Blackboards the node appends to."),
     opt("reads", V::List(&V::Ref(&[Kind::Blackboard])), "Blackboards the node reads."),
+    opt("task", V::Record(TASK), "What the task is, for agent routing rules (`task` in `routes`)."),
+];
+
+const TASK: &[P] = &[
+    opt("kind", V::Str, "Task kind, e.g. \"classification\" or \"final_synthesis\"."),
+    opt("labels", V::List(&V::Str), "Labels such as \"private\"."),
+    opt("risk", V::Word(RISK), "Risk level."),
 ];
 
 pub const NODE_KINDS: &[NodeSpec] = &[

@@ -31,7 +31,7 @@ impl Checker<'_> {
 
     /// The type of property `key` of top-level declaration `name`, lowered
     /// quietly (it is reported where it is written).
-    fn decl_prop_type(&mut self, name: &str, key: &str) -> Option<Ty> {
+    pub(crate) fn decl_prop_type(&mut self, name: &str, key: &str) -> Option<Ty> {
         let global = self.globals.get(name)?.clone();
         let ast::Item::Decl(decl) = self.files[global.item.0].ast.items[global.item.1].clone() else { return None };
         let value = decl.body.as_ref()?.entries.iter().find_map(|e| match e {

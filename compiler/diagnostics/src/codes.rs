@@ -309,9 +309,10 @@ Example (schemas/draft.json):
 Fix: correct the schema."#;
 
     UNUSED_DECLARATION = "W0001", "unused declaration",
-r#"A declaration in this file is never referred to: an agent no node runs,
-a tool no agent may use, a type nothing mentions, a node no edge reaches
-and that is not the start. Declarations from imported modules are exempt.
+r#"A top-level declaration in this file is never referred to: an agent no
+node runs, a tool no agent or node uses, a type nothing mentions, a
+principal no gate or node names. Declarations from imported modules are
+exempt, and so are workflows and policies (they are what a file is for).
 
 Example:
 

@@ -574,7 +574,7 @@ impl<'a> Checker<'a> {
         }
         let empty = ast::Block { entries: Vec::new(), span: decl.name.span };
         let body = decl.body.as_ref().unwrap_or(&empty);
-        let block = BlockSpec { props: leak(props_spec), ..spec.block };
+        let block = BlockSpec { props: &props_spec, ..spec.block };
         self.extra_vars = self.decl_vars(spec.kind, body);
         let (props, _) =
             self.check_block(body, &block, decl.name.span, &format!("{} `{}`", decl.keyword.as_str(), decl.name.text), &Scope::default());
@@ -629,7 +629,7 @@ impl<'a> Checker<'a> {
     pub fn check_block<'b>(
         &mut self,
         block: &'b ast::Block,
-        spec: &BlockSpec,
+        spec: &BlockSpec<'_>,
         owner_span: Span,
         owner: &str,
         scope: &Scope,
@@ -849,6 +849,15 @@ impl<'a> Checker<'a> {
                 let scope = self.env_scope(*env);
                 Value::Expr(self.type_expr(expr, &scope))
             }
+            V::ListExpr(env) => {
+                let scope = self.env_scope(*env);
+                let typed = self.type_expr(expr, &scope);
+                if !matches!(self.expand(typed.ty.non_null()), Ty::List { .. } | Ty::Any) {
+                    self.error(codes::TYPE_MISMATCH, expr.span, format!("expected a list, but this is {}", typed.ty)).labels[0].message =
+                        format!("this is {}", typed.ty);
+                }
+                Value::Expr(typed)
+            }
             V::Evaluator => self.check_evaluator(expr),
             V::JoinRule => self.check_join_rule(expr),
             V::Args => self.check_args(expr),
@@ -933,7 +942,11 @@ impl<'a> Checker<'a> {
     }
 
     fn check_node_ref(&mut self, name: &str, span: Span) -> bool {
-        let Some(workflow) = &self.workflow else { return false };
+        let Some(workflow) = &self.workflow else {
+            self.error(codes::INVALID_VALUE, span, format!("`{name}` would name a node, but there are no nodes here"))
+                .with_note("actions that name a node (goto, activate, revise, replan) belong in workflows, their nodes and gates");
+            return false;
+        };
         if workflow.nodes.contains_key(name) {
             return true;
         }
@@ -956,7 +969,7 @@ impl<'a> Checker<'a> {
             return Value::Invalid;
         };
         if !states.contains(&state.text) {
-            self.undefined(&state.text, state.span, &format!("state of `{machine}`"), states.iter().map(String::as_str));
+            self.undefined(&state.text, state.span, "state", states.iter().map(String::as_str));
             return Value::Invalid;
         }
         Value::State { machine: machine.clone(), state: state.text.clone() }
@@ -1268,12 +1281,6 @@ fn entry_note(kind: EntryKind) -> &'static str {
         EntryKind::Policy => "policies belong at the top level or in workflows",
         EntryKind::Edge => "edges belong in workflows (between nodes) and machines (between states)",
     }
-}
-
-/// Leaks a property list built at run time (a variant's merged table) so
-/// it can live in a `BlockSpec`. Bounded: one per declaration checked.
-fn leak(props: Vec<P>) -> &'static [P] {
-    Box::leak(props.into_boxed_slice())
 }
 
 pub(crate) fn object_as_block(fields: &[ast::Field], span: Span) -> ast::Block {

@@ -337,7 +337,7 @@ impl Checker<'_> {
                     a
                 } else if op == BinaryOp::Mul && a.is_numeric() && matches!(b, Ty::Duration | Ty::Money | Ty::Percent) {
                     b
-                } else if op == BinaryOp::Div && a == b {
+                } else if op == BinaryOp::Div && a == b && matches!(a, Ty::Duration | Ty::Money | Ty::Percent) {
                     Ty::Float
                 } else {
                     mismatch(self, format!("cannot apply `{}` to {} and {}", op.as_str(), l.ty, r.ty));
@@ -432,7 +432,7 @@ impl Checker<'_> {
                     first
                 } else {
                     match first {
-                        Ty::List { item } if item.same_quantity(&Ty::Int) || item.same_quantity(&Ty::Duration) => *item,
+                        Ty::List { item } if [Ty::Int, Ty::Duration, Ty::Money, Ty::Percent].iter().any(|q| item.same_quantity(q)) => *item,
                         Ty::Any => Ty::Any,
                         _ => {
                             bad(self, "a list of numbers");

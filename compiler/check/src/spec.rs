@@ -108,6 +108,8 @@ pub enum V {
     Actions,
     /// An expression of any type.
     Expr(Env),
+    /// An expression of list type (what a `map` node ranges over).
+    ListExpr(Env),
     /// A gate evaluator: a declared evaluator applied to arguments, or
     /// `predicate(expr)`, `schema_valid(expr, Type)`, `exists(expr)`.
     Evaluator,
@@ -153,11 +155,11 @@ pub enum EntryKind {
 
 /// What a block accepts.
 #[derive(Debug, Clone, Copy)]
-pub struct BlockSpec {
-    pub props: &'static [P],
-    pub entries: &'static [EntryKind],
+pub struct BlockSpec<'a> {
+    pub props: &'a [P],
+    pub entries: &'a [EntryKind],
     /// The handler event names accepted (when `Handler` is allowed).
-    pub events: &'static [&'static str],
+    pub events: &'a [&'static str],
 }
 
 /// A declaration keyword's spec: its variants (`tool t: command`) and the
@@ -168,7 +170,7 @@ pub struct DeclSpec {
     pub variants: &'static [(&'static str, &'static [P])],
     /// The variant assumed when none is written, if any.
     pub default_variant: Option<&'static str>,
-    pub block: BlockSpec,
+    pub block: BlockSpec<'static>,
 }
 
 pub const RISK: &[&str] = &["low", "medium", "high", "critical"];
@@ -426,7 +428,7 @@ pub const BLACKBOARD: DeclSpec = DeclSpec {
             opt("readers", V::List(&V::Ref(&[Kind::Agent, Kind::Principal])), "Who may read."),
             opt("writers", V::List(&V::Ref(&[Kind::Agent, Kind::Principal])), "Who may append."),
             opt("append_only", V::Bool, "Entries are never changed (default true)."),
-            opt("requires", V::Word(&["approval", "gate"]), "What must pass before an append."),
+            opt("requires", V::Word(&["approval", "gate_pass"]), "What must pass before an append: a human approval or a gate's PASS."),
         ],
         entries: &[],
         events: &[],
@@ -475,7 +477,7 @@ pub const WORKFLOW: DeclSpec = DeclSpec {
 
 pub const ALL_DECLS: &[DeclSpec] = &[PRINCIPAL, PROVIDER, AGENT, TOOL, EVALUATOR, BUDGET, CONTRACT, BLACKBOARD, MACHINE, WORKFLOW];
 
-pub const POLICY_BLOCK: BlockSpec = BlockSpec {
+pub const POLICY_BLOCK: BlockSpec<'static> = BlockSpec {
     props: &[
         opt("description", V::Str, "What the policy protects."),
         opt("response", V::Word(RESPONSES), "What a run monitor does on violation (default halt)."),
@@ -487,7 +489,7 @@ pub const POLICY_BLOCK: BlockSpec = BlockSpec {
 
 pub const GATE_EVENTS: &[&str] = &["PASS", "REQUIRES_DECISION", "BLOCK", "approve", "revise", "replan", "reject", "timeout"];
 
-pub const GATE_BLOCK: BlockSpec = BlockSpec {
+pub const GATE_BLOCK: BlockSpec<'static> = BlockSpec {
     props: &[
         req("evaluate", V::List(&V::Evaluator), "Evaluators; BLOCK > REQUIRES_DECISION > PASS across them."),
         opt("trigger", V::Record(TRIGGER), "Who may trigger the gate, and on which events."),
@@ -507,7 +509,7 @@ pub const GATE_BLOCK: BlockSpec = BlockSpec {
     events: GATE_EVENTS,
 };
 
-pub const HANDOFF_BLOCK: BlockSpec = BlockSpec {
+pub const HANDOFF_BLOCK: BlockSpec<'static> = BlockSpec {
     props: &[
         opt("reason", V::Str, "Why control moves."),
         opt("payload", V::Type, "Type of what is handed over (`payload`)."),
@@ -522,7 +524,7 @@ pub const HANDOFF_BLOCK: BlockSpec = BlockSpec {
     events: &[],
 };
 
-pub const DELEGATE_BLOCK: BlockSpec = BlockSpec {
+pub const DELEGATE_BLOCK: BlockSpec<'static> = BlockSpec {
     props: &[
         req("contract", V::Ref(&[Kind::Contract]), "The delegation contract."),
         opt("inputs", V::Map(&V::Expr(Env::Nodes)), "The inputs handed over, as a fixed snapshot: `{ name: expr }`."),
@@ -627,7 +629,7 @@ pub const NODE_KINDS: &[NodeSpec] = &[
         target: Target::Node,
         doc: "Dynamic fan-out: the target node runs once per item of `over`.",
         props: &[
-            req("over", V::Pred(Env::Nodes), "The list to map over (an expression of list type)."),
+            req("over", V::ListExpr(Env::Nodes), "The list to map over (an expression of list type)."),
             opt("max_concurrency", V::Int, "Items processed at once."),
             opt("max_items", V::Int, "Largest list accepted."),
         ],
@@ -696,7 +698,7 @@ pub const ACTIONS: &[(&str, &[ActionArg], &str)] = &[
     ("goto", &[ActionArg::Node], "Continue at a node."),
     ("activate", &[ActionArg::Node], "Start a standby node, then continue."),
     ("revise", &[ActionArg::Node], "Re-run a node (node scope)."),
-    ("replan", &[], "Re-run the declared replan scope (workflow scope when none)."),
+    ("replan", &[], "Re-run the gate's declared replan scope (the whole workflow when none); `replan(node)` re-runs from that node."),
     ("escalate", &[ActionArg::Principal], "Ask a human; the run waits."),
     ("fallback", &[ActionArg::Reason], "End with a partial result under this reason code."),
     ("return_partial", &[], "End with the partial result so far."),

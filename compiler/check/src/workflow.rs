@@ -225,8 +225,8 @@ impl Checker<'_> {
         }
         let mut props_spec: Vec<P> = spec::NODE_COMMON.to_vec();
         props_spec.extend_from_slice(spec.props);
-        let block_spec =
-            BlockSpec { props: Box::leak(props_spec.into_boxed_slice()), entries: &[spec::EntryKind::Handler], events: spec.events };
+        let entries: &[spec::EntryKind] = if spec.events.is_empty() { &[] } else { &[spec::EntryKind::Handler] };
+        let block_spec = BlockSpec { props: &props_spec, entries, events: spec.events };
         let empty = ast::Block { entries: Vec::new(), span: node.name.span };
         let body = node.body.as_ref().unwrap_or(&empty);
         let (props, rest) = self.check_block(body, &block_spec, node.name.span, &owner, &Default::default());
@@ -443,7 +443,7 @@ impl Checker<'_> {
         }
         for (state, span) in state_refs {
             if !states.contains(&state) {
-                self.undefined(&state, span, &format!("state of `{}`", decl.name.text), states.iter().map(String::as_str));
+                self.undefined(&state, span, "state", states.iter().map(String::as_str));
             }
         }
         let word = |v: Option<&Value>| match v {

@@ -159,7 +159,8 @@ Fix: keep one."#;
 
     ENTRY_NOT_ALLOWED = "E0113", "entry not allowed here",
 r#"An entry appears in a block that does not accept it: a node outside a
-workflow or loop, an edge in an agent, a handler in a tool, and so on.
+workflow, an edge in an agent, a handler in a tool or on an `end` node, a
+guard on a machine's transition, and so on.
 
 Example:
 
@@ -224,8 +225,8 @@ Fix: correct the field name or add the field to the type."#;
     NOT_A_TYPE = "E0203", "not a type",
 r#"An expression in a type position (after `type X =`, or as `input`,
 `output` or `payload`) is not a type. Types are primitive names (`string`,
-`int`, `float`, `number`, `bool`, `duration`, `tokens`, `money`, `any`),
-declared type names, `[T]`, `T?`, records `{ f: T, g?: T }`, enums
+`int`, `float`, `number`, `bool`, `duration`, `money`, `percent`, `any`,
+`null`), declared type names, `[T]`, `T?`, records `{ f: T, g?: T }`, enums
 `"a" | "b"`, and `schema("file.json")`.
 
 Example:
@@ -246,9 +247,9 @@ Fix: use `30m`."#;
 
     UNKNOWN_FUNCTION = "E0205", "unknown function",
 r#"A call names a function that does not exist in expressions. Functions:
-`len`, `exists`, `schema`, `lower`, `upper`, `contains`, `starts_with`,
-`min`, `max`, `sum`, `count`; gates and nodes also accept the evaluator and
-action forms listed in docs/reference.md.
+`len`, `exists`, `lower`, `upper`, `contains`, `starts_with`, `min`, `max`,
+`sum`, `count`. (`schema("…")` is a type, not a function; gate evaluators and
+handler actions have their own names, listed in docs/reference.md.)
 
 Example:
 

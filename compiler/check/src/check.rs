@@ -1097,7 +1097,11 @@ impl<'a> Checker<'a> {
             };
             let fits = self.assignable(&arg.ty, &input) || item.as_ref().is_some_and(|i| self.assignable(i, &input));
             if !fits {
-                self.error(codes::TYPE_MISMATCH, args[0].value.span, format!("evaluator `{name}` takes {input} (or a list of them), but this is {}", arg.ty));
+                self.error(
+                    codes::TYPE_MISMATCH,
+                    args[0].value.span,
+                    format!("evaluator `{name}` takes {input} (or a list of them), but this is {}", arg.ty),
+                );
             }
         }
         Value::Evaluator { name: name.to_string(), builtin: false, args: typed }

@@ -362,7 +362,11 @@ pub const EVALUATOR: DeclSpec = DeclSpec {
             "command",
             &[
                 req("argv", V::List(&V::Str), "Probe command; `{field}` is replaced by an input field. Never run through a shell."),
-                opt("expect", V::Word(&["exit_zero", "json"]), "exit_zero: PASS when the probe exits 0; json: stdout is parsed as JSON (`output`) and `check` decides."),
+                opt(
+                    "expect",
+                    V::Word(&["exit_zero", "json"]),
+                    "exit_zero: PASS when the probe exits 0; json: stdout is parsed as JSON (`output`) and `check` decides.",
+                ),
                 opt("output", V::Type, "Type of the probe's JSON output (`output` in `check`)."),
                 opt("check", V::Pred(Env::Input), "Condition over `input` and the probe's `output` (with `expect: json`)."),
             ],

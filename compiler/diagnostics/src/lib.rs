@@ -60,6 +60,55 @@ pub struct Diagnostic {
     pub labels: Vec<Label>,
     pub notes: Vec<String>,
     pub help: Option<String>,
+    /// A concrete path or run showing why the finding holds, when it is
+    /// about a path.
+    pub witness: Option<Witness>,
+}
+
+/// A witness: the ordered steps of a path through a workflow (from its
+/// start), optionally ending in a cycle (a lasso), and optionally the same
+/// run as trace events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Witness {
+    pub steps: Vec<WitnessStep>,
+    /// For a lasso: the index of the first step of the repeating cycle.
+    pub cycle_start: Option<usize>,
+    /// The run as trace events (JSON), when the witness is a run.
+    pub trace: Option<String>,
+}
+
+/// One step of a witness path: a named place in the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WitnessStep {
+    /// The node (or state, or gate) the step is at.
+    pub name: String,
+    pub file: FileId,
+    pub span: Span,
+    /// What happens at this step.
+    pub message: String,
+}
+
+impl Witness {
+    pub fn path(steps: Vec<WitnessStep>) -> Witness {
+        Witness { steps, cycle_start: None, trace: None }
+    }
+
+    /// The compact text form: `a -> b -> c`, or `a -> (b -> c)+` for a lasso.
+    pub fn compact(&self) -> String {
+        let names: Vec<&str> = self.steps.iter().map(|s| s.name.as_str()).collect();
+        match self.cycle_start {
+            Some(start) if start < names.len() => {
+                let prefix = &names[..start];
+                let cycle = names[start..].join(" -> ");
+                if prefix.is_empty() {
+                    format!("({cycle})+")
+                } else {
+                    format!("{} -> ({cycle})+", prefix.join(" -> "))
+                }
+            }
+            _ => names.join(" -> "),
+        }
+    }
 }
 
 impl Diagnostic {
@@ -67,7 +116,15 @@ impl Diagnostic {
     /// `W…` warnings), reported at `span` in `file`.
     pub fn new(code: Code, file: FileId, span: Span, message: impl Into<String>) -> Diagnostic {
         let severity = if code.0.starts_with('W') { Severity::Warning } else { Severity::Error };
-        Diagnostic { code, severity, message: message.into(), labels: vec![Label::primary(file, span, "")], notes: Vec::new(), help: None }
+        Diagnostic {
+            code,
+            severity,
+            message: message.into(),
+            labels: vec![Label::primary(file, span, "")],
+            notes: Vec::new(),
+            help: None,
+            witness: None,
+        }
     }
 
     /// Sets the message of the primary label.

@@ -47,7 +47,7 @@ fn to_codespan(diagnostic: &Diagnostic, db: &SourceDb) -> cs::Diagnostic<FileId>
         Severity::Error => cs::Severity::Error,
         Severity::Warning => cs::Severity::Warning,
     };
-    let labels = diagnostic
+    let labels: Vec<cs::Label<FileId>> = diagnostic
         .labels
         .iter()
         .map(|label| {
@@ -59,7 +59,23 @@ fn to_codespan(diagnostic: &Diagnostic, db: &SourceDb) -> cs::Diagnostic<FileId>
             cs::Label::new(style, label.file, start..end).with_message(label.message.clone())
         })
         .collect();
+    let mut labels: Vec<cs::Label<FileId>> = labels;
     let mut notes = diagnostic.notes.clone();
+    if let Some(witness) = &diagnostic.witness {
+        // Steps as numbered secondary labels, the path as a compact note.
+        for (i, step) in witness.steps.iter().enumerate() {
+            let len = db.text(step.file).len();
+            let start = (step.span.start as usize).min(len);
+            let end = (step.span.end as usize).clamp(start, len);
+            let cycle = if witness.cycle_start == Some(i) { " (the cycle starts here)" } else { "" };
+            labels.push(cs::Label::new(cs::LabelStyle::Secondary, step.file, start..end).with_message(format!(
+                "step {}: {}{cycle}",
+                i + 1,
+                step.message
+            )));
+        }
+        notes.push(format!("witness: {}", witness.compact()));
+    }
     if let Some(help) = &diagnostic.help {
         notes.push(format!("help: {help}"));
     }
@@ -135,9 +151,37 @@ pub fn diagnostic_json(db: &SourceDb, diagnostic: &Diagnostic) -> Value {
         "column": column,
         "span": span,
         "labels": labels,
-        "witness": Value::Null,
+        "witness": diagnostic.witness.as_ref().map(|w| witness_json(db, w)).unwrap_or(Value::Null),
         "notes": diagnostic.notes,
         "help": diagnostic.help,
+    })
+}
+
+/// A witness in JSON: the compact path, the ordered steps with locations,
+/// the cycle start of a lasso, and the trace events of a run.
+pub fn witness_json(db: &SourceDb, witness: &crate::Witness) -> Value {
+    let steps: Vec<Value> = witness
+        .steps
+        .iter()
+        .map(|step| {
+            let at = db.line_col(step.file, step.span.start);
+            json!({
+                "name": step.name,
+                "message": step.message,
+                "file": db.name(step.file),
+                "line": at.line,
+                "column": at.column,
+                "span": {"start": step.span.start, "end": step.span.end},
+            })
+        })
+        .collect();
+    let trace = witness.trace.as_deref().map(|t| serde_json::from_str::<Value>(t).unwrap_or(Value::Null)).unwrap_or(Value::Null);
+    json!({
+        "path": witness.steps.iter().map(|s| s.name.clone()).collect::<Vec<_>>(),
+        "compact": witness.compact(),
+        "steps": steps,
+        "cycle_start": witness.cycle_start,
+        "trace": trace,
     })
 }
 

@@ -11,6 +11,11 @@
 //! timed runs with the targets (≥ 50 MB/s lex+parse; < 100 ms to check
 //! 10,000 nodes). The summary reports; it never fails the run.
 //!
+//! So that the whole bench stays within a couple of minutes even when the
+//! checker is slow, each check size is first timed once: a size whose one
+//! run takes longer than [`CHECK_BUDGET`] is left out of the criterion
+//! group, and the summary reports that single run instead of a median.
+//!
 //! Run with `cargo bench -p flow-tests --bench frontend`.
 
 use criterion::{BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput};
@@ -25,6 +30,9 @@ const TEXT_NODES: usize = 10_000;
 const SEED: u64 = 2024;
 /// Workflow sizes checked end to end.
 const CHECK_NODES: &[usize] = &[1_000, 10_000];
+/// A check size whose single run takes longer than this is timed once
+/// only, not sampled by criterion (ten samples would take minutes).
+const CHECK_BUDGET: Duration = Duration::from_secs(2);
 
 fn mb(bytes: usize) -> f64 {
     bytes as f64 / 1e6
@@ -42,7 +50,11 @@ fn bench_lex(c: &mut Criterion, source: &str) {
 
 fn bench_parse(c: &mut Criterion, source: &str) {
     let mut group = c.benchmark_group("lex+parse");
-    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(4));
+    group
+        .sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(4));
     group.throughput(Throughput::Bytes(source.len() as u64));
     group.bench_with_input(BenchmarkId::new("parse", format!("{:.1}MB", mb(source.len()))), source, |b, source| {
         b.iter(|| flow_syntax::parse(FileId(0), black_box(source)))
@@ -50,14 +62,17 @@ fn bench_parse(c: &mut Criterion, source: &str) {
     group.finish();
 }
 
-fn bench_check(c: &mut Criterion, sources: &[(usize, String)]) {
+fn bench_check(c: &mut Criterion, sources: &[&(usize, String)]) {
+    if sources.is_empty() {
+        return;
+    }
     let mut group = c.benchmark_group("check");
     group
         .sample_size(10)
         .sampling_mode(SamplingMode::Flat)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(5));
-    for (nodes, source) in sources {
+    for (nodes, source) in sources.iter().copied() {
         group.throughput(Throughput::Bytes(source.len() as u64));
         group.bench_with_input(BenchmarkId::new("nodes", nodes), source, |b, source| {
             b.iter_batched(
@@ -91,39 +106,54 @@ fn median_of_5(mut f: impl FnMut()) -> Duration {
     times[2]
 }
 
-fn summary(source: &str, sources: &[(usize, String)]) {
+/// Checks `source` once with a fresh `SourceDb`; the time and the number
+/// of diagnostics.
+fn check_once(source: &str) -> (Duration, usize) {
+    let mut db = SourceDb::new();
+    let root = db.add("generated.flow", source.to_string());
+    let start = Instant::now();
+    let checked = check_program(&mut db, root, &NoFiles);
+    let elapsed = start.elapsed();
+    let diagnostics = checked.diagnostics.len();
+    drop(black_box(checked));
+    (elapsed, diagnostics)
+}
+
+fn summary(source: &str, sources: &[(usize, String)], probes: &[(Duration, usize)]) {
     println!();
     println!("front-end summary (median of 5 runs; reports, not assertions)");
     let lex = median_of_5(|| {
         black_box(flow_syntax::lexer::lex(black_box(source)));
     });
-    println!("lex: {:.1} MB/s ({:.1} MB in {:.1} ms)", mb(source.len()) / lex.as_secs_f64(), mb(source.len()), lex.as_secs_f64() * 1e3);
+    println!("lex: {:.1} MB/s ({:.2} MB in {:.1} ms)", mb(source.len()) / lex.as_secs_f64(), mb(source.len()), lex.as_secs_f64() * 1e3);
     let parse = median_of_5(|| {
         black_box(flow_syntax::parse(FileId(0), black_box(source)));
     });
     let rate = mb(source.len()) / parse.as_secs_f64();
     println!(
-        "lex+parse: {rate:.1} MB/s (target >= 50 MB/s) [{}] ({:.1} MB in {:.1} ms)",
+        "lex+parse: {rate:.1} MB/s (target >= 50 MB/s) [{}] ({:.2} MB in {:.1} ms)",
         if rate >= 50.0 { "met" } else { "MISSED" },
         mb(source.len()),
         parse.as_secs_f64() * 1e3
     );
-    for (nodes, source) in sources {
-        let mut diagnostics = 0;
-        let check = median_of_5(|| {
-            let mut db = SourceDb::new();
-            let root = db.add("generated.flow", source.clone());
-            let checked = check_program(&mut db, root, &NoFiles);
-            diagnostics = checked.diagnostics.len();
-            black_box(checked);
-        });
-        let ms = check.as_secs_f64() * 1e3;
+    for ((nodes, source), &(probe, diagnostics)) in sources.iter().zip(probes) {
+        let (time, how) = if probe > CHECK_BUDGET {
+            (probe, "1 run: over the per-run budget, not sampled")
+        } else {
+            (
+                median_of_5(|| {
+                    black_box(check_once(source));
+                }),
+                "median of 5",
+            )
+        };
+        let ms = time.as_secs_f64() * 1e3;
         let target =
             if *nodes == 10_000 { format!(" (target < 100 ms) [{}]", if ms < 100.0 { "met" } else { "MISSED" }) } else { String::new() };
         println!(
-            "check {nodes} nodes: {ms:.1} ms{target} ({:.1} MB, {:.1} MB/s, {diagnostics} diagnostics)",
+            "check {nodes} nodes: {ms:.1} ms{target} ({how}; {:.2} MB, {:.2} MB/s, {diagnostics} diagnostics)",
             mb(source.len()),
-            mb(source.len()) / check.as_secs_f64()
+            mb(source.len()) / time.as_secs_f64()
         );
     }
 }
@@ -131,13 +161,32 @@ fn summary(source: &str, sources: &[(usize, String)]) {
 fn main() {
     let source = workflow(TEXT_NODES, SEED);
     let sources: Vec<(usize, String)> = CHECK_NODES.iter().map(|&n| (n, workflow(n, SEED))).collect();
+    // `cargo test --benches` runs this binary in test mode: no timings then.
+    let test_mode = std::env::args().any(|a| a == "--test" || a == "--list");
+    let probes: Vec<(Duration, usize)> =
+        if test_mode { Vec::new() } else { sources.iter().map(|(_, source)| check_once(source)).collect() };
+    let sampled: Vec<&(usize, String)> = sources
+        .iter()
+        .enumerate()
+        .filter(|(i, (nodes, _))| match probes.get(*i) {
+            Some(&(probe, _)) if probe > CHECK_BUDGET => {
+                eprintln!(
+                    "check/nodes/{nodes}: one run took {:.1} s (over the {:.0} s budget); timed once, not sampled",
+                    probe.as_secs_f64(),
+                    CHECK_BUDGET.as_secs_f64()
+                );
+                false
+            }
+            _ => true,
+        })
+        .map(|(_, s)| s)
+        .collect();
     let mut criterion = Criterion::default().configure_from_args();
     bench_lex(&mut criterion, &source);
     bench_parse(&mut criterion, &source);
-    bench_check(&mut criterion, &sources);
+    bench_check(&mut criterion, &sampled);
     criterion.final_summary();
-    // `cargo test --benches` runs this binary in test mode: skip the timings.
-    if !std::env::args().any(|a| a == "--test" || a == "--list") {
-        summary(&source, &sources);
+    if !test_mode {
+        summary(&source, &sources, &probes);
     }
 }

@@ -226,9 +226,17 @@ pub fn workflow(nodes: usize, seed: u64) -> String {
             handoffs.push(e);
         }
     }
+    // At least one gate, and one behind a report (for `quality_check`).
+    if !gates.iter().any(|&e| graph[edges[e].from].out == Out::Report) {
+        if let Some(e) = edges.iter().position(|e| preds[e.to] == e.from && graph[e.from].out == Out::Report) {
+            gates.push(e);
+            gates.sort_unstable();
+        }
+    }
     if gates.is_empty() && !edges.is_empty() {
         gates.push(0);
     }
+    let evaluator_gate = gates.iter().copied().find(|&e| graph[edges[e].from].out == Out::Report).or(gates.first().copied());
     if handoffs.is_empty() {
         if let Some(e) = edges.iter().position(|e| preds[e.to] == e.from && graph[e.from].tool.is_none() && graph[e.to].tool.is_none()) {
             handoffs.push(e);
@@ -342,14 +350,14 @@ pub fn workflow(nodes: usize, seed: u64) -> String {
     }
     s.push('\n');
 
-    for (g, &e) in gates.iter().enumerate() {
+    for &e in &gates {
         let edge = &edges[e];
         let from = &graph[edge.from];
         let mut evaluators = vec![format!("predicate({})", guard(&mut rng, &graph, edge.from))];
         if rng.chance(50) {
             evaluators.push(format!("predicate({})", guard(&mut rng, &graph, edge.from)));
         }
-        if g == 0 || (from.out == Out::Report && rng.chance(50)) {
+        if Some(e) == evaluator_gate || (from.out == Out::Report && rng.chance(50)) {
             evaluators.push(format!("quality_check({})", from.name));
         }
         let on_block = match blocked {

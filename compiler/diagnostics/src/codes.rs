@@ -309,6 +309,352 @@ Example (schemas/draft.json):
 
 Fix: correct the schema."#;
 
+    CANNOT_TERMINATE = "E0401", "node cannot reach an end",
+r#"From this node no path leads to an `end` node or a terminating handler:
+once the run gets here it can only go around forever (a livelock) or stop
+without a declared termination. The witness is a path from the start to the
+node.
+
+Example:
+
+    workflow w {
+      start: a
+      node a: agent x { output: string }
+      node b: agent x { output: string }
+      node done: end ok
+      a -> b
+      b -> a          // a and b only lead to each other
+    }
+
+Fix: add an edge from the cycle to an `end` node (or a handler that
+terminates)."#;
+
+    DEAD_END = "E0402", "dead end",
+r#"A node that is not an `end` node has no way on: no edge, no fan-out, no
+loop or map to return to, and no handler that terminates. A run reaching it
+would stop without a termination reason. The witness is a path to it.
+
+Example:
+
+    workflow w {
+      start: a
+      node a: agent x { output: string }   // nothing follows `a`
+    }
+
+Fix: add an edge to the next node or to an `end` node."#;
+
+    UNBOUNDED_CYCLE = "E0403", "cycle without a bound",
+r#"The graph has a cycle that nothing bounds: it is not a `loop` node's
+round (bounded by `max_rounds`), no node on it declares `max_visits`, and the
+workflow has no budget with a hard limit. A run may go around it forever.
+The witness is a lasso: a path from the start, then the cycle.
+
+Example:
+
+    workflow w {
+      start: write
+      node write: agent writer { output: Draft }
+      node review: agent reviewer { output: Review }
+      node done: end ok
+      write -> review
+      review -> write when review.verdict == "revise"
+      review -> done else
+    }
+
+Fix: declare `max_visits: 3` on `write` (or `review`), use a `loop` node,
+or give the workflow a budget with `steps`."#;
+
+    ROUTER_GAP = "E0404", "routing gap",
+r#"Every outgoing edge of this node has a `when` guard, there is no `else`,
+and the guards do not cover every case: when none holds, the run has
+nowhere to go. Guards over an enum are exhaustive when they cover every
+value; guards over a bool when they cover `true` and `false`.
+
+Example:
+
+    review -> publish when review.verdict == "accept"
+    review -> write when review.verdict == "revise"
+    // verdict is "accept" | "revise" | "reject": "reject" goes nowhere
+
+Fix: add `review -> NODE else`, or a guard for the missing values."#;
+
+    OVERLAPPING_GUARDS = "E0405", "overlapping guards",
+r#"The node declares `exclusive: true`, but two of its outgoing guards can
+hold at the same time. (Without `exclusive`, edges are tried in source order
+and the first whose guard holds is taken.)
+
+Example:
+
+    node route: agent r { output: { level: "low" | "high" }, exclusive: true }
+    route -> a when route.level == "low"
+    route -> b when route.level == "low" or route.level == "high"
+
+Fix: make the guards disjoint, or drop `exclusive`."#;
+
+    FANOUT_WITHOUT_JOIN = "E0406", "fan-out without a join",
+r#"A branch of a `parallel` node never reaches a `join` node: its result is
+never merged, and the parallel step has no defined end.
+
+Example:
+
+    node fan: parallel [a, b]
+    node merge: join [a]       // `b` is never joined
+
+Fix: list every branch in a `join`, or route each branch to one."#;
+
+    GATE_NOT_ON_EDGE = "E0501", "gate on a boundary that is not an edge",
+r#"A gate guards `from -> to`, but the workflow has no edge from `from` to
+`to`: the gate would never be evaluated.
+
+Example:
+
+    video -> voice
+    voice -> compose
+    gate audio: video -> compose { ... }   // video -> compose is not an edge
+
+Fix: put the gate on an existing edge, or add the edge."#;
+
+    UNHANDLED_OUTCOME = "E0502", "unhandled gate outcome or decision",
+r#"A gate can produce an outcome (PASS, REQUIRES_DECISION, BLOCK) or accept a
+decision (approve, revise, replan, reject) that no handler covers. Which
+outcomes are possible follows from the evaluators and `on_error`: BLOCK when
+any evaluator can fail with BLOCK (the default), REQUIRES_DECISION when an
+evaluator fails with it or `on_error: REQUIRES_DECISION`; decisions are
+possible when REQUIRES_DECISION is (all four, or those in `decisions`).
+
+Example:
+
+    gate g: a -> b {
+      evaluate: [predicate(a.ok)]
+      on PASS -> continue          // BLOCK has no handler
+    }
+
+Fix: add `on BLOCK -> terminate(reason)` (and a handler for each decision)."#;
+
+    GATE_BYPASS = "E0503", "gate bypass",
+r#"The node a gate protects can be reached without crossing the gated edge:
+some path from the start reaches `to` another way. The witness is that path.
+
+Example:
+
+    a -> b
+    x -> b
+    gate g: a -> b { ... }   // start -> x -> b skips the gate
+
+Fix: route every path into `to` through the gated edge, or gate the other
+edges too."#;
+
+    UNAUTHORISED_TRIGGER = "E0504", "gate trigger not authorised",
+r#"A gate's `trigger.by` names an agent that does not run the gate's `from`
+node: it can never produce the boundary event, and allowing it would let an
+unrelated agent open the gate.
+
+Example:
+
+    node video: agent video_generator { ... }
+    gate g: video -> compose { trigger: { by: [composer], on: ["scene_video_completed"] }, ... }
+
+Fix: name the agent that runs `from` (or a principal)."#;
+
+    FAIL_OPEN_GATE = "E0505", "fail-open gate",
+r#"The gate's configuration lets a failed, erroring, timed-out or
+inconclusive evaluation through: a handler sends BLOCK or `timeout` on to
+the guarded node (`continue`, `skip`, `degrade`, or `goto` the `to` node), a
+REQUIRES_DECISION is let through without a decision, or the gate has no
+evaluators at all. Gates fail closed.
+
+Example:
+
+    gate g: video -> compose {
+      evaluate: [audio_probe(video.scenes)]
+      on PASS -> continue
+      on BLOCK -> continue        // a failed probe passes anyway
+    }
+
+Fix: on BLOCK terminate, replan or activate a repair path; on
+REQUIRES_DECISION `decide`."#;
+
+    NO_DECIDER = "E0506", "decision without a decider",
+r#"The gate can require a decision (REQUIRES_DECISION is possible) but names
+no principal in `decided_by`: nobody is allowed to decide, so the run would
+wait forever.
+
+Example:
+
+    gate g: a -> b { evaluate: [review(a)], on_error: REQUIRES_DECISION, ... }
+
+Fix: add `decided_by: [editor]`."#;
+
+    EDGE_TYPE_MISMATCH = "E0601", "incompatible types across an edge",
+r#"A node declares the `input` type it needs, but a predecessor's output does
+not satisfy it: a required field is missing, or a field has another type.
+The message names the mismatching field path on both sides. Tool nodes
+without `args` take their predecessor's output as the tool's input.
+
+Example:
+
+    node a: agent x { output: { title: string } }
+    node b: agent y { input: { title: string, sections: [string] }, output: string }
+    a -> b      // `sections` is missing in a's output
+
+Fix: produce the field upstream, or make it optional downstream."#;
+
+    HANDOFF_TYPE_MISMATCH = "E0602", "handoff payload does not fit",
+r#"A handoff's `payload` type is not satisfied by the sending node's output,
+or does not satisfy the receiving node's declared `input`.
+
+Example:
+
+    node a: agent x { output: { summary: string } }
+    handoff a -> b { payload: { summary: string, focus: [string] } }
+
+Fix: align the payload type with what the nodes produce and need."#;
+
+    TOOL_NOT_ALLOWED = "E0701", "tool not allowed",
+r#"An agent lists a tool whose `allowed_agents` does not include it, or a
+contract grants a tool the receiving agent may not call.
+
+Example:
+
+    tool deploy: command { ..., allowed_agents: [ops] }
+    agent writer { provider: p, tools: [deploy] }
+
+Fix: add the agent to the tool's `allowed_agents`, or remove the tool."#;
+
+    ATTENUATION = "E0702", "delegation grants more than the delegator has",
+r#"A delegate never gets more than its delegator can give: a contract's
+tools must be tools the delegating agent holds, its scope within the
+delegator's scope, its budget within what the delegator's budget leaves
+after reserves; and the delegate agent's own tools must be within the
+contract's.
+
+Example:
+
+    agent manager { provider: p, tools: [search], can_delegate: true }
+    contract c { objective: "x", output: R, tools: [search, deploy] }   // deploy
+
+Fix: grant only what the delegator holds."#;
+
+    DELEGATION_FORBIDDEN = "E0703", "delegation not permitted",
+r#"A node delegates although its agent may not (`can_delegate` is false by
+default), or a delegate delegates further although its contract says
+`can_delegate: false`.
+
+Example:
+
+    agent worker { provider: p }          // can_delegate defaults to false
+    delegate w -> helper { contract: c }  // w runs `worker`
+
+Fix: set `can_delegate: true` where delegation is intended."#;
+
+    DELEGATION_LIMIT = "E0704", "delegation depth or fan-out exceeded",
+r#"A delegation tree is deeper than a contract's `max_depth`, or one
+delegator starts more delegates than its contract's `max_fanout`.
+
+Example:
+
+    contract c { objective: "x", output: R, max_fanout: 2 }
+    delegate m -> a { contract: c }
+    delegate m -> b { contract: c }
+    delegate m -> d { contract: c }   // third delegate
+
+Fix: raise the limit or delegate less."#;
+
+    UNCONFIRMED_RISK = "E0705", "risky tool reachable without human approval",
+r#"A tool with `risk: high` or `critical`, or with `confirm: true`, can be
+called on some path from the start that passes no human node and no gate
+that a human decides. The witness is that path.
+
+Example:
+
+    tool refund: http { ..., risk: high, confirm: true }
+    node pay: tool refund { ... }
+    start -> pay          // no approval before
+
+Fix: put a `human` node (or a gate with `decided_by`) before every call."#;
+
+    PRIVATE_TO_PUBLIC = "E0706", "private data reaches a public sink",
+r#"Data labelled "private" (by a node's, agent's or tool's `labels`) flows
+along edges and handoffs to a node that sends data to a tool with
+`sink: public`. The witness is the flow from the private source to the
+sink.
+
+Example:
+
+    node read: tool read_patient_record { labels: ["private"] }
+    node post: tool publish_blog { ... }       // publish_blog has sink: public
+    read -> post
+
+Fix: remove the flow, or route it through a node that drops the private
+data (and not labelled private)."#;
+
+    BUDGET_EXCEEDED = "E0801", "worst-case cost exceeds the budget",
+r#"The static worst-case bound of steps, tool calls, tokens or cost over all
+paths (loop rounds, map items, `max_visits` and retries included) exceeds
+what the workflow's budget allows after its reserves. The witness is the
+worst path.
+
+Example:
+
+    budget b { steps: 5 }
+    workflow w { start: a; budget: b; node a: loop [x] { max_rounds: 10 } ... }
+
+Fix: raise the budget, lower the bounds, or shorten the path."#;
+
+    INVALID_BUDGET = "E0802", "reserves or zones do not fit",
+r#"A budget's reserves add up to more than the whole, or its zones are not
+ordered (yellow above red above fuse) or repeat a zone.
+
+Example:
+
+    budget b { tokens: 100k, reserve: { verification: 60%, orchestration: 50% } }
+
+Fix: make the reserves sum to less than 100% and order the zones."#;
+
+    UNREACHABLE_STATE = "E0901", "unreachable state",
+r#"A state of a machine cannot be reached from its `initial` state by its
+transitions.
+
+Example:
+
+    machine Task { initial: PENDING; PENDING -> DONE; ARCHIVED -> DONE }
+
+Fix: add a transition into the state, or remove it."#;
+
+    STUCK_STATE = "E0902", "machine without a way to finish",
+r#"A machine declares no terminal state, names a terminal state that has
+transitions out of it, or has a non-terminal state with no transition out.
+
+Example:
+
+    machine Task { initial: PENDING; PENDING -> REVIEW }   // no terminal
+
+Fix: declare `terminal: [...]` and give every other state a way on."#;
+
+    ILLEGAL_TRANSITION = "E0903", "illegal state transition",
+r#"Along some path of the workflow, consecutive `state:` settings move the
+task between two states the machine does not connect. The witness is the
+path.
+
+Example:
+
+    machine Task { initial: PENDING; PENDING -> DISPATCHED -> REVIEW -> MERGED }
+    node dispatch: agent d { ..., state: Task.DISPATCHED }
+    node merge: agent m { ..., state: Task.MERGED }
+    dispatch -> merge      // DISPATCHED -> MERGED is not a transition
+
+Fix: go through the states the machine requires."#;
+
+    MACHINE_MISMATCH = "E0904", "state of an undeclared machine",
+r#"A node sets a state of a machine that is not the workflow's `machine`
+(or the workflow declares none).
+
+Example:
+
+    workflow w { start: a; node a: agent x { output: string, state: Task.DONE } ... }
+
+Fix: add `machine: Task` to the workflow."#;
+
     UNUSED_DECLARATION = "W0001", "unused declaration",
 r#"A top-level declaration in this file is never referred to: an agent no
 node runs, a tool no agent or node uses, a type nothing mentions, a
@@ -320,6 +666,35 @@ Example:
     agent forgotten { provider: local }
 
 Fix: use it or remove it."#;
+
+    UNREACHABLE_NODE = "W0101", "unreachable node",
+r#"No path from the workflow's `start` (nor any workflow-level handler)
+reaches this node: it can never run.
+
+Example:
+
+    workflow w {
+      start: a
+      node a: end done
+      node orphan: agent x { output: string }
+    }
+
+Fix: connect it or remove it."#;
+
+    NO_STATIC_BOUND = "W0801", "no static bound",
+r#"The workflow declares a budget limit, but the compiler cannot bound the
+worst case of that quantity: an agent node has no token or cost ceiling
+(no node, agent or contract budget and no provider `max_tokens`), a `map`
+has no `max_items`, or a cycle is bounded only by the budget itself. The
+budget is still enforced at run time; this is a warning that the static
+guarantee is missing.
+
+Example:
+
+    budget b { tokens: 100k }
+    agent writer { provider: p }           // no per-turn token ceiling
+
+Fix: give agents (or nodes) a `budget: { tokens: …, cost: … }`."#;
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 
 pub mod codes;
 pub mod render;
+pub mod sarif;
 mod source;
 
 pub use codes::{lookup, Code, CodeInfo, CODES};
@@ -125,6 +126,11 @@ impl Diagnostic {
             help: None,
             witness: None,
         }
+    }
+
+    pub fn with_witness(mut self, witness: Witness) -> Diagnostic {
+        self.witness = Some(witness);
+        self
     }
 
     /// Sets the message of the primary label.

@@ -118,6 +118,11 @@ fn verify(files: &[PathBuf], format: Format, color: Color) -> ExitCode {
         let root = db.add(normalize(path), text);
         let checked = check_program(&mut db, root, &FsLoader);
         policies.extend(policy_statuses(&checked.program));
+        // Static verification reads the IR, which is whole only when
+        // checking found no errors.
+        if !checked.has_errors() {
+            diagnostics.extend(flow_verify::verify(&checked.program));
+        }
         diagnostics.extend(checked.diagnostics);
     }
     sort_diagnostics(&mut diagnostics);

@@ -1,0 +1,401 @@
+//! SARIF 2.1.0 output: the same diagnostics as [`crate::render::to_json`],
+//! in the OASIS Static Analysis Results Interchange Format read by code
+//! scanning services and editors.
+//!
+//! The mapping:
+//!
+//! - one run whose `tool.driver` is `flowc`, with one `reportingDescriptor`
+//!   per code used (title, explanation, default level from the registry);
+//! - one result per diagnostic: `ruleId`/`ruleIndex`, `level`, the message
+//!   (followed by the notes, the compact witness and the help, as in the
+//!   human rendering), the primary label as `locations`, the other labels as
+//!   `relatedLocations`, and a stable `partialFingerprints` entry;
+//! - a witness becomes one `codeFlow` with one `threadFlow` whose locations
+//!   are the steps in order (the first step of a lasso's cycle is marked);
+//! - `artifacts` lists every file referenced, in [`FileId`] order.
+//!
+//! Regions are 1-based; columns count Unicode code points (the run's
+//! `columnKind` is `unicodeCodePoints`), the same as [`SourceDb::line_col`].
+//! The output is deterministic: the same input gives the same bytes.
+
+use crate::{Diagnostic, FileId, Severity, SourceDb, Span, CODES};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+/// The `$schema` of the log.
+pub const SARIF_SCHEMA_URI: &str = "https://json.schemastore.org/sarif-2.1.0.json";
+/// The SARIF version written.
+pub const SARIF_VERSION: &str = "2.1.0";
+/// The `uriBaseId` of relative file names: the source root the user ran
+/// `flowc` from.
+pub const SRCROOT: &str = "%SRCROOT%";
+/// The `uriBaseId` of the stdlib modules compiled into flowc (named
+/// `<std.name>` in the [`SourceDb`]).
+pub const STDLIB_BASE: &str = "FLOW_STDLIB";
+/// The key of Flow's entry in `partialFingerprints`.
+pub const FINGERPRINT_KEY: &str = "flowDiagnosticHash/v1";
+
+/// The whole `flowc verify --format sarif` document: a SARIF 2.1.0 log with
+/// one run.
+pub fn to_sarif(db: &SourceDb, diagnostics: &[Diagnostic], tool_version: &str) -> Value {
+    // Rules: the codes used, in registry order (unknown codes after, sorted).
+    let mut used: Vec<&'static str> = diagnostics.iter().map(|d| d.code.0).collect();
+    used.sort_by_key(|code| (CODES.iter().position(|info| info.code.0 == *code).unwrap_or(usize::MAX), *code));
+    used.dedup();
+    let rule_index: BTreeMap<&str, usize> = used.iter().enumerate().map(|(i, code)| (*code, i)).collect();
+    let rules: Vec<Value> = used.iter().map(|code| rule_json(code)).collect();
+
+    // Artifacts: every file referenced, in FileId order.
+    let mut files: Vec<FileId> = Vec::new();
+    for diagnostic in diagnostics {
+        files.extend(diagnostic.labels.iter().map(|label| label.file));
+        if let Some(witness) = &diagnostic.witness {
+            files.extend(witness.steps.iter().map(|step| step.file));
+        }
+    }
+    files.retain(|file| (file.0 as usize) < db.len());
+    files.sort();
+    files.dedup();
+    let artifact_index: BTreeMap<FileId, usize> = files.iter().enumerate().map(|(i, file)| (*file, i)).collect();
+    let artifacts: Vec<Value> = files
+        .iter()
+        .map(|&file| {
+            let mut artifact = Map::new();
+            artifact.insert("location".into(), artifact_location(db, file, None));
+            artifact.insert("length".into(), Value::from(db.text(file).len()));
+            if let Some(language) = source_language(db.name(file)) {
+                artifact.insert("sourceLanguage".into(), Value::from(language));
+            }
+            Value::Object(artifact)
+        })
+        .collect();
+
+    let results: Vec<Value> =
+        diagnostics.iter().map(|diagnostic| result_json(db, diagnostic, rule_index[diagnostic.code.0], &artifact_index)).collect();
+
+    let mut run = Map::new();
+    let mut driver = Map::new();
+    driver.insert("name".into(), Value::from("flowc"));
+    driver.insert("version".into(), Value::from(tool_version));
+    driver.insert("rules".into(), Value::Array(rules));
+    run.insert("tool".into(), json!({ "driver": Value::Object(driver) }));
+    if files.iter().any(|&file| stdlib_module(db.name(file)).is_some()) {
+        run.insert(
+            "originalUriBaseIds".into(),
+            json!({ STDLIB_BASE: { "description": { "text": "Flow's standard library modules, built into flowc." } } }),
+        );
+    }
+    run.insert("artifacts".into(), Value::Array(artifacts));
+    run.insert("results".into(), Value::Array(results));
+    run.insert("columnKind".into(), Value::from("unicodeCodePoints"));
+
+    json!({
+        "$schema": SARIF_SCHEMA_URI,
+        "version": SARIF_VERSION,
+        "runs": [Value::Object(run)],
+    })
+}
+
+fn level(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+    }
+}
+
+/// The reporting descriptor of one code.
+fn rule_json(code: &'static str) -> Value {
+    let default_level = if code.starts_with('W') { "warning" } else { "error" };
+    match CODES.iter().find(|info| info.code.0 == code) {
+        Some(info) => json!({
+            "id": code,
+            "name": pascal_case(info.title),
+            "shortDescription": { "text": info.title },
+            "fullDescription": { "text": info.explanation },
+            "help": { "text": info.explanation },
+            "defaultConfiguration": { "level": default_level },
+        }),
+        None => json!({
+            "id": code,
+            "defaultConfiguration": { "level": default_level },
+        }),
+    }
+}
+
+/// `undefined name` → `UndefinedName`: SARIF's rule `name` is an
+/// identifier-like friendly name.
+fn pascal_case(title: &str) -> String {
+    title
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(|word| {
+            let mut chars = word.chars();
+            match chars.next() {
+                Some(first) => first.to_uppercase().chain(chars).collect::<String>(),
+                None => String::new(),
+            }
+        })
+        .collect()
+}
+
+fn result_json(db: &SourceDb, diagnostic: &Diagnostic, rule_index: usize, artifacts: &BTreeMap<FileId, usize>) -> Value {
+    let mut text = diagnostic.message.clone();
+    for note in &diagnostic.notes {
+        text.push_str("\nnote: ");
+        text.push_str(note);
+    }
+    if let Some(witness) = &diagnostic.witness {
+        text.push_str("\nwitness: ");
+        text.push_str(&witness.compact());
+    }
+    if let Some(help) = &diagnostic.help {
+        text.push_str("\nhelp: ");
+        text.push_str(help);
+    }
+
+    let mut result = Map::new();
+    result.insert("ruleId".into(), Value::from(diagnostic.code.0));
+    result.insert("ruleIndex".into(), Value::from(rule_index));
+    result.insert("level".into(), Value::from(level(diagnostic.severity)));
+    result.insert("message".into(), json!({ "text": text }));
+
+    // The primary label as `Diagnostic::primary` picks it: the first marked
+    // primary, else the first label.
+    let primary_at = diagnostic.labels.iter().position(|label| label.primary).or(if diagnostic.labels.is_empty() { None } else { Some(0) });
+    let primary = primary_at.map(|i| &diagnostic.labels[i]).filter(|label| (label.file.0 as usize) < db.len());
+    if let Some(label) = primary {
+        result.insert("locations".into(), json!([location_json(db, label.file, label.span, &label.message, artifacts, None)]));
+    }
+
+    let related: Vec<Value> = diagnostic
+        .labels
+        .iter()
+        .enumerate()
+        .filter(|(i, label)| Some(*i) != primary_at && (label.file.0 as usize) < db.len())
+        .enumerate()
+        .map(|(n, (_, label))| location_json(db, label.file, label.span, &label.message, artifacts, Some(n + 1)))
+        .collect();
+    if !related.is_empty() {
+        result.insert("relatedLocations".into(), Value::Array(related));
+    }
+
+    if let Some(witness) = &diagnostic.witness {
+        let steps: Vec<Value> = witness
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(_, step)| (step.file.0 as usize) < db.len())
+            .map(|(i, step)| {
+                let cycle = if witness.cycle_start == Some(i) { " (the cycle starts here)" } else { "" };
+                let message = format!("step {}: {}: {}{cycle}", i + 1, step.name, step.message);
+                json!({
+                    "location": location_json(db, step.file, step.span, &message, artifacts, None),
+                    "executionOrder": i + 1,
+                })
+            })
+            .collect();
+        let mut code_flow = Map::new();
+        code_flow.insert("message".into(), json!({ "text": witness.compact() }));
+        code_flow.insert("threadFlows".into(), json!([{ "locations": steps }]));
+        if let Some(start) = witness.cycle_start {
+            code_flow.insert("properties".into(), json!({ "cycleStart": start }));
+        }
+        result.insert("codeFlows".into(), json!([Value::Object(code_flow)]));
+    }
+
+    let file = primary.map(|label| db.name(label.file)).unwrap_or("");
+    result.insert("partialFingerprints".into(), json!({ FINGERPRINT_KEY: fingerprint(diagnostic.code.0, file, &diagnostic.message) }));
+    Value::Object(result)
+}
+
+/// A `location` with a physical location (file and region), an optional
+/// message and, for related locations, an id.
+fn location_json(db: &SourceDb, file: FileId, span: Span, message: &str, artifacts: &BTreeMap<FileId, usize>, id: Option<usize>) -> Value {
+    let mut location = Map::new();
+    if let Some(id) = id {
+        location.insert("id".into(), Value::from(id));
+    }
+    location.insert(
+        "physicalLocation".into(),
+        json!({
+            "artifactLocation": artifact_location(db, file, artifacts.get(&file).copied()),
+            "region": region_json(db, file, span),
+        }),
+    );
+    if !message.is_empty() {
+        location.insert("message".into(), json!({ "text": message }));
+    }
+    Value::Object(location)
+}
+
+/// A 1-based region in code points; the end column is that of the
+/// character after the span.
+fn region_json(db: &SourceDb, file: FileId, span: Span) -> Value {
+    let len = db.text(file).len() as u32;
+    let start = span.start.min(len);
+    let end = span.end.clamp(start, len);
+    let from = db.line_col(file, start);
+    let to = db.line_col(file, end);
+    json!({
+        "startLine": from.line,
+        "startColumn": from.column,
+        "endLine": to.line,
+        "endColumn": to.column,
+    })
+}
+
+fn artifact_location(db: &SourceDb, file: FileId, index: Option<usize>) -> Value {
+    let (uri, base) = file_uri(db.name(file));
+    let mut location = Map::new();
+    location.insert("uri".into(), Value::from(uri));
+    if let Some(base) = base {
+        location.insert("uriBaseId".into(), Value::from(base));
+    }
+    if let Some(index) = index {
+        location.insert("index".into(), Value::from(index));
+    }
+    Value::Object(location)
+}
+
+/// `<std.consensus>` → `std.consensus`: the SourceDb name of a stdlib module.
+fn stdlib_module(name: &str) -> Option<&str> {
+    name.strip_prefix('<').and_then(|rest| rest.strip_suffix('>'))
+}
+
+/// A file name as in the [`SourceDb`] as a SARIF URI and its base:
+/// relative names are relative to `%SRCROOT%`, absolute paths become
+/// `file://` URIs, stdlib modules are relative to [`STDLIB_BASE`]. Every
+/// character outside RFC 3986's unreserved set (and `/`) is
+/// percent-encoded, so the URI is valid whatever the file is called.
+pub fn file_uri(name: &str) -> (String, Option<&'static str>) {
+    if let Some(module) = stdlib_module(name) {
+        return (percent_encode(module, false), Some(STDLIB_BASE));
+    }
+    let path = name.replace('\\', "/");
+    let bytes = path.as_bytes();
+    if bytes.len() >= 3 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' && bytes[2] == b'/' {
+        // A Windows drive path: `C:/x` → `file:///C:/x`.
+        let (drive, rest) = path.split_at(2);
+        return (format!("file:///{drive}{}", percent_encode(rest, true)), None);
+    }
+    if path.starts_with('/') {
+        return (format!("file://{}", percent_encode(&path, true)), None);
+    }
+    (percent_encode(&path, false), Some(SRCROOT))
+}
+
+/// Percent-encodes everything but unreserved characters and `/` (and `:`
+/// in an absolute path, where it cannot be mistaken for a scheme).
+fn percent_encode(text: &str, absolute: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for &byte in text.as_bytes() {
+        let keep = byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~' | b'/') || (absolute && byte == b':');
+        if keep {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+fn source_language(name: &str) -> Option<&'static str> {
+    if stdlib_module(name).is_some() || name.ends_with(".flow") {
+        Some("flow")
+    } else if name.ends_with(".json") {
+        Some("json")
+    } else {
+        None
+    }
+}
+
+/// The stable fingerprint of a diagnostic: 64-bit FNV-1a over the code,
+/// the file name and the message (separated by NUL bytes), as 16 hex
+/// digits. It does not depend on the position, so a finding keeps its
+/// fingerprint when lines above it are edited.
+pub fn fingerprint(code: &str, file: &str, message: &str) -> String {
+    let mut hash = Fnv1a::new();
+    hash.write(code.as_bytes());
+    hash.write(&[0]);
+    hash.write(file.as_bytes());
+    hash.write(&[0]);
+    hash.write(message.as_bytes());
+    format!("{:016x}", hash.finish())
+}
+
+/// 64-bit FNV-1a (Fowler–Noll–Vo): tiny, and
+/// unlike `std`'s hasher it is the same on every platform and release.
+struct Fnv1a(u64);
+
+impl Fnv1a {
+    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+
+    fn new() -> Fnv1a {
+        Fnv1a(Self::OFFSET_BASIS)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 ^= u64::from(byte);
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fnv(bytes: &[u8]) -> u64 {
+        let mut hash = Fnv1a::new();
+        hash.write(bytes);
+        hash.finish()
+    }
+
+    #[test]
+    fn fnv1a_matches_the_reference_vectors() {
+        // From the FNV reference test suite.
+        assert_eq!(fnv(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn fingerprint_is_stable_and_separates_its_parts() {
+        let a = fingerprint("E0101", "examples/a.flow", "undefined name `x`");
+        // Pinned (computed independently): a change here changes every
+        // fingerprint users have stored.
+        assert_eq!(a, "11f9dbcac28d5f46");
+        assert_eq!(a, fingerprint("E0101", "examples/a.flow", "undefined name `x`"));
+        assert_eq!(a.len(), 16);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(fingerprint("", "", ""), format!("{:016x}", fnv(b"\0\0")));
+        assert_ne!(a, fingerprint("E0102", "examples/a.flow", "undefined name `x`"));
+        assert_ne!(a, fingerprint("E0101", "examples/b.flow", "undefined name `x`"));
+        assert_ne!(a, fingerprint("E0101", "examples/a.flow", "undefined name `y`"));
+        // The NUL separators keep `ab`+`c` apart from `a`+`bc`.
+        assert_ne!(fingerprint("E0101", "ab", "c"), fingerprint("E0101", "a", "bc"));
+    }
+
+    #[test]
+    fn file_names_become_valid_uris() {
+        assert_eq!(file_uri("examples/a.flow"), ("examples/a.flow".to_string(), Some(SRCROOT)));
+        assert_eq!(file_uri("caf\u{e9} x.flow"), ("caf%C3%A9%20x.flow".to_string(), Some(SRCROOT)));
+        assert_eq!(file_uri("/tmp/a.flow"), ("file:///tmp/a.flow".to_string(), None));
+        assert_eq!(file_uri("C:\\src\\a.flow"), ("file:///C:/src/a.flow".to_string(), None));
+        assert_eq!(file_uri("<std.consensus>"), ("std.consensus".to_string(), Some(STDLIB_BASE)));
+        // A colon in a relative name must not read as a scheme.
+        assert_eq!(file_uri("a:b.flow"), ("a%3Ab.flow".to_string(), Some(SRCROOT)));
+    }
+
+    #[test]
+    fn rule_names_are_pascal_case() {
+        assert_eq!(pascal_case("undefined name"), "UndefinedName");
+        assert_eq!(pascal_case("schema file is not valid JSON"), "SchemaFileIsNotValidJSON");
+    }
+}

@@ -1,0 +1,453 @@
+//! Static worst-case bounds of steps, tool calls, tokens and cost over all
+//! paths, compared with the workflow's budget; the shape of budgets.
+//!
+//! Per node: attempts (retry policy) × per-attempt ceilings (node, agent
+//! or provider budgets) × how often the node can run (loop rounds, map
+//! items, `max_visits` of rework cycles). Over the graph: the most
+//! expensive path, where a `parallel` node pays for all its branches, a
+//! `loop` for its round and a `map` for its items, before going on.
+
+use crate::flowgraph::{loc_span, EdgeKind, FlowGraph};
+use flow_check::ir::{Decl, Loc, Node, Program, Value};
+use flow_diagnostics::{codes, Diagnostic, Label};
+use indexmap::{IndexMap, IndexSet};
+use petgraph::graph::NodeIndex;
+use petgraph::visit::EdgeRef;
+use petgraph::Direction;
+
+/// The bounded quantities, in the order reported.
+pub const QUANTITIES: &[&str] = &["steps", "tool_calls", "tokens", "cost"];
+
+fn int(v: Option<&Value>) -> Option<f64> {
+    match v? {
+        Value::Int(i) => Some(*i as f64),
+        Value::Money(m) => Some(*m),
+        _ => None,
+    }
+}
+
+fn record<'p>(value: Option<&'p Value>, program: &'p Program) -> Option<&'p IndexMap<String, Value>> {
+    match value? {
+        Value::Record(r) => Some(r),
+        Value::Ref { name, .. } => Some(&program.decls.get(name)?.props),
+        _ => None,
+    }
+}
+
+fn agent_of<'p>(node: &Node, program: &'p Program) -> Option<&'p Decl> {
+    (node.kind == "agent").then(|| program.decls.get(node.target.first()?)).flatten()
+}
+
+/// The budget record a delegation contract gives the node it delegates to.
+fn contract_budget<'p>(node: &Node, workflow: &flow_check::ir::Workflow, program: &'p Program) -> Option<&'p IndexMap<String, Value>> {
+    workflow.transfers.iter().filter(|t| t.kind == "delegate" && t.to == node.name).find_map(|t| match t.props.get("contract") {
+        Some(Value::Ref { name, .. }) => record(program.decls.get(name)?.props.get("budget"), program),
+        _ => None,
+    })
+}
+
+/// The run-wide cap of quantity `q` an agent's own `budget` sets.
+fn agent_cap(node: &Node, q: &str, program: &Program) -> Option<f64> {
+    let agent = agent_of(node, program)?;
+    record(agent.props.get("budget"), program).and_then(|b| int(b.get(q)))
+}
+
+/// The ceiling of quantity `q` for one visit of a node (all its attempts);
+/// `None` when unknown. A node `budget` (or the budget of the contract it
+/// is delegated under) bounds the visit; otherwise attempts × the
+/// provider's per-turn ceiling.
+fn visit_weight(node: &Node, q: &str, workflow: &flow_check::ir::Workflow, program: &Program) -> Option<f64> {
+    let declared = record(node.props.get("budget"), program)
+        .and_then(|b| int(b.get(q)))
+        .into_iter()
+        .chain(contract_budget(node, workflow, program).and_then(|b| int(b.get(q))))
+        .reduce(f64::min);
+    if declared.is_some() {
+        return declared;
+    }
+    let tries = attempts(node);
+    match node.kind.as_str() {
+        "agent" => {
+            let agent = agent_of(node, program)?;
+            let turns = int(node.props.get("max_turns")).or_else(|| int(agent.props.get("max_turns"))).unwrap_or(1.0);
+            let repairs = int(node.props.get("repair")).unwrap_or(1.0);
+            let provider = match agent.props.get("provider") {
+                Some(Value::Ref { name, .. }) => program.decls.get(name),
+                _ => None,
+            };
+            match q {
+                "steps" => Some(tries),
+                "tool_calls" => {
+                    let has_tools = matches!(agent.props.get("tools"), Some(Value::List(l)) if !l.is_empty());
+                    if has_tools {
+                        None
+                    } else {
+                        Some(0.0)
+                    }
+                }
+                "tokens" => {
+                    let max_tokens = provider.and_then(|p| int(p.props.get("max_tokens")))?;
+                    Some(tries * max_tokens * turns * (1.0 + repairs))
+                }
+                "cost" => {
+                    let provider = provider?;
+                    if matches!(provider.variant.as_deref(), Some("scripted" | "replay")) {
+                        return Some(0.0);
+                    }
+                    let tokens = visit_weight(node, "tokens", workflow, program)?;
+                    let price =
+                        int(provider.props.get("price_input")).unwrap_or(0.0).max(int(provider.props.get("price_output")).unwrap_or(0.0));
+                    Some(tokens * price / 1e6)
+                }
+                _ => None,
+            }
+        }
+        "tool" => Some(if q == "steps" || q == "tool_calls" { tries } else { 0.0 }),
+        "human" => Some(if q == "steps" { tries } else { 0.0 }),
+        "flow" => None,
+        _ => Some(0.0),
+    }
+}
+
+fn attempts(node: &Node) -> f64 {
+    match node.props.get("retry") {
+        Some(Value::Record(r)) => int(r.get("attempts")).unwrap_or(1.0).max(1.0),
+        _ => 1.0,
+    }
+}
+
+/// How often each node can run: loop rounds, map items, rework bounds.
+fn multipliers(flow: &FlowGraph<'_>) -> IndexMap<NodeIndex, Option<f64>> {
+    let workflow = flow.workflow;
+    let mut mult: IndexMap<NodeIndex, Option<f64>> = flow.graph.node_indices().map(|n| (n, Some(1.0))).collect();
+    // Loops and maps, nested ones multiplying (a few passes settle nesting).
+    for _ in 0..4 {
+        for node in workflow.nodes.values() {
+            let factor = match node.kind.as_str() {
+                "loop" => int(node.props.get("max_rounds")),
+                "map" => int(node.props.get("max_items")),
+                _ => continue,
+            };
+            let outer = mult[&flow.index[&node.name]];
+            for member in &node.target {
+                let m = flow.index[member];
+                mult[&m] = match (outer, factor) {
+                    (Some(o), Some(f)) => Some(o * f),
+                    _ => None,
+                };
+            }
+        }
+    }
+    // Rework cycles outside loops.
+    let mut filtered = flow.graph.clone();
+    filtered.retain_edges(|g, e| !g[e].is_bounded_back_edge());
+    for scc in petgraph::algo::tarjan_scc(&filtered) {
+        let cyclic = scc.len() > 1 || filtered.contains_edge(scc[0], scc[0]);
+        if !cyclic {
+            continue;
+        }
+        let visits: f64 = scc.iter().filter_map(|&n| int(flow.node(n).props.get("max_visits"))).sum();
+        let unannotated: IndexSet<NodeIndex> = scc.iter().copied().filter(|&n| !flow.node(n).props.contains_key("max_visits")).collect();
+        let breaks = unannotated.len() < scc.len() && {
+            let mut sub = petgraph::Graph::<(), ()>::new();
+            let map: IndexMap<NodeIndex, NodeIndex> = unannotated.iter().map(|&n| (n, sub.add_node(()))).collect();
+            for &n in &unannotated {
+                for e in filtered.edges_directed(n, Direction::Outgoing) {
+                    if let Some(&t) = map.get(&e.target()) {
+                        sub.add_edge(map[&n], t, ());
+                    }
+                }
+            }
+            !petgraph::algo::is_cyclic_directed(&sub)
+        };
+        for &n in &scc {
+            let own = int(flow.node(n).props.get("max_visits"));
+            let bound = if !breaks { None } else { Some(own.unwrap_or(1.0 + visits)) };
+            mult[&n] = match (mult[&n], bound) {
+                (Some(a), Some(b)) => Some(a * b),
+                _ => None,
+            };
+        }
+    }
+    mult
+}
+
+/// The worst case of one quantity and the path that attains it.
+struct Worst {
+    total: Option<f64>,
+    path: Vec<NodeIndex>,
+}
+
+struct Dp<'a, 'w> {
+    flow: &'a FlowGraph<'w>,
+    weight: IndexMap<NodeIndex, Option<f64>>,
+    memo: IndexMap<(NodeIndex, bool), (Option<f64>, Vec<NodeIndex>)>,
+    on_stack: IndexSet<NodeIndex>,
+}
+
+fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    Some(a? + b?)
+}
+
+fn better(a: &(Option<f64>, Vec<NodeIndex>), b: &(Option<f64>, Vec<NodeIndex>)) -> bool {
+    match (a.0, b.0) {
+        (None, Some(_)) => true,
+        (Some(_), None) => false,
+        (Some(x), Some(y)) => x > y,
+        (None, None) => false,
+    }
+}
+
+impl Dp<'_, '_> {
+    /// Longest path from `n`. With `to_join`, stops before join nodes
+    /// (a parallel branch's share).
+    fn longest(&mut self, n: NodeIndex, to_join: bool) -> (Option<f64>, Vec<NodeIndex>) {
+        if let Some(hit) = self.memo.get(&(n, to_join)) {
+            return hit.clone();
+        }
+        if !self.on_stack.insert(n) {
+            // A cycle: its cost is in the multipliers; do not go round.
+            return (Some(0.0), Vec::new());
+        }
+        let flow = self.flow;
+        let node = flow.node(n);
+        let mut total = self.weight[&n];
+        let mut path = vec![n];
+        let mut continue_from: Vec<NodeIndex> = Vec::new();
+        match node.kind.as_str() {
+            "parallel" => {
+                let mut join = None;
+                for branch in &node.target {
+                    let b = flow.index[branch];
+                    let (cost, branch_path) = self.longest(b, true);
+                    total = add(total, cost);
+                    path.extend(branch_path);
+                    if join.is_none() {
+                        join = flow
+                            .workflow
+                            .nodes
+                            .values()
+                            .find(|j| j.kind == "join" && j.target.contains(branch))
+                            .map(|j| flow.index[&j.name]);
+                    }
+                }
+                continue_from.extend(join);
+            }
+            "loop" | "map" => {
+                if let Some(first) = node.target.first() {
+                    let (cost, body_path) = self.longest(flow.index[first], false);
+                    total = add(total, cost);
+                    path.extend(body_path);
+                }
+            }
+            _ => {}
+        }
+        let mut best: Option<(Option<f64>, Vec<NodeIndex>)> = None;
+        let mut successors: Vec<NodeIndex> = continue_from;
+        if node.kind != "parallel" {
+            for edge in flow.graph.edges_directed(n, Direction::Outgoing) {
+                let skip = match edge.weight() {
+                    EdgeKind::LoopBack | EdgeKind::MapReturn | EdgeKind::LoopEnter | EdgeKind::MapEnter | EdgeKind::Fanout => true,
+                    _ => to_join && flow.node(edge.target()).kind == "join",
+                };
+                if !skip {
+                    successors.push(edge.target());
+                }
+            }
+        }
+        for s in successors {
+            let candidate = self.longest(s, to_join);
+            if best.as_ref().is_none_or(|b| better(&candidate, b)) {
+                best = Some(candidate);
+            }
+        }
+        if let Some((cost, rest)) = best {
+            total = add(total, cost);
+            path.extend(rest);
+        }
+        self.on_stack.shift_remove(&n);
+        self.memo.insert((n, to_join), (total, path.clone()));
+        (total, path)
+    }
+}
+
+fn worst(flow: &FlowGraph<'_>, program: &Program, q: &str, mult: &IndexMap<NodeIndex, Option<f64>>) -> Worst {
+    // Agents with a run-wide cap contribute at most their cap, once; their
+    // nodes weigh nothing on the path (a sound over-approximation).
+    let reached = flow.reachable();
+    let mut capped: IndexMap<String, f64> = IndexMap::new();
+    let weight = flow
+        .graph
+        .node_indices()
+        .map(|n| {
+            let node = flow.node(n);
+            if let Some(cap) = agent_cap(node, q, program) {
+                if reached.contains_key(&n) {
+                    capped.insert(node.target[0].clone(), cap);
+                }
+                return (n, Some(0.0));
+            }
+            let w = match (visit_weight(node, q, flow.workflow, program), mult[&n]) {
+                (Some(0.0), _) => Some(0.0),
+                (Some(a), Some(b)) => Some(a * b),
+                _ => None,
+            };
+            (n, w)
+        })
+        .collect();
+    let mut dp = Dp { flow, weight, memo: IndexMap::new(), on_stack: IndexSet::new() };
+    let caps: f64 = capped.values().sum();
+    match flow.start {
+        Some(start) => {
+            let (total, path) = dp.longest(start, false);
+            Worst { total: total.map(|t| t + caps), path }
+        }
+        None => Worst { total: Some(caps), path: Vec::new() },
+    }
+}
+
+/// Why a quantity has no bound: the first node on the path without one.
+fn unbounded_reason(
+    flow: &FlowGraph<'_>,
+    program: &Program,
+    q: &str,
+    path: &[NodeIndex],
+    mult: &IndexMap<NodeIndex, Option<f64>>,
+) -> String {
+    for &n in path {
+        let node = flow.node(n);
+        if agent_cap(node, q, program).is_some() {
+            continue;
+        }
+        if mult[&n].is_none() {
+            return match node.kind.as_str() {
+                _ if flow
+                    .workflow
+                    .nodes
+                    .values()
+                    .any(|m| m.kind == "map" && m.target.contains(&node.name) && !m.props.contains_key("max_items")) =>
+                {
+                    format!("`{}` runs once per item of a `map` without `max_items`", node.name)
+                }
+                _ => format!("`{}` is on a cycle that only the budget bounds (declare `max_visits`)", node.name),
+            };
+        }
+        if agent_cap(node, q, program).is_none() && visit_weight(node, q, flow.workflow, program).is_none() {
+            return format!("`{}` has no {q} ceiling (give it or its agent a `budget: {{ {q}: … }}`)", node.name);
+        }
+    }
+    "a node on the path has no ceiling".into()
+}
+
+pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
+    let workflow = flow.workflow;
+    let Some(budget) = record(workflow.props.get("budget"), program) else { return };
+    let budget_loc = match workflow.props.get("budget") {
+        Some(Value::Ref { name, .. }) => program.decls.get(name).map(|d| d.loc).unwrap_or(workflow.loc),
+        _ => workflow.loc,
+    };
+    let reserve: f64 = match budget.get("reserve") {
+        Some(Value::Record(r)) => r.values().filter_map(|v| if let Value::Fraction(f) = v { Some(*f) } else { None }).sum(),
+        _ => 0.0,
+    };
+    let mult = multipliers(flow);
+    for q in QUANTITIES {
+        let Some(limit) = int(budget.get(*q)) else { continue };
+        let available = limit * (1.0 - reserve).max(0.0);
+        let worst = worst(flow, program, q, &mult);
+        let (bf, bs) = loc_span(budget_loc);
+        match worst.total {
+            Some(total) if total > available + 1e-9 => {
+                let (wf, ws) = loc_span(workflow.loc);
+                let reserve_note = if reserve > 0.0 { format!(" ({limit} less {:.0}% reserves)", reserve * 100.0) } else { String::new() };
+                out.push(
+                    Diagnostic::new(
+                        codes::BUDGET_EXCEEDED,
+                        wf,
+                        ws,
+                        format!(
+                            "the worst case of {q} in `{}` is {}, over the budget's {}{reserve_note}",
+                            workflow.name,
+                            show(q, total),
+                            show(q, available)
+                        ),
+                    )
+                    .with_primary_message(format!("worst case {}", show(q, total)))
+                    .with_label(Label::secondary(bf, bs, format!("budget allows {}", show(q, available))))
+                    .with_witness(flow.witness(&worst.path)),
+                );
+            }
+            Some(_) => {}
+            None => {
+                let (wf, ws) = loc_span(workflow.loc);
+                out.push(
+                    Diagnostic::new(
+                        codes::NO_STATIC_BOUND,
+                        wf,
+                        ws,
+                        format!(
+                            "no static bound on {q} in `{}`: {}",
+                            workflow.name,
+                            unbounded_reason(flow, program, q, &worst.path, &mult)
+                        ),
+                    )
+                    .with_primary_message("enforced only at run time")
+                    .with_label(Label::secondary(bf, bs, format!("the budget limits {q}"))),
+                );
+            }
+        }
+    }
+}
+
+fn show(q: &str, v: f64) -> String {
+    match q {
+        "cost" => format!("${v:.2}"),
+        _ => format!("{v:.0} {}", q.replace('_', " ")),
+    }
+}
+
+/// E0802: reserves that do not fit, zones out of order.
+pub fn check_budget_shape(props: &IndexMap<String, Value>, loc: Loc, out: &mut Vec<Diagnostic>) {
+    let (file, span) = loc_span(loc);
+    if let Some(Value::Record(reserve)) = props.get("reserve") {
+        let total: f64 = reserve.values().filter_map(|v| if let Value::Fraction(f) = v { Some(*f) } else { None }).sum();
+        if total >= 1.0 {
+            out.push(
+                Diagnostic::new(
+                    codes::INVALID_BUDGET,
+                    file,
+                    span,
+                    format!("the reserves add up to {:.0}%, leaving nothing for the work", total * 100.0),
+                )
+                .with_primary_message("reserves do not fit"),
+            );
+        }
+    }
+    if let Some(Value::List(zones)) = props.get("zones") {
+        let order = ["yellow", "red", "fuse"];
+        let mut last: Option<(usize, f64)> = None;
+        let mut seen = IndexSet::new();
+        for zone in zones {
+            let Value::Record(z) = zone else { continue };
+            let (Some(Value::Word(name)), Some(Value::Fraction(below))) = (z.get("zone"), z.get("below")) else { continue };
+            let rank = order.iter().position(|o| o == name).unwrap_or(0);
+            if !seen.insert(name.clone()) {
+                out.push(Diagnostic::new(codes::INVALID_BUDGET, file, span, format!("zone `{name}` is declared twice")));
+            }
+            if let Some((prev_rank, prev_below)) = last {
+                if rank <= prev_rank || *below >= prev_below {
+                    out.push(
+                        Diagnostic::new(
+                            codes::INVALID_BUDGET,
+                            file,
+                            span,
+                            format!("zone `{name}` (below {:.0}%) is out of order", below * 100.0),
+                        )
+                        .with_note("zones go yellow, red, fuse, each below the previous one"),
+                    );
+                }
+            }
+            last = Some((rank, *below));
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! Gate checks: on an edge, every outcome and decision handled, no bypass,
+//! authorised triggers, fail-closed configuration, someone to decide.
+
+use crate::flowgraph::{loc_span, EdgeKind, FlowGraph};
+use flow_check::ir::{Gate, Program, Value};
+use flow_check::spec::{DECISIONS, OUTCOMES};
+use flow_diagnostics::{codes, Diagnostic, Label};
+use indexmap::IndexSet;
+
+/// The outcomes and decisions a gate can produce.
+pub fn possible_exits(gate: &Gate, program: &Program) -> Vec<String> {
+    let mut exits: IndexSet<String> = IndexSet::new();
+    exits.insert("PASS".into());
+    let on_error = match gate.props.get("on_error") {
+        Some(Value::Word(w)) => w.clone(),
+        _ => "BLOCK".into(),
+    };
+    exits.insert(on_error);
+    if let Some(Value::List(evaluators)) = gate.props.get("evaluate") {
+        for evaluator in evaluators {
+            if let Value::Evaluator { name, builtin, .. } = evaluator {
+                let fail = if *builtin {
+                    "BLOCK".to_string()
+                } else {
+                    match program.decls.get(name).and_then(|d| d.props.get("fail")) {
+                        Some(Value::Word(w)) => w.clone(),
+                        _ => "BLOCK".into(),
+                    }
+                };
+                exits.insert(fail);
+            }
+        }
+    }
+    let mut ordered: Vec<String> = OUTCOMES.iter().filter(|o| exits.contains(**o)).map(|o| o.to_string()).collect();
+    if exits.contains("REQUIRES_DECISION") {
+        ordered.extend(allowed_decisions(gate));
+    }
+    ordered
+}
+
+pub fn allowed_decisions(gate: &Gate) -> Vec<String> {
+    match gate.props.get("decisions") {
+        Some(Value::List(items)) => items.iter().filter_map(|i| if let Value::Word(w) = i { Some(w.clone()) } else { None }).collect(),
+        _ => DECISIONS.iter().map(|d| d.to_string()).collect(),
+    }
+}
+
+pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
+    let workflow = flow.workflow;
+    for gate in workflow.gates.values() {
+        let (file, span) = loc_span(gate.loc);
+        let (Some(&from), Some(&to)) = (flow.index.get(&gate.from), flow.index.get(&gate.to)) else { continue };
+        let on_edge = workflow.edges.iter().any(|e| e.from == gate.from && e.to == gate.to);
+        if !on_edge {
+            out.push(
+                Diagnostic::new(
+                    codes::GATE_NOT_ON_EDGE,
+                    file,
+                    span,
+                    format!("gate `{}` guards `{} -> {}`, which is not an edge", gate.name, gate.from, gate.to),
+                )
+                .with_primary_message("never evaluated")
+                .with_help(format!("add the edge `{} -> {}` or move the gate to an existing edge", gate.from, gate.to)),
+            );
+            continue;
+        }
+        // Every possible outcome and decision needs a handler.
+        let handled: IndexSet<&str> = gate.handlers.iter().flat_map(|h| h.events.iter().map(String::as_str)).collect();
+        let exits = possible_exits(gate, program);
+        let missing: Vec<&String> = exits.iter().filter(|e| !handled.contains(e.as_str())).collect();
+        if !missing.is_empty() {
+            let list = missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ");
+            out.push(
+                Diagnostic::new(codes::UNHANDLED_OUTCOME, file, span, format!("gate `{}` has no handler for {list}", gate.name))
+                    .with_primary_message("unhandled exits")
+                    .with_note(format!("this gate can exit with: {}", exits.join(", ")))
+                    .with_help(format!("add `on {} -> ACTION`", missing[0])),
+            );
+        }
+        // Someone must be able to decide.
+        if exits.iter().any(|e| e == "REQUIRES_DECISION") && !gate.props.contains_key("decided_by") {
+            out.push(
+                Diagnostic::new(
+                    codes::NO_DECIDER,
+                    file,
+                    span,
+                    format!("gate `{}` can require a decision but names no one to decide", gate.name),
+                )
+                .with_primary_message("no `decided_by`")
+                .with_help("add `decided_by: [PRINCIPAL]`"),
+            );
+        }
+        fail_open(flow, gate, out);
+        // Triggers: only the agent that runs `from`, or principals.
+        if let Some(Value::Record(trigger)) = gate.props.get("trigger") {
+            if let Some(Value::List(by)) = trigger.get("by") {
+                let from_node = flow.node(from);
+                for who in by {
+                    if let Value::Ref { kind: flow_check::spec::Kind::Agent, name } = who {
+                        let runs_from = from_node.kind == "agent" && from_node.target.first() == Some(name);
+                        if !runs_from {
+                            let (nf, ns) = loc_span(from_node.loc);
+                            out.push(
+                                Diagnostic::new(
+                                    codes::UNAUTHORISED_TRIGGER,
+                                    file,
+                                    span,
+                                    format!("agent `{name}` may trigger gate `{}` but does not run `{}`", gate.name, gate.from),
+                                )
+                                .with_primary_message("trigger not authorised")
+                                .with_label(Label::secondary(
+                                    nf,
+                                    ns,
+                                    format!(
+                                        "`{}` is run by {}",
+                                        from_node.name,
+                                        from_node.target.first().map(|t| format!("`{t}`")).unwrap_or_else(|| "no agent".into())
+                                    ),
+                                )),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // Bypass: `to` reachable from the start without the gated edge (the
+        // gate's own handler paths are behind the gate).
+        let parents = flow.bfs(|kind, a, b| {
+            (a == from && b == to && matches!(kind, EdgeKind::Written(_)))
+                || matches!(kind, EdgeKind::Handler { gate: Some(g), .. } if g == &gate.name)
+        });
+        if parents.contains_key(&to) {
+            let path = flow.path_to(&parents, to);
+            let (tf, ts) = loc_span(flow.node(to).loc);
+            out.push(
+                Diagnostic::new(codes::GATE_BYPASS, tf, ts, format!("`{}` can be reached without passing gate `{}`", gate.to, gate.name))
+                    .with_primary_message("reached around the gate")
+                    .with_label(Label::secondary(file, span, "the gate guards only this edge"))
+                    .with_witness(flow.witness(&path)),
+            );
+        }
+    }
+}
+
+/// E0505: configurations that let a failed or inconclusive check through.
+fn fail_open(flow: &FlowGraph<'_>, gate: &Gate, out: &mut Vec<Diagnostic>) {
+    let (file, span) = loc_span(gate.loc);
+    if matches!(gate.props.get("evaluate"), Some(Value::List(items)) if items.is_empty()) {
+        out.push(
+            Diagnostic::new(codes::FAIL_OPEN_GATE, file, span, format!("gate `{}` has no evaluators: it passes everything", gate.name))
+                .with_primary_message("fail-open"),
+        );
+    }
+    for handler in &gate.handlers {
+        let lets_through = match handler.action.name.as_str() {
+            "continue" | "skip" | "degrade" | "warn" => true,
+            "goto" | "activate" => handler.action.args.first() == Some(&gate.to),
+            _ => false,
+        };
+        for event in &handler.events {
+            let open = match event.as_str() {
+                "BLOCK" | "timeout" => lets_through,
+                "REQUIRES_DECISION" => lets_through,
+                _ => false,
+            };
+            if open {
+                let (hf, hs) = loc_span(handler.loc);
+                out.push(
+                    Diagnostic::new(
+                        codes::FAIL_OPEN_GATE,
+                        hf,
+                        hs,
+                        format!("gate `{}` lets `{event}` through to `{}` ({})", gate.name, gate.to, handler.action.name),
+                    )
+                    .with_primary_message("fail-open")
+                    .with_label(Label::secondary(file, span, "gate declared here"))
+                    .with_help(if event == "REQUIRES_DECISION" {
+                        "use `decide`, so a principal decides"
+                    } else {
+                        "terminate, replan or activate a repair path instead"
+                    }),
+                );
+            }
+        }
+    }
+    let _ = flow;
+}

@@ -1,0 +1,393 @@
+//! Permission checks: tool access, delegation attenuation and limits, risky
+//! tools behind human approval, information flow of private data.
+
+use crate::flowgraph::{loc_span, FlowGraph};
+use flow_check::ir::{Decl, Node, Program, Value};
+use flow_check::spec::Kind;
+use flow_diagnostics::{codes, Diagnostic, Label};
+use indexmap::{IndexMap, IndexSet};
+use petgraph::graph::NodeIndex;
+use petgraph::visit::EdgeRef;
+use petgraph::Direction;
+use std::collections::VecDeque;
+
+fn names(value: Option<&Value>) -> Vec<String> {
+    match value {
+        Some(Value::List(items)) => items
+            .iter()
+            .filter_map(|i| match i {
+                Value::Ref { name, .. } | Value::Str(name) | Value::Word(name) => Some(name.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn flag(decl: &Decl, key: &str) -> bool {
+    matches!(decl.props.get(key), Some(Value::Bool(true)))
+}
+
+/// E0701: an agent lists a tool that does not allow it.
+pub fn check_agents(program: &Program, out: &mut Vec<Diagnostic>) {
+    for agent in program.decls.values().filter(|d| d.kind == Kind::Agent && !d.imported) {
+        for tool_name in names(agent.props.get("tools")) {
+            let Some(tool) = program.decls.get(&tool_name) else { continue };
+            if !tool.props.contains_key("allowed_agents") {
+                continue;
+            }
+            let allowed = names(tool.props.get("allowed_agents"));
+            if !allowed.contains(&agent.name) {
+                let (file, span) = loc_span(agent.loc);
+                let (tf, ts) = loc_span(tool.loc);
+                out.push(
+                    Diagnostic::new(
+                        codes::TOOL_NOT_ALLOWED,
+                        file,
+                        span,
+                        format!("agent `{}` lists tool `{tool_name}`, which does not allow it", agent.name),
+                    )
+                    .with_primary_message("not in the tool's `allowed_agents`")
+                    .with_label(Label::secondary(
+                        tf,
+                        ts,
+                        format!("`{tool_name}` allows: {}", if allowed.is_empty() { "no agent".into() } else { allowed.join(", ") }),
+                    )),
+                );
+            }
+        }
+    }
+}
+
+fn agent_of<'p>(node: &Node, program: &'p Program) -> Option<&'p Decl> {
+    (node.kind == "agent").then(|| program.decls.get(node.target.first()?)).flatten()
+}
+
+/// The tools a node may call: a tool node's tool, an agent node's agent's tools.
+fn tools_of(node: &Node, program: &Program) -> Vec<String> {
+    match node.kind.as_str() {
+        "tool" => node.target.clone(),
+        "agent" => agent_of(node, program).map(|a| names(a.props.get("tools"))).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// A budget value: a reference to a budget declaration or an inline record.
+fn budget_record<'p>(value: Option<&'p Value>, program: &'p Program) -> Option<&'p IndexMap<String, Value>> {
+    match value? {
+        Value::Record(r) => Some(r),
+        Value::Ref { name, .. } => Some(&program.decls.get(name)?.props),
+        _ => None,
+    }
+}
+
+fn quantity(record: &IndexMap<String, Value>, key: &str) -> Option<f64> {
+    match record.get(key)? {
+        Value::Int(i) => Some(*i as f64),
+        Value::Money(m) => Some(*m),
+        Value::Duration(ms) => Some(*ms as f64),
+        _ => None,
+    }
+}
+
+fn reserved_share(record: &IndexMap<String, Value>) -> f64 {
+    match record.get("reserve") {
+        Some(Value::Record(r)) => r.values().filter_map(|v| if let Value::Fraction(f) = v { Some(*f) } else { None }).sum(),
+        _ => 0.0,
+    }
+}
+
+pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
+    delegations(flow, program, out);
+    risky_tools(flow, program, out);
+    information_flow(flow, program, out);
+}
+
+fn delegations(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
+    let workflow = flow.workflow;
+    let delegates: Vec<&flow_check::ir::Transfer> = workflow.transfers.iter().filter(|t| t.kind == "delegate").collect();
+    let mut fanout: IndexMap<&str, usize> = IndexMap::new();
+    for t in &delegates {
+        *fanout.entry(t.from.as_str()).or_default() += 1;
+    }
+    for t in &delegates {
+        let (file, span) = loc_span(t.loc);
+        let Some(Value::Ref { name: contract_name, .. }) = t.props.get("contract") else { continue };
+        let Some(contract) = program.decls.get(contract_name) else { continue };
+        let (Some(from), Some(to)) = (workflow.nodes.get(&t.from), workflow.nodes.get(&t.to)) else { continue };
+        let delegator = agent_of(from, program);
+        let delegate = agent_of(to, program);
+        let (cf, cs) = loc_span(contract.loc);
+        // May the delegator delegate at all?
+        if let Some(agent) = delegator {
+            if !flag(agent, "can_delegate") {
+                let (af, asp) = loc_span(agent.loc);
+                out.push(
+                    Diagnostic::new(
+                        codes::DELEGATION_FORBIDDEN,
+                        file,
+                        span,
+                        format!("`{}` delegates, but its agent `{}` may not delegate", t.from, agent.name),
+                    )
+                    .with_primary_message("delegation here")
+                    .with_label(Label::secondary(af, asp, "`can_delegate` is false (the default)")),
+                );
+            }
+        }
+        for parent in delegates.iter().filter(|p| p.to == t.from) {
+            if let Some(Value::Ref { name, .. }) = parent.props.get("contract") {
+                if let Some(parent_contract) = program.decls.get(name) {
+                    if !flag(parent_contract, "can_delegate") {
+                        let (pf, ps) = loc_span(parent.loc);
+                        out.push(
+                            Diagnostic::new(
+                                codes::DELEGATION_FORBIDDEN,
+                                file,
+                                span,
+                                format!("`{}` delegates further, but its own contract `{name}` forbids it", t.from),
+                            )
+                            .with_primary_message("further delegation")
+                            .with_label(Label::secondary(
+                                pf,
+                                ps,
+                                format!("`{}` was delegated under `{name}` (can_delegate: false)", t.from),
+                            )),
+                        );
+                    }
+                }
+            }
+        }
+        // Attenuation: tools, scope, budget.
+        let granted = names(contract.props.get("tools"));
+        if let Some(agent) = delegator {
+            let held = names(agent.props.get("tools"));
+            for tool in granted.iter().filter(|t| !held.contains(t)) {
+                out.push(
+                    Diagnostic::new(
+                        codes::ATTENUATION,
+                        cf,
+                        cs,
+                        format!("contract `{contract_name}` grants tool `{tool}`, which the delegator `{}` does not hold", agent.name),
+                    )
+                    .with_primary_message("more than the delegator has")
+                    .with_label(Label::secondary(file, span, format!("used by `{} -> {}`", t.from, t.to))),
+                );
+            }
+            let scope = names(agent.props.get("scope"));
+            for s in names(contract.props.get("scope")).iter().filter(|s| !scope.contains(s)) {
+                out.push(
+                    Diagnostic::new(
+                        codes::ATTENUATION,
+                        cf,
+                        cs,
+                        format!("contract `{contract_name}` grants scope \"{s}\" outside the delegator's scope"),
+                    )
+                    .with_label(Label::secondary(file, span, format!("used by `{} -> {}`", t.from, t.to))),
+                );
+            }
+            let parent_budget = budget_record(from.props.get("budget"), program)
+                .or_else(|| budget_record(agent.props.get("budget"), program))
+                .or_else(|| budget_record(workflow.props.get("budget"), program));
+            if let (Some(parent), Some(child)) = (parent_budget, budget_record(contract.props.get("budget"), program)) {
+                let available = 1.0 - reserved_share(parent);
+                for key in ["tokens", "cost", "tool_calls", "duration", "steps"] {
+                    if let (Some(p), Some(c)) = (quantity(parent, key), quantity(child, key)) {
+                        if c > p * available + 1e-9 {
+                            out.push(
+                                Diagnostic::new(
+                                    codes::ATTENUATION,
+                                    cf,
+                                    cs,
+                                    format!(
+                                        "contract `{contract_name}` grants more {key} than its delegator can give ({} > {} after reserves)",
+                                        fmt_num(c),
+                                        fmt_num(p * available)
+                                    ),
+                                )
+                                .with_label(Label::secondary(
+                                    file,
+                                    span,
+                                    format!("used by `{} -> {}`", t.from, t.to),
+                                )),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(agent) = delegate {
+            if contract.props.contains_key("tools") {
+                for tool in names(agent.props.get("tools")).iter().filter(|t| !granted.contains(t)) {
+                    let (af, asp) = loc_span(agent.loc);
+                    out.push(
+                        Diagnostic::new(
+                            codes::ATTENUATION,
+                            af,
+                            asp,
+                            format!("delegate agent `{}` holds tool `{tool}`, which contract `{contract_name}` does not grant", agent.name),
+                        )
+                        .with_primary_message("more than the contract grants")
+                        .with_label(Label::secondary(file, span, format!("delegated by `{} -> {}`", t.from, t.to))),
+                    );
+                }
+            }
+        }
+        // Limits of the subtree the contract governs: how many delegates the
+        // delegate may start, and how deep delegation may go below it.
+        if let Some(Value::Int(max)) = contract.props.get("max_fanout") {
+            let n = fanout.get(t.to.as_str()).copied().unwrap_or(0);
+            if n as i64 > *max {
+                out.push(Diagnostic::new(
+                    codes::DELEGATION_LIMIT,
+                    file,
+                    span,
+                    format!("`{}` starts {n} delegates, more than its contract `{contract_name}` allows (max_fanout: {max})", t.to),
+                ));
+            }
+        }
+        if let Some(Value::Int(max)) = contract.props.get("max_depth") {
+            let depth = depth_below(&t.to, &delegates, 0);
+            if depth as i64 > *max {
+                out.push(Diagnostic::new(
+                    codes::DELEGATION_LIMIT,
+                    file,
+                    span,
+                    format!("the delegation tree below `{}` is {depth} levels deep, more than contract `{contract_name}` allows (max_depth: {max})", t.to),
+                ));
+            }
+        }
+    }
+}
+
+fn depth_below(node: &str, delegates: &[&flow_check::ir::Transfer], guard: usize) -> usize {
+    if guard > 64 {
+        return guard;
+    }
+    delegates.iter().filter(|t| t.from == node).map(|t| 1 + depth_below(&t.to, delegates, guard + 1)).max().unwrap_or(0)
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Whether a node is a human approval point.
+fn approves(node: &Node) -> bool {
+    node.kind == "human"
+}
+
+/// Whether crossing this written edge passes a gate a human always judges.
+fn human_gate(flow: &FlowGraph<'_>, program: &Program, from: &str, to: &str) -> bool {
+    flow.workflow.gates.values().any(|g| {
+        g.from == from
+            && g.to == to
+            && matches!(g.props.get("evaluate"), Some(Value::List(items)) if items.iter().any(|e| matches!(e, Value::Evaluator { name, builtin: false, .. }
+                if program.decls.get(name).is_some_and(|d| d.variant.as_deref() == Some("human")))))
+    })
+}
+
+/// E0705: risky or confirm-required tools reachable without approval.
+fn risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
+    let risky = |tool: &str| {
+        program
+            .decls
+            .get(tool)
+            .is_some_and(|t| flag(t, "confirm") || matches!(t.props.get("risk"), Some(Value::Word(r)) if r == "high" || r == "critical"))
+    };
+    let parents = flow.bfs(|_, a, b| approves(flow.node(a)) || human_gate(flow, program, flow.name(a), flow.name(b)));
+    for (&index, _) in &parents {
+        let node = flow.node(index);
+        if approves(node) {
+            continue;
+        }
+        let tools: Vec<String> = tools_of(node, program).into_iter().filter(|t| risky(t)).collect();
+        if let Some(tool) = tools.first() {
+            let (file, span) = loc_span(node.loc);
+            let path = flow.path_to(&parents, index);
+            let tool_decl = &program.decls[tool];
+            let (tf, ts) = loc_span(tool_decl.loc);
+            out.push(
+                Diagnostic::new(
+                    codes::UNCONFIRMED_RISK,
+                    file,
+                    span,
+                    format!("`{}` can call `{tool}` without a human approval on the way", node.name),
+                )
+                .with_primary_message("reached without approval")
+                .with_label(Label::secondary(tf, ts, "high risk or `confirm: true`"))
+                .with_help("put a `human` node (or a gate with a human evaluator) before this node on every path")
+                .with_witness(flow.witness(&path)),
+            );
+        }
+    }
+}
+
+fn labels(value: Option<&Value>) -> Vec<String> {
+    names(value)
+}
+
+fn is_private_source(node: &Node, program: &Program) -> bool {
+    let private = |v: Option<&Value>| labels(v).iter().any(|l| l == "private");
+    if private(node.props.get("labels")) {
+        return true;
+    }
+    match node.kind.as_str() {
+        "agent" => agent_of(node, program).is_some_and(|a| private(a.props.get("labels"))),
+        "tool" => node.target.first().and_then(|t| program.decls.get(t)).is_some_and(|t| private(t.props.get("labels"))),
+        _ => false,
+    }
+}
+
+fn public_sink(node: &Node, program: &Program) -> Option<String> {
+    tools_of(node, program)
+        .into_iter()
+        .find(|t| program.decls.get(t).is_some_and(|d| matches!(d.props.get("sink"), Some(Value::Word(w)) if w == "public")))
+}
+
+/// E0706: private data reaching a public sink along edges and handoffs.
+fn information_flow(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
+    let workflow = flow.workflow;
+    let mut reported: IndexSet<NodeIndex> = IndexSet::new();
+    for source in flow.graph.node_indices().filter(|&n| is_private_source(flow.node(n), program)) {
+        let mut parent: IndexMap<NodeIndex, Option<NodeIndex>> = IndexMap::from([(source, None)]);
+        let mut queue = VecDeque::from([source]);
+        while let Some(n) = queue.pop_front() {
+            let mut next: Vec<NodeIndex> = flow.graph.edges_directed(n, Direction::Outgoing).map(|e| e.target()).collect();
+            let name = flow.name(n).to_string();
+            next.extend(workflow.transfers.iter().filter(|t| t.from == name).filter_map(|t| flow.index.get(&t.to).copied()));
+            for t in next {
+                if let indexmap::map::Entry::Vacant(slot) = parent.entry(t) {
+                    slot.insert(Some(n));
+                    queue.push_back(t);
+                }
+            }
+        }
+        for (&n, _) in &parent {
+            let node = flow.node(n);
+            if let Some(tool) = public_sink(node, program) {
+                if !reported.insert(n) {
+                    continue;
+                }
+                let path = flow.path_to(&parent, n);
+                let mut witness = flow.witness(&path);
+                if let Some(first) = witness.steps.first_mut() {
+                    first.message = format!("`{}` produces data labelled private", first.name);
+                }
+                let (file, span) = loc_span(node.loc);
+                out.push(
+                    Diagnostic::new(
+                        codes::PRIVATE_TO_PUBLIC,
+                        file,
+                        span,
+                        format!("private data from `{}` can reach the public sink `{tool}` at `{}`", flow.name(source), node.name),
+                    )
+                    .with_primary_message("public sink")
+                    .with_witness(witness),
+                );
+            }
+        }
+    }
+}

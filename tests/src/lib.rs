@@ -72,13 +72,18 @@ pub fn normalize(path: &Path) -> String {
     parts.join("/")
 }
 
-/// Checks one file of the repository and renders its diagnostics as plain
-/// text, the way UI snapshots record them.
+/// Checks and verifies one file of the repository and renders its
+/// diagnostics as plain text, the way UI snapshots record them.
 pub fn check_and_render(path: &Path) -> (flow_check::Checked, String) {
     let text = std::fs::read_to_string(path).expect("readable test file");
     let mut db = flow_diagnostics::SourceDb::new();
     let root = db.add(relative(path), text);
-    let checked = flow_check::check_program(&mut db, root, &RepoLoader);
+    let mut checked = flow_check::check_program(&mut db, root, &RepoLoader);
+    // As `flowc verify`: static verification when checking found no errors.
+    if !checked.has_errors() {
+        checked.diagnostics.extend(flow_verify::verify(&checked.program));
+        flow_diagnostics::sort_diagnostics(&mut checked.diagnostics);
+    }
     let rendered = flow_diagnostics::render::render_human(&db, &checked.diagnostics);
     (checked, rendered)
 }

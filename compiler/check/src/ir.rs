@@ -9,11 +9,12 @@
 use crate::spec::Kind;
 use crate::types::Ty;
 use indexmap::IndexMap;
+use schemars::JsonSchema;
 use serde::Serialize;
 
 /// Where something was declared: file index (into the `SourceDb`) and byte
 /// span.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema, Default)]
 pub struct Loc {
     pub file: u32,
     pub start: u32,
@@ -21,7 +22,7 @@ pub struct Loc {
 }
 
 /// One checked program: a root file and everything it imports.
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, JsonSchema, Default)]
 pub struct Program {
     /// Declared types, by name.
     pub types: IndexMap<String, TypeDef>,
@@ -34,7 +35,7 @@ pub struct Program {
     pub policies: Vec<Policy>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct TypeDef {
     pub name: String,
     pub ty: Ty,
@@ -43,7 +44,7 @@ pub struct TypeDef {
 
 /// A principal, provider, agent, tool, evaluator, budget, contract or
 /// blackboard.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Decl {
     pub kind: Kind,
     pub name: String,
@@ -54,7 +55,7 @@ pub struct Decl {
     pub imported: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Machine {
     pub name: String,
     pub initial: String,
@@ -64,7 +65,7 @@ pub struct Machine {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Workflow {
     pub name: String,
     pub props: IndexMap<String, Value>,
@@ -77,7 +78,7 @@ pub struct Workflow {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Node {
     pub name: String,
     /// `agent`, `tool`, `human`, `parallel`, `map`, `join`, `loop`, `flow`, `end`.
@@ -92,7 +93,7 @@ pub struct Node {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Edge {
     pub from: String,
     pub to: String,
@@ -100,7 +101,7 @@ pub struct Edge {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(tag = "kind", content = "condition", rename_all = "snake_case")]
 pub enum Guard {
     Always,
@@ -108,7 +109,7 @@ pub enum Guard {
     Else,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Gate {
     pub name: String,
     pub from: String,
@@ -118,7 +119,7 @@ pub struct Gate {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Transfer {
     /// `handoff` or `delegate`.
     pub kind: String,
@@ -128,20 +129,20 @@ pub struct Transfer {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Handler {
     pub events: Vec<String>,
     pub action: Action,
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Action {
     pub name: String,
     pub args: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Policy {
     pub name: String,
     pub formula: Formula,
@@ -149,7 +150,7 @@ pub struct Policy {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Formula {
     Bool { value: bool },
@@ -166,7 +167,7 @@ pub enum Formula {
 }
 
 /// A checked property value.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Value {
     Bool(bool),
@@ -213,14 +214,14 @@ pub enum Value {
 }
 
 /// A typed expression.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct TExpr {
     #[serde(flatten)]
     pub kind: TExprKind,
     pub ty: Ty,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(tag = "expr", rename_all = "snake_case")]
 pub enum TExprKind {
     Literal {

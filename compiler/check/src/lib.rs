@@ -10,6 +10,7 @@
 mod check;
 mod expr;
 pub mod ir;
+pub mod plan;
 pub mod schema;
 pub mod spec;
 pub mod stdlib;

@@ -5,10 +5,11 @@
 //! what form each value must have. The checker reads them, and so does the
 //! reference test that keeps docs/reference.md complete.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 /// The kinds of top-level declaration, sharing one namespace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     Type,

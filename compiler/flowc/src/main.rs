@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "flowc", version, about = "The Flow compiler: checks .flow workflows before they run.")]
+#[command(name = "flowc", version, about = "The Flow compiler: checks and verifies .flow workflows before they run.")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -21,7 +21,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Check .flow files: syntax, names, types, properties.
+    /// Check and verify .flow files: syntax, names, types, properties, then
+    /// the static checks (graph, gates, contracts, permissions, budgets,
+    /// state machines).
     ///
     /// Exit status: 0 when no errors were found (warnings allowed), 1 when
     /// errors were found, 2 on a usage or I/O problem.
@@ -35,7 +37,30 @@ enum Command {
         /// Colour in human output: auto (only on a terminal), always, never.
         #[arg(long, value_enum, default_value_t = Color::Auto)]
         color: Color,
+        /// Write the coverage obligations (agents, tool edges, restricted
+        /// tool edges, delegation edges, gate outlets) to this JSON file.
+        #[arg(long, value_name = "FILE.json")]
+        obligations: Option<PathBuf>,
     },
+    /// Build a verified plan: the checked, typed IR with source digests.
+    /// Refuses (exit 1) when the program has errors.
+    Build {
+        file: PathBuf,
+        /// Where to write the plan.
+        #[arg(short, long, value_name = "PLAN")]
+        output: PathBuf,
+        /// Plan encoding.
+        #[arg(long, value_enum, default_value_t = Emit::Json)]
+        emit: Emit,
+    },
+    /// Draw the workflows of a file: gates, guarded edges and loop bounds.
+    Graph {
+        file: PathBuf,
+        #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+        format: GraphFormat,
+    },
+    /// Print the JSON Schema of plans (published as stdlib/schemas/plan.schema.json).
+    PlanSchema,
     /// Explain a diagnostic code, with a minimal example that triggers it.
     Explain {
         /// The code, e.g. E0101.
@@ -51,6 +76,19 @@ enum Command {
 enum Format {
     Human,
     Json,
+    Sarif,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Emit {
+    Json,
+    Yaml,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum GraphFormat {
+    Dot,
+    Mermaid,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,56 +130,102 @@ fn normalize(path: &Path) -> String {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Verify { files, format, color } => verify(&files, format, color),
+        Command::Verify { files, format, color, obligations } => verify(&files, format, color, obligations.as_deref()),
+        Command::Build { file, output, emit } => build(&file, &output, emit),
+        Command::Graph { file, format } => graph(&file, format),
+        Command::PlanSchema => {
+            println!("{}", serde_json::to_string_pretty(&flow_check::plan::plan_schema()).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
         Command::Explain { code, list } => explain(code.as_deref(), list),
     }
 }
 
-fn verify(files: &[PathBuf], format: Format, color: Color) -> ExitCode {
+/// A usage or I/O problem: reported on stderr, exit status 2.
+struct UsageError(String);
+
+fn read_source(path: &Path) -> Result<String, UsageError> {
+    let bytes = std::fs::read(path).map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
+    String::from_utf8(bytes).map_err(|_| UsageError(format!("{} is not UTF-8 text", path.display())))
+}
+
+/// One file checked and, when checking found no errors, verified.
+struct Compiled {
+    checked: flow_check::Checked,
+    /// Checker and verifier diagnostics together, sorted.
+    diagnostics: Vec<Diagnostic>,
+}
+
+fn compile(db: &mut SourceDb, path: &Path) -> Result<Compiled, UsageError> {
+    let text = read_source(path)?;
+    let root = db.add(normalize(path), text);
+    let checked = check_program(db, root, &FsLoader);
+    let mut diagnostics = checked.diagnostics.clone();
+    // Static verification reads the IR, which is whole only when checking
+    // found no errors.
+    if !checked.has_errors() {
+        diagnostics.extend(flow_verify::verify(&checked.program));
+    }
+    sort_diagnostics(&mut diagnostics);
+    Ok(Compiled { checked, diagnostics })
+}
+
+fn fail(error: UsageError) -> ExitCode {
+    eprintln!("flowc: {}", error.0);
+    ExitCode::from(2)
+}
+
+fn color_choice(color: Color, terminal: bool) -> ColorChoice {
+    match color {
+        Color::Always => ColorChoice::Always,
+        Color::Never => ColorChoice::Never,
+        Color::Auto if terminal && std::env::var_os("NO_COLOR").is_none() => ColorChoice::Auto,
+        Color::Auto => ColorChoice::Never,
+    }
+}
+
+fn write_file(path: &Path, contents: &str) -> Result<(), UsageError> {
+    std::fs::write(path, contents).map_err(|e| UsageError(format!("cannot write {}: {e}", path.display())))
+}
+
+fn verify(files: &[PathBuf], format: Format, color: Color, obligations: Option<&Path>) -> ExitCode {
     let mut db = SourceDb::new();
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     let mut policies = Vec::new();
+    let mut all_obligations = Vec::new();
     for path in files {
-        let text = match std::fs::read(path) {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => text,
-                Err(_) => {
-                    eprintln!("flowc: {} is not UTF-8 text", path.display());
-                    return ExitCode::from(2);
-                }
-            },
-            Err(error) => {
-                eprintln!("flowc: cannot read {}: {error}", path.display());
-                return ExitCode::from(2);
-            }
+        let compiled = match compile(&mut db, path) {
+            Ok(compiled) => compiled,
+            Err(error) => return fail(error),
         };
-        let root = db.add(normalize(path), text);
-        let checked = check_program(&mut db, root, &FsLoader);
-        policies.extend(policy_statuses(&checked.program));
-        // Static verification reads the IR, which is whole only when
-        // checking found no errors.
-        if !checked.has_errors() {
-            diagnostics.extend(flow_verify::verify(&checked.program));
+        policies.extend(policy_statuses(&compiled.checked.program));
+        if !compiled.checked.has_errors() {
+            all_obligations.extend(flow_verify::obligations::obligations(&compiled.checked.program));
         }
-        diagnostics.extend(checked.diagnostics);
+        diagnostics.extend(compiled.diagnostics);
     }
     sort_diagnostics(&mut diagnostics);
+    if let Some(target) = obligations {
+        let document = serde_json::json!({ "obligations": all_obligations });
+        let text = serde_json::to_string_pretty(&document).unwrap_or_default() + "\n";
+        if let Err(error) = write_file(target, &text) {
+            return fail(error);
+        }
+    }
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let stdout = std::io::stdout();
     let written = match format {
-        Format::Json => {
-            let document = render::to_json(&db, &diagnostics, policies);
+        Format::Json | Format::Sarif => {
+            let document = if format == Format::Json {
+                render::to_json(&db, &diagnostics, policies)
+            } else {
+                flow_diagnostics::sarif::to_sarif(&db, &diagnostics, env!("CARGO_PKG_VERSION"))
+            };
             let mut out = stdout.lock();
             serde_json::to_writer_pretty(&mut out, &document).map_err(std::io::Error::other).and_then(|_| writeln!(out))
         }
         Format::Human => {
-            let choice = match color {
-                Color::Always => ColorChoice::Always,
-                Color::Never => ColorChoice::Never,
-                Color::Auto if stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none() => ColorChoice::Auto,
-                Color::Auto => ColorChoice::Never,
-            };
-            let mut out = StandardStream::stdout(choice);
+            let mut out = StandardStream::stdout(color_choice(color, stdout.is_terminal()));
             render::emit(&mut out, &db, &diagnostics).and_then(|_| {
                 let files = if files.len() == 1 { "1 file".to_string() } else { format!("{} files", files.len()) };
                 writeln!(out, "{}: {}", files, render::summary_line(&diagnostics))
@@ -159,6 +243,63 @@ fn verify(files: &[PathBuf], format: Format, color: Color) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+fn build(path: &Path, output: &Path, emit: Emit) -> ExitCode {
+    let mut db = SourceDb::new();
+    let compiled = match compile(&mut db, path) {
+        Ok(compiled) => compiled,
+        Err(error) => return fail(error),
+    };
+    let errors = compiled.diagnostics.iter().filter(|d| d.is_error()).count();
+    if errors > 0 {
+        let mut err = StandardStream::stderr(color_choice(Color::Auto, std::io::stderr().is_terminal()));
+        let _ = render::emit(&mut err, &db, &compiled.diagnostics);
+        eprintln!("flowc: not building {}: {}", path.display(), render::summary_line(&compiled.diagnostics));
+        return ExitCode::from(1);
+    }
+    // Every file the program came from, root first.
+    let files: Vec<(&str, &str)> = (0..db.len() as u32).map(|i| flow_diagnostics::FileId(i)).map(|id| (db.name(id), db.text(id))).collect();
+    let plan = flow_check::plan::Plan::new(compiled.checked.program, &format!("flowc {}", env!("CARGO_PKG_VERSION")), &files);
+    let text = match emit {
+        Emit::Json => serde_json::to_string_pretty(&plan).map(|t| t + "\n").map_err(|e| e.to_string()),
+        Emit::Yaml => serde_yaml::to_string(&plan).map_err(|e| e.to_string()),
+    };
+    let text = match text {
+        Ok(text) => text,
+        Err(error) => return fail(UsageError(format!("cannot encode the plan: {error}"))),
+    };
+    if let Err(error) = write_file(output, &text) {
+        return fail(error);
+    }
+    let warnings = compiled.diagnostics.len();
+    eprintln!(
+        "flowc: wrote {} ({}{})",
+        output.display(),
+        plan.source.digest,
+        if warnings > 0 { format!(", {warnings} warnings") } else { String::new() }
+    );
+    ExitCode::SUCCESS
+}
+
+fn graph(path: &Path, format: GraphFormat) -> ExitCode {
+    let mut db = SourceDb::new();
+    let compiled = match compile(&mut db, path) {
+        Ok(compiled) => compiled,
+        Err(error) => return fail(error),
+    };
+    if compiled.checked.has_errors() {
+        let mut err = StandardStream::stderr(color_choice(Color::Auto, std::io::stderr().is_terminal()));
+        let _ = render::emit(&mut err, &db, &compiled.checked.diagnostics);
+        eprintln!("flowc: cannot draw {}: it has errors", path.display());
+        return ExitCode::from(1);
+    }
+    let text = match format {
+        GraphFormat::Dot => flow_verify::render::dot(&compiled.checked.program),
+        GraphFormat::Mermaid => flow_verify::render::mermaid(&compiled.checked.program),
+    };
+    print!("{text}");
+    ExitCode::SUCCESS
 }
 
 /// Every policy of a checked program with its verification status. The

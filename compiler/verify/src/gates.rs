@@ -143,13 +143,30 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
 }
 
 /// E0505: configurations that let a failed or inconclusive check through.
+/// The witness is a run through the gate: start, …, `from`, `to`.
 fn fail_open(flow: &FlowGraph<'_>, gate: &Gate, out: &mut Vec<Diagnostic>) {
     let (file, span) = loc_span(gate.loc);
+    let reached = flow.reachable();
+    let through = |event: &str| {
+        let (&from, &to) = (flow.index.get(&gate.from)?, flow.index.get(&gate.to)?);
+        reached.contains_key(&from).then(|| {
+            let mut path = flow.path_to(&reached, from);
+            path.push(to);
+            let mut w = flow.witness(&path);
+            if let Some(last) = w.steps.last_mut() {
+                last.message = format!("gate `{}` records {event}, and `{}` runs anyway", gate.name, gate.to);
+            }
+            w
+        })
+    };
     if matches!(gate.props.get("evaluate"), Some(Value::List(items)) if items.is_empty()) {
         out.push(
             Diagnostic::new(codes::FAIL_OPEN_GATE, file, span, format!("gate `{}` has no evaluators: it passes everything", gate.name))
                 .with_primary_message("fail-open"),
         );
+        if let (Some(w), Some(last)) = (through("PASS"), out.last_mut()) {
+            last.witness = Some(w);
+        }
     }
     for handler in &gate.handlers {
         let lets_through = match handler.action.name.as_str() {
@@ -180,8 +197,10 @@ fn fail_open(flow: &FlowGraph<'_>, gate: &Gate, out: &mut Vec<Diagnostic>) {
                         "terminate, replan or activate a repair path instead"
                     }),
                 );
+                if let (Some(w), Some(last)) = (through(event), out.last_mut()) {
+                    last.witness = Some(w);
+                }
             }
         }
     }
-    let _ = flow;
 }

@@ -103,14 +103,29 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
     information_flow(flow, program, out);
 }
 
-fn delegations(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
+fn delegations(flow: &FlowGraph<'_>, program: &Program, sink: &mut Vec<Diagnostic>) {
     let workflow = flow.workflow;
+    let reached = flow.reachable();
     let delegates: Vec<&flow_check::ir::Transfer> = workflow.transfers.iter().filter(|t| t.kind == "delegate").collect();
     let mut fanout: IndexMap<&str, usize> = IndexMap::new();
     for t in &delegates {
         *fanout.entry(t.from.as_str()).or_default() += 1;
     }
     for t in &delegates {
+        let mut out: Vec<Diagnostic> = Vec::new();
+        // Each finding about this delegation carries the run that reaches it.
+        let witness = match (flow.index.get(&t.from), flow.index.get(&t.to)) {
+            (Some(&a), Some(&b)) if reached.contains_key(&a) => {
+                let mut path = flow.path_to(&reached, a);
+                path.push(b);
+                let mut w = flow.witness(&path);
+                if let Some(last) = w.steps.last_mut() {
+                    last.message = format!("`{}` delegates to `{}`", t.from, t.to);
+                }
+                Some(w)
+            }
+            _ => None,
+        };
         let (file, span) = loc_span(t.loc);
         let Some(Value::Ref { name: contract_name, .. }) = t.props.get("contract") else { continue };
         let Some(contract) = program.decls.get(contract_name) else { continue };
@@ -241,7 +256,11 @@ fn delegations(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic
                     codes::DELEGATION_LIMIT,
                     file,
                     span,
-                    format!("`{}` starts {n} delegates, more than its contract `{contract_name}` allows (max_fanout: {max})", t.to),
+                    format!(
+                        "`{}` starts {n} delegate{}, more than its contract `{contract_name}` allows (max_fanout: {max})",
+                        t.to,
+                        if n == 1 { "" } else { "s" }
+                    ),
                 ));
             }
         }
@@ -255,6 +274,12 @@ fn delegations(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic
                     format!("the delegation tree below `{}` is {depth} levels deep, more than contract `{contract_name}` allows (max_depth: {max})", t.to),
                 ));
             }
+        }
+        for d in out {
+            sink.push(match &witness {
+                Some(w) => d.with_witness(w.clone()),
+                None => d,
+            });
         }
     }
 }

@@ -96,7 +96,13 @@ impl Witness {
 
     /// The compact text form: `a -> b -> c`, or `a -> (b -> c)+` for a lasso.
     pub fn compact(&self) -> String {
-        let names: Vec<&str> = self.steps.iter().map(|s| s.name.as_str()).collect();
+        let mut names: Vec<&str> = self.steps.iter().map(|s| s.name.as_str()).collect();
+        // A lasso's last step returns to the cycle's first: shown by `+`.
+        if let Some(start) = self.cycle_start {
+            if names.len() > start + 1 && names.last() == names.get(start) {
+                names.pop();
+            }
+        }
         match self.cycle_start {
             Some(start) if start < names.len() => {
                 let prefix = &names[..start];

@@ -130,3 +130,164 @@ fn human_output_has_no_colour_when_piped() {
     let (_, stdout, _) = flowc(&["verify", "--color", "always", "tests/ui/resolve/undefined_agent.flow"]);
     assert!(stdout.contains('\u{1b}'));
 }
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("flowc-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[test]
+fn the_published_plan_schema_is_up_to_date() {
+    let (code, stdout, _) = flowc(&["plan-schema"]);
+    assert_eq!(code, 0);
+    let generated: Value = serde_json::from_str(&stdout).expect("schema JSON");
+    let published: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_root().join("stdlib/schemas/plan.schema.json")).expect("published schema"))
+            .expect("JSON");
+    assert_eq!(generated, published, "stdlib/schemas/plan.schema.json is stale: run `flowc plan-schema > stdlib/schemas/plan.schema.json`");
+}
+
+#[test]
+fn every_example_builds_a_plan_valid_against_the_published_schema() {
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_root().join("stdlib/schemas/plan.schema.json")).expect("schema")).expect("JSON");
+    let validator = jsonschema::validator_for(&schema).expect("the plan schema is a valid JSON Schema");
+    let dir = temp_dir("plans");
+    for example in examples() {
+        let out = dir.join("plan.json");
+        let (code, _, stderr) = flowc(&["build", &example, "-o", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{example}: {stderr}");
+        let plan: Value = serde_json::from_str(&std::fs::read_to_string(&out).expect("plan written")).expect("plan JSON");
+        let errors: Vec<String> = validator.iter_errors(&plan).map(|e| format!("{} at {}", e, e.instance_path())).take(5).collect();
+        assert!(errors.is_empty(), "{example}: plan does not validate:\n{}", errors.join("\n"));
+        assert_eq!(plan["flow_plan_version"], 1);
+        assert!(plan["source"]["digest"].as_str().unwrap().starts_with("sha256:"));
+        assert_eq!(plan["source"]["root"], example.as_str());
+        assert!(plan["program"]["workflows"].as_object().is_some_and(|w| !w.is_empty()));
+        // YAML too, with the same digest.
+        let yaml = dir.join("plan.yaml");
+        let (code, _, _) = flowc(&["build", &example, "-o", yaml.to_str().unwrap(), "--emit", "yaml"]);
+        assert_eq!(code, 0);
+        let text = std::fs::read_to_string(&yaml).expect("yaml written");
+        assert!(text.contains(plan["source"]["digest"].as_str().unwrap()));
+    }
+}
+
+#[test]
+fn build_refuses_programs_with_errors() {
+    let dir = temp_dir("refuse");
+    let out = dir.join("plan.json");
+    let (code, _, stderr) = flowc(&["build", "examples/agent_proxy/agent_proxy.broken.flow", "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("E0903"), "{stderr}");
+    assert!(!out.exists(), "no plan is written for a program with errors");
+}
+
+#[test]
+fn plan_digest_changes_with_the_source() {
+    let dir = temp_dir("digest");
+    let source = std::fs::read_to_string(repo_root().join("examples/research_writer/research_writer.flow")).unwrap();
+    let schema_dir = dir.join("schemas");
+    std::fs::create_dir_all(&schema_dir).unwrap();
+    std::fs::copy(repo_root().join("examples/research_writer/schemas/draft.json"), schema_dir.join("draft.json")).unwrap();
+    let digest = |text: &str| {
+        let file = dir.join("rw.flow");
+        std::fs::write(&file, text).unwrap();
+        let out = dir.join("plan.json");
+        let (code, _, stderr) = flowc(&["build", file.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{stderr}");
+        let plan: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        plan["source"]["digest"].as_str().unwrap().to_string()
+    };
+    let a = digest(&source);
+    assert_eq!(a, digest(&source), "the digest is deterministic");
+    assert_ne!(a, digest(&format!("{source}\n// a comment changes the source\n")));
+}
+
+fn sarif_schema() -> Value {
+    let path = std::env::var_os("SARIF_SCHEMA")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/flow-ci/sarif/sarif-schema-2.1.0.json")))
+        .expect("HOME or SARIF_SCHEMA is set");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!("the SARIF 2.1.0 schema is missing at {} ({e}); run `bash .ci/install-sarif-schema.sh`", path.display())
+    });
+    serde_json::from_str(&text).expect("schema JSON")
+}
+
+#[test]
+fn sarif_output_validates_against_the_sarif_schema() {
+    let schema = sarif_schema();
+    let validator = jsonschema::options().should_validate_formats(true).build(&schema).expect("SARIF schema compiles");
+    for file in ["tests/ui/gates/gate_checks.flow", "examples/harness/harness.broken.flow", "tests/ui/syntax/three_errors.flow"] {
+        let (code, stdout, _) = flowc(&["verify", "--format", "sarif", file]);
+        assert_eq!(code, 1, "{file}");
+        let log: Value = serde_json::from_str(&stdout).expect("SARIF is JSON");
+        let errors: Vec<String> = validator.iter_errors(&log).map(|e| format!("{e} at {}", e.instance_path())).take(5).collect();
+        assert!(errors.is_empty(), "{file}: SARIF does not validate:\n{}", errors.join("\n"));
+        let results = log["runs"][0]["results"].as_array().expect("results");
+        assert!(!results.is_empty());
+    }
+    // Witnesses become code flows.
+    let (_, stdout, _) = flowc(&["verify", "--format", "sarif", "examples/harness/harness.broken.flow"]);
+    let log: Value = serde_json::from_str(&stdout).unwrap();
+    let with_flow = log["runs"][0]["results"].as_array().unwrap().iter().find(|r| r["ruleId"] == "E0705").expect("E0705");
+    let steps = with_flow["codeFlows"][0]["threadFlows"][0]["locations"].as_array().expect("code flow");
+    assert_eq!(steps.len(), 5);
+}
+
+#[test]
+fn json_output_carries_witnesses() {
+    let (code, stdout, _) = flowc(&["verify", "--format", "json", "examples/decision_meeting/decision_meeting.broken.flow"]);
+    assert_eq!(code, 1);
+    let document: Value = serde_json::from_str(&stdout).unwrap();
+    let cycle = document["diagnostics"].as_array().unwrap().iter().find(|d| d["code"] == "E0403").expect("E0403");
+    let witness = &cycle["witness"];
+    assert_eq!(witness["path"][0], "host");
+    assert!(witness["cycle_start"].is_u64());
+    assert!(witness["steps"].as_array().unwrap().iter().all(|s| s["line"].is_u64() && s["file"].is_string()));
+}
+
+#[test]
+fn obligations_list_every_kind() {
+    let dir = temp_dir("obligations");
+    let out = dir.join("obligations.json");
+    let (code, _, _) = flowc(&["verify", "examples/delegation/delegation.flow", "--obligations", out.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let document: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let obligations = document["obligations"].as_array().expect("obligations");
+    for kind in ["agent", "tool_edge", "restricted_tool_edge", "delegation_edge", "gate_outlet"] {
+        assert!(obligations.iter().any(|o| o["kind"] == kind), "no `{kind}` obligation");
+    }
+    let ids: Vec<&str> = obligations.iter().map(|o| o["id"].as_str().unwrap()).collect();
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(ids.len(), unique.len(), "obligation ids are unique");
+    assert!(ids.contains(&"delegation_edge:manager->api_change"));
+}
+
+#[test]
+fn graph_renders_valid_dot_and_mermaid() {
+    let (code, dot, _) = flowc(&["graph", "examples/short_video/short_video.flow", "--format", "dot"]);
+    assert_eq!(code, 0);
+    assert!(dot.contains("gate workflow_video_audio_delivery"), "the gated edge is labelled");
+    assert!(dot.contains("color=red"), "gated edges stand out");
+    // Graphviz parses it (installed by CI; required).
+    let mut child = Command::new("dot")
+        .args(["-Tsvg"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("graphviz `dot` is installed (apt-get install graphviz)");
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(dot.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "dot rejects the graph: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("<svg"));
+    let (code, mermaid, _) = flowc(&["graph", "examples/decision_meeting/decision_meeting.flow", "--format", "mermaid"]);
+    assert_eq!(code, 0);
+    assert!(mermaid.starts_with("flowchart LR"));
+    assert!(mermaid.contains("max_rounds 4"), "loop bounds are visible");
+}

@@ -36,6 +36,7 @@ pub(crate) struct Scope {
 /// The workflow being checked, if any: its nodes and their outputs.
 #[derive(Debug, Clone)]
 pub(crate) struct WorkflowCtx {
+    pub name: String,
     pub nodes: IndexMap<String, (Span, Ty, String)>,
     pub input: Ty,
     /// The payload type of the handoff being checked.
@@ -44,7 +45,7 @@ pub(crate) struct WorkflowCtx {
 
 impl Default for WorkflowCtx {
     fn default() -> WorkflowCtx {
-        WorkflowCtx { nodes: IndexMap::new(), input: Ty::Any, payload: None }
+        WorkflowCtx { name: String::new(), nodes: IndexMap::new(), input: Ty::Any, payload: None }
     }
 }
 
@@ -67,6 +68,7 @@ pub(crate) struct Checker<'a> {
     /// Variables of the declaration being checked: `output` in a contract,
     /// `input` in an evaluator, `task` in an agent's routes.
     pub extra_vars: IndexMap<String, Ty>,
+    pub symbols: crate::Symbols,
 }
 
 fn loc(file: FileId, span: Span) -> Loc {
@@ -89,6 +91,7 @@ impl<'a> Checker<'a> {
             machines: IndexMap::new(),
             tool_input: None,
             extra_vars: IndexMap::new(),
+            symbols: crate::Symbols::default(),
         }
     }
 
@@ -144,7 +147,10 @@ impl<'a> Checker<'a> {
         self.report_unused();
         let mut diagnostics = self.diagnostics;
         sort_diagnostics(&mut diagnostics);
-        Checked { program, diagnostics }
+        let mut symbols = self.symbols;
+        symbols.refs.sort();
+        symbols.refs.dedup();
+        Checked { program, diagnostics, symbols }
     }
 
     // ------------------------------------------------------------ loading
@@ -237,6 +243,18 @@ impl<'a> Checker<'a> {
                 }
                 self.globals
                     .insert(name.text.clone(), Global { kind, file, name_span: name.span, item: (file_index, item_index), imported });
+                let text = self.db.text(file);
+                let line_start = text[..name.span.start as usize].rfind('\n').map(|i| i + 1).unwrap_or(0);
+                let line_end = text[name.span.start as usize..].find('\n').map(|i| i + name.span.start as usize).unwrap_or(text.len());
+                self.symbols.defs.push(crate::SymbolDef {
+                    key: name.text.clone(),
+                    name: name.text.clone(),
+                    kind: kind.as_str().to_string(),
+                    file,
+                    span: name.span,
+                    container: None,
+                    detail: text[line_start..line_end].trim().to_string(),
+                });
             }
         }
     }
@@ -258,9 +276,17 @@ impl<'a> Checker<'a> {
 
     // ------------------------------------------------------------ lookup
 
+    /// Records a use of the symbol `key` at `span` in the current file.
+    pub fn reference(&mut self, key: impl Into<String>, span: Span) {
+        self.symbols.refs.push(crate::SymbolRef { key: key.into(), file: self.file, span });
+    }
+
     /// Resolves a name to a global of one of `kinds`, reporting undefined
     /// (with did-you-mean) or wrong-kind errors.
     pub fn resolve(&mut self, name: &str, span: Span, kinds: &[Kind]) -> Option<Kind> {
+        if self.globals.contains_key(name) {
+            self.reference(name, span);
+        }
         match self.globals.get(name) {
             Some(global) if kinds.contains(&global.kind) => {
                 self.used.insert(name.to_string());
@@ -356,6 +382,7 @@ impl<'a> Checker<'a> {
                 match self.globals.get(name.as_str()) {
                     Some(g) if g.kind == Kind::Type => {
                         self.used.insert(name.clone());
+                        self.reference(name.clone(), expr.span);
                         Ty::Named { name: name.clone() }
                     }
                     Some(_) => {
@@ -942,17 +969,12 @@ impl<'a> Checker<'a> {
     }
 
     fn check_node_ref(&mut self, name: &str, span: Span) -> bool {
-        let Some(workflow) = &self.workflow else {
+        if self.workflow.is_none() {
             self.error(codes::INVALID_VALUE, span, format!("`{name}` would name a node, but there are no nodes here"))
                 .with_note("actions that name a node (goto, activate, revise, replan) belong in workflows, their nodes and gates");
             return false;
-        };
-        if workflow.nodes.contains_key(name) {
-            return true;
         }
-        let candidates: Vec<String> = workflow.nodes.keys().cloned().collect();
-        self.undefined(name, span, "node", candidates.iter().map(String::as_str));
-        false
+        self.node_exists(name, span)
     }
 
     fn check_state(&mut self, expr: &Expr) -> Value {

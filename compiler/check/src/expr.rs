@@ -63,7 +63,13 @@ impl Checker<'_> {
             ExprKind::Bool(b) => texpr(TExprKind::Literal { value: Box::new(Value::Bool(*b)) }, Ty::Bool),
             ExprKind::Null => texpr(TExprKind::Literal { value: Box::new(Value::Str(String::new())) }, Ty::Null),
             ExprKind::Name(name) => match scope.vars.get(name) {
-                Some(ty) => texpr(TExprKind::Var { name: name.clone() }, ty.clone()),
+                Some(ty) => {
+                    let node_key = self.workflow.as_ref().filter(|w| w.nodes.contains_key(name)).map(|w| format!("{}::{name}", w.name));
+                    if let Some(key) = node_key {
+                        self.reference(key, expr.span);
+                    }
+                    texpr(TExprKind::Var { name: name.clone() }, ty.clone())
+                }
                 None => {
                     let candidates: Vec<String> = scope.vars.keys().cloned().collect();
                     let mut diagnostic =

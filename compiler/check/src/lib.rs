@@ -17,7 +17,7 @@ pub mod stdlib;
 pub mod types;
 mod workflow;
 
-use flow_diagnostics::{Diagnostic, FileId, SourceDb};
+use flow_diagnostics::{Diagnostic, FileId, SourceDb, Span};
 
 /// Supplies files the compiler refers to: modules named by `import "…"`
 /// and JSON Schema files named by `schema("…")`. The compiler core does no
@@ -45,6 +45,59 @@ pub struct Checked {
     pub program: ir::Program,
     /// Every diagnostic, syntax included, in the one deterministic order.
     pub diagnostics: Vec<Diagnostic>,
+    /// Where every name is declared and used (for editors).
+    pub symbols: Symbols,
+}
+
+/// The declarations and name uses of a program, by stable key: a global's
+/// name, or `workflow::node` for nodes and gates.
+#[derive(Debug, Clone, Default)]
+pub struct Symbols {
+    pub defs: Vec<SymbolDef>,
+    pub refs: Vec<SymbolRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SymbolDef {
+    pub key: String,
+    pub name: String,
+    /// `agent`, `tool`, `type`, `workflow`, `node`, `gate`, ….
+    pub kind: String,
+    pub file: FileId,
+    /// The span of the name where it is declared.
+    pub span: Span,
+    /// The enclosing workflow, for nodes and gates.
+    pub container: Option<String>,
+    /// A one-line description: the declaration's first line, a node's type.
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SymbolRef {
+    pub key: String,
+    pub file: FileId,
+    pub span: Span,
+}
+
+impl Symbols {
+    pub fn def(&self, key: &str) -> Option<&SymbolDef> {
+        self.defs.iter().find(|d| d.key == key)
+    }
+
+    /// The key of the declaration or use at `offset` in `file`.
+    pub fn key_at(&self, file: FileId, offset: u32) -> Option<&str> {
+        let inside = |span: Span| span.start <= offset && offset <= span.end;
+        self.defs
+            .iter()
+            .find(|d| d.file == file && inside(d.span))
+            .map(|d| d.key.as_str())
+            .or_else(|| self.refs.iter().find(|r| r.file == file && inside(r.span)).map(|r| r.key.as_str()))
+    }
+
+    /// Every use of `key`, in source order.
+    pub fn uses<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a SymbolRef> + 'a {
+        self.refs.iter().filter(move |r| r.key == key)
+    }
 }
 
 impl Checked {

@@ -56,7 +56,7 @@ impl Checker<'_> {
         let body = decl.body.as_ref()?;
         let owner = format!("workflow `{}`", decl.name.text);
         // Pass 1: the nodes and what their names mean in expressions.
-        let mut ctx = WorkflowCtx::default();
+        let mut ctx = WorkflowCtx { name: decl.name.text.clone(), ..WorkflowCtx::default() };
         if let Some(input) = Self::block_prop(Some(body), "input") {
             ctx.input = self.quietly(|c| c.lower_type(input));
         } else {
@@ -79,10 +79,29 @@ impl Checker<'_> {
                 continue;
             }
             names.insert(name.clone(), span);
-            if let Entry::Node(node) = entry {
-                let output = self.node_output(node);
-                ctx.nodes.insert(name.clone(), (span, output, node.kind.text.clone()));
-            }
+            let (kind, detail) = match entry {
+                Entry::Node(node) => {
+                    let output = self.node_output(node);
+                    let target = match &node.target {
+                        NodeTarget::Name(t) => t.text.clone(),
+                        NodeTarget::List(items, _) => format!("[{}]", items.iter().map(|i| i.text.as_str()).collect::<Vec<_>>().join(", ")),
+                    };
+                    let detail = format!("node {name}: {} {target} — output {output}", node.kind.text);
+                    ctx.nodes.insert(name.clone(), (span, output, node.kind.text.clone()));
+                    ("node", detail)
+                }
+                Entry::Gate(gate) => ("gate", format!("gate {name}: {} -> {}", gate.from.text, gate.to.text)),
+                _ => continue,
+            };
+            self.symbols.defs.push(crate::SymbolDef {
+                key: format!("{}::{name}", decl.name.text),
+                name: name.clone(),
+                kind: kind.to_string(),
+                file: self.file,
+                span,
+                container: Some(decl.name.text.clone()),
+                detail,
+            });
         }
         // Map nodes produce a list of their target's outputs.
         let map_targets: Vec<(String, String)> = body
@@ -289,9 +308,11 @@ impl Checker<'_> {
         }
     }
 
-    fn node_exists(&mut self, name: &str, span: Span) -> bool {
+    pub(crate) fn node_exists(&mut self, name: &str, span: Span) -> bool {
         let Some(workflow) = &self.workflow else { return false };
         if workflow.nodes.contains_key(name) {
+            let key = format!("{}::{name}", workflow.name);
+            self.reference(key, span);
             return true;
         }
         let candidates: Vec<String> = workflow.nodes.keys().cloned().collect();
@@ -591,6 +612,10 @@ impl Checker<'_> {
 
     fn name_in(&mut self, name: &str, span: Span, what: &str, names: &IndexSet<String>) -> bool {
         if names.contains(name) {
+            let key = self.symbols.defs.iter().find(|d| d.kind == what && d.name == name).map(|d| d.key.clone());
+            if let Some(key) = key {
+                self.reference(key, span);
+            }
             return true;
         }
         self.undefined(name, span, what, names.iter().map(String::as_str));

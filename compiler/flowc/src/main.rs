@@ -6,7 +6,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
-use flow_check::{check_program, Loader};
+use flow_check::check_program;
 use flow_diagnostics::{render, sort_diagnostics, Diagnostic, SourceDb};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -61,6 +61,8 @@ enum Command {
     },
     /// Print the JSON Schema of plans (published as stdlib/schemas/plan.schema.json).
     PlanSchema,
+    /// Run the language server over stdin/stdout (for editors).
+    Lsp,
     /// Explain a diagnostic code, with a minimal example that triggers it.
     Explain {
         /// The code, e.g. E0101.
@@ -98,34 +100,7 @@ enum Color {
     Never,
 }
 
-/// Loads imported modules and schema files relative to the importing file.
-struct FsLoader;
-
-impl Loader for FsLoader {
-    fn load(&self, from: &str, path: &str) -> Result<(String, String), String> {
-        let base = Path::new(from).parent().unwrap_or(Path::new(""));
-        let full = base.join(path);
-        let text = std::fs::read_to_string(&full).map_err(|e| e.to_string())?;
-        Ok((normalize(&full), text))
-    }
-}
-
-/// A path as shown in diagnostics: `/` separators, no `./` segments.
-fn normalize(path: &Path) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for component in path.components() {
-        match component {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir if parts.last().is_some_and(|p| p != "..") => {
-                parts.pop();
-            }
-            // The root becomes an empty first segment: `/` + `tmp` → `/tmp`.
-            std::path::Component::RootDir => parts.push(String::new()),
-            other => parts.push(other.as_os_str().to_string_lossy().into_owned()),
-        }
-    }
-    parts.join("/")
-}
+use flow_lsp::fs::{normalize, FsLoader};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -138,6 +113,13 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Explain { code, list } => explain(code.as_deref(), list),
+        Command::Lsp => match flow_lsp::run_stdio() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("flowc lsp: {error}");
+                ExitCode::from(2)
+            }
+        },
     }
 }
 
@@ -259,7 +241,7 @@ fn build(path: &Path, output: &Path, emit: Emit) -> ExitCode {
         return ExitCode::from(1);
     }
     // Every file the program came from, root first.
-    let files: Vec<(&str, &str)> = (0..db.len() as u32).map(|i| flow_diagnostics::FileId(i)).map(|id| (db.name(id), db.text(id))).collect();
+    let files: Vec<(&str, &str)> = (0..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
     let plan = flow_check::plan::Plan::new(compiled.checked.program, &format!("flowc {}", env!("CARGO_PKG_VERSION")), &files);
     let text = match emit {
         Emit::Json => serde_json::to_string_pretty(&plan).map(|t| t + "\n").map_err(|e| e.to_string()),
@@ -337,16 +319,5 @@ fn explain(code: Option<&str>, list: bool) -> ExitCode {
             eprintln!("flowc: unknown diagnostic code `{code}`; `flowc explain --list` lists them");
             ExitCode::from(2)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn normalize_removes_dot_segments() {
-        assert_eq!(normalize(Path::new("./examples/a/../b/x.flow")), "examples/b/x.flow");
-        assert_eq!(normalize(Path::new("/tmp/./x.flow")), "/tmp/x.flow");
     }
 }

@@ -181,8 +181,6 @@ struct Worst {
 struct Dp<'a, 'w> {
     flow: &'a FlowGraph<'w>,
     weight: IndexMap<NodeIndex, Option<f64>>,
-    memo: IndexMap<(NodeIndex, bool), (Option<f64>, Vec<NodeIndex>)>,
-    on_stack: IndexSet<NodeIndex>,
 }
 
 fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -198,76 +196,124 @@ fn better(a: &(Option<f64>, Vec<NodeIndex>), b: &(Option<f64>, Vec<NodeIndex>)) 
     }
 }
 
+/// The best path from a node: its cost and the path.
+type Best = (Option<f64>, Vec<NodeIndex>);
+
 impl Dp<'_, '_> {
-    /// Longest path from `n`. With `to_join`, stops before join nodes
-    /// (a parallel branch's share).
-    fn longest(&mut self, n: NodeIndex, to_join: bool) -> (Option<f64>, Vec<NodeIndex>) {
-        if let Some(hit) = self.memo.get(&(n, to_join)) {
-            return hit.clone();
-        }
-        if !self.on_stack.insert(n) {
-            // A cycle: its cost is in the multipliers; do not go round.
-            return (Some(0.0), Vec::new());
-        }
+    /// The nodes whose values a node's value depends on: its successors
+    /// (loop and map back edges excluded), a parallel node's branches and
+    /// its join, a loop's or map's first body node.
+    fn deps(&self, n: NodeIndex) -> Vec<NodeIndex> {
         let flow = self.flow;
         let node = flow.node(n);
-        let mut total = self.weight[&n];
-        let mut path = vec![n];
-        let mut continue_from: Vec<NodeIndex> = Vec::new();
-        match node.kind.as_str() {
-            "parallel" => {
-                let mut join = None;
-                for branch in &node.target {
-                    let b = flow.index[branch];
-                    let (cost, branch_path) = self.longest(b, true);
-                    total = add(total, cost);
-                    path.extend(branch_path);
-                    if join.is_none() {
-                        join = flow
-                            .workflow
-                            .nodes
-                            .values()
-                            .find(|j| j.kind == "join" && j.target.contains(branch))
-                            .map(|j| flow.index[&j.name]);
+        let mut out: Vec<NodeIndex> = flow
+            .graph
+            .edges_directed(n, Direction::Outgoing)
+            .filter(|e| !matches!(e.weight(), EdgeKind::LoopBack | EdgeKind::MapReturn))
+            .map(|e| e.target())
+            .collect();
+        if node.kind == "parallel" {
+            for branch in &node.target {
+                if let Some(j) = flow.workflow.nodes.values().find(|j| j.kind == "join" && j.target.contains(branch)) {
+                    out.push(flow.index[&j.name]);
+                }
+            }
+        }
+        out
+    }
+
+    /// Longest paths from every node reachable from `start`, in both modes
+    /// (`true`: a parallel branch's share, stopping before join nodes).
+    /// Iterative (post-order), so long workflows cannot exhaust the stack;
+    /// edges closing a cycle are ignored (cycles are priced by multipliers).
+    fn solve(&self, start: NodeIndex) -> IndexMap<(NodeIndex, bool), Best> {
+        let mut order: Vec<NodeIndex> = Vec::new();
+        let mut state: IndexMap<NodeIndex, u8> = IndexMap::new(); // 1 on stack, 2 done
+        let mut stack: Vec<(NodeIndex, Vec<NodeIndex>)> = vec![(start, self.deps(start))];
+        state.insert(start, 1);
+        while let Some((n, deps)) = stack.last_mut() {
+            let n = *n;
+            match deps.pop() {
+                Some(d) => {
+                    if !state.contains_key(&d) {
+                        state.insert(d, 1);
+                        let next = self.deps(d);
+                        stack.push((d, next));
                     }
                 }
-                continue_from.extend(join);
+                None => {
+                    state.insert(n, 2);
+                    order.push(n);
+                    stack.pop();
+                }
             }
-            "loop" | "map" => {
-                if let Some(first) = node.target.first() {
-                    let (cost, body_path) = self.longest(flow.index[first], false);
+        }
+        let mut memo: IndexMap<(NodeIndex, bool), Best> = IndexMap::new();
+        let done = |memo: &IndexMap<(NodeIndex, bool), Best>, n: NodeIndex, mode: bool| -> Best {
+            // A node not yet computed is on a cycle through this one.
+            memo.get(&(n, mode)).cloned().unwrap_or((Some(0.0), Vec::new()))
+        };
+        for &n in &order {
+            for mode in [false, true] {
+                let flow = self.flow;
+                let node = flow.node(n);
+                let mut total = self.weight[&n];
+                let mut path = vec![n];
+                let mut successors: Vec<NodeIndex> = Vec::new();
+                match node.kind.as_str() {
+                    "parallel" => {
+                        let mut join = None;
+                        for branch in &node.target {
+                            let b = flow.index[branch];
+                            let (cost, branch_path) = done(&memo, b, true);
+                            total = add(total, cost);
+                            path.extend(branch_path);
+                            if join.is_none() {
+                                join = flow
+                                    .workflow
+                                    .nodes
+                                    .values()
+                                    .find(|j| j.kind == "join" && j.target.contains(branch))
+                                    .map(|j| flow.index[&j.name]);
+                            }
+                        }
+                        successors.extend(join);
+                    }
+                    "loop" | "map" => {
+                        if let Some(first) = node.target.first() {
+                            let (cost, body_path) = done(&memo, flow.index[first], false);
+                            total = add(total, cost);
+                            path.extend(body_path);
+                        }
+                    }
+                    _ => {}
+                }
+                if node.kind != "parallel" {
+                    for edge in flow.graph.edges_directed(n, Direction::Outgoing) {
+                        let skip = match edge.weight() {
+                            EdgeKind::LoopBack | EdgeKind::MapReturn | EdgeKind::LoopEnter | EdgeKind::MapEnter | EdgeKind::Fanout => true,
+                            _ => mode && flow.node(edge.target()).kind == "join",
+                        };
+                        if !skip {
+                            successors.push(edge.target());
+                        }
+                    }
+                }
+                let mut best: Option<Best> = None;
+                for s in successors {
+                    let candidate = done(&memo, s, mode);
+                    if best.as_ref().is_none_or(|b| better(&candidate, b)) {
+                        best = Some(candidate);
+                    }
+                }
+                if let Some((cost, rest)) = best {
                     total = add(total, cost);
-                    path.extend(body_path);
+                    path.extend(rest);
                 }
-            }
-            _ => {}
-        }
-        let mut best: Option<(Option<f64>, Vec<NodeIndex>)> = None;
-        let mut successors: Vec<NodeIndex> = continue_from;
-        if node.kind != "parallel" {
-            for edge in flow.graph.edges_directed(n, Direction::Outgoing) {
-                let skip = match edge.weight() {
-                    EdgeKind::LoopBack | EdgeKind::MapReturn | EdgeKind::LoopEnter | EdgeKind::MapEnter | EdgeKind::Fanout => true,
-                    _ => to_join && flow.node(edge.target()).kind == "join",
-                };
-                if !skip {
-                    successors.push(edge.target());
-                }
+                memo.insert((n, mode), (total, path));
             }
         }
-        for s in successors {
-            let candidate = self.longest(s, to_join);
-            if best.as_ref().is_none_or(|b| better(&candidate, b)) {
-                best = Some(candidate);
-            }
-        }
-        if let Some((cost, rest)) = best {
-            total = add(total, cost);
-            path.extend(rest);
-        }
-        self.on_stack.shift_remove(&n);
-        self.memo.insert((n, to_join), (total, path.clone()));
-        (total, path)
+        memo
     }
 }
 
@@ -295,11 +341,11 @@ fn worst(flow: &FlowGraph<'_>, program: &Program, q: &str, mult: &IndexMap<NodeI
             (n, w)
         })
         .collect();
-    let mut dp = Dp { flow, weight, memo: IndexMap::new(), on_stack: IndexSet::new() };
+    let dp = Dp { flow, weight };
     let caps: f64 = capped.values().sum();
     match flow.start {
         Some(start) => {
-            let (total, path) = dp.longest(start, false);
+            let (total, path) = dp.solve(start).swap_remove(&(start, false)).unwrap_or((Some(0.0), Vec::new()));
             Worst { total: total.map(|t| t + caps), path }
         }
         None => Worst { total: Some(caps), path: Vec::new() },

@@ -1,0 +1,444 @@
+//! One analysed document: the compiler's view of it, and the queries the
+//! server answers from it.
+
+use crate::fs::FsLoader;
+use crate::position::{offset, range};
+use flow_check::{Checked, SymbolDef};
+use flow_diagnostics::{Diagnostic, FileId, Severity, SourceDb};
+use lsp_types::{
+    CompletionItem, CompletionItemKind, DiagnosticRelatedInformation, DiagnosticSeverity, DocumentSymbol, Location, NumberOrString,
+    Position, Range, SemanticToken, SymbolKind, TextEdit, Uri,
+};
+use std::collections::HashMap;
+use std::str::FromStr;
+
+/// A document checked and verified as `flowc verify` would.
+#[derive(Debug)]
+pub struct Analysis {
+    pub db: SourceDb,
+    pub root: FileId,
+    pub checked: Checked,
+    /// Checker and verifier diagnostics, sorted.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// The file-system path of a `file:` URI (percent-decoded), if it is one.
+pub fn uri_path(uri: &Uri) -> Option<String> {
+    let text = uri.as_str();
+    let rest = text.strip_prefix("file://")?;
+    let bytes = rest.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&rest[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+fn path_uri(path: &str) -> Option<Uri> {
+    let mut encoded = String::from("file://");
+    for c in path.chars() {
+        match c {
+            'A'..='Z' | 'a'..='z' | '0'..='9' | '/' | '-' | '_' | '.' | '~' => encoded.push(c),
+            other => {
+                let mut buf = [0u8; 4];
+                for b in other.encode_utf8(&mut buf).bytes() {
+                    encoded.push_str(&format!("%{b:02X}"));
+                }
+            }
+        }
+    }
+    Uri::from_str(&encoded).ok()
+}
+
+impl Analysis {
+    /// Checks `text` as the document at `uri` (imports and schemas resolve
+    /// relative to its path).
+    pub fn new(uri: &Uri, text: &str) -> Analysis {
+        let mut db = SourceDb::new();
+        let name = uri_path(uri).unwrap_or_else(|| uri.as_str().to_string());
+        let root = db.add(name, text.to_string());
+        let checked = flow_check::check_program(&mut db, root, &FsLoader);
+        let mut diagnostics = checked.diagnostics.clone();
+        if !checked.has_errors() {
+            diagnostics.extend(flow_verify::verify(&checked.program));
+        }
+        flow_diagnostics::sort_diagnostics(&mut diagnostics);
+        Analysis { db, root, checked, diagnostics }
+    }
+
+    fn text(&self) -> &str {
+        self.db.text(self.root)
+    }
+
+    fn location(&self, uri: &Uri, file: FileId, start: u32, end: u32) -> Option<Location> {
+        let file_uri = if file == self.root { uri.clone() } else { path_uri(self.db.name(file))? };
+        Some(Location { uri: file_uri, range: range(self.db.text(file), start, end) })
+    }
+
+    /// The diagnostics as the protocol shows them. Diagnostics located in
+    /// other files (an import, a schema) are shown at the top of this one.
+    pub fn lsp_diagnostics(&self, uri: &Uri) -> Vec<lsp_types::Diagnostic> {
+        self.diagnostics
+            .iter()
+            .map(|d| {
+                let primary = d.primary();
+                let (range_here, elsewhere) = match primary {
+                    Some(label) if label.file == self.root => (range(self.text(), label.span.start, label.span.end), None),
+                    Some(label) => (Range::default(), Some(self.db.name(label.file).to_string())),
+                    None => (Range::default(), None),
+                };
+                let mut related: Vec<DiagnosticRelatedInformation> = d
+                    .labels
+                    .iter()
+                    .filter(|l| !l.primary && !l.message.is_empty())
+                    .filter_map(|l| {
+                        Some(DiagnosticRelatedInformation {
+                            location: self.location(uri, l.file, l.span.start, l.span.end)?,
+                            message: l.message.clone(),
+                        })
+                    })
+                    .collect();
+                if let Some(witness) = &d.witness {
+                    for (i, step) in witness.steps.iter().enumerate() {
+                        if let Some(location) = self.location(uri, step.file, step.span.start, step.span.end) {
+                            related.push(DiagnosticRelatedInformation { location, message: format!("step {}: {}", i + 1, step.message) });
+                        }
+                    }
+                }
+                let mut message = d.message.clone();
+                if let Some(file) = elsewhere {
+                    message = format!("{file}: {message}");
+                }
+                for note in &d.notes {
+                    message.push_str(&format!("\nnote: {note}"));
+                }
+                if let Some(witness) = &d.witness {
+                    message.push_str(&format!("\nwitness: {}", witness.compact()));
+                }
+                if let Some(help) = &d.help {
+                    message.push_str(&format!("\nhelp: {help}"));
+                }
+                lsp_types::Diagnostic {
+                    range: range_here,
+                    severity: Some(match d.severity {
+                        Severity::Error => DiagnosticSeverity::ERROR,
+                        Severity::Warning => DiagnosticSeverity::WARNING,
+                    }),
+                    code: Some(NumberOrString::String(d.code.0.to_string())),
+                    source: Some("flowc".into()),
+                    message,
+                    related_information: (!related.is_empty()).then_some(related),
+                    ..Default::default()
+                }
+            })
+            .collect()
+    }
+
+    fn key_at(&self, position: Position) -> Option<&str> {
+        let at = offset(self.text(), position);
+        self.checked.symbols.key_at(self.root, at)
+    }
+
+    fn def_at(&self, position: Position) -> Option<&SymbolDef> {
+        let key = self.key_at(position)?;
+        self.checked.symbols.def(key)
+    }
+
+    pub fn hover(&self, position: Position) -> Option<String> {
+        let def = self.def_at(position)?;
+        let mut text = format!("```flow\n{}\n```\n\n{} `{}`", def.detail, def.kind, def.name);
+        if let Some(container) = &def.container {
+            text.push_str(&format!(" in workflow `{container}`"));
+        }
+        let program = &self.checked.program;
+        match def.kind.as_str() {
+            "type" => {
+                if let Some(t) = program.types.get(&def.name) {
+                    text.push_str(&format!("\n\ntype: `{}`", t.ty));
+                }
+            }
+            "node" => {
+                if let Some(node) = def.container.as_ref().and_then(|w| program.workflows.get(w)).and_then(|w| w.nodes.get(&def.name)) {
+                    text.push_str(&format!("\n\noutput: `{}`", node.output));
+                    if let flow_check::types::Ty::Named { name } = &node.output {
+                        if let Some(t) = program.types.get(name) {
+                            text.push_str(&format!("\n\n`{name}` = `{}`", t.ty));
+                        }
+                    }
+                    if let Some(budget) = node.props.get("budget") {
+                        text.push_str(&format!("\n\nbudget: `{}`", serde_json::to_string(budget).unwrap_or_default()));
+                    }
+                }
+            }
+            _ => {
+                if let Some(decl) = program.decls.get(&def.name) {
+                    for key in ["description", "input", "output", "budget", "risk", "provider", "tools"] {
+                        if let Some(value) = decl.props.get(key) {
+                            text.push_str(&format!("\n\n{key}: `{}`", show_value(value)));
+                        }
+                    }
+                }
+            }
+        }
+        Some(text)
+    }
+
+    pub fn definition(&self, uri: &Uri, position: Position) -> Option<Location> {
+        let def = self.def_at(position)?;
+        self.location(uri, def.file, def.span.start, def.span.end)
+    }
+
+    pub fn references(&self, uri: &Uri, position: Position, include_declaration: bool) -> Vec<Location> {
+        let Some(key) = self.key_at(position) else { return Vec::new() };
+        let symbols = &self.checked.symbols;
+        let mut out = Vec::new();
+        if include_declaration {
+            if let Some(def) = symbols.def(key) {
+                out.extend(self.location(uri, def.file, def.span.start, def.span.end));
+            }
+        }
+        out.extend(symbols.uses(key).filter_map(|r| self.location(uri, r.file, r.span.start, r.span.end)));
+        out
+    }
+
+    /// Edits renaming the symbol at `position` in this document, or why not.
+    pub fn rename(&self, position: Position, new_name: &str) -> Result<Vec<TextEdit>, String> {
+        let valid = new_name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && new_name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !flow_syntax::lexer::KEYWORDS.iter().any(|(k, _)| *k == new_name);
+        if !valid {
+            return Err(format!("`{new_name}` is not a valid Flow name"));
+        }
+        let key = self.key_at(position).ok_or("no symbol here")?;
+        let symbols = &self.checked.symbols;
+        let def = symbols.def(key).ok_or("no declaration for this name")?;
+        if def.file != self.root {
+            return Err(format!("`{}` is declared in another file ({})", def.name, self.db.name(def.file)));
+        }
+        let mut edits = vec![TextEdit { range: range(self.text(), def.span.start, def.span.end), new_text: new_name.to_string() }];
+        edits.extend(
+            symbols
+                .uses(key)
+                .filter(|r| r.file == self.root)
+                .map(|r| TextEdit { range: range(self.text(), r.span.start, r.span.end), new_text: new_name.to_string() }),
+        );
+        Ok(edits)
+    }
+
+    #[allow(deprecated)] // `DocumentSymbol::deprecated` must still be written.
+    pub fn document_symbols(&self) -> Vec<DocumentSymbol> {
+        let symbols = &self.checked.symbols;
+        let make = |def: &SymbolDef, children: Option<Vec<DocumentSymbol>>| {
+            let full = range(self.text(), def.span.start, def.span.end);
+            DocumentSymbol {
+                name: def.name.clone(),
+                detail: Some(def.detail.clone()),
+                kind: symbol_kind(&def.kind),
+                tags: None,
+                deprecated: None,
+                range: full,
+                selection_range: full,
+                children,
+            }
+        };
+        symbols
+            .defs
+            .iter()
+            .filter(|d| d.file == self.root && d.container.is_none())
+            .map(|def| {
+                let children: Vec<DocumentSymbol> = symbols
+                    .defs
+                    .iter()
+                    .filter(|c| c.file == self.root && c.container.as_deref() == Some(def.name.as_str()) && def.kind == "workflow")
+                    .map(|c| make(c, None))
+                    .collect();
+                make(def, (!children.is_empty()).then_some(children))
+            })
+            .collect()
+    }
+
+    pub fn completions(&self, position: Position) -> Vec<CompletionItem> {
+        let at = offset(self.text(), position);
+        let symbols = &self.checked.symbols;
+        // The workflow around the cursor, for its nodes.
+        let enclosing = symbols
+            .defs
+            .iter()
+            .filter(|d| d.kind == "workflow" && d.file == self.root && d.span.start <= at)
+            .max_by_key(|d| d.span.start)
+            .map(|d| d.name.clone());
+        let mut seen: HashMap<String, ()> = HashMap::new();
+        let mut items = Vec::new();
+        for def in &symbols.defs {
+            let in_scope = def.container.is_none() || def.container == enclosing;
+            if !in_scope || seen.insert(def.name.clone(), ()).is_some() {
+                continue;
+            }
+            items.push(CompletionItem {
+                label: def.name.clone(),
+                kind: Some(completion_kind(&def.kind)),
+                detail: Some(def.detail.clone()),
+                ..Default::default()
+            });
+        }
+        for (keyword, _) in flow_syntax::lexer::KEYWORDS {
+            items.push(CompletionItem { label: keyword.to_string(), kind: Some(CompletionItemKind::KEYWORD), ..Default::default() });
+        }
+        for primitive in flow_check::types::PRIMITIVES {
+            if seen.insert(primitive.to_string(), ()).is_none() {
+                items.push(CompletionItem {
+                    label: primitive.to_string(),
+                    kind: Some(CompletionItemKind::TYPE_PARAMETER),
+                    ..Default::default()
+                });
+            }
+        }
+        items
+    }
+
+    /// Semantic tokens from the lexer, names classified by the symbol index.
+    pub fn semantic_tokens(&self) -> Vec<SemanticToken> {
+        use flow_syntax::lexer::TokenKind as T;
+        let text = self.text();
+        let symbols = &self.checked.symbols;
+        let kind_of_span = |start: u32| -> Option<&str> {
+            symbols.defs.iter().find(|d| d.file == self.root && d.span.start == start).map(|d| d.kind.as_str()).or_else(|| {
+                let r = symbols.refs.iter().find(|r| r.file == self.root && r.span.start == start)?;
+                symbols.def(&r.key).map(|d| d.kind.as_str())
+            })
+        };
+        let mut out = Vec::new();
+        let (mut last_line, mut last_start) = (0u32, 0u32);
+        for token in flow_syntax::lexer::lex(text) {
+            let class = match token.kind {
+                T::LineComment | T::BlockComment => Some(TOKEN_COMMENT),
+                T::String => Some(TOKEN_STRING),
+                T::Number | T::Money => Some(TOKEN_NUMBER),
+                T::Ident => match kind_of_span(token.span.start) {
+                    Some("type") => Some(TOKEN_TYPE),
+                    Some("node" | "gate") => Some(TOKEN_VARIABLE),
+                    Some("evaluator") => Some(TOKEN_FUNCTION),
+                    Some(_) => Some(TOKEN_CLASS),
+                    None => None,
+                },
+                kind if kind.is_keyword() => Some(TOKEN_KEYWORD),
+                T::Arrow | T::FatArrow | T::EqEq | T::NotEq | T::LtEq | T::GtEq | T::Lt | T::Gt | T::Pipe => Some(TOKEN_OPERATOR),
+                _ => None,
+            };
+            let Some(class) = class else { continue };
+            // Tokens spanning lines (block comments) are split per line.
+            let mut start = token.span.start;
+            let slice = &text[token.span.range()];
+            for piece in slice.split_inclusive('\n') {
+                let piece_text = piece.trim_end_matches('\n');
+                let position = crate::position::position(text, start);
+                let length = piece_text.encode_utf16().count() as u32;
+                if length > 0 {
+                    let delta_line = position.line - last_line;
+                    let delta_start = if delta_line == 0 { position.character - last_start } else { position.character };
+                    out.push(SemanticToken { delta_line, delta_start, length, token_type: class, token_modifiers_bitset: 0 });
+                    last_line = position.line;
+                    last_start = position.character;
+                }
+                start += piece.len() as u32;
+            }
+        }
+        out
+    }
+}
+
+pub const TOKEN_KEYWORD: u32 = 0;
+pub const TOKEN_STRING: u32 = 1;
+pub const TOKEN_NUMBER: u32 = 2;
+pub const TOKEN_COMMENT: u32 = 3;
+pub const TOKEN_OPERATOR: u32 = 4;
+pub const TOKEN_TYPE: u32 = 5;
+pub const TOKEN_CLASS: u32 = 6;
+pub const TOKEN_FUNCTION: u32 = 7;
+pub const TOKEN_VARIABLE: u32 = 8;
+
+/// The legend, in the order of the constants above.
+pub const TOKEN_TYPES: &[&str] = &["keyword", "string", "number", "comment", "operator", "type", "class", "function", "variable"];
+
+fn symbol_kind(kind: &str) -> SymbolKind {
+    match kind {
+        "workflow" => SymbolKind::MODULE,
+        "type" => SymbolKind::STRUCT,
+        "agent" => SymbolKind::CLASS,
+        "tool" | "evaluator" => SymbolKind::FUNCTION,
+        "node" => SymbolKind::VARIABLE,
+        "gate" => SymbolKind::EVENT,
+        "machine" => SymbolKind::ENUM,
+        "policy" => SymbolKind::INTERFACE,
+        "budget" | "contract" => SymbolKind::OBJECT,
+        _ => SymbolKind::CONSTANT,
+    }
+}
+
+fn completion_kind(kind: &str) -> CompletionItemKind {
+    match kind {
+        "type" => CompletionItemKind::STRUCT,
+        "agent" => CompletionItemKind::CLASS,
+        "tool" | "evaluator" => CompletionItemKind::FUNCTION,
+        "node" => CompletionItemKind::VARIABLE,
+        "gate" => CompletionItemKind::EVENT,
+        "workflow" => CompletionItemKind::MODULE,
+        _ => CompletionItemKind::REFERENCE,
+    }
+}
+
+fn show_value(value: &flow_check::ir::Value) -> String {
+    use flow_check::ir::Value;
+    match value {
+        Value::Str(s) => format!("\"{s}\""),
+        Value::Type(t) => t.to_string(),
+        Value::Ref { name, .. } | Value::Word(name) => name.clone(),
+        Value::List(items) => format!("[{}]", items.iter().map(show_value).collect::<Vec<_>>().join(", ")),
+        Value::Record(fields) => {
+            format!("{{ {} }}", fields.iter().map(|(k, v)| format!("{k}: {}", show_value(v))).collect::<Vec<_>>().join(", "))
+        }
+        Value::Int(i) => i.to_string(),
+        Value::Money(m) => format!("${m:.2}"),
+        Value::Bool(b) => b.to_string(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLEAN: &str = "provider local: scripted\nagent writer { provider: local }\ntype Draft = { title: string, sections: [string] }\n\nworkflow w {\n  start: draft\n  node draft: agent writer { output: Draft }\n  node done: end ok\n  draft -> done when len(draft.sections) > 0\n  draft -> done else\n}\n";
+
+    fn analysis() -> (Uri, Analysis) {
+        let uri = Uri::from_str("file:///tmp/clean.flow").unwrap();
+        let a = Analysis::new(&uri, CLEAN);
+        (uri, a)
+    }
+
+    #[test]
+    fn symbols_of_a_clean_file() {
+        let (_, a) = analysis();
+        assert!(a.diagnostics.is_empty(), "{:?}", a.diagnostics);
+        let names: Vec<String> = a.document_symbols().into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["local", "writer", "Draft", "w"]);
+    }
+
+    #[test]
+    fn references_and_rename_of_a_node() {
+        let (uri, a) = analysis();
+        let at = crate::position::position(CLEAN, CLEAN.find("draft.sections").unwrap() as u32 + 1);
+        assert_eq!(a.references(&uri, at, true).len(), 5);
+        assert_eq!(a.rename(at, "sketch").unwrap().len(), 5);
+        assert!(a.rename(at, "node").is_err(), "keywords are refused");
+    }
+}

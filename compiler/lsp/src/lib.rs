@@ -1,0 +1,19 @@
+//! The Flow language server (`flowc lsp`).
+//!
+//! Architecture invariant: only this crate knows LSP. It turns editor
+//! requests into calls on the compiler (`flow-check`, `flow-verify`) and
+//! the compiler's answers (diagnostics, the symbol index) into protocol
+//! messages. Diagnostics are the very ones `flowc verify` prints, with the
+//! same codes and messages; witness paths become related locations.
+//!
+//! Like `flowc`, this crate is an I/O boundary: it reads imported modules
+//! and schema files from disk through [`fs::FsLoader`].
+#![allow(clippy::disallowed_methods)]
+
+pub mod analysis;
+pub mod fs;
+mod position;
+mod server;
+
+pub use analysis::Analysis;
+pub use server::run_stdio;

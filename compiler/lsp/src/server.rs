@@ -1,0 +1,195 @@
+//! The message loop: documents in, answers and diagnostics out.
+
+use crate::analysis::{Analysis, TOKEN_TYPES};
+use lsp_server::{Connection, Message, Notification, Request, RequestId, Response};
+use lsp_types::notification::{DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Notification as _, PublishDiagnostics};
+use lsp_types::request::{
+    Completion, DocumentSymbolRequest, GotoDefinition, HoverRequest, References, Rename, Request as _, SemanticTokensFullRequest,
+};
+use lsp_types::{
+    CompletionOptions, CompletionParams, CompletionResponse, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
+    DidOpenTextDocumentParams, DocumentSymbolParams, DocumentSymbolResponse, GotoDefinitionParams, GotoDefinitionResponse, Hover,
+    HoverContents, HoverParams, HoverProviderCapability, MarkupContent, MarkupKind, OneOf, PublishDiagnosticsParams, ReferenceParams,
+    RenameParams, SemanticTokens, SemanticTokensFullOptions, SemanticTokensLegend, SemanticTokensOptions, SemanticTokensParams,
+    SemanticTokensResult, SemanticTokensServerCapabilities, ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
+    WorkspaceEdit,
+};
+use std::collections::HashMap;
+
+struct Document {
+    version: i32,
+    analysis: Analysis,
+}
+
+/// Serves LSP over stdin/stdout until the client shuts the server down.
+pub fn run_stdio() -> Result<(), String> {
+    let (connection, io_threads) = Connection::stdio();
+    serve(&connection)?;
+    drop(connection);
+    io_threads.join().map_err(|e| e.to_string())
+}
+
+fn capabilities() -> ServerCapabilities {
+    ServerCapabilities {
+        text_document_sync: Some(TextDocumentSyncCapability::Kind(TextDocumentSyncKind::FULL)),
+        hover_provider: Some(HoverProviderCapability::Simple(true)),
+        definition_provider: Some(OneOf::Left(true)),
+        references_provider: Some(OneOf::Left(true)),
+        document_symbol_provider: Some(OneOf::Left(true)),
+        rename_provider: Some(OneOf::Left(true)),
+        completion_provider: Some(CompletionOptions { trigger_characters: Some(vec![".".into(), ":".into()]), ..Default::default() }),
+        semantic_tokens_provider: Some(SemanticTokensServerCapabilities::SemanticTokensOptions(SemanticTokensOptions {
+            legend: SemanticTokensLegend { token_types: TOKEN_TYPES.iter().map(|t| (*t).into()).collect(), token_modifiers: Vec::new() },
+            full: Some(SemanticTokensFullOptions::Bool(true)),
+            range: None,
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+/// Runs the server on a connection (stdio, or in memory for tests).
+pub fn serve(connection: &Connection) -> Result<(), String> {
+    let capabilities = serde_json::to_value(capabilities()).map_err(|e| e.to_string())?;
+    connection.initialize(capabilities).map_err(|e| e.to_string())?;
+    let mut documents: HashMap<String, Document> = HashMap::new();
+    for message in &connection.receiver {
+        match message {
+            Message::Request(request) => {
+                if connection.handle_shutdown(&request).map_err(|e| e.to_string())? {
+                    return Ok(());
+                }
+                let response = handle_request(&documents, request);
+                connection.sender.send(Message::Response(response)).map_err(|e| e.to_string())?;
+            }
+            Message::Notification(notification) => {
+                if let Some(uri) = handle_notification(&mut documents, notification) {
+                    publish(connection, &documents, &uri)?;
+                }
+            }
+            Message::Response(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn publish(connection: &Connection, documents: &HashMap<String, Document>, uri: &Uri) -> Result<(), String> {
+    let (diagnostics, version) = match documents.get(uri.as_str()) {
+        Some(doc) => (doc.analysis.lsp_diagnostics(uri), Some(doc.version)),
+        None => (Vec::new(), None),
+    };
+    let params = PublishDiagnosticsParams { uri: uri.clone(), diagnostics, version };
+    connection.sender.send(Message::Notification(Notification::new(PublishDiagnostics::METHOD.into(), params))).map_err(|e| e.to_string())
+}
+
+/// Applies a document notification; returns the URI whose diagnostics changed.
+fn handle_notification(documents: &mut HashMap<String, Document>, notification: Notification) -> Option<Uri> {
+    match notification.method.as_str() {
+        DidOpenTextDocument::METHOD => {
+            let params: DidOpenTextDocumentParams = serde_json::from_value(notification.params).ok()?;
+            let doc = params.text_document;
+            let analysis = Analysis::new(&doc.uri, &doc.text);
+            documents.insert(doc.uri.as_str().to_string(), Document { version: doc.version, analysis });
+            Some(doc.uri)
+        }
+        DidChangeTextDocument::METHOD => {
+            let params: DidChangeTextDocumentParams = serde_json::from_value(notification.params).ok()?;
+            // Full sync: the last change holds the whole text.
+            let text = params.content_changes.into_iter().last()?.text;
+            let uri = params.text_document.uri;
+            let analysis = Analysis::new(&uri, &text);
+            documents.insert(uri.as_str().to_string(), Document { version: params.text_document.version, analysis });
+            Some(uri)
+        }
+        DidCloseTextDocument::METHOD => {
+            let params: DidCloseTextDocumentParams = serde_json::from_value(notification.params).ok()?;
+            documents.remove(params.text_document.uri.as_str());
+            Some(params.text_document.uri)
+        }
+        _ => None,
+    }
+}
+
+fn ok<T: serde::Serialize>(id: RequestId, value: T) -> Response {
+    Response::new_ok(id, value)
+}
+
+fn invalid(id: RequestId, message: String) -> Response {
+    Response::new_err(id, lsp_server::ErrorCode::InvalidParams as i32, message)
+}
+
+fn handle_request(documents: &HashMap<String, Document>, request: Request) -> Response {
+    let id = request.id.clone();
+    let doc_of = |uri: &Uri| documents.get(uri.as_str()).map(|d| &d.analysis);
+    match request.method.as_str() {
+        HoverRequest::METHOD => match serde_json::from_value::<HoverParams>(request.params) {
+            Ok(params) => {
+                let at = params.text_document_position_params;
+                let hover = doc_of(&at.text_document.uri).and_then(|a| a.hover(at.position)).map(|text| Hover {
+                    contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: text }),
+                    range: None,
+                });
+                ok(id, hover)
+            }
+            Err(e) => invalid(id, e.to_string()),
+        },
+        GotoDefinition::METHOD => match serde_json::from_value::<GotoDefinitionParams>(request.params) {
+            Ok(params) => {
+                let at = params.text_document_position_params;
+                let uri = at.text_document.uri;
+                let location = doc_of(&uri).and_then(|a| a.definition(&uri, at.position));
+                ok(id, location.map(GotoDefinitionResponse::Scalar))
+            }
+            Err(e) => invalid(id, e.to_string()),
+        },
+        References::METHOD => match serde_json::from_value::<ReferenceParams>(request.params) {
+            Ok(params) => {
+                let at = params.text_document_position;
+                let uri = at.text_document.uri;
+                let locations =
+                    doc_of(&uri).map(|a| a.references(&uri, at.position, params.context.include_declaration)).unwrap_or_default();
+                ok(id, locations)
+            }
+            Err(e) => invalid(id, e.to_string()),
+        },
+        DocumentSymbolRequest::METHOD => match serde_json::from_value::<DocumentSymbolParams>(request.params) {
+            Ok(params) => {
+                let symbols = doc_of(&params.text_document.uri).map(|a| a.document_symbols()).unwrap_or_default();
+                ok(id, DocumentSymbolResponse::Nested(symbols))
+            }
+            Err(e) => invalid(id, e.to_string()),
+        },
+        Completion::METHOD => match serde_json::from_value::<CompletionParams>(request.params) {
+            Ok(params) => {
+                let at = params.text_document_position;
+                let items = doc_of(&at.text_document.uri).map(|a| a.completions(at.position)).unwrap_or_default();
+                ok(id, CompletionResponse::Array(items))
+            }
+            Err(e) => invalid(id, e.to_string()),
+        },
+        Rename::METHOD => match serde_json::from_value::<RenameParams>(request.params) {
+            Ok(params) => {
+                let at = params.text_document_position;
+                let uri = at.text_document.uri;
+                match doc_of(&uri).map(|a| a.rename(at.position, &params.new_name)) {
+                    Some(Ok(edits)) => {
+                        #[allow(clippy::mutable_key_type)] // `Uri` is the protocol's key type.
+                        let changes: HashMap<Uri, Vec<lsp_types::TextEdit>> = HashMap::from([(uri, edits)]);
+                        ok(id, WorkspaceEdit { changes: Some(changes), ..Default::default() })
+                    }
+                    Some(Err(why)) => invalid(id, why),
+                    None => invalid(id, "the document is not open".into()),
+                }
+            }
+            Err(e) => invalid(id, e.to_string()),
+        },
+        SemanticTokensFullRequest::METHOD => match serde_json::from_value::<SemanticTokensParams>(request.params) {
+            Ok(params) => {
+                let data = doc_of(&params.text_document.uri).map(|a| a.semantic_tokens()).unwrap_or_default();
+                ok(id, SemanticTokensResult::Tokens(SemanticTokens { result_id: None, data }))
+            }
+            Err(e) => invalid(id, e.to_string()),
+        },
+        other => Response::new_err(id, lsp_server::ErrorCode::MethodNotFound as i32, format!("unsupported request {other}")),
+    }
+}

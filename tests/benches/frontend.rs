@@ -29,8 +29,9 @@ use flow_tests::generate::workflow;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-/// Nodes of the workflow lexed and parsed: about 2.7 MB of source.
-const TEXT_NODES: usize = 10_000;
+/// Size of the source lexed and parsed: the smallest generated workflow
+/// (a multiple of 1,000 nodes) at least this long.
+const TEXT_BYTES: usize = 2_500_000;
 const SEED: u64 = 2024;
 /// Workflow sizes checked end to end.
 const CHECK_NODES: &[usize] = &[1_000, 10_000];
@@ -94,6 +95,20 @@ fn bench_check(c: &mut Criterion, sources: &[&(usize, String)]) {
         });
     }
     group.finish();
+}
+
+/// A generated workflow of at least `bytes` bytes (the node count scaled
+/// from a 1,000-node sample, then grown until long enough).
+fn text_of_size(bytes: usize) -> String {
+    let per_node = workflow(1_000, SEED).len() as f64 / 1_000.0;
+    let mut nodes = ((bytes as f64 / per_node) / 1_000.0).ceil().max(1.0) as usize * 1_000;
+    loop {
+        let source = workflow(nodes, SEED);
+        if source.len() >= bytes {
+            return source;
+        }
+        nodes += 1_000;
+    }
 }
 
 /// The median of five timed runs of `f`, after one untimed run. What `f`
@@ -173,7 +188,7 @@ fn summary(source: &str, sources: &[(usize, String)], probes: &[(Duration, usize
 }
 
 fn main() {
-    let source = workflow(TEXT_NODES, SEED);
+    let source = text_of_size(TEXT_BYTES);
     let sources: Vec<(usize, String)> = CHECK_NODES.iter().map(|&n| (n, workflow(n, SEED))).collect();
     // `cargo test --benches` runs this binary in test mode: no timings then.
     let test_mode = std::env::args().any(|a| a == "--test" || a == "--list");

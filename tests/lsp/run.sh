@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 python3 -m pip install --quiet --disable-pip-version-check "pygls>=2,<3"
-cargo build --locked --quiet -p flowc
+cargo build --release --locked --quiet -p flowc
 mkdir -p target
-FLOWC="$PWD/target/debug/flowc" python3 tests/lsp/test_lsp.py
+FLOWC="$PWD/target/release/flowc" python3 tests/lsp/test_lsp.py

@@ -27,10 +27,15 @@ pub(crate) struct ParsedFile {
     pub imported: bool,
 }
 
-/// What names an expression may use, and what they mean.
+/// What names an expression may use. Names resolve through a chain —
+/// quantifier variables, the declaration's variables (`extra_vars`), then
+/// the environment (`payload`, the workflow's nodes and `input`) — without
+/// copying the workflow into a map per expression.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Scope {
-    pub vars: IndexMap<String, Ty>,
+    pub env: Option<Env>,
+    /// Variables bound by quantifiers, innermost last.
+    pub vars: Vec<(String, Ty)>,
 }
 
 /// The workflow being checked, if any: its nodes and their outputs.
@@ -946,26 +951,48 @@ impl<'a> Checker<'a> {
     }
 
     pub fn env_scope(&self, env: Env) -> Scope {
-        let mut scope = Scope::default();
-        match env {
-            Env::Nodes | Env::Payload => {
-                if let Some(workflow) = &self.workflow {
-                    scope.vars.insert("input".into(), workflow.input.clone());
-                    for (name, (_, ty, _)) in &workflow.nodes {
-                        scope.vars.insert(name.clone(), ty.clone());
-                    }
-                }
+        Scope { env: Some(env), vars: Vec::new() }
+    }
+
+    /// The type of variable `name` in `scope`, if it names one.
+    pub fn lookup(&self, scope: &Scope, name: &str) -> Option<Ty> {
+        if let Some((_, ty)) = scope.vars.iter().rev().find(|(n, _)| n == name) {
+            return Some(ty.clone());
+        }
+        if let Some(ty) = self.extra_vars.get(name) {
+            return Some(ty.clone());
+        }
+        let env = scope.env?;
+        if env == Env::Payload && name == "payload" {
+            return Some(self.workflow.as_ref().and_then(|w| w.payload.clone()).unwrap_or(Ty::Any));
+        }
+        if matches!(env, Env::Nodes | Env::Payload) {
+            let workflow = self.workflow.as_ref()?;
+            if let Some((_, ty, _)) = workflow.nodes.get(name) {
+                return Some(ty.clone());
             }
-            Env::Output | Env::Input | Env::Task => {}
+            if name == "input" {
+                return Some(workflow.input.clone());
+            }
         }
-        if env == Env::Payload {
-            let payload = self.workflow.as_ref().and_then(|w| w.payload.clone()).unwrap_or(Ty::Any);
-            scope.vars.insert("payload".into(), payload);
+        None
+    }
+
+    /// Every name `scope` defines (for "did you mean" and notes; only
+    /// computed when a lookup failed).
+    pub fn scope_names(&self, scope: &Scope) -> Vec<String> {
+        let mut names: Vec<String> = scope.vars.iter().map(|(n, _)| n.clone()).collect();
+        names.extend(self.extra_vars.keys().cloned());
+        if scope.env == Some(Env::Payload) {
+            names.push("payload".into());
         }
-        for (name, ty) in &self.extra_vars {
-            scope.vars.insert(name.clone(), ty.clone());
+        if matches!(scope.env, Some(Env::Nodes | Env::Payload)) {
+            if let Some(workflow) = &self.workflow {
+                names.push("input".into());
+                names.extend(workflow.nodes.keys().cloned());
+            }
         }
-        scope
+        names
     }
 
     fn check_node_ref(&mut self, name: &str, span: Span) -> bool {

@@ -62,16 +62,16 @@ impl Checker<'_> {
             ExprKind::String(s) => texpr(TExprKind::Literal { value: Box::new(Value::Str(s.clone())) }, Ty::String),
             ExprKind::Bool(b) => texpr(TExprKind::Literal { value: Box::new(Value::Bool(*b)) }, Ty::Bool),
             ExprKind::Null => texpr(TExprKind::Literal { value: Box::new(Value::Str(String::new())) }, Ty::Null),
-            ExprKind::Name(name) => match scope.vars.get(name) {
+            ExprKind::Name(name) => match self.lookup(scope, name) {
                 Some(ty) => {
                     let node_key = self.workflow.as_ref().filter(|w| w.nodes.contains_key(name)).map(|w| format!("{}::{name}", w.name));
                     if let Some(key) = node_key {
                         self.reference(key, expr.span);
                     }
-                    texpr(TExprKind::Var { name: name.clone() }, ty.clone())
+                    texpr(TExprKind::Var { name: name.clone() }, ty)
                 }
                 None => {
-                    let candidates: Vec<String> = scope.vars.keys().cloned().collect();
+                    let candidates: Vec<String> = self.scope_names(scope);
                     let mut diagnostic =
                         Diagnostic::new(codes::UNDEFINED_NAME, self.file, expr.span, format!("undefined name `{name}` in this expression"))
                             .with_primary_message("not in scope");
@@ -206,7 +206,7 @@ impl Checker<'_> {
                     }
                 };
                 let mut inner = scope.clone();
-                inner.vars.insert(var.text.clone(), item);
+                inner.vars.push((var.text.clone(), item));
                 let predicate = self.type_expr(predicate, &inner);
                 self.expect_bool(&predicate, expr, "a quantifier's condition");
                 let q = if *quantifier == Quantifier::All { "all" } else { "any" };

@@ -59,6 +59,15 @@ enum Command {
         #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
         format: GraphFormat,
     },
+    /// Format .flow files in place in the one canonical layout (comments
+    /// kept). With --check, change nothing: list the files that would
+    /// change and exit 1 if there are any.
+    Fmt {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        check: bool,
+    },
     /// Print the JSON Schema of plans (published as stdlib/schemas/plan.schema.json).
     PlanSchema,
     /// Run the language server over stdin/stdout (for editors).
@@ -91,6 +100,8 @@ enum Emit {
 enum GraphFormat {
     Dot,
     Mermaid,
+    /// Nodes and edges as JSON (the benchmark exchange format).
+    Json,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,6 +119,7 @@ fn main() -> ExitCode {
         Command::Verify { files, format, color, obligations } => verify(&files, format, color, obligations.as_deref()),
         Command::Build { file, output, emit } => build(&file, &output, emit),
         Command::Graph { file, format } => graph(&file, format),
+        Command::Fmt { files, check } => fmt(&files, check),
         Command::PlanSchema => {
             println!("{}", serde_json::to_string_pretty(&flow_check::plan::plan_schema()).unwrap_or_default());
             ExitCode::SUCCESS
@@ -264,6 +276,54 @@ fn build(path: &Path, output: &Path, emit: Emit) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn fmt(files: &[PathBuf], check: bool) -> ExitCode {
+    let mut db = SourceDb::new();
+    let mut failed = false;
+    let mut unformatted = 0;
+    for path in files {
+        let source = match read_source(path) {
+            Ok(source) => source,
+            Err(error) => return fail(error),
+        };
+        let file = db.add(normalize(path), source.clone());
+        match flow_fmt::format_file(file, &source) {
+            Ok(text) if text == source => {}
+            Ok(text) if check => {
+                unformatted += 1;
+                println!("would reformat {}", path.display());
+                let _ = text;
+            }
+            Ok(text) => {
+                if let Err(error) = write_file(path, &text) {
+                    return fail(error);
+                }
+                println!("formatted {}", path.display());
+            }
+            Err(flow_fmt::FormatError::Syntax(diagnostics)) => {
+                failed = true;
+                let mut err = StandardStream::stderr(color_choice(Color::Auto, std::io::stderr().is_terminal()));
+                let _ = render::emit(&mut err, &db, &diagnostics);
+                eprintln!("flowc: not formatting {}: it has syntax errors", path.display());
+            }
+            Err(flow_fmt::FormatError::Internal(message)) => {
+                failed = true;
+                eprintln!(
+                    "flowc: not formatting {}: the formatter would change its meaning ({message}); please report this",
+                    path.display()
+                );
+            }
+        }
+    }
+    if check && unformatted > 0 {
+        eprintln!("flowc: {unformatted} of {} files would be reformatted", files.len());
+    }
+    if failed || unformatted > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 fn graph(path: &Path, format: GraphFormat) -> ExitCode {
     let mut db = SourceDb::new();
     let compiled = match compile(&mut db, path) {
@@ -279,6 +339,7 @@ fn graph(path: &Path, format: GraphFormat) -> ExitCode {
     let text = match format {
         GraphFormat::Dot => flow_verify::render::dot(&compiled.checked.program),
         GraphFormat::Mermaid => flow_verify::render::mermaid(&compiled.checked.program),
+        GraphFormat::Json => serde_json::to_string_pretty(&flow_verify::render::json(&compiled.checked.program)).unwrap_or_default() + "\n",
     };
     print!("{text}");
     ExitCode::SUCCESS

@@ -291,3 +291,38 @@ fn graph_renders_valid_dot_and_mermaid() {
     assert!(mermaid.starts_with("flowchart LR"));
     assert!(mermaid.contains("max_rounds 4"), "loop bounds are visible");
 }
+
+#[test]
+fn fmt_check_passes_on_every_example_and_rewrites_in_place() {
+    let mut files = examples();
+    files.extend(["stdlib/evidence.flow".to_string(), "stdlib/delegation.flow".to_string()]);
+    let mut args = vec!["fmt", "--check"];
+    args.extend(files.iter().map(String::as_str));
+    let (code, stdout, stderr) = flowc(&args);
+    assert_eq!(code, 0, "examples are not canonically formatted:\n{stdout}{stderr}");
+    // A messy file is rewritten, then checks clean; comments survive.
+    let dir = temp_dir("fmt");
+    let file = dir.join("messy.flow");
+    std::fs::write(&file, "provider local:scripted\n// the writer\nagent writer{provider:local;}\n").unwrap();
+    let (code, stdout, _) = flowc(&["fmt", "--check", file.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(stdout.contains("would reformat"));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "provider local:scripted\n// the writer\nagent writer{provider:local;}\n",
+        "--check changes nothing"
+    );
+    let (code, _, _) = flowc(&["fmt", file.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let formatted = std::fs::read_to_string(&file).unwrap();
+    assert!(formatted.contains("// the writer"));
+    assert!(formatted.contains("agent writer { provider: local }"), "{formatted}");
+    let (code, _, _) = flowc(&["fmt", "--check", file.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    // Syntax errors: refused, file untouched.
+    std::fs::write(&file, "agent {").unwrap();
+    let (code, _, stderr) = flowc(&["fmt", file.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("syntax errors"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "agent {");
+}

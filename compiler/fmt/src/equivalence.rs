@@ -1,7 +1,7 @@
 //! Syntax-tree equivalence up to layout: two files are equivalent when their
 //! ASTs are equal once every span is erased.
 //!
-//! The formatter's contract is that it changes layout only; [`crate::format`]
+//! The formatter's contract is that it changes layout only; [`crate::format()`]
 //! checks its own output against the input with [`equivalent`] before
 //! returning it.
 

@@ -1,6 +1,6 @@
 //! The canonical formatter of Flow sources, behind `flowc fmt`.
 //!
-//! [`format`] parses a file, refuses it if it has syntax errors, and
+//! [`format()`] parses a file, refuses it if it has syntax errors, and
 //! otherwise prints its syntax tree in the one canonical layout, carrying
 //! every comment over from the token stream (the lexer is lossless). The
 //! output parses to the same tree (spans aside) with the same comments in
@@ -36,9 +36,12 @@
 //!   `, ` between elements, `not x`, `-x`, `T?`, `a.b`, `f(x)`, `xs[0]`.
 //! * **Parentheses** the author wrote are kept (once, however many were
 //!   nested); parentheses the precedence requires are always present.
+//! * **Long chains** of `and`, `or` or `|` that do not fit are broken
+//!   before each operator, continuation lines indented 2 more:
+//!   `until: a\n      and b\n      and c`. No other expression is broken
+//!   across lines, and **policy formulas** always stay on one line.
 //! * **Literals** are printed as written (`1_000`, `30s`, `$0.25`, string
-//!   escapes). Expressions other than lists, objects and calls, and policy
-//!   formulas, are never broken across lines.
+//!   escapes).
 //! * **Comments** (`//` and `/* */`) are kept, in order. A comment that
 //!   started its source line stays on its own line at the indentation of
 //!   what follows it (one blank line kept before it as for entries); a
@@ -109,7 +112,7 @@ pub fn format(source: &str) -> Result<String, FormatError> {
     format_file(FileId(0), source)
 }
 
-/// [`format`], with the diagnostics of a refusal reported against `file`
+/// [`format()`], with the diagnostics of a refusal reported against `file`
 /// (so they render with the caller's `SourceDb`).
 pub fn format_file(file: FileId, source: &str) -> Result<String, FormatError> {
     let parsed = flow_syntax::parse(file, source);
@@ -134,7 +137,7 @@ pub fn format_file(file: FileId, source: &str) -> Result<String, FormatError> {
 }
 
 /// Whether `source` is already canonically formatted (`flowc fmt --check`).
-/// Refuses, like [`format`], a source with syntax errors.
+/// Refuses, like [`format()`], a source with syntax errors.
 pub fn is_formatted(source: &str) -> Result<bool, FormatError> {
     Ok(format(source)? == source)
 }

@@ -760,7 +760,6 @@ impl<'s> Printer<'s> {
     /// follows it on the line (for the fits-on-one-line decisions).
     fn expr(&mut self, e: &Expr, min: u8, trail: usize) {
         self.flush(e.span.start);
-        // A bare `any`/`all` followed by `(` would read as a quantifier.
         let parens = self.parenthesized(e.span) || expr_prec(e) < min;
         if parens {
             self.write("(");
@@ -800,6 +799,7 @@ impl<'s> Printer<'s> {
                 self.write(&name.text);
             }
             ExprKind::Call { callee, args } => {
+                // A bare `any`/`all` followed by `(` would read as a quantifier.
                 let callee_min = if matches!(callee.kind, ExprKind::QuantifierWord(_)) { prec::PRIMARY + 1 } else { prec::POSTFIX };
                 self.expr(callee, callee_min, 1);
                 let open = self.token_at_or_after(callee.span.end).map(|t| t.span.start).unwrap_or(callee.span.end);

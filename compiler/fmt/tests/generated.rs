@@ -22,19 +22,50 @@ fn join(parts: Vec<Tokens>) -> Tokens {
 }
 
 fn name() -> impl Strategy<Value = String> {
-    prop::sample::select(vec!["a", "b", "research", "x_1", "steps", "_t", "Scene"]).prop_map(str::to_string)
+    prop::sample::select(vec!["a", "b", "research", "x_1", "steps", "_t", "Scene", "a_rather_long_identifier_that_forces_lines_to_wrap"])
+        .prop_map(str::to_string)
 }
 
 /// Property keys and field names: any word, keywords included.
 fn key() -> impl Strategy<Value = String> {
-    prop::sample::select(vec!["provider", "tools", "when", "else", "and", "in", "until", "agent", "on", "x"]).prop_map(str::to_string)
+    prop::sample::select(vec![
+        "provider",
+        "tools",
+        "when",
+        "else",
+        "and",
+        "in",
+        "until",
+        "agent",
+        "on",
+        "x",
+        "another_quite_long_property_key",
+    ])
+    .prop_map(str::to_string)
 }
 
 fn leaf() -> impl Strategy<Value = Tokens> {
     prop_oneof![
         name().prop_map(|n| vec![n]),
-        prop::sample::select(vec!["1", "30s", "1_000", "2.50", "10%", "400k", "$5", "$0.25", "\"s\"", "\"a\\\"b\\n\"", "true", "false", "null", "all", "any"])
-            .prop_map(|s| vec![s.to_string()]),
+        prop::sample::select(vec![
+            "1",
+            "30s",
+            "1_000",
+            "2.50",
+            "10%",
+            "400k",
+            "$5",
+            "$0.25",
+            "\"s\"",
+            "\"a\\\"b\\n\"",
+            "true",
+            "false",
+            "null",
+            "all",
+            "any",
+            "\"a string literal long enough to need a line of its own\""
+        ])
+        .prop_map(|s| vec![s.to_string()]),
     ]
 }
 
@@ -63,8 +94,11 @@ fn expr() -> impl Strategy<Value = Tokens> {
     leaf().prop_recursive(4, 40, 4, |inner| {
         let op = prop::sample::select(vec!["|", "or", "and", "==", "!=", "<", "<=", ">", ">=", "in", "+", "-", "*", "/"]);
         prop_oneof![
-            (inner.clone(), op, inner.clone(), any::<bool>(), any::<bool>())
-                .prop_map(|(l, op, r, pl, pr)| join(vec![maybe_parens(l, pl), toks(&[op]), maybe_parens(r, pr)])),
+            (inner.clone(), op, inner.clone(), any::<bool>(), any::<bool>()).prop_map(|(l, op, r, pl, pr)| join(vec![
+                maybe_parens(l, pl),
+                toks(&[op]),
+                maybe_parens(r, pr)
+            ])),
             (inner.clone(), any::<bool>()).prop_map(|(e, p)| join(vec![toks(&["not"]), maybe_parens(e, p)])),
             (inner.clone(), any::<bool>()).prop_map(|(e, p)| join(vec![toks(&["-"]), maybe_parens(e, p)])),
             (inner.clone(), key()).prop_map(|(e, k)| join(vec![maybe_parens(e, true), toks(&[".", &k])])),
@@ -80,8 +114,11 @@ fn expr() -> impl Strategy<Value = Tokens> {
             }),
             (inner.clone(), inner.clone()).prop_map(|(b, i)| join(vec![maybe_parens(b, true), toks(&["["]), i, toks(&["]"])])),
             inner.clone().prop_map(|e| join(vec![maybe_parens(e, true), toks(&["?"])])),
-            (prop::collection::vec(inner.clone(), 0..4), any::<bool>())
-                .prop_map(|(items, t)| join(vec![toks(&["["]), comma_list(items, t), toks(&["]"])])),
+            (prop::collection::vec(inner.clone(), 0..4), any::<bool>()).prop_map(|(items, t)| join(vec![
+                toks(&["["]),
+                comma_list(items, t),
+                toks(&["]"])
+            ])),
             (prop::collection::vec((key(), any::<bool>(), inner.clone()), 0..4), any::<bool>()).prop_map(|(fields, t)| {
                 let fields = fields
                     .into_iter()
@@ -89,8 +126,13 @@ fn expr() -> impl Strategy<Value = Tokens> {
                     .collect();
                 join(vec![toks(&["{"]), comma_list(fields, t), toks(&["}"])])
             }),
-            (prop::sample::select(vec!["all", "any"]), name(), inner.clone(), inner.clone())
-                .prop_map(|(q, v, l, p)| join(vec![toks(&[q, "(", &v, "in"]), l, toks(&[":"]), p, toks(&[")"])])),
+            (prop::sample::select(vec!["all", "any"]), name(), inner.clone(), inner.clone()).prop_map(|(q, v, l, p)| join(vec![
+                toks(&[q, "(", &v, "in"]),
+                l,
+                toks(&[":"]),
+                p,
+                toks(&[")"])
+            ])),
             inner.prop_map(|e| maybe_parens(e, true)),
         ]
     })
@@ -107,8 +149,12 @@ fn formula() -> impl Strategy<Value = Tokens> {
         prop_oneof![
             (prop::sample::select(vec!["not", "always", "eventually", "never"]), inner.clone(), any::<bool>())
                 .prop_map(|(kw, f, p)| join(vec![toks(&[kw]), maybe_parens(f, p)])),
-            (inner.clone(), inner.clone(), any::<bool>(), any::<bool>())
-                .prop_map(|(a, b, pa, pb)| join(vec![toks(&["never"]), maybe_parens(a, pa), toks(&["before"]), maybe_parens(b, pb)])),
+            (inner.clone(), inner.clone(), any::<bool>(), any::<bool>()).prop_map(|(a, b, pa, pb)| join(vec![
+                toks(&["never"]),
+                maybe_parens(a, pa),
+                toks(&["before"]),
+                maybe_parens(b, pb)
+            ])),
             (inner.clone(), any::<bool>()).prop_map(|(f, p)| join(vec![toks(&["within", "3", "steps"]), maybe_parens(f, p)])),
             (inner.clone(), prop::sample::select(vec!["until", "and", "or", "=>"]), inner.clone(), any::<bool>(), any::<bool>())
                 .prop_map(|(a, op, b, pa, pb)| join(vec![maybe_parens(a, pa), toks(&[op]), maybe_parens(b, pb)])),
@@ -144,7 +190,10 @@ fn entry() -> BoxedStrategy<Tokens> {
             out.push("->".to_string());
             join(vec![out, action])
         }),
-        (prop::collection::vec(name(), 2..4), prop_oneof![Just(None), Just(Some(vec!["else".to_string()])), expr().prop_map(|e| Some(join(vec![toks(&["when"]), e])))])
+        (
+            prop::collection::vec(name(), 2..4),
+            prop_oneof![Just(None), Just(Some(vec!["else".to_string()])), expr().prop_map(|e| Some(join(vec![toks(&["when"]), e])))]
+        )
             .prop_map(|(path, guard)| {
                 let mut out = Vec::new();
                 for (i, node) in path.into_iter().enumerate() {
@@ -156,7 +205,18 @@ fn entry() -> BoxedStrategy<Tokens> {
                 join(vec![out, guard.unwrap_or_default()])
             }),
         (name(), formula()).prop_map(|(n, f)| join(vec![toks(&["policy", &n, ":"]), f])),
-        (name(), prop::sample::select(vec!["agent", "end", "loop"]), prop_oneof![name().prop_map(|n| vec![n]), prop::collection::vec(name(), 0..3).prop_map(|ns| join(vec![toks(&["["]), comma_list(ns.into_iter().map(|n| vec![n]).collect(), false), toks(&["]"])]))])
+        (
+            name(),
+            prop::sample::select(vec!["agent", "end", "loop"]),
+            prop_oneof![
+                name().prop_map(|n| vec![n]),
+                prop::collection::vec(name(), 0..3).prop_map(|ns| join(vec![
+                    toks(&["["]),
+                    comma_list(ns.into_iter().map(|n| vec![n]).collect(), false),
+                    toks(&["]"])
+                ]))
+            ]
+        )
             .prop_map(|(n, kind, target)| join(vec![toks(&["node", &n, ":", kind]), target])),
     ];
     simple
@@ -165,7 +225,8 @@ fn entry() -> BoxedStrategy<Tokens> {
             prop_oneof![
                 (name(), block(inner.clone())).prop_map(|(n, b)| join(vec![toks(&["node", &n, ":", "agent", "x"]), b])),
                 (name(), block(inner.clone())).prop_map(|(n, b)| join(vec![toks(&["gate", &n, ":", "a", "->", "b"]), b])),
-                (prop::sample::select(vec!["handoff", "delegate"]), block(inner)).prop_map(|(kw, b)| join(vec![toks(&[kw, "a", "->", "b"]), b])),
+                (prop::sample::select(vec!["handoff", "delegate"]), block(inner))
+                    .prop_map(|(kw, b)| join(vec![toks(&[kw, "a", "->", "b"]), b])),
             ]
         })
         .boxed()
@@ -179,21 +240,38 @@ fn item() -> impl Strategy<Value = Tokens> {
         (prop::sample::select(vec!["agent", "workflow", "budget"]), name(), block(entry()))
             .prop_map(|(kw, n, b)| join(vec![toks(&[kw, &n]), b])),
         (name(), name()).prop_map(|(n, v)| toks(&["tool", &n, ":", &v])),
-        (name(), formula(), prop::option::of(block(entry())))
-            .prop_map(|(n, f, b)| join(vec![toks(&["policy", &n, ":"]), f, b.unwrap_or_default()])),
+        (name(), formula(), prop::option::of(block(entry()))).prop_map(|(n, f, b)| join(vec![
+            toks(&["policy", &n, ":"]),
+            f,
+            b.unwrap_or_default()
+        ])),
     ]
 }
 
 /// What goes between two tokens: never nothing, sometimes a comment.
 fn trivia() -> impl Strategy<Value = &'static str> {
     prop::sample::select(vec![
-        " ", " ", " ", " ", " ", " ", "\n", "\n  ", "\n\n\n", "\r\n", "\t", " /* c */ ", "/*m\n  l*/", " // c\n", "\n// own\n",
+        " ",
+        " ",
+        " ",
+        " ",
+        " ",
+        " ",
+        "\n",
+        "\n  ",
+        "\n\n\n",
+        "\r\n",
+        "\t",
+        " /* c */ ",
+        "/*m\n  l*/",
+        " // c\n",
+        "\n// own\n",
     ])
 }
 
 fn program() -> impl Strategy<Value = String> {
     prop::collection::vec(item(), 0..4)
-        .prop_map(|items| join(items))
+        .prop_map(join)
         .prop_flat_map(|tokens| {
             let n = tokens.len() + 1;
             (Just(tokens), prop::collection::vec(trivia(), n))

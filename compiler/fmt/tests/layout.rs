@@ -74,6 +74,8 @@ fn needed_parentheses_are_kept_and_authors_are_not_doubled() {
     check("type T = ((a | b))?", "type T = (a | b)?\n");
     check("type T = -(-x)", "type T = -(-x)\n");
     check("policy p: never (never a()) before b()", "policy p: never (never a()) before b()\n");
+    check("type T = (all)(x)", "type T = (all)(x)\n");
+    check("type T = not a == b and (not c) in d", "type T = not a == b and (not c) in d\n");
 }
 
 #[test]
@@ -141,10 +143,7 @@ fn comments_inside_expressions_are_kept_in_order() {
 
 #[test]
 fn a_comment_inside_a_list_breaks_it() {
-    check(
-        "agent a { tools: [x, // first\n y] }",
-        "agent a {\n  tools: [\n    x, // first\n    y,\n  ]\n}\n",
-    );
+    check("agent a { tools: [x, // first\n y] }", "agent a {\n  tools: [\n    x, // first\n    y,\n  ]\n}\n");
     check(
         "type T = {\n  // leading\n  a: int,\n\n  b: int, // trailing\n  // last\n}",
         "type T = {\n  // leading\n  a: int,\n\n  b: int, // trailing\n  // last\n}\n",
@@ -181,12 +180,8 @@ fn long_calls_break_their_arguments() {
 fn long_boolean_chains_break_before_each_operator() {
     let cond = |n: usize| format!("synthesis.consensus.value_{n} >= 0.75");
     let input = format!("workflow w {{\n  node m: loop [a] {{\n    until: {} and {} and {}\n  }}\n}}\n", cond(1), cond(2), cond(3));
-    let expected = format!(
-        "workflow w {{\n  node m: loop [a] {{\n    until: {}\n      and {}\n      and {}\n  }}\n}}\n",
-        cond(1),
-        cond(2),
-        cond(3)
-    );
+    let expected =
+        format!("workflow w {{\n  node m: loop [a] {{\n    until: {}\n      and {}\n      and {}\n  }}\n}}\n", cond(1), cond(2), cond(3));
     check(&input, &expected);
 }
 

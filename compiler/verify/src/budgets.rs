@@ -40,6 +40,10 @@ fn agent_of<'p>(node: &Node, program: &'p Program) -> Option<&'p Decl> {
 
 /// The budget record a delegation contract gives the node it delegates to.
 fn contract_budget<'p>(node: &Node, workflow: &flow_check::ir::Workflow, program: &'p Program) -> Option<&'p IndexMap<String, Value>> {
+    // Most nodes are not delegated to: skip the search without comparing names.
+    if !workflow.transfers.iter().any(|t| t.kind == "delegate") {
+        return None;
+    }
     workflow.transfers.iter().filter(|t| t.kind == "delegate" && t.to == node.name).find_map(|t| match t.props.get("contract") {
         Some(Value::Ref { name, .. }) => record(program.decls.get(name)?.props.get("budget"), program),
         _ => None,
@@ -187,8 +191,8 @@ fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     Some(a? + b?)
 }
 
-fn better(a: &(Option<f64>, Vec<NodeIndex>), b: &(Option<f64>, Vec<NodeIndex>)) -> bool {
-    match (a.0, b.0) {
+fn better(a: Option<f64>, b: Option<f64>) -> bool {
+    match (a, b) {
         (None, Some(_)) => true,
         (Some(_), None) => false,
         (Some(x), Some(y)) => x > y,
@@ -196,8 +200,9 @@ fn better(a: &(Option<f64>, Vec<NodeIndex>), b: &(Option<f64>, Vec<NodeIndex>)) 
     }
 }
 
-/// The best path from a node: its cost and the path.
-type Best = (Option<f64>, Vec<NodeIndex>);
+/// The best continuation from a node: its cost and the successor taken
+/// (paths are rebuilt from these choices, so nothing is copied per node).
+type Best = (Option<f64>, Option<NodeIndex>);
 
 impl Dp<'_, '_> {
     /// The nodes whose values a node's value depends on: its successors
@@ -222,105 +227,133 @@ impl Dp<'_, '_> {
         out
     }
 
+    /// The nodes a node's cost includes besides itself and its chosen
+    /// successor: a parallel node's branches (each to its join), a loop's
+    /// or map's round; and where the path goes on afterwards.
+    fn parts(&self, n: NodeIndex, mode: bool) -> (Vec<(NodeIndex, bool)>, Vec<NodeIndex>) {
+        let flow = self.flow;
+        let node = flow.node(n);
+        let mut inner = Vec::new();
+        let mut successors = Vec::new();
+        match node.kind.as_str() {
+            "parallel" => {
+                let mut join = None;
+                for branch in &node.target {
+                    inner.push((flow.index[branch], true));
+                    if join.is_none() {
+                        join = flow
+                            .workflow
+                            .nodes
+                            .values()
+                            .find(|j| j.kind == "join" && j.target.contains(branch))
+                            .map(|j| flow.index[&j.name]);
+                    }
+                }
+                successors.extend(join);
+                return (inner, successors);
+            }
+            "loop" | "map" => {
+                if let Some(first) = node.target.first() {
+                    inner.push((flow.index[first], false));
+                }
+            }
+            _ => {}
+        }
+        for edge in flow.graph.edges_directed(n, Direction::Outgoing) {
+            let skip = match edge.weight() {
+                EdgeKind::LoopBack | EdgeKind::MapReturn | EdgeKind::LoopEnter | EdgeKind::MapEnter | EdgeKind::Fanout => true,
+                _ => mode && flow.node(edge.target()).kind == "join",
+            };
+            if !skip {
+                successors.push(edge.target());
+            }
+        }
+        (inner, successors)
+    }
+
     /// Longest paths from every node reachable from `start`, in both modes
     /// (`true`: a parallel branch's share, stopping before join nodes).
     /// Iterative (post-order), so long workflows cannot exhaust the stack;
     /// edges closing a cycle are ignored (cycles are priced by multipliers).
     fn solve(&self, start: NodeIndex) -> IndexMap<(NodeIndex, bool), Best> {
         let mut order: Vec<NodeIndex> = Vec::new();
-        let mut state: IndexMap<NodeIndex, u8> = IndexMap::new(); // 1 on stack, 2 done
+        let mut seen: IndexSet<NodeIndex> = IndexSet::new();
         let mut stack: Vec<(NodeIndex, Vec<NodeIndex>)> = vec![(start, self.deps(start))];
-        state.insert(start, 1);
+        seen.insert(start);
         while let Some((n, deps)) = stack.last_mut() {
             let n = *n;
             match deps.pop() {
                 Some(d) => {
-                    if !state.contains_key(&d) {
-                        state.insert(d, 1);
+                    if seen.insert(d) {
                         let next = self.deps(d);
                         stack.push((d, next));
                     }
                 }
                 None => {
-                    state.insert(n, 2);
                     order.push(n);
                     stack.pop();
                 }
             }
         }
         let mut memo: IndexMap<(NodeIndex, bool), Best> = IndexMap::new();
-        let done = |memo: &IndexMap<(NodeIndex, bool), Best>, n: NodeIndex, mode: bool| -> Best {
-            // A node not yet computed is on a cycle through this one.
-            memo.get(&(n, mode)).cloned().unwrap_or((Some(0.0), Vec::new()))
-        };
+        // A node not yet computed is on a cycle through this one: free.
+        let total_of =
+            |memo: &IndexMap<(NodeIndex, bool), Best>, n: NodeIndex, mode: bool| memo.get(&(n, mode)).map(|b| b.0).unwrap_or(Some(0.0));
         for &n in &order {
             for mode in [false, true] {
-                let flow = self.flow;
-                let node = flow.node(n);
+                let (inner, successors) = self.parts(n, mode);
                 let mut total = self.weight[&n];
-                let mut path = vec![n];
-                let mut successors: Vec<NodeIndex> = Vec::new();
-                match node.kind.as_str() {
-                    "parallel" => {
-                        let mut join = None;
-                        for branch in &node.target {
-                            let b = flow.index[branch];
-                            let (cost, branch_path) = done(&memo, b, true);
-                            total = add(total, cost);
-                            path.extend(branch_path);
-                            if join.is_none() {
-                                join = flow
-                                    .workflow
-                                    .nodes
-                                    .values()
-                                    .find(|j| j.kind == "join" && j.target.contains(branch))
-                                    .map(|j| flow.index[&j.name]);
-                            }
-                        }
-                        successors.extend(join);
-                    }
-                    "loop" | "map" => {
-                        if let Some(first) = node.target.first() {
-                            let (cost, body_path) = done(&memo, flow.index[first], false);
-                            total = add(total, cost);
-                            path.extend(body_path);
-                        }
-                    }
-                    _ => {}
+                for (part, part_mode) in inner {
+                    total = add(total, total_of(&memo, part, part_mode));
                 }
-                if node.kind != "parallel" {
-                    for edge in flow.graph.edges_directed(n, Direction::Outgoing) {
-                        let skip = match edge.weight() {
-                            EdgeKind::LoopBack | EdgeKind::MapReturn | EdgeKind::LoopEnter | EdgeKind::MapEnter | EdgeKind::Fanout => true,
-                            _ => mode && flow.node(edge.target()).kind == "join",
-                        };
-                        if !skip {
-                            successors.push(edge.target());
-                        }
-                    }
-                }
-                let mut best: Option<Best> = None;
+                let mut best: Option<(Option<f64>, NodeIndex)> = None;
                 for s in successors {
-                    let candidate = done(&memo, s, mode);
-                    if best.as_ref().is_none_or(|b| better(&candidate, b)) {
-                        best = Some(candidate);
+                    let candidate = total_of(&memo, s, mode);
+                    if best.as_ref().is_none_or(|(b, _)| better(candidate, *b)) {
+                        best = Some((candidate, s));
                     }
                 }
-                if let Some((cost, rest)) = best {
+                if let Some((cost, _)) = best {
                     total = add(total, cost);
-                    path.extend(rest);
                 }
-                memo.insert((n, mode), (total, path));
+                memo.insert((n, mode), (total, best.map(|(_, s)| s)));
             }
         }
         memo
     }
+
+    /// The worst path from `start`, rebuilt from the choices.
+    fn path(&self, memo: &IndexMap<(NodeIndex, bool), Best>, start: NodeIndex) -> Vec<NodeIndex> {
+        let mut path = Vec::new();
+        let mut work: Vec<(NodeIndex, bool)> = vec![(start, false)];
+        let limit = memo.len() + 1;
+        while let Some((n, mode)) = work.pop() {
+            if path.len() > limit {
+                break;
+            }
+            path.push(n);
+            let (inner, _) = self.parts(n, mode);
+            // Continue with the chosen successor after the inner parts.
+            if let Some(&(_, Some(next))) = memo.get(&(n, mode)) {
+                work.push((next, mode));
+            }
+            for part in inner.into_iter().rev() {
+                work.push(part);
+            }
+        }
+        path
+    }
 }
 
-fn worst(flow: &FlowGraph<'_>, program: &Program, q: &str, mult: &IndexMap<NodeIndex, Option<f64>>) -> Worst {
+fn worst(
+    flow: &FlowGraph<'_>,
+    program: &Program,
+    q: &str,
+    mult: &IndexMap<NodeIndex, Option<f64>>,
+    reached: &IndexMap<NodeIndex, Option<NodeIndex>>,
+) -> Worst {
     // Agents with a run-wide cap contribute at most their cap, once; their
     // nodes weigh nothing on the path (a sound over-approximation).
-    let reached = flow.reachable();
     let mut capped: IndexMap<String, f64> = IndexMap::new();
     let weight = flow
         .graph
@@ -345,7 +378,9 @@ fn worst(flow: &FlowGraph<'_>, program: &Program, q: &str, mult: &IndexMap<NodeI
     let caps: f64 = capped.values().sum();
     match flow.start {
         Some(start) => {
-            let (total, path) = dp.solve(start).swap_remove(&(start, false)).unwrap_or((Some(0.0), Vec::new()));
+            let memo = dp.solve(start);
+            let total = memo.get(&(start, false)).map(|b| b.0).unwrap_or(Some(0.0));
+            let path = dp.path(&memo, start);
             Worst { total: total.map(|t| t + caps), path }
         }
         None => Worst { total: Some(caps), path: Vec::new() },
@@ -397,10 +432,11 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
         _ => 0.0,
     };
     let mult = multipliers(flow);
+    let reached = flow.reachable();
     for q in QUANTITIES {
         let Some(limit) = int(budget.get(*q)) else { continue };
         let available = limit * (1.0 - reserve).max(0.0);
-        let worst = worst(flow, program, q, &mult);
+        let worst = worst(flow, program, q, &mult, &reached);
         let (bf, bs) = loc_span(budget_loc);
         match worst.total {
             Some(total) if total > available + 1e-9 => {

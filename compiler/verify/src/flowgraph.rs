@@ -145,8 +145,10 @@ impl<'w> FlowGraph<'w> {
         }
     }
 
+    /// The node at a graph index. Graph nodes are added in the workflow's
+    /// node order, so the index is the position in `workflow.nodes`.
     pub fn node(&self, index: NodeIndex) -> &'w Node {
-        &self.workflow.nodes[self.graph[index].as_str()]
+        self.workflow.nodes.get_index(index.index()).map(|(_, node)| node).expect("graph nodes mirror the workflow's nodes")
     }
 
     pub fn name(&self, index: NodeIndex) -> &str {
@@ -202,8 +204,9 @@ impl<'w> FlowGraph<'w> {
     pub fn path_to(&self, parents: &IndexMap<NodeIndex, Option<NodeIndex>>, target: NodeIndex) -> Vec<NodeIndex> {
         let mut path = vec![target];
         let mut current = target;
+        // A parent map is a tree, but guard against a malformed one anyway.
         while let Some(Some(p)) = parents.get(&current) {
-            if path.contains(p) {
+            if path.len() > parents.len() {
                 break;
             }
             path.push(*p);

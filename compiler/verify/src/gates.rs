@@ -6,6 +6,7 @@ use flow_check::ir::{Gate, Program, Value};
 use flow_check::spec::{DECISIONS, OUTCOMES};
 use flow_diagnostics::{codes, Diagnostic, Label};
 use indexmap::IndexSet;
+use petgraph::visit::EdgeRef;
 
 /// The outcomes and decisions a gate can produce.
 pub fn possible_exits(gate: &Gate, program: &Program) -> Vec<String> {
@@ -125,6 +126,21 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
         }
         // Bypass: `to` reachable from the start without the gated edge (the
         // gate's own handler paths are behind the gate).
+        // Only another way into `to` can bypass the gate: with none, there
+        // is nothing to search.
+        let other_ways_in = flow
+            .graph
+            .edges_directed(to, petgraph::Direction::Incoming)
+            .filter(|e| {
+                let kind = e.weight();
+                let gated_edge = e.source() == from && matches!(kind, EdgeKind::Written(_));
+                let behind_gate = matches!(kind, EdgeKind::Handler { gate: Some(g), .. } if g == &gate.name);
+                !gated_edge && !behind_gate
+            })
+            .count();
+        if other_ways_in == 0 {
+            continue;
+        }
         let parents = flow.bfs(|kind, a, b| {
             (a == from && b == to && matches!(kind, EdgeKind::Written(_)))
                 || matches!(kind, EdgeKind::Handler { gate: Some(g), .. } if g == &gate.name)
@@ -146,8 +162,8 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
 /// The witness is a run through the gate: start, …, `from`, `to`.
 fn fail_open(flow: &FlowGraph<'_>, gate: &Gate, out: &mut Vec<Diagnostic>) {
     let (file, span) = loc_span(gate.loc);
-    let reached = flow.reachable();
     let through = |event: &str| {
+        let reached = flow.reachable();
         let (&from, &to) = (flow.index.get(&gate.from)?, flow.index.get(&gate.to)?);
         reached.contains_key(&from).then(|| {
             let mut path = flow.path_to(&reached, from);

@@ -390,8 +390,12 @@ fn overlap(a: &Cover, b: &Cover) -> bool {
 /// E0404 routing gaps and E0405 overlapping exclusive guards.
 fn routers(flow: &FlowGraph<'_>, types: &Types<'_>, reached: &IndexMap<NodeIndex, Option<NodeIndex>>, out: &mut Vec<Diagnostic>) {
     let workflow = flow.workflow;
+    let mut by_source: IndexMap<&str, Vec<&flow_check::ir::Edge>> = IndexMap::new();
+    for edge in &workflow.edges {
+        by_source.entry(edge.from.as_str()).or_default().push(edge);
+    }
     for (name, node) in &workflow.nodes {
-        let edges: Vec<&flow_check::ir::Edge> = workflow.edges.iter().filter(|e| &e.from == name).collect();
+        let edges: Vec<&flow_check::ir::Edge> = by_source.get(name.as_str()).cloned().unwrap_or_default();
         let guards: Vec<&TExpr> = edges
             .iter()
             .filter_map(|e| match &e.guard {
@@ -403,7 +407,7 @@ fn routers(flow: &FlowGraph<'_>, types: &Types<'_>, reached: &IndexMap<NodeIndex
             continue;
         }
         let index = flow.index[name];
-        let witness = reached.contains_key(&index).then(|| flow.witness(&flow.path_to(reached, index)));
+        let witness = || reached.contains_key(&index).then(|| flow.witness(&flow.path_to(reached, index)));
         let (file, span) = loc_span(node.loc);
         let covers: Vec<Option<(String, Ty, Cover)>> = guards.iter().map(|g| cover(types, g)).collect();
         let has_default = edges.iter().any(|e| !matches!(e.guard, Guard::When(_)));
@@ -428,7 +432,7 @@ fn routers(flow: &FlowGraph<'_>, types: &Types<'_>, reached: &IndexMap<NodeIndex
                     let (f, s) = loc_span(e.loc);
                     d = d.with_label(Label::secondary(f, s, "guarded edge"));
                 }
-                if let Some(w) = witness.clone() {
+                if let Some(w) = witness() {
                     d = d.with_witness(w);
                 }
                 out.push(d);

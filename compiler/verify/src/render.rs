@@ -144,3 +144,78 @@ pub fn mermaid(program: &Program) -> String {
     }
     out
 }
+
+/// Every workflow's graph as neutral JSON: `{name, start, sensitive_tools,
+/// nodes: [{id, kind, tools, sensitive}], edges: [{from, to, guard | else,
+/// loop_bound, gate}]}` — the exchange format of the verification
+/// benchmark (bench/), which feeds the same graph to other tools. A node
+/// whose written edges are all guarded is a `router`.
+pub fn json(program: &Program) -> serde_json::Value {
+    use serde_json::json;
+    let mut workflows = Vec::new();
+    for workflow in program.workflows.values() {
+        let flow = FlowGraph::new(workflow);
+        let risky = |tool: &str| {
+            program.decls.get(tool).is_some_and(|t| {
+                matches!(t.props.get("confirm"), Some(Value::Bool(true)))
+                    || matches!(t.props.get("risk"), Some(Value::Word(r)) if r == "high" || r == "critical")
+            })
+        };
+        let mut sensitive_tools: Vec<String> = Vec::new();
+        let nodes: Vec<serde_json::Value> = workflow
+            .nodes
+            .values()
+            .map(|node| {
+                let written: Vec<&flow_check::ir::Edge> = workflow.edges.iter().filter(|e| e.from == node.name).collect();
+                let router = !written.is_empty() && written.iter().all(|e| !matches!(e.guard, Guard::Always));
+                let kind = if router { "router" } else { node.kind.as_str() };
+                let tools: Vec<String> = if node.kind == "tool" { node.target.clone() } else { Vec::new() };
+                let sensitive = tools.iter().any(|t| risky(t));
+                if sensitive {
+                    sensitive_tools.extend(tools.iter().cloned());
+                }
+                json!({"id": node.name, "kind": kind, "tools": tools, "sensitive": sensitive})
+            })
+            .collect();
+        let edges: Vec<serde_json::Value> = flow
+            .graph
+            .edge_references()
+            .map(|edge| {
+                let (from, to) = (flow.name(edge.source()), flow.name(edge.target()));
+                let mut e = json!({"from": from, "to": to});
+                match edge.weight() {
+                    EdgeKind::Written(i) => match &workflow.edges[*i].guard {
+                        Guard::When(_) => e["guard"] = json!(format!("{from}->{to}")),
+                        Guard::Else => e["else"] = json!(true),
+                        Guard::Always => {}
+                    },
+                    EdgeKind::LoopBack => {
+                        let bound = workflow.nodes.get(to).and_then(|l| l.props.get("max_rounds"));
+                        if let Some(Value::Int(b)) = bound {
+                            e["loop_bound"] = json!(b);
+                        }
+                    }
+                    _ => {}
+                }
+                if let Some(gate) = workflow.gates.values().find(|g| g.from == from && g.to == to) {
+                    e["gate"] = json!(gate.name);
+                }
+                e
+            })
+            .collect();
+        sensitive_tools.sort();
+        sensitive_tools.dedup();
+        workflows.push(json!({
+            "name": workflow.name,
+            "start": flow.start.map(|s| flow.name(s).to_string()),
+            "sensitive_tools": sensitive_tools,
+            "nodes": nodes,
+            "edges": edges,
+        }));
+    }
+    if workflows.len() == 1 {
+        workflows.remove(0)
+    } else {
+        json!({ "workflows": workflows })
+    }
+}

@@ -23,7 +23,8 @@ pub(crate) struct Global {
 
 pub(crate) struct ParsedFile {
     pub id: FileId,
-    pub ast: ast::SourceFile,
+    /// Shared, so checking can hold an item while calling `&mut self`.
+    pub ast: std::rc::Rc<ast::SourceFile>,
     pub imported: bool,
 }
 
@@ -119,11 +120,11 @@ impl<'a> Checker<'a> {
         // of every workflow).
         for pass in 0..3 {
             for file_index in 0..self.files.len() {
-                for item_index in 0..self.files[file_index].ast.items.len() {
+                let ast = std::rc::Rc::clone(&self.files[file_index].ast);
+                for item in &ast.items {
                     self.file = self.files[file_index].id;
                     let imported = self.files[file_index].imported;
-                    let item = self.files[file_index].ast.items[item_index].clone();
-                    let item_pass = match &item {
+                    let item_pass = match item {
                         ast::Item::Decl(d) if d.keyword == ast::DeclKeyword::Machine => 0,
                         ast::Item::Policy(_) => 2,
                         _ => 1,
@@ -144,7 +145,7 @@ impl<'a> Checker<'a> {
                         }
                         continue;
                     }
-                    self.check_item(&item, imported, &mut program);
+                    self.check_item(item, imported, &mut program);
                 }
             }
         }
@@ -173,7 +174,7 @@ impl<'a> Checker<'a> {
                     imports.push(import.clone());
                 }
             }
-            self.files.push(ParsedFile { id, ast: parsed.file, imported });
+            self.files.push(ParsedFile { id, ast: std::rc::Rc::new(parsed.file), imported });
             for import in imports {
                 self.file = id;
                 let loaded = match &import.target {
@@ -346,7 +347,8 @@ impl<'a> Checker<'a> {
         let type_globals: Vec<(String, Global)> =
             self.globals.iter().filter(|(_, g)| g.kind == Kind::Type).map(|(n, g)| (n.clone(), g.clone())).collect();
         for (name, global) in &type_globals {
-            let ast::Item::Type(decl) = self.files[global.item.0].ast.items[global.item.1].clone() else { continue };
+            let ast = std::rc::Rc::clone(&self.files[global.item.0].ast);
+            let ast::Item::Type(decl) = &ast.items[global.item.1] else { continue };
             self.file = global.file;
             let ty = self.lower_type(&decl.value);
             self.types.insert(name.clone(), ty);
@@ -509,6 +511,22 @@ impl<'a> Checker<'a> {
         };
         self.schema_cache.insert(name, ty.clone());
         ty
+    }
+
+    /// Named-type expansion by reference: follows names (not `T?` of a
+    /// name, which needs a new type — use [`Checker::expand`] for that).
+    pub fn expand_ref<'t>(&'t self, ty: &'t Ty) -> &'t Ty {
+        let mut current = ty;
+        for _ in 0..16 {
+            match current {
+                Ty::Named { name } => match self.types.get(name) {
+                    Some(next) => current = next,
+                    None => return &Ty::Any,
+                },
+                _ => return current,
+            }
+        }
+        &Ty::Any
     }
 
     /// One level of named-type expansion.

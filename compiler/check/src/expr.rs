@@ -93,8 +93,22 @@ impl Checker<'_> {
                 if matches!(base.kind, TExprKind::Invalid) {
                     return TExpr::invalid();
                 }
+                // Borrow the (possibly named) record rather than copying it:
+                // field access is the hottest path of the checker.
+                let (nullable, field) = {
+                    let outer = self.expand_ref(&base.ty);
+                    let nullable = matches!(outer, Ty::Nullable { .. });
+                    let inner = self.expand_ref(outer.non_null());
+                    match inner {
+                        Ty::Record { fields } => (nullable, fields.get(&name.text).cloned()),
+                        _ => (nullable, None),
+                    }
+                };
+                if let Some(FieldTy { ty, optional }) = field {
+                    let ty = if optional || nullable { Ty::nullable(ty) } else { ty };
+                    return texpr(TExprKind::Field { base: Box::new(base), name: name.text.clone() }, ty);
+                }
                 let expanded = self.expand(&base.ty);
-                let nullable = matches!(expanded, Ty::Nullable { .. });
                 let inner = self.expand(expanded.non_null());
                 let ty = match &inner {
                     Ty::Any => Ty::Any,

@@ -33,14 +33,15 @@ impl Checker<'_> {
     /// quietly (it is reported where it is written).
     pub(crate) fn decl_prop_type(&mut self, name: &str, key: &str) -> Option<Ty> {
         let global = self.globals.get(name)?.clone();
-        let ast::Item::Decl(decl) = self.files[global.item.0].ast.items[global.item.1].clone() else { return None };
+        let ast = std::rc::Rc::clone(&self.files[global.item.0].ast);
+        let ast::Item::Decl(decl) = &ast.items[global.item.1] else { return None };
         let value = decl.body.as_ref()?.entries.iter().find_map(|e| match e {
-            Entry::Property(p) if p.key.text == key => Some(p.value.clone()),
+            Entry::Property(p) if p.key.text == key => Some(&p.value),
             _ => None,
         })?;
         let saved = self.file;
         self.file = global.file;
-        let ty = self.quietly(|c| c.lower_type(&value));
+        let ty = self.quietly(|c| c.lower_type(value));
         self.file = saved;
         Some(ty)
     }

@@ -38,16 +38,20 @@ fn agent_of<'p>(node: &Node, program: &'p Program) -> Option<&'p Decl> {
     (node.kind == "agent").then(|| program.decls.get(node.target.first()?)).flatten()
 }
 
-/// The budget record a delegation contract gives the node it delegates to.
-fn contract_budget<'p>(node: &Node, workflow: &flow_check::ir::Workflow, program: &'p Program) -> Option<&'p IndexMap<String, Value>> {
-    // Most nodes are not delegated to: skip the search without comparing names.
-    if !workflow.transfers.iter().any(|t| t.kind == "delegate") {
-        return None;
+/// The budget records delegation contracts give the nodes they delegate
+/// to, by node name (computed once per workflow).
+type Delegated<'p> = IndexMap<&'p str, &'p IndexMap<String, Value>>;
+
+fn delegated<'p>(workflow: &'p flow_check::ir::Workflow, program: &'p Program) -> Delegated<'p> {
+    let mut out = IndexMap::new();
+    for t in workflow.transfers.iter().filter(|t| t.kind == "delegate") {
+        if let Some(Value::Ref { name, .. }) = t.props.get("contract") {
+            if let Some(budget) = program.decls.get(name).and_then(|c| record(c.props.get("budget"), program)) {
+                out.entry(t.to.as_str()).or_insert(budget);
+            }
+        }
     }
-    workflow.transfers.iter().filter(|t| t.kind == "delegate" && t.to == node.name).find_map(|t| match t.props.get("contract") {
-        Some(Value::Ref { name, .. }) => record(program.decls.get(name)?.props.get("budget"), program),
-        _ => None,
-    })
+    out
 }
 
 /// The run-wide cap of quantity `q` an agent's own `budget` sets.
@@ -60,11 +64,11 @@ fn agent_cap(node: &Node, q: &str, program: &Program) -> Option<f64> {
 /// `None` when unknown. A node `budget` (or the budget of the contract it
 /// is delegated under) bounds the visit; otherwise attempts × the
 /// provider's per-turn ceiling.
-fn visit_weight(node: &Node, q: &str, workflow: &flow_check::ir::Workflow, program: &Program) -> Option<f64> {
+fn visit_weight(node: &Node, q: &str, delegated: &Delegated<'_>, program: &Program) -> Option<f64> {
     let declared = record(node.props.get("budget"), program)
         .and_then(|b| int(b.get(q)))
         .into_iter()
-        .chain(contract_budget(node, workflow, program).and_then(|b| int(b.get(q))))
+        .chain(delegated.get(node.name.as_str()).and_then(|b| int(b.get(q))))
         .reduce(f64::min);
     if declared.is_some() {
         return declared;
@@ -98,7 +102,7 @@ fn visit_weight(node: &Node, q: &str, workflow: &flow_check::ir::Workflow, progr
                     if matches!(provider.variant.as_deref(), Some("scripted" | "replay")) {
                         return Some(0.0);
                     }
-                    let tokens = visit_weight(node, "tokens", workflow, program)?;
+                    let tokens = visit_weight(node, "tokens", delegated, program)?;
                     let price =
                         int(provider.props.get("price_input")).unwrap_or(0.0).max(int(provider.props.get("price_output")).unwrap_or(0.0));
                     Some(tokens * price / 1e6)
@@ -351,6 +355,7 @@ fn worst(
     q: &str,
     mult: &IndexMap<NodeIndex, Option<f64>>,
     reached: &IndexMap<NodeIndex, Option<NodeIndex>>,
+    delegated: &Delegated<'_>,
 ) -> Worst {
     // Agents with a run-wide cap contribute at most their cap, once; their
     // nodes weigh nothing on the path (a sound over-approximation).
@@ -366,7 +371,7 @@ fn worst(
                 }
                 return (n, Some(0.0));
             }
-            let w = match (visit_weight(node, q, flow.workflow, program), mult[&n]) {
+            let w = match (visit_weight(node, q, delegated, program), mult[&n]) {
                 (Some(0.0), _) => Some(0.0),
                 (Some(a), Some(b)) => Some(a * b),
                 _ => None,
@@ -394,6 +399,7 @@ fn unbounded_reason(
     q: &str,
     path: &[NodeIndex],
     mult: &IndexMap<NodeIndex, Option<f64>>,
+    delegated: &Delegated<'_>,
 ) -> String {
     for &n in path {
         let node = flow.node(n);
@@ -413,7 +419,7 @@ fn unbounded_reason(
                 _ => format!("`{}` is on a cycle that only the budget bounds (declare `max_visits`)", node.name),
             };
         }
-        if agent_cap(node, q, program).is_none() && visit_weight(node, q, flow.workflow, program).is_none() {
+        if agent_cap(node, q, program).is_none() && visit_weight(node, q, delegated, program).is_none() {
             return format!("`{}` has no {q} ceiling (give it or its agent a `budget: {{ {q}: … }}`)", node.name);
         }
     }
@@ -433,10 +439,11 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
     };
     let mult = multipliers(flow);
     let reached = flow.reachable();
+    let delegated = delegated(workflow, program);
     for q in QUANTITIES {
         let Some(limit) = int(budget.get(*q)) else { continue };
         let available = limit * (1.0 - reserve).max(0.0);
-        let worst = worst(flow, program, q, &mult, &reached);
+        let worst = worst(flow, program, q, &mult, &reached, &delegated);
         let (bf, bs) = loc_span(budget_loc);
         match worst.total {
             Some(total) if total > available + 1e-9 => {
@@ -470,7 +477,7 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
                         format!(
                             "no static bound on {q} in `{}`: {}",
                             workflow.name,
-                            unbounded_reason(flow, program, q, &worst.path, &mult)
+                            unbounded_reason(flow, program, q, &worst.path, &mult, &delegated)
                         ),
                     )
                     .with_primary_message("enforced only at run time")

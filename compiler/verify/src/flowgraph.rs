@@ -99,7 +99,10 @@ impl<'w> FlowGraph<'w> {
     }
 
     fn has_written_edge(&self, from: &str, to: &str) -> bool {
-        self.workflow.edges.iter().any(|e| e.from == from && e.to == to)
+        match (self.index.get(from), self.index.get(to)) {
+            (Some(&a), Some(&b)) => self.graph.edges_connecting(a, b).any(|e| matches!(e.weight(), EdgeKind::Written(_))),
+            _ => false,
+        }
     }
 
     fn add_implicit(&mut self, node: &Node) {
@@ -122,9 +125,13 @@ impl<'w> FlowGraph<'w> {
                 if let Some(first) = node.target.first() {
                     self.add(&node.name, first, EdgeKind::LoopEnter);
                 }
-                let body: IndexSet<&String> = node.target.iter().collect();
+                let body: IndexSet<NodeIndex> = node.target.iter().filter_map(|m| self.index.get(m).copied()).collect();
                 for member in &node.target {
-                    let stays_inside = self.workflow.edges.iter().any(|e| &e.from == member && body.contains(&e.to));
+                    let Some(&m) = self.index.get(member) else { continue };
+                    let stays_inside = self
+                        .graph
+                        .edges_directed(m, Direction::Outgoing)
+                        .any(|e| matches!(e.weight(), EdgeKind::Written(_)) && body.contains(&e.target()));
                     if !stays_inside {
                         self.add(member, &node.name, EdgeKind::LoopBack);
                     }

@@ -47,3 +47,19 @@ pub fn verify(program: &Program) -> Vec<Diagnostic> {
     flow_diagnostics::sort_diagnostics(&mut diagnostics);
     diagnostics
 }
+
+/// The structural checks alone — reachability, dead ends, livelocks,
+/// unbounded cycles, routing gaps, fan-out without join, risky tools behind
+/// human approval: the subset that graph-only verifiers (such as
+/// agentproofx) also run, for like-for-like benchmarks.
+pub fn verify_structural(program: &Program) -> Vec<Diagnostic> {
+    let mut diagnostics = Vec::new();
+    let types = types::Types::new(program);
+    for workflow in program.workflows.values() {
+        let flow = FlowGraph::new(workflow);
+        graph_checks::check(&flow, &types, &mut diagnostics);
+        permissions::check_risky_tools(&flow, program, &mut diagnostics);
+    }
+    flow_diagnostics::sort_diagnostics(&mut diagnostics);
+    diagnostics
+}

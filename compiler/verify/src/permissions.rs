@@ -314,6 +314,11 @@ fn human_gate(flow: &FlowGraph<'_>, program: &Program, from: &str, to: &str) -> 
     })
 }
 
+/// E0705 alone (for [`crate::verify_structural`]).
+pub fn check_risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
+    risky_tools(flow, program, out);
+}
+
 /// E0705: risky or confirm-required tools reachable without approval.
 fn risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
     let risky = |tool: &str| {
@@ -322,31 +327,41 @@ fn risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic
             .get(tool)
             .is_some_and(|t| flag(t, "confirm") || matches!(t.props.get("risk"), Some(Value::Word(r)) if r == "high" || r == "critical"))
     };
-    let parents = flow.bfs(|_, a, b| approves(flow.node(a)) || human_gate(flow, program, flow.name(a), flow.name(b)));
-    for (&index, _) in &parents {
-        let node = flow.node(index);
-        if approves(node) {
+    // Nothing to prove when no node can call a risky tool.
+    let callers: IndexMap<NodeIndex, String> =
+        flow.graph.node_indices().filter_map(|n| tools_of(flow.node(n), program).into_iter().find(|t| risky(t)).map(|t| (n, t))).collect();
+    if callers.is_empty() {
+        return;
+    }
+    let gated: IndexSet<(NodeIndex, NodeIndex)> = flow
+        .workflow
+        .gates
+        .values()
+        .filter(|g| human_gate(flow, program, &g.from, &g.to))
+        .filter_map(|g| Some((*flow.index.get(&g.from)?, *flow.index.get(&g.to)?)))
+        .collect();
+    let parents = flow.bfs(|_, a, b| approves(flow.node(a)) || gated.contains(&(a, b)));
+    for (&index, tool) in &callers {
+        if !parents.contains_key(&index) || approves(flow.node(index)) {
             continue;
         }
-        let tools: Vec<String> = tools_of(node, program).into_iter().filter(|t| risky(t)).collect();
-        if let Some(tool) = tools.first() {
-            let (file, span) = loc_span(node.loc);
-            let path = flow.path_to(&parents, index);
-            let tool_decl = &program.decls[tool];
-            let (tf, ts) = loc_span(tool_decl.loc);
-            out.push(
-                Diagnostic::new(
-                    codes::UNCONFIRMED_RISK,
-                    file,
-                    span,
-                    format!("`{}` can call `{tool}` without a human approval on the way", node.name),
-                )
-                .with_primary_message("reached without approval")
-                .with_label(Label::secondary(tf, ts, "high risk or `confirm: true`"))
-                .with_help("put a `human` node (or a gate with a human evaluator) before this node on every path")
-                .with_witness(flow.witness(&path)),
-            );
-        }
+        let node = flow.node(index);
+        let (file, span) = loc_span(node.loc);
+        let path = flow.path_to(&parents, index);
+        let tool_decl = &program.decls[tool];
+        let (tf, ts) = loc_span(tool_decl.loc);
+        out.push(
+            Diagnostic::new(
+                codes::UNCONFIRMED_RISK,
+                file,
+                span,
+                format!("`{}` can call `{tool}` without a human approval on the way", node.name),
+            )
+            .with_primary_message("reached without approval")
+            .with_label(Label::secondary(tf, ts, "high risk or `confirm: true`"))
+            .with_help("put a `human` node (or a gate with a human evaluator) before this node on every path")
+            .with_witness(flow.witness(&path)),
+        );
     }
 }
 

@@ -154,7 +154,11 @@ impl<'a> Checker<'a> {
         let mut diagnostics = self.diagnostics;
         sort_diagnostics(&mut diagnostics);
         let mut symbols = self.symbols;
-        symbols.refs.sort();
+        // Source order (mostly the order they were found in: cheap to sort),
+        // without the duplicates that looking ahead at types records.
+        symbols
+            .refs
+            .sort_by(|a, b| (a.file, a.span.start, a.span.end).cmp(&(b.file, b.span.start, b.span.end)).then_with(|| a.key.cmp(&b.key)));
         symbols.refs.dedup();
         Checked { program, diagnostics, symbols }
     }

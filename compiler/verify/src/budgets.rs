@@ -7,7 +7,7 @@
 //! expensive path, where a `parallel` node pays for all its branches, a
 //! `loop` for its round and a `map` for its items, before going on.
 
-use crate::flowgraph::{loc_span, EdgeKind, FlowGraph};
+use crate::flowgraph::{loc_span, EdgeKind, FlowGraph, Parents};
 use flow_check::ir::{Decl, Loc, Node, Program, Value};
 use flow_diagnostics::{codes, Diagnostic, Label};
 use indexmap::{IndexMap, IndexSet};
@@ -147,8 +147,7 @@ fn multipliers(flow: &FlowGraph<'_>) -> IndexMap<NodeIndex, Option<f64>> {
         }
     }
     // Rework cycles outside loops.
-    let mut filtered = flow.graph.clone();
-    filtered.retain_edges(|g, e| !g[e].is_bounded_back_edge());
+    let filtered = flow.without_bounded_back_edges();
     for scc in petgraph::algo::tarjan_scc(&filtered) {
         let cyclic = scc.len() > 1 || filtered.contains_edge(scc[0], scc[0]);
         if !cyclic {
@@ -354,7 +353,7 @@ fn worst(
     program: &Program,
     q: &str,
     mult: &IndexMap<NodeIndex, Option<f64>>,
-    reached: &IndexMap<NodeIndex, Option<NodeIndex>>,
+    reached: &Parents,
     delegated: &Delegated<'_>,
 ) -> Worst {
     // Agents with a run-wide cap contribute at most their cap, once; their

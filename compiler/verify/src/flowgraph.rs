@@ -19,6 +19,12 @@ use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 use std::collections::VecDeque;
 
+/// A fast hasher for maps keyed by our own indices and names.
+pub type FastHash = std::hash::BuildHasherDefault<rustc_hash::FxHasher>;
+
+/// Each reached node and the node it was reached from (`None` for a root).
+pub type Parents = IndexMap<NodeIndex, Option<NodeIndex>, FastHash>;
+
 /// Why an edge of the control-flow graph exists.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EdgeKind {
@@ -47,8 +53,10 @@ impl EdgeKind {
 #[derive(Debug)]
 pub struct FlowGraph<'w> {
     pub workflow: &'w Workflow,
-    pub graph: DiGraph<String, EdgeKind>,
-    pub index: IndexMap<String, NodeIndex>,
+    /// Node weights are unit: a node's index is its position in
+    /// `workflow.nodes`, where its name and data live.
+    pub graph: DiGraph<(), EdgeKind>,
+    pub index: IndexMap<String, NodeIndex, FastHash>,
     pub start: Option<NodeIndex>,
     /// Nodes a workflow-level handler may jump to from anywhere.
     pub handler_roots: Vec<NodeIndex>,
@@ -60,10 +68,10 @@ pub fn loc_span(loc: Loc) -> (FileId, Span) {
 
 impl<'w> FlowGraph<'w> {
     pub fn new(workflow: &'w Workflow) -> FlowGraph<'w> {
-        let mut graph = DiGraph::new();
-        let mut index = IndexMap::new();
+        let mut graph = DiGraph::with_capacity(workflow.nodes.len(), workflow.edges.len() + workflow.nodes.len() / 4);
+        let mut index = IndexMap::with_capacity_and_hasher(workflow.nodes.len(), FastHash::default());
         for name in workflow.nodes.keys() {
-            index.insert(name.clone(), graph.add_node(name.clone()));
+            index.insert(name.clone(), graph.add_node(()));
         }
         let mut flow = FlowGraph { workflow, graph, index, start: None, handler_roots: Vec::new() };
         if let Some(flow_check::ir::Value::Node(start)) = workflow.props.get("start") {
@@ -159,7 +167,22 @@ impl<'w> FlowGraph<'w> {
     }
 
     pub fn name(&self, index: NodeIndex) -> &str {
-        &self.graph[index]
+        self.workflow.nodes.get_index(index.index()).map(|(name, _)| name.as_str()).unwrap_or_default()
+    }
+
+    /// The bare graph (same node indices) without the edges that close a
+    /// loop round or a map item: what cycle analyses look at.
+    pub fn without_bounded_back_edges(&self) -> petgraph::Graph<(), ()> {
+        let mut bare = petgraph::Graph::<(), ()>::with_capacity(self.graph.node_count(), self.graph.edge_count());
+        for _ in self.graph.node_indices() {
+            bare.add_node(());
+        }
+        for edge in self.graph.edge_references() {
+            if !edge.weight().is_bounded_back_edge() {
+                bare.add_edge(edge.source(), edge.target(), ());
+            }
+        }
+        bare
     }
 
     /// Whether a node ends the run when reached.
@@ -176,8 +199,8 @@ impl<'w> FlowGraph<'w> {
     /// Breadth-first search from the start (and workflow-level handler
     /// targets), skipping edges `skip` rejects. Returns each reached node's
     /// parent, for shortest witness paths.
-    pub fn bfs(&self, skip: impl Fn(&EdgeKind, NodeIndex, NodeIndex) -> bool) -> IndexMap<NodeIndex, Option<NodeIndex>> {
-        let mut parent: IndexMap<NodeIndex, Option<NodeIndex>> = IndexMap::new();
+    pub fn bfs(&self, skip: impl Fn(&EdgeKind, NodeIndex, NodeIndex) -> bool) -> Parents {
+        let mut parent: Parents = Parents::default();
         let mut queue = VecDeque::new();
         if let Some(start) = self.start {
             parent.insert(start, None);
@@ -203,12 +226,12 @@ impl<'w> FlowGraph<'w> {
     }
 
     /// The reached nodes and their parents, over every edge.
-    pub fn reachable(&self) -> IndexMap<NodeIndex, Option<NodeIndex>> {
+    pub fn reachable(&self) -> Parents {
         self.bfs(|_, _, _| false)
     }
 
     /// The path from the search root to `target` in a BFS parent map.
-    pub fn path_to(&self, parents: &IndexMap<NodeIndex, Option<NodeIndex>>, target: NodeIndex) -> Vec<NodeIndex> {
+    pub fn path_to(&self, parents: &Parents, target: NodeIndex) -> Vec<NodeIndex> {
         let mut path = vec![target];
         let mut current = target;
         // A parent map is a tree, but guard against a malformed one anyway.

@@ -1,7 +1,7 @@
 //! Graph checks: unreachable nodes, dead ends, livelocks, unbounded
 //! cycles, routing gaps and overlaps, fan-out without join.
 
-use crate::flowgraph::{loc_span, EdgeKind, FlowGraph};
+use crate::flowgraph::{loc_span, EdgeKind, FlowGraph, Parents};
 use crate::types::Types;
 use flow_check::ir::{Guard, TExpr, TExprKind, Value};
 use flow_check::types::Ty;
@@ -22,7 +22,7 @@ pub fn check(flow: &FlowGraph<'_>, types: &Types<'_>, out: &mut Vec<Diagnostic>)
     fanouts(flow, &reached, out);
 }
 
-fn unreachable(flow: &FlowGraph<'_>, reached: &IndexMap<NodeIndex, Option<NodeIndex>>, out: &mut Vec<Diagnostic>) {
+fn unreachable(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
     if flow.start.is_none() {
         return;
     }
@@ -38,7 +38,7 @@ fn unreachable(flow: &FlowGraph<'_>, reached: &IndexMap<NodeIndex, Option<NodeIn
     }
 }
 
-fn dead_ends(flow: &FlowGraph<'_>, reached: &IndexMap<NodeIndex, Option<NodeIndex>>, out: &mut Vec<Diagnostic>) -> IndexSet<NodeIndex> {
+fn dead_ends(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) -> IndexSet<NodeIndex> {
     let mut found = IndexSet::new();
     for (&index, _) in reached {
         if flow.is_terminal(index) || flow.has_terminating_handler(index) {
@@ -75,12 +75,7 @@ fn can_terminate(flow: &FlowGraph<'_>) -> IndexSet<NodeIndex> {
     done
 }
 
-fn cannot_terminate(
-    flow: &FlowGraph<'_>,
-    reached: &IndexMap<NodeIndex, Option<NodeIndex>>,
-    dead_ends: &IndexSet<NodeIndex>,
-    out: &mut Vec<Diagnostic>,
-) {
+fn cannot_terminate(flow: &FlowGraph<'_>, reached: &Parents, dead_ends: &IndexSet<NodeIndex>, out: &mut Vec<Diagnostic>) {
     let ok = can_terminate(flow);
     let stuck: IndexSet<NodeIndex> = reached.keys().copied().filter(|n| !ok.contains(n)).collect();
     for &index in &stuck {
@@ -107,9 +102,8 @@ fn reaches(flow: &FlowGraph<'_>, from: NodeIndex, to: NodeIndex) -> bool {
 }
 
 /// E0403: cycles outside loop rounds with nothing bounding them.
-fn unbounded_cycles(flow: &FlowGraph<'_>, reached: &IndexMap<NodeIndex, Option<NodeIndex>>, out: &mut Vec<Diagnostic>) {
-    let mut filtered = flow.graph.clone();
-    filtered.retain_edges(|g, e| !g[e].is_bounded_back_edge());
+fn unbounded_cycles(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
+    let filtered = flow.without_bounded_back_edges();
     let budget_bound = has_budget_limit(flow);
     for scc in petgraph::algo::tarjan_scc(&filtered) {
         let cyclic = scc.len() > 1 || filtered.contains_edge(scc[0], scc[0]);
@@ -141,7 +135,7 @@ fn has_budget_limit(flow: &FlowGraph<'_>) -> bool {
 
 /// Whether removing the nodes that declare `max_visits` leaves the
 /// component acyclic: then every cycle passes a bounded node.
-fn visits_break_cycles(flow: &FlowGraph<'_>, filtered: &petgraph::Graph<String, EdgeKind>, scc: &[NodeIndex]) -> bool {
+fn visits_break_cycles(flow: &FlowGraph<'_>, filtered: &petgraph::Graph<(), ()>, scc: &[NodeIndex]) -> bool {
     let members: IndexSet<NodeIndex> = scc.iter().copied().filter(|&n| !flow.node(n).props.contains_key("max_visits")).collect();
     if members.len() == scc.len() {
         return false;
@@ -159,7 +153,7 @@ fn visits_break_cycles(flow: &FlowGraph<'_>, filtered: &petgraph::Graph<String, 
 }
 
 /// One simple cycle inside a strongly connected component.
-fn find_cycle(graph: &petgraph::Graph<String, EdgeKind>, scc: &[NodeIndex]) -> Vec<NodeIndex> {
+fn find_cycle(graph: &petgraph::Graph<(), ()>, scc: &[NodeIndex]) -> Vec<NodeIndex> {
     let members: IndexSet<NodeIndex> = scc.iter().copied().collect();
     let start = *scc.iter().min().expect("non-empty component");
     // BFS inside the component from `start` back to `start`.
@@ -388,14 +382,18 @@ fn overlap(a: &Cover, b: &Cover) -> bool {
 }
 
 /// E0404 routing gaps and E0405 overlapping exclusive guards.
-fn routers(flow: &FlowGraph<'_>, types: &Types<'_>, reached: &IndexMap<NodeIndex, Option<NodeIndex>>, out: &mut Vec<Diagnostic>) {
+fn routers(flow: &FlowGraph<'_>, types: &Types<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
     let workflow = flow.workflow;
     let mut by_source: IndexMap<&str, Vec<&flow_check::ir::Edge>> = IndexMap::new();
     for edge in &workflow.edges {
         by_source.entry(edge.from.as_str()).or_default().push(edge);
     }
-    for (name, node) in &workflow.nodes {
-        let edges: Vec<&flow_check::ir::Edge> = by_source.get(name.as_str()).cloned().unwrap_or_default();
+    for (name, edges) in by_source {
+        // Only nodes with a guarded edge can have a gap or an overlap.
+        if !edges.iter().any(|e| matches!(e.guard, Guard::When(_))) {
+            continue;
+        }
+        let Some((name, node)) = workflow.nodes.get_key_value(name) else { continue };
         let guards: Vec<&TExpr> = edges
             .iter()
             .filter_map(|e| match &e.guard {
@@ -409,8 +407,11 @@ fn routers(flow: &FlowGraph<'_>, types: &Types<'_>, reached: &IndexMap<NodeIndex
         let index = flow.index[name];
         let witness = || reached.contains_key(&index).then(|| flow.witness(&flow.path_to(reached, index)));
         let (file, span) = loc_span(node.loc);
-        let covers: Vec<Option<(String, Ty, Cover)>> = guards.iter().map(|g| cover(types, g)).collect();
         let has_default = edges.iter().any(|e| !matches!(e.guard, Guard::When(_)));
+        let exclusive = matches!(node.props.get("exclusive"), Some(Value::Bool(true)));
+        // The guards are analysed only when something depends on them.
+        let covers: Vec<Option<(String, Ty, Cover)>> =
+            if has_default && !exclusive { Vec::new() } else { guards.iter().map(|g| cover(types, g)).collect() };
         // Implicit ways on (loop rounds, map items, fan-out) also count.
         let implicit = flow
             .graph
@@ -438,7 +439,7 @@ fn routers(flow: &FlowGraph<'_>, types: &Types<'_>, reached: &IndexMap<NodeIndex
                 out.push(d);
             }
         }
-        if matches!(node.props.get("exclusive"), Some(Value::Bool(true))) {
+        if exclusive {
             'pairs: for i in 0..guards.len() {
                 for j in i + 1..guards.len() {
                     let disjoint = match (&covers[i], &covers[j]) {
@@ -503,7 +504,7 @@ fn exhaustive_gap(types: &Types<'_>, covers: &[Option<(String, Ty, Cover)>]) -> 
 }
 
 /// E0406: every parallel branch must reach a join that lists it.
-fn fanouts(flow: &FlowGraph<'_>, reached: &IndexMap<NodeIndex, Option<NodeIndex>>, out: &mut Vec<Diagnostic>) {
+fn fanouts(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
     for (name, node) in flow.workflow.nodes.iter().filter(|(_, n)| n.kind == "parallel") {
         let index = flow.index[name];
         if !reached.contains_key(&index) {

@@ -1,7 +1,7 @@
 //! Permission checks: tool access, delegation attenuation and limits, risky
 //! tools behind human approval, information flow of private data.
 
-use crate::flowgraph::{loc_span, FlowGraph};
+use crate::flowgraph::{loc_span, FlowGraph, Parents};
 use flow_check::ir::{Decl, Node, Program, Value};
 use flow_check::spec::Kind;
 use flow_diagnostics::{codes, Diagnostic, Label};
@@ -327,9 +327,22 @@ fn risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic
             .get(tool)
             .is_some_and(|t| flag(t, "confirm") || matches!(t.props.get("risk"), Some(Value::Word(r)) if r == "high" || r == "critical"))
     };
-    // Nothing to prove when no node can call a risky tool.
-    let callers: IndexMap<NodeIndex, String> =
-        flow.graph.node_indices().filter_map(|n| tools_of(flow.node(n), program).into_iter().find(|t| risky(t)).map(|t| (n, t))).collect();
+    // Nothing to prove when no node can call a risky tool (checked without
+    // allocating: most nodes call none).
+    let calls_risky = |node: &Node| match node.kind.as_str() {
+        "tool" => node.target.iter().any(|t| risky(t)),
+        "agent" => agent_of(node, program).is_some_and(|a| match a.props.get("tools") {
+            Some(Value::List(items)) => items.iter().any(|i| matches!(i, Value::Ref { name, .. } if risky(name))),
+            _ => false,
+        }),
+        _ => false,
+    };
+    let callers: IndexMap<NodeIndex, String> = flow
+        .graph
+        .node_indices()
+        .filter(|&n| calls_risky(flow.node(n)))
+        .filter_map(|n| tools_of(flow.node(n), program).into_iter().find(|t| risky(t)).map(|t| (n, t)))
+        .collect();
     if callers.is_empty() {
         return;
     }
@@ -392,7 +405,8 @@ fn information_flow(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagn
     let workflow = flow.workflow;
     let mut reported: IndexSet<NodeIndex> = IndexSet::new();
     for source in flow.graph.node_indices().filter(|&n| is_private_source(flow.node(n), program)) {
-        let mut parent: IndexMap<NodeIndex, Option<NodeIndex>> = IndexMap::from([(source, None)]);
+        let mut parent: Parents = Parents::default();
+        parent.insert(source, None);
         let mut queue = VecDeque::from([source]);
         while let Some(n) = queue.pop_front() {
             let mut next: Vec<NodeIndex> = flow.graph.edges_directed(n, Direction::Outgoing).map(|e| e.target()).collect();

@@ -30,6 +30,29 @@ fn main() {
         eprintln!("flow-bench-verify: cannot read {path}: {e}");
         std::process::exit(2);
     });
+    // Profiling aid: FLOW_BENCH_ONLY=structural|verify repeats one phase.
+    if std::env::var_os("FLOW_BENCH_ONLY").is_some_and(|p| p == "check") {
+        for _ in 0..runs {
+            let mut db = flow_diagnostics::SourceDb::new();
+            let root = db.add(path.clone(), text.clone());
+            std::hint::black_box(flow_check::check_program(&mut db, root, &flow_check::NoFiles));
+        }
+        return;
+    }
+    if let Some(phase) = std::env::var_os("FLOW_BENCH_ONLY") {
+        let mut db = flow_diagnostics::SourceDb::new();
+        let root = db.add(path.clone(), text.clone());
+        let checked = flow_check::check_program(&mut db, root, &flow_check::NoFiles);
+        for _ in 0..runs {
+            let found = if phase == "structural" {
+                flow_verify::verify_structural(&checked.program)
+            } else {
+                flow_verify::verify(&checked.program)
+            };
+            std::hint::black_box(found);
+        }
+        return;
+    }
     let (mut check, mut verify, mut structural, mut total) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut findings = 0;
     let mut nodes = 0;

@@ -194,11 +194,7 @@ pub fn workflow(nodes: usize, seed: u64) -> String {
     }
     s.push_str("\n  on budget_exhausted -> fallback(budget_exhausted)\n}\n\n");
     s.push_str("// Every run that starts terminates.\npolicy terminates: started(n0) => eventually (terminated(completed) or terminated(gate_blocked) or terminated(budget_exhausted))\n");
-    s.push_str(
-        "policy searched_results_exist: always (completed(n0) => not failed(n0)) or any_result_ok(n0)\n"
-            .replace(" or any_result_ok(n0)", "")
-            .as_str(),
-    );
+    s.push_str("policy completes_cleanly: always (completed(n0) => not failed(n0))\n");
     if gates > 0 {
         s.push_str(
             "policy no_search_without_agents: never (called(search) and not (called(search, by: analyst) or called(search, by: writer)))\n",

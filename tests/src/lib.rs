@@ -57,20 +57,7 @@ impl flow_check::Loader for RepoLoader {
     }
 }
 
-/// `a/./b/../c` → `a/c`, with `/` separators.
-pub fn normalize(path: &Path) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for component in path.components() {
-        match component {
-            std::path::Component::CurDir => {}
-            std::path::Component::ParentDir if parts.last().is_some_and(|p| p != "..") => {
-                parts.pop();
-            }
-            other => parts.push(other.as_os_str().to_string_lossy().into_owned()),
-        }
-    }
-    parts.join("/")
-}
+pub use flow_lsp::fs::normalize;
 
 /// Checks and verifies one file of the repository and renders its
 /// diagnostics as plain text, the way UI snapshots record them.

@@ -638,20 +638,10 @@ impl<'a> Checker<'a> {
 
     /// The variables expressions inside a declaration may use.
     fn decl_vars(&mut self, kind: Kind, body: &ast::Block) -> IndexMap<String, Ty> {
-        let prop_type = |this: &mut Self, key: &str| {
-            let value = body.entries.iter().find_map(|e| match e {
-                Entry::Property(p) if p.key.text == key => Some(p.value.clone()),
-                _ => None,
-            });
-            match value {
-                Some(v) => {
-                    let mark = this.diagnostics.len();
-                    let ty = this.lower_type(&v);
-                    this.diagnostics.truncate(mark);
-                    ty
-                }
-                None => Ty::Any,
-            }
+        // Lowered quietly: the property reports its own errors where it is checked.
+        let prop_type = |this: &mut Self, key: &str| match Self::block_prop(Some(body), key) {
+            Some(value) => this.quietly(|c| c.lower_type(value)),
+            None => Ty::Any,
         };
         let mut vars = IndexMap::new();
         match kind {

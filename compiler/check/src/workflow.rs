@@ -22,7 +22,7 @@ pub(crate) struct PolicyScope {
 impl Checker<'_> {
     /// Runs `f` with diagnostics discarded: for looking ahead at types
     /// that will be checked (and reported) in their own place.
-    fn quietly<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+    pub(crate) fn quietly<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
         let mark = self.diagnostics.len();
         let result = f(self);
         self.diagnostics.truncate(mark);
@@ -46,7 +46,7 @@ impl Checker<'_> {
         Some(ty)
     }
 
-    fn block_prop<'b>(block: Option<&'b ast::Block>, key: &str) -> Option<&'b ast::Expr> {
+    pub(crate) fn block_prop<'b>(block: Option<&'b ast::Block>, key: &str) -> Option<&'b ast::Expr> {
         block?.entries.iter().find_map(|e| match e {
             Entry::Property(p) if p.key.text == key => Some(&p.value),
             _ => None,

@@ -8,7 +8,8 @@
 //! `loop` for its round and a `map` for its items, before going on.
 
 use crate::flowgraph::{loc_span, EdgeKind, FlowGraph, Parents};
-use flow_check::ir::{Decl, Loc, Node, Program, Value};
+use crate::lookup::{agent_of, budget_record};
+use flow_check::ir::{Loc, Node, Program, Value};
 use flow_diagnostics::{codes, Diagnostic, Label};
 use indexmap::{IndexMap, IndexSet};
 use petgraph::graph::NodeIndex;
@@ -26,18 +27,6 @@ fn int(v: Option<&Value>) -> Option<f64> {
     }
 }
 
-fn record<'p>(value: Option<&'p Value>, program: &'p Program) -> Option<&'p IndexMap<String, Value>> {
-    match value? {
-        Value::Record(r) => Some(r),
-        Value::Ref { name, .. } => Some(&program.decls.get(name)?.props),
-        _ => None,
-    }
-}
-
-fn agent_of<'p>(node: &Node, program: &'p Program) -> Option<&'p Decl> {
-    (node.kind == "agent").then(|| program.decls.get(node.target.first()?)).flatten()
-}
-
 /// The budget records delegation contracts give the nodes they delegate
 /// to, by node name (computed once per workflow).
 type Delegated<'p> = IndexMap<&'p str, &'p IndexMap<String, Value>>;
@@ -46,7 +35,7 @@ fn delegated<'p>(workflow: &'p flow_check::ir::Workflow, program: &'p Program) -
     let mut out = IndexMap::new();
     for t in workflow.transfers.iter().filter(|t| t.kind == "delegate") {
         if let Some(Value::Ref { name, .. }) = t.props.get("contract") {
-            if let Some(budget) = program.decls.get(name).and_then(|c| record(c.props.get("budget"), program)) {
+            if let Some(budget) = program.decls.get(name).and_then(|c| budget_record(c.props.get("budget"), program)) {
                 out.entry(t.to.as_str()).or_insert(budget);
             }
         }
@@ -57,7 +46,7 @@ fn delegated<'p>(workflow: &'p flow_check::ir::Workflow, program: &'p Program) -
 /// The run-wide cap of quantity `q` an agent's own `budget` sets.
 fn agent_cap(node: &Node, q: &str, program: &Program) -> Option<f64> {
     let agent = agent_of(node, program)?;
-    record(agent.props.get("budget"), program).and_then(|b| int(b.get(q)))
+    budget_record(agent.props.get("budget"), program).and_then(|b| int(b.get(q)))
 }
 
 /// The ceiling of quantity `q` for one visit of a node (all its attempts);
@@ -65,7 +54,7 @@ fn agent_cap(node: &Node, q: &str, program: &Program) -> Option<f64> {
 /// is delegated under) bounds the visit; otherwise attempts × the
 /// provider's per-turn ceiling.
 fn visit_weight(node: &Node, q: &str, delegated: &Delegated<'_>, program: &Program) -> Option<f64> {
-    let declared = record(node.props.get("budget"), program)
+    let declared = budget_record(node.props.get("budget"), program)
         .and_then(|b| int(b.get(q)))
         .into_iter()
         .chain(delegated.get(node.name.as_str()).and_then(|b| int(b.get(q))))
@@ -427,7 +416,7 @@ fn unbounded_reason(
 
 pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
     let workflow = flow.workflow;
-    let Some(budget) = record(workflow.props.get("budget"), program) else { return };
+    let Some(budget) = budget_record(workflow.props.get("budget"), program) else { return };
     let budget_loc = match workflow.props.get("budget") {
         Some(Value::Ref { name, .. }) => program.decls.get(name).map(|d| d.loc).unwrap_or(workflow.loc),
         _ => workflow.loc,

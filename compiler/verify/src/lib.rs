@@ -11,6 +11,7 @@ mod budgets;
 mod flowgraph;
 pub mod gates;
 mod graph_checks;
+mod lookup;
 pub mod obligations;
 mod permissions;
 pub mod render;

@@ -4,7 +4,8 @@
 //! (probed and refused), every delegation edge, every gate outlet.
 
 use crate::flowgraph::FlowGraph;
-use flow_check::ir::{Program, Value};
+use crate::lookup::names;
+use flow_check::ir::Program;
 use flow_check::spec::Kind;
 use serde::Serialize;
 
@@ -18,15 +19,6 @@ pub struct Obligation {
     /// The parts: agent and tool, delegator and delegate, gate and outlet.
     pub subject: Vec<String>,
     pub description: String,
-}
-
-fn names(value: Option<&Value>) -> Vec<String> {
-    match value {
-        Some(Value::List(items)) => {
-            items.iter().filter_map(|i| if let Value::Ref { name, .. } = i { Some(name.clone()) } else { None }).collect()
-        }
-        _ => Vec::new(),
-    }
 }
 
 /// Every obligation of every workflow, in a stable order.

@@ -2,6 +2,7 @@
 //! tools behind human approval, information flow of private data.
 
 use crate::flowgraph::{loc_span, FlowGraph, Parents};
+use crate::lookup::{agent_of, budget_record, is_risky_tool, names};
 use flow_check::ir::{Decl, Node, Program, Value};
 use flow_check::spec::Kind;
 use flow_diagnostics::{codes, Diagnostic, Label};
@@ -10,19 +11,6 @@ use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 use std::collections::VecDeque;
-
-fn names(value: Option<&Value>) -> Vec<String> {
-    match value {
-        Some(Value::List(items)) => items
-            .iter()
-            .filter_map(|i| match i {
-                Value::Ref { name, .. } | Value::Str(name) | Value::Word(name) => Some(name.clone()),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
-}
 
 fn flag(decl: &Decl, key: &str) -> bool {
     matches!(decl.props.get(key), Some(Value::Bool(true)))
@@ -59,25 +47,12 @@ pub fn check_agents(program: &Program, out: &mut Vec<Diagnostic>) {
     }
 }
 
-fn agent_of<'p>(node: &Node, program: &'p Program) -> Option<&'p Decl> {
-    (node.kind == "agent").then(|| program.decls.get(node.target.first()?)).flatten()
-}
-
 /// The tools a node may call: a tool node's tool, an agent node's agent's tools.
 fn tools_of(node: &Node, program: &Program) -> Vec<String> {
     match node.kind.as_str() {
         "tool" => node.target.clone(),
         "agent" => agent_of(node, program).map(|a| names(a.props.get("tools"))).unwrap_or_default(),
         _ => Vec::new(),
-    }
-}
-
-/// A budget value: a reference to a budget declaration or an inline record.
-fn budget_record<'p>(value: Option<&'p Value>, program: &'p Program) -> Option<&'p IndexMap<String, Value>> {
-    match value? {
-        Value::Record(r) => Some(r),
-        Value::Ref { name, .. } => Some(&program.decls.get(name)?.props),
-        _ => None,
     }
 }
 
@@ -321,12 +296,7 @@ pub fn check_risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<
 
 /// E0705: risky or confirm-required tools reachable without approval.
 fn risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
-    let risky = |tool: &str| {
-        program
-            .decls
-            .get(tool)
-            .is_some_and(|t| flag(t, "confirm") || matches!(t.props.get("risk"), Some(Value::Word(r)) if r == "high" || r == "critical"))
-    };
+    let risky = |tool: &str| is_risky_tool(program, tool);
     // Nothing to prove when no tool is risky, or no node can call one
     // (checked without allocating: most nodes call none).
     if !program.decls.values().any(|d| d.kind == Kind::Tool && risky(&d.name)) {

@@ -155,12 +155,7 @@ pub fn json(program: &Program) -> serde_json::Value {
     let mut workflows = Vec::new();
     for workflow in program.workflows.values() {
         let flow = FlowGraph::new(workflow);
-        let risky = |tool: &str| {
-            program.decls.get(tool).is_some_and(|t| {
-                matches!(t.props.get("confirm"), Some(Value::Bool(true)))
-                    || matches!(t.props.get("risk"), Some(Value::Word(r)) if r == "high" || r == "critical")
-            })
-        };
+        let risky = |tool: &str| crate::lookup::is_risky_tool(program, tool);
         let mut sensitive_tools: Vec<String> = Vec::new();
         let nodes: Vec<serde_json::Value> = workflow
             .nodes

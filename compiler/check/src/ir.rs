@@ -10,11 +10,11 @@ use crate::spec::Kind;
 use crate::types::Ty;
 use indexmap::IndexMap;
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where something was declared: file index (into the `SourceDb`) and byte
 /// span.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
 pub struct Loc {
     pub file: u32,
     pub start: u32,
@@ -22,7 +22,7 @@ pub struct Loc {
 }
 
 /// One checked program: a root file and everything it imports.
-#[derive(Debug, Clone, Serialize, JsonSchema, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default)]
 pub struct Program {
     /// Declared types, by name.
     pub types: IndexMap<String, TypeDef>,
@@ -35,7 +35,7 @@ pub struct Program {
     pub policies: Vec<Policy>,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TypeDef {
     pub name: String,
     pub ty: Ty,
@@ -44,7 +44,7 @@ pub struct TypeDef {
 
 /// A principal, provider, agent, tool, evaluator, budget, contract or
 /// blackboard.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Decl {
     pub kind: Kind,
     pub name: String,
@@ -55,7 +55,7 @@ pub struct Decl {
     pub imported: bool,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Machine {
     pub name: String,
     pub initial: String,
@@ -65,7 +65,7 @@ pub struct Machine {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Workflow {
     pub name: String,
     pub props: IndexMap<String, Value>,
@@ -78,7 +78,7 @@ pub struct Workflow {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Node {
     pub name: String,
     /// `agent`, `tool`, `human`, `parallel`, `map`, `join`, `loop`, `flow`, `end`.
@@ -93,7 +93,7 @@ pub struct Node {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Edge {
     pub from: String,
     pub to: String,
@@ -101,7 +101,7 @@ pub struct Edge {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", content = "condition", rename_all = "snake_case")]
 pub enum Guard {
     Always,
@@ -109,7 +109,7 @@ pub enum Guard {
     Else,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Gate {
     pub name: String,
     pub from: String,
@@ -119,7 +119,7 @@ pub struct Gate {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Transfer {
     /// `handoff` or `delegate`.
     pub kind: String,
@@ -129,20 +129,20 @@ pub struct Transfer {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Handler {
     pub events: Vec<String>,
     pub action: Action,
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Action {
     pub name: String,
     pub args: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Policy {
     pub name: String,
     pub formula: Formula,
@@ -150,7 +150,7 @@ pub struct Policy {
     pub loc: Loc,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Formula {
     Bool { value: bool },
@@ -167,7 +167,7 @@ pub enum Formula {
 }
 
 /// A checked property value.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Value {
     Bool(bool),
@@ -214,14 +214,14 @@ pub enum Value {
 }
 
 /// A typed expression.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TExpr {
     #[serde(flatten)]
     pub kind: TExprKind,
     pub ty: Ty,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "expr", rename_all = "snake_case")]
 pub enum TExprKind {
     Literal {

@@ -4,13 +4,13 @@
 
 use crate::ir::Program;
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// The plan format version. Bump on any incompatible change of the IR.
 pub const PLAN_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Plan {
     /// Always [`PLAN_VERSION`] for plans this compiler writes.
     pub flow_plan_version: u32,
@@ -20,7 +20,7 @@ pub struct Plan {
     pub program: Program,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SourceInfo {
     /// The root file, as named on the command line.
     pub root: String,
@@ -31,7 +31,7 @@ pub struct SourceInfo {
     pub files: Vec<SourceFileDigest>,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct SourceFileDigest {
     pub name: String,
     pub sha256: String,

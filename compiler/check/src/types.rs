@@ -2,13 +2,13 @@
 
 use indexmap::IndexMap;
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// A structural type. Named types are resolved when lowered, so a `Ty`
 /// never refers to a declaration, except through [`Ty::Named`] for the
 /// recursive case (a record that contains itself).
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Ty {
     Any,
@@ -38,7 +38,7 @@ pub enum Ty {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FieldTy {
     pub ty: Ty,
     pub optional: bool,

@@ -1,0 +1,530 @@
+//! The trace event vocabulary shared by witness traces (`flowc verify`)
+//! and real runs (`flow run`).
+//!
+//! Every event carries the envelope fields of [`Event`]; `kind` says which
+//! [`Body`] variant the `payload` is, and every payload carries
+//! `schema_version`. Kinds are `lower_snake_case`. The published schema
+//! (`stdlib/schemas/trace-event.schema.json`) is generated from these types
+//! by [`event_schema`], so the two never drift.
+//!
+//! OpenTelemetry GenAI mapping: `run_*` events are the `invoke_workflow`
+//! span, an agent node's `attempt_*` events the `invoke_agent` span,
+//! `agent_turn` a `chat` span, `tool_call_*` an `execute_tool` span and
+//! `gate_recorded` a `gen_ai.evaluation.result` event; Flow's own detail
+//! goes under `flow.*` attributes (see [`otel_name`]).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The version of every payload this crate writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One trace event: the envelope and a typed body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Event {
+    /// The run (trace id): one per `flow run`, kept across resumes.
+    pub run_id: String,
+    /// One process execution of the run: `exec-1`, then `exec-2` after a
+    /// resume, and so on.
+    pub execution_id: String,
+    /// Position in the run: 1, 2, 3 … without gaps, assigned by the
+    /// control plane only.
+    pub seq: u64,
+    /// Unique id of this event: `{run_id}/{seq}`.
+    pub event_id: String,
+    /// The event this one is a consequence of, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_event_id: Option<String>,
+    /// Who produced it: `control`, `agent.X`, `tool.Y`, `gate.Z`, `human.U`.
+    pub producer: String,
+    #[serde(flatten)]
+    pub body: Body,
+    /// RFC 3339 UTC time at which the control plane recorded it.
+    pub time: String,
+}
+
+impl Event {
+    pub fn kind(&self) -> &'static str {
+        self.body.kind()
+    }
+
+    /// The event id for `seq` in `run_id`.
+    pub fn id_for(run_id: &str, seq: u64) -> String {
+        format!("{run_id}/{seq}")
+    }
+}
+
+/// A reference to a content-addressed artifact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ArtifactRef {
+    /// `sha256:` and the hex digest of the artifact's canonical JSON.
+    pub digest: String,
+    /// Size in bytes of the canonical JSON.
+    pub size: u64,
+}
+
+/// Resource use of one call, or amounts reserved against a budget.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Usage {
+    #[serde(default)]
+    pub steps: u64,
+    #[serde(default)]
+    pub tokens: u64,
+    #[serde(default)]
+    pub tool_calls: u64,
+    /// Money, in the budget's currency units.
+    #[serde(default)]
+    pub cost: f64,
+    /// Milliseconds.
+    #[serde(default)]
+    pub duration_ms: u64,
+}
+
+/// One evaluator's verdict inside a gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EvaluatorResult {
+    /// The evaluator as written, e.g. `predicate(len(research.items) > 0)`.
+    pub evaluator: String,
+    /// `PASS`, `REQUIRES_DECISION` or `BLOCK`.
+    pub outcome: String,
+    /// Why it did not pass, or why it errored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Whether the evaluator errored, timed out or was inconclusive (then
+    /// `outcome` is the gate's `on_error`, never PASS).
+    #[serde(default)]
+    pub error: bool,
+}
+
+/// The kind and payload of an event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", content = "payload", rename_all = "snake_case")]
+pub enum Body {
+    /// The run began (or, with `resumed`, a new execution of it).
+    RunStarted {
+        schema_version: u32,
+        workflow: String,
+        /// The plan's source digest: what was verified.
+        plan_digest: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<ArtifactRef>,
+    },
+    /// A new execution took over a run after a stop or a crash.
+    RunResumed {
+        schema_version: u32,
+        /// The last event recorded before the resume.
+        after_seq: u64,
+    },
+    /// The run stopped without terminating: it waits for a decision or a
+    /// reconciliation. `flow resume` continues it.
+    RunPaused {
+        schema_version: u32,
+        /// `awaiting_decision` or `reconciliation_required`.
+        reason: String,
+        /// The gate, node or attempt waited on.
+        waiting_on: String,
+    },
+    /// The run ended.
+    RunTerminated {
+        schema_version: u32,
+        /// The reason code (an end node's target, or an action's argument).
+        reason: String,
+        /// `success`, `failure`, `partial`, `escalated` or `cancelled`.
+        status: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<ArtifactRef>,
+    },
+    /// A node began a visit.
+    NodeStarted {
+        schema_version: u32,
+        node: String,
+        /// The node kind: agent, tool, human, parallel, map, join, loop, flow, end.
+        node_kind: String,
+        /// 1 for the first visit of the node in the run.
+        visit: u32,
+    },
+    /// A node's visit ended with an output.
+    NodeCompleted {
+        schema_version: u32,
+        node: String,
+        /// `completed`, `skipped` or `degraded`.
+        status: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<ArtifactRef>,
+    },
+    /// A node's visit failed after its attempts.
+    NodeFailed {
+        schema_version: u32,
+        node: String,
+        error_code: String,
+        message: String,
+    },
+    /// An attempt of a node began, holding a lease.
+    AttemptStarted {
+        schema_version: u32,
+        node: String,
+        attempt_id: String,
+        attempt_no: u32,
+        /// `first`, `retry`, `repair`, `revise`, `replan`, `lease_expired`, `reconciled`.
+        trigger_reason: String,
+    },
+    /// An attempt produced a valid result.
+    AttemptCompleted {
+        schema_version: u32,
+        node: String,
+        attempt_id: String,
+        attempt_no: u32,
+        output: ArtifactRef,
+    },
+    /// An attempt failed.
+    AttemptFailed {
+        schema_version: u32,
+        node: String,
+        attempt_id: String,
+        attempt_no: u32,
+        /// A stable reason code: `invalid_output`, `tool_error`, `timeout`,
+        /// `provider_error`, `budget_exhausted`, `cancelled`, …
+        error_code: String,
+        message: String,
+    },
+    /// One model turn of an agent.
+    AgentTurn {
+        schema_version: u32,
+        agent: String,
+        node: String,
+        attempt_id: String,
+        provider: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// The key of the request (sha256 of its canonical JSON), as in cassettes.
+        request_key: String,
+        usage: Usage,
+        /// The reply, when it parsed as JSON.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply: Option<ArtifactRef>,
+        /// Why the reply was refused (then a repair turn may follow).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A protocol message between participants.
+    Message {
+        schema_version: u32,
+        /// TASK_ASSIGN, TASK_REPORT, QUERY, RESPONSE, VOTE_REQUEST, VOTE, APPROVAL_REQUEST.
+        message_type: String,
+        from: String,
+        to: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        artifact: Option<ArtifactRef>,
+    },
+    /// Control and a payload moved between nodes.
+    Handoff {
+        schema_version: u32,
+        from: String,
+        to: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// `isolated`, `fork` or `filtered`.
+        context: String,
+        /// The context slice actually passed (the fields kept).
+        context_fields: Vec<String>,
+        payload: ArtifactRef,
+        /// Whether the acceptance checks passed (a refused handoff stops).
+        accepted: bool,
+    },
+    /// A delegation under a contract.
+    Delegation {
+        schema_version: u32,
+        from: String,
+        to: String,
+        contract: String,
+        inputs: ArtifactRef,
+        /// The budget the delegate receives (after attenuation).
+        budget: Usage,
+    },
+    /// A tool call was issued (persisted before the call is made).
+    ToolCallStarted {
+        schema_version: u32,
+        tool: String,
+        node: String,
+        attempt_id: String,
+        /// The calling agent, when an agent asked for the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+        request_key: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        idempotency_key: Option<String>,
+        input: ArtifactRef,
+    },
+    /// A tool call returned.
+    ToolCallCompleted {
+        schema_version: u32,
+        tool: String,
+        attempt_id: String,
+        ok: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<ArtifactRef>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        duration_ms: u64,
+    },
+    /// A gate's outcome, with each evaluator's verdict.
+    GateRecorded {
+        schema_version: u32,
+        gate: String,
+        from: String,
+        to: String,
+        /// `PASS`, `REQUIRES_DECISION` or `BLOCK`: the most severe verdict.
+        outcome: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        evaluators: Vec<EvaluatorResult>,
+        /// Who triggered the gate, on which event.
+        trigger: String,
+    },
+    /// A decision was asked for (a gate's REQUIRES_DECISION or a human node).
+    DecisionRequested {
+        schema_version: u32,
+        /// The gate or human node.
+        subject: String,
+        deciders: Vec<String>,
+        decisions: Vec<String>,
+    },
+    /// A decision was recorded and applied (recorded once; resume reuses it).
+    DecisionApplied {
+        schema_version: u32,
+        subject: String,
+        /// `approve`, `revise`, `replan` or `reject`.
+        decision: String,
+        by: String,
+        /// The action that followed, e.g. `continue`, `revise(write)`.
+        action: String,
+    },
+    /// The control plane took an edge.
+    EdgeTaken {
+        schema_version: u32,
+        from: String,
+        to: String,
+        /// `always`, `when`, `else`, or the action that jumped (`goto`, `revise`, …).
+        via: String,
+    },
+    /// A handler's action ran.
+    ActionTaken {
+        schema_version: u32,
+        /// The event that fired it: `failure`, `BLOCK`, `budget_exhausted`, …
+        event: String,
+        /// Where the handler is declared: a node, gate, budget or the workflow.
+        scope: String,
+        action: String,
+    },
+    /// A task moved between machine states.
+    StateChanged {
+        schema_version: u32,
+        node: String,
+        machine: String,
+        from: String,
+        to: String,
+    },
+    LeaseGranted {
+        schema_version: u32,
+        attempt_id: String,
+        lease: String,
+        owner: String,
+        expires_at: String,
+    },
+    LeaseHeartbeat {
+        schema_version: u32,
+        attempt_id: String,
+        lease: String,
+        expires_at: String,
+    },
+    LeaseReleased {
+        schema_version: u32,
+        attempt_id: String,
+        lease: String,
+    },
+    /// A lease ran out (its holder crashed or stalled): the one recovery path.
+    LeaseExpired {
+        schema_version: u32,
+        attempt_id: String,
+        lease: String,
+    },
+    /// Amounts held against a budget scope before a call.
+    BudgetReserved {
+        schema_version: u32,
+        scope: String,
+        attempt_id: String,
+        amount: Usage,
+    },
+    /// Actual use charged after a call; the rest of the reservation is released.
+    BudgetSettled {
+        schema_version: u32,
+        scope: String,
+        attempt_id: String,
+        used: Usage,
+        remaining: Usage,
+    },
+    /// The remaining share of a scope fell into another zone.
+    BudgetZoneChanged {
+        schema_version: u32,
+        scope: String,
+        from: String,
+        to: String,
+        actions: Vec<String>,
+    },
+    /// A budget limit was reached.
+    BudgetExhausted {
+        schema_version: u32,
+        scope: String,
+        limit: String,
+    },
+    /// An artifact was stored (content-addressed).
+    ArtifactRecorded {
+        schema_version: u32,
+        artifact: ArtifactRef,
+        /// The node or call that produced it.
+        produced_by: String,
+    },
+    /// A non-idempotent call's outcome is unknown after a crash.
+    ReconciliationRequired {
+        schema_version: u32,
+        attempt_id: String,
+        tool: String,
+        idempotency_key: String,
+    },
+    /// A policy was violated (runtime monitor or witness).
+    PolicyViolated {
+        schema_version: u32,
+        policy: String,
+        message: String,
+    },
+    /// Something worth knowing that changed nothing.
+    Warning {
+        schema_version: u32,
+        message: String,
+    },
+}
+
+impl Body {
+    /// The `kind` string of this body.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Body::RunStarted { .. } => "run_started",
+            Body::RunResumed { .. } => "run_resumed",
+            Body::RunPaused { .. } => "run_paused",
+            Body::RunTerminated { .. } => "run_terminated",
+            Body::NodeStarted { .. } => "node_started",
+            Body::NodeCompleted { .. } => "node_completed",
+            Body::NodeFailed { .. } => "node_failed",
+            Body::AttemptStarted { .. } => "attempt_started",
+            Body::AttemptCompleted { .. } => "attempt_completed",
+            Body::AttemptFailed { .. } => "attempt_failed",
+            Body::AgentTurn { .. } => "agent_turn",
+            Body::Message { .. } => "message",
+            Body::Handoff { .. } => "handoff",
+            Body::Delegation { .. } => "delegation",
+            Body::ToolCallStarted { .. } => "tool_call_started",
+            Body::ToolCallCompleted { .. } => "tool_call_completed",
+            Body::GateRecorded { .. } => "gate_recorded",
+            Body::DecisionRequested { .. } => "decision_requested",
+            Body::DecisionApplied { .. } => "decision_applied",
+            Body::EdgeTaken { .. } => "edge_taken",
+            Body::ActionTaken { .. } => "action_taken",
+            Body::StateChanged { .. } => "state_changed",
+            Body::LeaseGranted { .. } => "lease_granted",
+            Body::LeaseHeartbeat { .. } => "lease_heartbeat",
+            Body::LeaseReleased { .. } => "lease_released",
+            Body::LeaseExpired { .. } => "lease_expired",
+            Body::BudgetReserved { .. } => "budget_reserved",
+            Body::BudgetSettled { .. } => "budget_settled",
+            Body::BudgetZoneChanged { .. } => "budget_zone_changed",
+            Body::BudgetExhausted { .. } => "budget_exhausted",
+            Body::ArtifactRecorded { .. } => "artifact_recorded",
+            Body::ReconciliationRequired { .. } => "reconciliation_required",
+            Body::PolicyViolated { .. } => "policy_violated",
+            Body::Warning { .. } => "warning",
+        }
+    }
+}
+
+/// The OpenTelemetry GenAI span or event name an event kind maps onto.
+pub fn otel_name(kind: &str) -> &'static str {
+    match kind {
+        "run_started" | "run_resumed" | "run_paused" | "run_terminated" => "invoke_workflow",
+        "node_started" | "node_completed" | "node_failed" | "attempt_started" | "attempt_completed" | "attempt_failed" => "invoke_agent",
+        "agent_turn" => "chat",
+        "tool_call_started" | "tool_call_completed" => "execute_tool",
+        "gate_recorded" => "gen_ai.evaluation.result",
+        _ => "flow.event",
+    }
+}
+
+/// The JSON Schema of one trace event, as published in
+/// `stdlib/schemas/trace-event.schema.json`.
+pub fn event_schema() -> Value {
+    let schema = schemars::schema_for!(Event);
+    serde_json::to_value(schema).unwrap_or(Value::Null)
+}
+
+/// Parses a JSONL trace. Errors name the line.
+pub fn parse_jsonl(text: &str) -> Result<Vec<Event>, String> {
+    let mut events = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let event: Event = serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+        events.push(event);
+    }
+    Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_with_kind_and_payload() {
+        let event = Event {
+            run_id: "r".into(),
+            execution_id: "exec-1".into(),
+            seq: 1,
+            event_id: Event::id_for("r", 1),
+            parent_event_id: None,
+            producer: "control".into(),
+            body: Body::RunStarted { schema_version: SCHEMA_VERSION, workflow: "w".into(), plan_digest: "sha256:x".into(), input: None },
+            time: "2026-01-01T00:00:00Z".into(),
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(json["kind"], "run_started");
+        assert_eq!(json["payload"]["schema_version"], 1);
+        assert_eq!(json["event_id"], "r/1");
+        let back: Event = serde_json::from_value(json).unwrap();
+        assert_eq!(back, event);
+        assert_eq!(back.kind(), "run_started");
+    }
+
+    /// The published schema is the generated one (bless with FLOW_BLESS=1).
+    #[test]
+    #[allow(clippy::disallowed_methods)]
+    fn published_schema_is_up_to_date() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../stdlib/schemas/trace-event.schema.json");
+        let generated = serde_json::to_string_pretty(&event_schema()).unwrap() + "\n";
+        if std::env::var_os("FLOW_BLESS").is_some() {
+            std::fs::write(&path, &generated).unwrap();
+        }
+        let published = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            published == generated,
+            "stdlib/schemas/trace-event.schema.json is stale: regenerate with FLOW_BLESS=1 cargo test -p flow-trace"
+        );
+    }
+
+    #[test]
+    fn schema_names_every_kind() {
+        let schema = event_schema().to_string();
+        for kind in ["run_started", "gate_recorded", "decision_applied", "lease_granted", "budget_zone_changed", "policy_violated"] {
+            assert!(schema.contains(&format!("\"{kind}\"")), "{kind} missing from the schema");
+        }
+    }
+}

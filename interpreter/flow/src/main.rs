@@ -1,0 +1,606 @@
+//! `flow`: runs compiled Flow plans.
+//!
+//! This binary is the runtime's I/O boundary: it compiles (or loads) the
+//! plan, chooses the run directory, wires the terminal (progress, prompts)
+//! and maps outcomes to exit codes. Everything else is `flow-runtime`.
+#![allow(clippy::disallowed_methods)]
+
+use clap::{Parser, Subcommand};
+use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
+use flow_check::plan::Plan;
+use flow_diagnostics::{render, sort_diagnostics, SourceDb};
+use flow_runtime::clock::{Clock, FakeClock, SystemClock};
+use flow_runtime::driver::{self, exit, Asker, Options, Outcome, Proposal, ResumeMode, RunError};
+use flow_runtime::engine::RunStatus;
+use flow_runtime::exec::ReplayMode;
+use flow_runtime::journal::Journal;
+use flow_runtime::proto::{HumanAnswer, HumanRequest, Response};
+use flow_trace::{Body, Event};
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "flow",
+    version,
+    about = "Runs Flow workflows: the control plane decides and records, models, tools and humans propose.",
+    after_help = "Exit status: 0 success, 1 run failed, 2 usage or I/O error, 3 budget exhausted, \
+4 awaiting a human decision (`flow approve`, then `flow resume`), 5 partial result."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a .flow file (checked and verified first) or a plan built by `flowc build`.
+    ///
+    /// The run directory holds the journal, `trace.jsonl` and the
+    /// artifacts; its path is printed at start. When a cassette named
+    /// `NAME.cassette.yaml` sits next to `NAME.flow`, the requests it
+    /// records are replayed from it and the others run live (examples ship
+    /// one, so they run offline); `--no-cassette` turns that off.
+    Run {
+        /// The .flow file or plan .json.
+        file: PathBuf,
+        /// The run directory (default: a fresh one under .flow/runs/).
+        #[arg(long)]
+        run_dir: Option<PathBuf>,
+        /// The run id (default: generated).
+        #[arg(long)]
+        run_id: Option<String>,
+        /// The workflow to run (default: the first one).
+        #[arg(long)]
+        workflow: Option<String>,
+        /// The input as a JSON file (default: NAME.input.json next to NAME.flow, if present).
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// Record every model, tool, probe and human result to this cassette.
+        #[arg(long)]
+        record: Option<PathBuf>,
+        /// Replay every result from this cassette; a request not in it fails the run.
+        #[arg(long, conflicts_with = "record")]
+        replay: Option<PathBuf>,
+        /// Do not use NAME.cassette.yaml next to the flow.
+        #[arg(long)]
+        no_cassette: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Continue a run that stopped (crash, kill, or a pause for a decision).
+    Resume {
+        /// A run directory or run id.
+        run: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Record a human decision for a paused run (then `flow resume`).
+    Approve {
+        /// A run directory or run id.
+        run: String,
+        /// The gate, node or subject waiting (see `flow status`).
+        subject: String,
+        /// approve, revise, replan or reject.
+        #[arg(long)]
+        decision: String,
+        /// The principal deciding (default: the first allowed).
+        #[arg(long)]
+        by: Option<String>,
+        #[arg(long)]
+        comment: Option<String>,
+    },
+    /// Where a run stands: status, nodes, budget, what it waits for.
+    Status {
+        /// A run directory or run id.
+        run: String,
+    },
+    /// A readable timeline of a run.
+    Show {
+        /// A run directory or run id.
+        run: String,
+    },
+    /// Re-derive a run's state from its journal alone, checking it against the plan.
+    Replay {
+        /// A run directory or run id.
+        run: String,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct Common {
+    /// A deterministic clock (tests): fixed start, 1 ms per reading, no sleeping.
+    #[arg(long)]
+    fake_clock: bool,
+    /// Journal writes survive power loss (synchronous=FULL), not only crashes.
+    #[arg(long)]
+    durable: bool,
+    /// No progress display or logs.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Never prompt on a terminal: pause for decisions instead.
+    #[arg(long)]
+    no_prompt: bool,
+}
+
+fn main() -> ExitCode {
+    if std::env::var_os("FLOW_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_env("FLOW_LOG"))
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return usage(format!("cannot start the runtime: {e}")),
+    };
+    let code = runtime.block_on(dispatch(cli));
+    ExitCode::from(code)
+}
+
+fn usage(message: String) -> ExitCode {
+    eprintln!("flow: {message}");
+    ExitCode::from(exit::USAGE)
+}
+
+fn fail(error: RunError) -> u8 {
+    eprintln!("flow: {error}");
+    match error {
+        RunError::Usage(_) | RunError::Storage(_) => exit::USAGE,
+        RunError::ReplayMiss(_) | RunError::Diverged(_) => exit::FAILED,
+    }
+}
+
+async fn dispatch(cli: Cli) -> u8 {
+    match cli.command {
+        Command::Run { file, run_dir, run_id, workflow, input, record, replay, no_cassette, common } => {
+            run(file, run_dir, run_id, workflow, input, record, replay, no_cassette, common).await
+        }
+        Command::Resume { run, common } => {
+            let dir = match run_dir_of(&run) {
+                Ok(d) => d,
+                Err(e) => return fail(e),
+            };
+            eprintln!("flow: resuming {}", dir.display());
+            let opts = options(dir, &common, None);
+            report(driver::resume(opts, ResumeMode::Continue).await, common.quiet)
+        }
+        Command::Approve { run, subject, decision, by, comment } => approve(&run, &subject, &decision, by, comment),
+        Command::Status { run } => status(&run),
+        Command::Show { run } => show(&run),
+        Command::Replay { run } => {
+            let dir = match run_dir_of(&run) {
+                Ok(d) => d,
+                Err(e) => return fail(e),
+            };
+            let common = Common { fake_clock: true, durable: false, quiet: true, no_prompt: true };
+            let opts = options(dir, &common, None);
+            match driver::resume(opts, ResumeMode::DeriveOnly).await {
+                Ok(outcome) => {
+                    println!("replayed {} events: the journal is consistent with the plan", outcome.events);
+                    println!("state: {}", describe(&outcome.status));
+                    for (node, output) in &outcome.outputs {
+                        println!("  {node} = {}", short(output, 160));
+                    }
+                    exit::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+    }
+}
+
+fn short(value: &serde_json::Value, max: usize) -> String {
+    let text = value.to_string();
+    if text.chars().count() > max {
+        format!("{}…", text.chars().take(max).collect::<String>())
+    } else {
+        text
+    }
+}
+
+fn describe(status: &RunStatus) -> String {
+    match status {
+        RunStatus::Running => "running (stopped mid-way: `flow resume` continues it)".into(),
+        RunStatus::Paused { reason, waiting_on } => format!("paused, {reason}: {waiting_on}"),
+        RunStatus::Terminated { reason, status, .. } => format!("terminated: {status} ({reason})"),
+    }
+}
+
+/// A run directory, or a run id under .flow/runs/.
+fn run_dir_of(run: &str) -> Result<PathBuf, RunError> {
+    let path = PathBuf::from(run);
+    if path.join("journal.sqlite").exists() {
+        return Ok(path);
+    }
+    let under = Path::new(".flow/runs").join(run);
+    if under.join("journal.sqlite").exists() {
+        return Ok(under);
+    }
+    Err(RunError::Usage(format!("no run `{run}` (neither a run directory nor a run id under .flow/runs/)")))
+}
+
+fn fresh_run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let ms = SystemClock.now_ms();
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(ms);
+    h.write_u32(std::process::id());
+    let stamp = flow_runtime::clock::rfc3339(ms).replace([':', '-'], "").replace('T', "-");
+    format!("run-{}-{:06x}", &stamp[..15], h.finish() & 0xff_ffff)
+}
+
+struct TerminalAsker;
+
+impl Asker for TerminalAsker {
+    fn ask(&mut self, request: &HumanRequest) -> Option<HumanAnswer> {
+        let mut err = std::io::stderr();
+        let _ = writeln!(err, "\n── decision needed: {}", request.subject);
+        if let Some(prompt) = &request.prompt {
+            let _ = writeln!(err, "   {prompt}");
+        }
+        if !request.principals.is_empty() {
+            let _ = writeln!(err, "   deciders: {}", request.principals.join(", "));
+        }
+        let stdin = std::io::stdin();
+        loop {
+            let _ = write!(err, "   decision [{}] (empty: pause the run): ", request.decisions.join("/"));
+            let _ = err.flush();
+            let mut line = String::new();
+            if stdin.lock().read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            let answer = line.trim();
+            if answer.is_empty() {
+                return None;
+            }
+            if request.decisions.iter().any(|d| d == answer) {
+                let by = request.principals.first().cloned().unwrap_or_else(|| "operator".into());
+                return Some(HumanAnswer { decision: answer.to_string(), by, comment: None });
+            }
+            let _ = writeln!(err, "   `{answer}` is not one of: {}", request.decisions.join(", "));
+        }
+    }
+}
+
+/// Progress on a terminal; one log line per notable event otherwise.
+fn observer(quiet: bool) -> Option<driver::Observer> {
+    if quiet {
+        return None;
+    }
+    if std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        let mut done = 0u32;
+        let mut running: Vec<String> = Vec::new();
+        let mut tokens = 0u64;
+        return Some(Box::new(move |event: &Event| {
+            match &event.body {
+                Body::NodeStarted { node, .. } => running.push(node.clone()),
+                Body::NodeCompleted { node, .. } | Body::NodeFailed { node, .. } => {
+                    running.retain(|n| n != node);
+                    done += 1;
+                }
+                Body::AgentTurn { usage, .. } => tokens += usage.tokens,
+                Body::GateRecorded { gate, outcome, .. } => bar.println(format!("  gate {gate}: {outcome}")),
+                Body::RunTerminated { .. } | Body::RunPaused { .. } => bar.finish_and_clear(),
+                _ => {}
+            }
+            bar.set_message(format!("{done} nodes done · running: {} · {tokens} tokens · event {}", running.join(", "), event.seq));
+        }));
+    }
+    Some(Box::new(|event: &Event| {
+        let line = match &event.body {
+            Body::NodeCompleted { node, status, .. } => format!("node {node} {status}"),
+            Body::NodeFailed { node, error_code, message, .. } => format!("node {node} failed ({error_code}): {message}"),
+            Body::GateRecorded { gate, outcome, reason, .. } => {
+                format!("gate {gate}: {outcome}{}", reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default())
+            }
+            Body::DecisionRequested { subject, decisions, .. } => format!("decision needed on {subject}: {}", decisions.join("/")),
+            Body::DecisionApplied { subject, decision, by, .. } => format!("decision on {subject}: {decision} by {by}"),
+            Body::BudgetZoneChanged { scope, to, .. } => format!("budget {scope}: entered zone {to}"),
+            Body::BudgetExhausted { scope, limit, .. } => format!("budget {scope}: {limit} exhausted"),
+            Body::ReconciliationRequired { attempt_id, tool, .. } => format!("reconciliation needed: {tool} in {attempt_id}"),
+            _ => return,
+        };
+        eprintln!("flow: [{}] {line}", event.seq);
+    }))
+}
+
+fn options(run_dir: PathBuf, common: &Common, replay: Option<(PathBuf, ReplayMode)>) -> Options {
+    let clock: Arc<dyn Clock> = if common.fake_clock { Arc::new(FakeClock::new(FakeClock::DEFAULT_START)) } else { Arc::new(SystemClock) };
+    let mut opts = Options::new(run_dir, clock);
+    opts.durable = common.durable;
+    opts.replay = replay;
+    opts.crash_after_seq = std::env::var("FLOW_CRASH_AFTER_SEQ").ok().and_then(|v| v.parse().ok());
+    opts.observer = observer(common.quiet);
+    if !common.no_prompt && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        opts.asker = Some(Box::new(TerminalAsker));
+    }
+    opts
+}
+
+fn report(result: Result<Outcome, RunError>, quiet: bool) -> u8 {
+    match result {
+        Ok(outcome) => {
+            if !quiet {
+                eprintln!("flow: {} — {}", outcome.run_id, describe(&outcome.status));
+                if let RunStatus::Paused { waiting_on, .. } = &outcome.status {
+                    let subject = waiting_on.trim_start_matches("decision/").rsplit_once('/').map(|(s, _)| s).unwrap_or(waiting_on);
+                    eprintln!(
+                        "flow: decide with `flow approve {} {subject} --decision …`, then `flow resume {}`",
+                        outcome.run_dir.display(),
+                        outcome.run_dir.display()
+                    );
+                }
+                eprintln!("flow: trace: {}", outcome.run_dir.join("trace.jsonl").display());
+            }
+            outcome.exit_code()
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn compile(file: &Path) -> Result<(Plan, PathBuf), u8> {
+    let base = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let text = match std::fs::read(file) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(_) => {
+                eprintln!("flow: {} is not UTF-8 text", file.display());
+                return Err(exit::USAGE);
+            }
+        },
+        Err(e) => {
+            eprintln!("flow: cannot read {}: {e}", file.display());
+            return Err(exit::USAGE);
+        }
+    };
+    if file.extension().is_some_and(|e| e == "json") {
+        return match serde_json::from_str::<Plan>(&text) {
+            Ok(plan) if plan.flow_plan_version == flow_check::plan::PLAN_VERSION => Ok((plan, base)),
+            Ok(plan) => {
+                eprintln!(
+                    "flow: {} is plan version {}, this runtime reads {}",
+                    file.display(),
+                    plan.flow_plan_version,
+                    flow_check::plan::PLAN_VERSION
+                );
+                Err(exit::USAGE)
+            }
+            Err(e) => {
+                eprintln!("flow: {} is not a plan: {e}", file.display());
+                Err(exit::USAGE)
+            }
+        };
+    }
+    let mut db = SourceDb::new();
+    let root = db.add(flow_lsp::fs::normalize(file), text);
+    let checked = flow_check::check_program(&mut db, root, &flow_lsp::fs::FsLoader);
+    let mut diagnostics = checked.diagnostics.clone();
+    if !checked.has_errors() {
+        diagnostics.extend(flow_verify::verify(&checked.program));
+    }
+    sort_diagnostics(&mut diagnostics);
+    if diagnostics.iter().any(|d| d.is_error()) {
+        let mut err = StandardStream::stderr(if std::io::stderr().is_terminal() { ColorChoice::Auto } else { ColorChoice::Never });
+        let _ = render::emit(&mut err, &db, &diagnostics);
+        eprintln!("flow: not running {}: {}", file.display(), render::summary_line(&diagnostics));
+        return Err(exit::FAILED);
+    }
+    let files: Vec<(&str, &str)> = (0..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
+    let plan = Plan::new(checked.program, &format!("flow {}", env!("CARGO_PKG_VERSION")), &files);
+    Ok((plan, base))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    file: PathBuf,
+    run_dir: Option<PathBuf>,
+    run_id: Option<String>,
+    workflow: Option<String>,
+    input: Option<PathBuf>,
+    record: Option<PathBuf>,
+    replay: Option<PathBuf>,
+    no_cassette: bool,
+    common: Common,
+) -> u8 {
+    let (plan, base) = match compile(&file) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("flow").trim_end_matches(".plan").to_string();
+    let input_path = input.or_else(|| Some(base.join(format!("{stem}.input.json"))).filter(|p| p.exists()));
+    let input = match &input_path {
+        Some(path) => {
+            match std::fs::read_to_string(path).map_err(|e| e.to_string()).and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            {
+                Ok(v) => v,
+                Err(e) => {
+                    eprintln!("flow: cannot read the input {}: {e}", path.display());
+                    return exit::USAGE;
+                }
+            }
+        }
+        None => serde_json::Value::Null,
+    };
+    let replay = match replay {
+        Some(path) => Some((path, ReplayMode::Strict)),
+        None if !no_cassette && record.is_none() => {
+            Some(base.join(format!("{stem}.cassette.yaml"))).filter(|p| p.exists()).map(|p| (p, ReplayMode::Lenient))
+        }
+        None => None,
+    };
+    let run_id = run_id.unwrap_or_else(fresh_run_id);
+    let run_dir = run_dir.unwrap_or_else(|| Path::new(".flow/runs").join(&run_id));
+    if !common.quiet {
+        eprintln!("flow: run {run_id} in {}", run_dir.display());
+        if let Some(path) = &input_path {
+            eprintln!("flow: input {}", path.display());
+        }
+        if let Some((path, mode)) = &replay {
+            let how = if *mode == ReplayMode::Strict { "replaying only from" } else { "replaying what it records from" };
+            eprintln!("flow: {how} {}", path.display());
+        }
+    }
+    let mut opts = options(run_dir, &common, replay);
+    opts.record = record;
+    let base = std::fs::canonicalize(&base).unwrap_or(base);
+    report(driver::run(&plan, workflow.as_deref(), input, &base, &run_id, opts).await, common.quiet)
+}
+
+fn approve(run: &str, subject: &str, decision: &str, by: Option<String>, comment: Option<String>) -> u8 {
+    let result = (|| -> Result<String, RunError> {
+        let dir = run_dir_of(run)?;
+        let mut journal = driver::open_journal(&dir, true)?;
+        let run_id = driver::run_id_of(&journal)?;
+        let pending = driver::pending_decisions(&journal, &run_id)?;
+        let Some(p) = pending.iter().find(|p| p.subject == subject) else {
+            let waiting: Vec<&str> = pending.iter().map(|p| p.subject.as_str()).collect();
+            return Err(RunError::Usage(if waiting.is_empty() {
+                format!("run {run_id} waits for no decision")
+            } else {
+                format!("run {run_id} waits for no decision on `{subject}`; it waits on: {}", waiting.join(", "))
+            }));
+        };
+        if !p.decisions.iter().any(|d| d == decision) {
+            return Err(RunError::Usage(format!("`{decision}` is not allowed on `{subject}`; allowed: {}", p.decisions.join(", "))));
+        }
+        let by = match by {
+            Some(b) if p.deciders.is_empty() || p.deciders.contains(&b) => b,
+            Some(b) => return Err(RunError::Usage(format!("`{b}` may not decide on `{subject}`; deciders: {}", p.deciders.join(", ")))),
+            None => p.deciders.first().cloned().unwrap_or_else(|| "operator".into()),
+        };
+        let proposal = Proposal {
+            key: p.key.clone(),
+            response: Response::Human(HumanAnswer { decision: decision.to_string(), by: by.clone(), comment }),
+        };
+        driver::append_proposal(&mut journal, &run_id, &proposal)?;
+        Ok(format!("flow: recorded `{decision}` on `{subject}` by {by}; continue with `flow resume {}`", dir.display()))
+    })();
+    match result {
+        Ok(message) => {
+            eprintln!("{message}");
+            exit::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// A run directory, its run id, its events and its journal.
+type Loaded = (PathBuf, String, Vec<Event>, Box<dyn Journal>);
+
+fn load(run: &str) -> Result<Loaded, RunError> {
+    let dir = run_dir_of(run)?;
+    let journal = driver::open_journal(&dir, false)?;
+    let run_id = driver::run_id_of(&journal)?;
+    let events = journal.events(&run_id)?;
+    Ok((dir, run_id, events, Box::new(journal)))
+}
+
+fn status(run: &str) -> u8 {
+    let (dir, run_id, events, journal) = match load(run) {
+        Ok(x) => x,
+        Err(e) => return fail(e),
+    };
+    println!("run {run_id} ({})", dir.display());
+    let mut state = "running or stopped mid-way (`flow resume` continues it)".to_string();
+    let mut code = exit::SUCCESS;
+    let mut done = Vec::new();
+    let mut failed = Vec::new();
+    let mut tokens = 0;
+    let mut tool_calls = 0;
+    let mut cost = 0.0;
+    for event in &events {
+        match &event.body {
+            Body::RunStarted { workflow, plan_digest, .. } => println!("workflow {workflow} (plan {plan_digest})"),
+            Body::NodeCompleted { node, .. } => done.push(node.clone()),
+            Body::NodeFailed { node, error_code, .. } => failed.push(format!("{node} ({error_code})")),
+            Body::AgentTurn { usage, .. } => {
+                tokens += usage.tokens;
+                cost += usage.cost;
+            }
+            Body::ToolCallCompleted { .. } => tool_calls += 1,
+            Body::RunPaused { reason, waiting_on, .. } => {
+                state = format!("paused: {reason} ({waiting_on})");
+                code = exit::AWAITING_DECISION;
+            }
+            Body::RunResumed { .. } => state = "running or stopped mid-way (`flow resume` continues it)".into(),
+            Body::RunTerminated { reason, status, .. } => {
+                state = format!("terminated: {status} ({reason})");
+                code = if status == "success" { exit::SUCCESS } else { exit::FAILED };
+            }
+            _ => {}
+        }
+    }
+    println!("state: {state}");
+    println!("events: {}", events.len());
+    println!("nodes completed ({}): {}", done.len(), done.join(", "));
+    if !failed.is_empty() {
+        println!("nodes failed: {}", failed.join(", "));
+    }
+    println!("used: {tokens} tokens, {tool_calls} tool calls, ${cost:.4}");
+    if let Ok(pending) = driver::pending_decisions(journal.as_ref(), &run_id) {
+        for p in pending {
+            println!("waiting for a decision on `{}`: {} (deciders: {})", p.subject, p.decisions.join("/"), p.deciders.join(", "));
+        }
+    }
+    code
+}
+
+fn show(run: &str) -> u8 {
+    let (dir, run_id, events, _) = match load(run) {
+        Ok(x) => x,
+        Err(e) => return fail(e),
+    };
+    println!("run {run_id} ({}): {} events", dir.display(), events.len());
+    for event in &events {
+        let detail = match &event.body {
+            Body::RunStarted { workflow, .. } => format!("run started: workflow {workflow}"),
+            Body::RunResumed { after_seq, .. } => format!("run resumed after event {after_seq} ({})", event.execution_id),
+            Body::RunPaused { reason, waiting_on, .. } => format!("run paused: {reason} ({waiting_on})"),
+            Body::RunTerminated { reason, status, .. } => format!("run terminated: {status} ({reason})"),
+            Body::NodeStarted { node, node_kind, visit, .. } => format!("▶ {node} ({node_kind}, visit {visit})"),
+            Body::NodeCompleted { node, status, .. } => format!("✓ {node} {status}"),
+            Body::NodeFailed { node, error_code, message, .. } => format!("✗ {node} failed: {error_code}: {message}"),
+            Body::AttemptStarted { attempt_id, trigger_reason, .. } => format!("  attempt {attempt_id} ({trigger_reason})"),
+            Body::AttemptFailed { attempt_id, error_code, message, .. } => {
+                format!("  attempt {attempt_id} failed: {error_code}: {message}")
+            }
+            Body::AgentTurn { agent, usage, error, .. } => {
+                format!("  {agent}: turn, {} tokens{}", usage.tokens, error.as_ref().map(|e| format!(" — {e}")).unwrap_or_default())
+            }
+            Body::ToolCallStarted { tool, .. } => format!("  call {tool}"),
+            Body::ToolCallCompleted { tool, ok, error, .. } => {
+                format!("  {tool} {}{}", if *ok { "ok" } else { "failed" }, error.as_ref().map(|e| format!(": {e}")).unwrap_or_default())
+            }
+            Body::GateRecorded { gate, outcome, reason, evaluators, .. } => {
+                let mut s = format!("◆ gate {gate}: {outcome}{}", reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default());
+                for e in evaluators {
+                    s.push_str(&format!("\n      {}: {}", e.evaluator, e.outcome));
+                }
+                s
+            }
+            Body::DecisionRequested { subject, decisions, .. } => format!("? decision on {subject}: {}", decisions.join("/")),
+            Body::DecisionApplied { subject, decision, by, action, .. } => format!("! {by} decided {decision} on {subject} → {action}"),
+            Body::Handoff { from, to, accepted, .. } => format!("  handoff {from} → {to}{}", if *accepted { "" } else { " REFUSED" }),
+            Body::EdgeTaken { from, to, via, .. } => format!("  {from} → {to} ({via})"),
+            Body::ActionTaken { event, scope, action, .. } => format!("  on {event} in {scope}: {action}"),
+            Body::BudgetZoneChanged { scope, from, to, .. } => format!("  budget {scope}: {from} → {to}"),
+            Body::BudgetExhausted { scope, limit, .. } => format!("  budget {scope}: {limit} exhausted"),
+            Body::LeaseExpired { attempt_id, .. } => format!("  lease of {attempt_id} expired"),
+            Body::ReconciliationRequired { attempt_id, tool, .. } => format!("  reconciliation: {tool} in {attempt_id}"),
+            Body::StateChanged { machine, from, to, .. } => format!("  {machine}: {from} → {to}"),
+            Body::Warning { message, .. } => format!("  warning: {message}"),
+            _ => continue,
+        };
+        println!("{:>5} {}  {detail}", event.seq, &event.time.get(11..23).unwrap_or(""));
+    }
+    exit::SUCCESS
+}

@@ -1,0 +1,345 @@
+//! `flow run` end to end: deterministic runs with a fake clock, traces
+//! valid against the published schema, crash-and-resume at every event
+//! boundary, pauses for decisions, budgets, repair, record/replay.
+#![allow(clippy::disallowed_methods)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn flow(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_flow"));
+    command.args(args).current_dir(cwd).env_remove("FLOW_CRASH_AFTER_SEQ");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect("flow runs")
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// A scratch copy of the fixtures (runs write ledgers next to them).
+fn fixtures() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+fn events(run_dir: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(run_dir.join("trace.jsonl")).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// The trace holds against the schema, `seq` is 1..n without gaps, and
+/// every event but the run's start (and resumes) names an earlier parent.
+fn assert_valid_trace(run_dir: &Path) -> Vec<Value> {
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo().join("stdlib/schemas/trace-event.schema.json")).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let events = events(run_dir);
+    assert!(!events.is_empty());
+    let mut ids = std::collections::HashSet::new();
+    for (i, event) in events.iter().enumerate() {
+        let errors: Vec<String> = validator.iter_errors(event).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+        assert!(errors.is_empty(), "event {} is invalid: {errors:?}\n{event}", i + 1);
+        assert_eq!(event["seq"], (i + 1) as u64, "seq has a gap at line {}", i + 1);
+        let kind = event["kind"].as_str().unwrap();
+        match event.get("parent_event_id").and_then(Value::as_str) {
+            Some(parent) => assert!(ids.contains(parent), "event {} names a parent {parent} that is not earlier", i + 1),
+            None => {
+                assert!(matches!(kind, "run_started" | "run_resumed" | "run_paused"), "event {} ({kind}) has no parent_event_id", i + 1)
+            }
+        }
+        ids.insert(event["event_id"].as_str().unwrap().to_string());
+    }
+    events
+}
+
+fn kinds(events: &[Value], kind: &str) -> usize {
+    events.iter().filter(|e| e["kind"] == kind).count()
+}
+
+fn last(events: &[Value]) -> &Value {
+    events.last().unwrap()
+}
+
+#[test]
+fn research_writer_runs_offline_with_no_flags() {
+    let scratch = tempfile::tempdir().unwrap();
+    let file = repo().join("examples/research_writer/research_writer.flow");
+    let out = flow(&["run", file.to_str().unwrap()], scratch.path(), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    // The default run directory is printed and lives under .flow/runs/.
+    let runs: Vec<_> = std::fs::read_dir(scratch.path().join(".flow/runs")).unwrap().collect();
+    assert_eq!(runs.len(), 1);
+    let run_dir = runs[0].as_ref().unwrap().path();
+    assert!(text(&out).contains(&run_dir.file_name().unwrap().to_string_lossy().to_string()));
+    let events = assert_valid_trace(&run_dir);
+    let end = last(&events);
+    assert_eq!(end["kind"], "run_terminated");
+    assert_eq!(end["payload"]["reason"], "published");
+    assert_eq!(end["payload"]["status"], "success");
+    // Review asked for a rewrite once: write ran twice, outline once.
+    let started = |node: &str| events.iter().filter(|e| e["kind"] == "node_started" && e["payload"]["node"] == node).count();
+    assert_eq!((started("research"), started("outline"), started("write"), started("review")), (1, 1, 2, 2));
+}
+
+#[test]
+fn fake_clock_runs_are_deterministic_and_match_the_snapshot() {
+    let file = repo().join("examples/research_writer/research_writer.flow");
+    let mut shows = Vec::new();
+    for _ in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("run");
+        let out = flow(
+            &["run", file.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap(), "--run-id", "snap", "--fake-clock", "-q"],
+            dir.path(),
+            &[],
+        );
+        assert!(out.status.success(), "{}", text(&out));
+        let show = flow(&["show", run_dir.to_str().unwrap()], dir.path(), &[]);
+        shows.push(String::from_utf8_lossy(&show.stdout).replace(run_dir.to_str().unwrap(), "RUN_DIR"));
+    }
+    assert_eq!(shows[0], shows[1], "two runs with the fake clock differ");
+    let snapshot = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/research_writer.show.txt");
+    if std::env::var_os("FLOW_BLESS").is_some() {
+        std::fs::create_dir_all(snapshot.parent().unwrap()).unwrap();
+        std::fs::write(&snapshot, &shows[0]).unwrap();
+    }
+    let expected = std::fs::read_to_string(&snapshot).expect("snapshot exists (bless with FLOW_BLESS=1)");
+    assert_eq!(shows[0], expected, "the timeline changed; review and bless with FLOW_BLESS=1");
+}
+
+/// The final state of a run as `flow replay` derives it from the journal.
+fn final_state(run_dir: &Path) -> String {
+    let out = flow(&["replay", run_dir.to_str().unwrap()], run_dir.parent().unwrap(), &[]);
+    assert!(out.status.success(), "replay failed: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).lines().skip(1).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn a_run_killed_at_any_event_boundary_resumes_to_the_same_state() {
+    let dir = fixtures();
+    let clean = dir.path().join("clean");
+    let out = flow(&["run", "crash.flow", "--run-dir", clean.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let expected = final_state(&clean);
+    let total = events(&clean).len();
+    assert!(total > 30, "the sample run is too short to be interesting: {total}");
+    std::fs::remove_file(dir.path().join("ledger.txt")).unwrap();
+    for k in 1..total {
+        let run_dir = dir.path().join(format!("crash-{k}"));
+        let rd = run_dir.to_str().unwrap();
+        let crashed = flow(
+            &["run", "crash.flow", "--run-dir", rd, "--fake-clock", "-q", "--no-prompt"],
+            dir.path(),
+            &[("FLOW_CRASH_AFTER_SEQ", &k.to_string())],
+        );
+        assert!(!crashed.status.success(), "crash point {k} did not crash");
+        let status = text(&flow(&["status", rd], dir.path(), &[]));
+        assert!(status.contains(&format!("events: {k}\n")), "crash point {k}: the journal lost or gained events: {status}");
+        let mut resumed = flow(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+        if resumed.status.code() == Some(4) {
+            // Killed between issuing the non-idempotent call and its
+            // result: the outcome is unknown, so the run asks instead of
+            // re-running it. (Here we know it never ran: approve a retry.)
+            let trace = events(&run_dir);
+            let rec = trace.iter().find(|e| e["kind"] == "reconciliation_required").expect("paused for reconciliation");
+            let subject = format!("reconcile.{}", rec["payload"]["attempt_id"].as_str().unwrap());
+            let approve = flow(&["approve", rd, &subject, "--decision", "approve"], dir.path(), &[]);
+            assert!(approve.status.success(), "{}", text(&approve));
+            resumed = flow(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+        }
+        assert!(resumed.status.success(), "crash point {k}: resume failed: {}", text(&resumed));
+        assert_eq!(final_state(&run_dir), expected, "crash point {k}: a different final state");
+        let trace = assert_valid_trace(&run_dir);
+        // Completed attempts are never re-run: each node completes once.
+        for node in ["draft", "check", "publish"] {
+            let completed = trace.iter().filter(|e| e["kind"] == "node_completed" && e["payload"]["node"] == node).count();
+            assert_eq!(completed, 1, "crash point {k}: `{node}` completed {completed} times");
+        }
+        let ledger = std::fs::read_to_string(dir.path().join("ledger.txt")).unwrap_or_default();
+        assert_eq!(ledger.lines().count(), 1, "crash point {k}: the non-idempotent call ran {} times", ledger.lines().count());
+        std::fs::remove_file(dir.path().join("ledger.txt")).unwrap();
+    }
+}
+
+#[test]
+fn a_decision_pauses_the_run_is_recorded_once_and_never_asked_again() {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let rd = run_dir.to_str().unwrap();
+    let out = flow(&["run", "decide.flow", "--run-dir", rd, "--fake-clock", "--no-prompt"], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(4), "awaiting decision: {}", text(&out));
+    assert!(text(&out).contains("flow approve"), "{}", text(&out));
+    let status = flow(&["status", rd], dir.path(), &[]);
+    assert_eq!(status.status.code(), Some(4));
+    assert!(text(&status).contains("waiting for a decision on `review`: approve/revise/reject"), "{}", text(&status));
+    // Wrong decision, wrong principal: usage errors, nothing recorded.
+    let bad = flow(&["approve", rd, "review", "--decision", "replan"], dir.path(), &[]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad).contains("not allowed"), "{}", text(&bad));
+    let bad = flow(&["approve", rd, "review", "--decision", "approve", "--by", "mallory"], dir.path(), &[]);
+    assert_eq!(bad.status.code(), Some(2));
+    // Revise: the writer runs again, the second draft passes.
+    let ok = flow(&["approve", rd, "review", "--decision", "revise"], dir.path(), &[]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    let again = flow(&["approve", rd, "review", "--decision", "approve"], dir.path(), &[]);
+    assert_eq!(again.status.code(), Some(2), "a decision is recorded once: {}", text(&again));
+    let resumed = flow(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    let trace = assert_valid_trace(&run_dir);
+    assert_eq!(kinds(&trace, "decision_requested"), 1, "asked again after resume");
+    assert_eq!(kinds(&trace, "decision_applied"), 1);
+    assert_eq!(kinds(&trace, "run_paused"), 1);
+    assert_eq!(kinds(&trace, "run_resumed"), 1);
+    assert_eq!(last(&trace)["payload"]["reason"], "published");
+    // Resuming a finished run changes nothing.
+    let before = trace.len();
+    let resumed = flow(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    assert_eq!(events(&run_dir).len(), before);
+}
+
+#[test]
+fn budget_exhaustion_takes_the_declared_path_and_exits_3() {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let out = flow(&["run", "budget.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let trace = assert_valid_trace(&run_dir);
+    assert_eq!(kinds(&trace, "budget_exhausted"), 1);
+    assert_eq!(last(&trace)["payload"]["reason"], "budget_exhausted");
+    // Reserved before, settled after, for every turn.
+    assert_eq!(kinds(&trace, "budget_reserved"), kinds(&trace, "agent_turn"));
+    assert!(kinds(&trace, "budget_settled") >= 1);
+}
+
+#[test]
+fn invalid_output_gets_a_repair_turn_then_fails_without_flowing_on() {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let out = flow(&["run", "repair.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let trace = assert_valid_trace(&run_dir);
+    assert_eq!(kinds(&trace, "agent_turn"), 2, "one turn and one repair turn");
+    let failed = trace.iter().find(|e| e["kind"] == "attempt_failed").unwrap();
+    assert_eq!(failed["payload"]["error_code"], "invalid_output");
+    assert!(!trace.iter().any(|e| e["kind"] == "node_started" && e["payload"]["node"] == "two"), "invalid data flowed on");
+    assert_eq!(last(&trace)["payload"]["reason"], "invalid_data");
+}
+
+#[test]
+fn fan_out_join_and_map_complete() {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let out = flow(&["run", "fanout.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let trace = assert_valid_trace(&run_dir);
+    let merged = trace.iter().find(|e| e["kind"] == "node_completed" && e["payload"]["node"] == "merge").unwrap();
+    assert_eq!(merged["payload"]["status"], "completed");
+    let items = trace.iter().filter(|e| e["kind"] == "node_started" && e["payload"]["node"] == "item").count();
+    assert_eq!(items, 3, "the map ran its node once per item");
+    let replay = flow(&["replay", run_dir.to_str().unwrap()], dir.path(), &[]);
+    let state = text(&replay);
+    assert!(state.contains(r#"each = [{"n":1},{"n":2},{"n":3}]"#), "{state}");
+}
+
+#[test]
+fn record_then_replay_is_identical_and_a_miss_fails_with_a_diff() {
+    let dir = fixtures();
+    let cassette = dir.path().join("crash.rec.yaml");
+    let recorded = dir.path().join("recorded");
+    let out = flow(
+        &[
+            "run",
+            "crash.flow",
+            "--run-dir",
+            recorded.to_str().unwrap(),
+            "--run-id",
+            "r",
+            "--fake-clock",
+            "-q",
+            "--record",
+            cassette.to_str().unwrap(),
+        ],
+        dir.path(),
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(std::fs::read_to_string(dir.path().join("ledger.txt")).unwrap().lines().count(), 1);
+    let replayed = dir.path().join("replayed");
+    let out = flow(
+        &[
+            "run",
+            "crash.flow",
+            "--run-dir",
+            replayed.to_str().unwrap(),
+            "--run-id",
+            "r",
+            "--fake-clock",
+            "-q",
+            "--replay",
+            cassette.to_str().unwrap(),
+        ],
+        dir.path(),
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    // Replay made no call: the ledger still has one line.
+    assert_eq!(std::fs::read_to_string(dir.path().join("ledger.txt")).unwrap().lines().count(), 1);
+    let show = |d: &Path| {
+        String::from_utf8_lossy(&flow(&["show", d.to_str().unwrap()], dir.path(), &[]).stdout)
+            .lines()
+            .skip(1)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(show(&recorded), show(&replayed));
+    // Change the script: the agent's reply changes, so the tool request
+    // differs from the recording and replay fails loudly.
+    std::fs::write(dir.path().join("crash.script.yaml"), "replies:\n  draft:\n  - output: { title: \"goodbye\", words: 5 }\n").unwrap();
+    let cassette_text = std::fs::read_to_string(&cassette).unwrap();
+    let without_model: String = {
+        let mut c: Value = serde_yaml_to_json(&cassette_text);
+        c["entries"].as_array_mut().unwrap().retain(|e| e["kind"] != "model");
+        serde_json::to_string(&c).unwrap()
+    };
+    std::fs::write(&cassette, without_model).unwrap();
+    let missed = dir.path().join("missed");
+    let out = flow(
+        &["run", "crash.flow", "--run-dir", missed.to_str().unwrap(), "--fake-clock", "-q", "--replay", cassette.to_str().unwrap()],
+        dir.path(),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let message = text(&out);
+    assert!(message.contains("replay miss"), "{message}");
+    assert!(message.contains("model turn of agent `drafter`"), "{message}");
+}
+
+/// Cassettes are YAML.
+fn serde_yaml_to_json(text: &str) -> Value {
+    serde_yaml::from_str(text).expect("cassette parses")
+}
+
+#[test]
+fn usage_errors_exit_2_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = flow(&["resume", "nope"], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("no run `nope`"), "{}", text(&out));
+    let out = flow(&["run", "missing.flow"], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("cannot read missing.flow"), "{}", text(&out));
+}

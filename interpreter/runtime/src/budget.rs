@@ -1,0 +1,357 @@
+//! Budget accounting: scopes (run, agent, node, delegation), reserve
+//! before a call and settle after, reserves held back from ordinary work,
+//! zones entered as the remaining share falls.
+
+use flow_check::ir::{Action, Value};
+use flow_trace::Usage;
+use indexmap::IndexMap;
+
+/// The limits of one scope; `None` is unlimited.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Limits {
+    pub steps: Option<u64>,
+    pub tokens: Option<u64>,
+    pub tool_calls: Option<u64>,
+    pub cost: Option<f64>,
+    pub duration_ms: Option<u64>,
+}
+
+/// A zone of a scope: entered when the remaining share falls below `below`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Zone {
+    pub name: String,
+    pub below: f64,
+    pub actions: Vec<Action>,
+}
+
+/// One budget scope.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub name: String,
+    pub limits: Limits,
+    /// Share of each limit held back from ordinary work (verification,
+    /// orchestration and reconciliation reserves together).
+    pub reserve_share: f64,
+    pub zones: Vec<Zone>,
+    pub on_exhausted: Option<Action>,
+    pub used: Usage,
+    pub reserved: Usage,
+    /// The zone the scope is in: `green` or a zone name.
+    pub zone: String,
+}
+
+/// A zone change to record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZoneChange {
+    pub scope: String,
+    pub from: String,
+    pub to: String,
+    pub actions: Vec<Action>,
+}
+
+/// Which limit a reservation broke.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exhausted {
+    pub scope: String,
+    pub limit: String,
+}
+
+fn share(value: Option<&Value>) -> f64 {
+    match value {
+        Some(Value::Fraction(f)) | Some(Value::Float(f)) => *f,
+        Some(Value::Int(i)) => *i as f64,
+        _ => 0.0,
+    }
+}
+
+fn int(value: Option<&Value>) -> Option<u64> {
+    match value {
+        Some(Value::Int(i)) => Some((*i).max(0) as u64),
+        Some(Value::Float(f)) => Some(f.max(0.0) as u64),
+        _ => None,
+    }
+}
+
+fn actions(value: Option<&Value>) -> Vec<Action> {
+    match value {
+        Some(Value::Action(a)) => vec![a.clone()],
+        Some(Value::List(items)) => items.iter().filter_map(|v| if let Value::Action(a) = v { Some(a.clone()) } else { None }).collect(),
+        Some(Value::Word(w)) => vec![Action { name: w.clone(), args: Vec::new() }],
+        _ => Vec::new(),
+    }
+}
+
+impl Scope {
+    /// A scope from a budget's properties (§5.6).
+    pub fn from_props(name: &str, props: &IndexMap<String, Value>) -> Scope {
+        let limits = Limits {
+            steps: int(props.get("steps")),
+            tokens: int(props.get("tokens")),
+            tool_calls: int(props.get("tool_calls")),
+            cost: match props.get("cost") {
+                Some(Value::Money(m)) | Some(Value::Float(m)) => Some(*m),
+                Some(Value::Int(i)) => Some(*i as f64),
+                _ => None,
+            },
+            duration_ms: match props.get("duration") {
+                Some(Value::Duration(ms)) => Some(*ms),
+                _ => None,
+            },
+        };
+        let reserve_share = match props.get("reserve") {
+            Some(Value::Record(r)) => r.values().map(|v| share(Some(v))).sum::<f64>().min(1.0),
+            _ => 0.0,
+        };
+        let mut zones: Vec<Zone> = match props.get("zones") {
+            Some(Value::List(items)) => items
+                .iter()
+                .filter_map(|z| match z {
+                    Value::Record(r) => Some(Zone {
+                        name: match r.get("zone") {
+                            Some(Value::Word(w)) | Some(Value::Str(w)) => w.clone(),
+                            _ => "zone".into(),
+                        },
+                        below: share(r.get("below")),
+                        actions: actions(r.get("action")),
+                    }),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        // Most severe (lowest threshold) last.
+        zones.sort_by(|a, b| b.below.partial_cmp(&a.below).unwrap_or(std::cmp::Ordering::Equal));
+        let on_exhausted = match props.get("on_exhausted") {
+            Some(Value::Action(a)) => Some(a.clone()),
+            _ => None,
+        };
+        Scope {
+            name: name.to_string(),
+            limits,
+            reserve_share,
+            zones,
+            on_exhausted,
+            used: Usage::default(),
+            reserved: Usage::default(),
+            zone: "green".into(),
+        }
+    }
+
+    /// What ordinary work may use of a limit (the reserves held back);
+    /// verification work may use all of it.
+    fn capacity(&self, limit: f64, verification: bool) -> f64 {
+        if verification {
+            limit
+        } else {
+            limit * (1.0 - self.reserve_share)
+        }
+    }
+
+    /// The first limit `amount` would break, on top of use and reservations.
+    pub fn check(&self, amount: &Usage, verification: bool) -> Option<&'static str> {
+        let l = &self.limits;
+        let over_u = |limit: Option<u64>, used: u64, reserved: u64, add: u64| match limit {
+            Some(limit) => add > 0 && (used + reserved + add) as f64 > self.capacity(limit as f64, verification) + 1e-9,
+            None => false,
+        };
+        if over_u(l.steps, self.used.steps, self.reserved.steps, amount.steps) {
+            return Some("steps");
+        }
+        if over_u(l.tokens, self.used.tokens, self.reserved.tokens, amount.tokens) {
+            return Some("tokens");
+        }
+        if over_u(l.tool_calls, self.used.tool_calls, self.reserved.tool_calls, amount.tool_calls) {
+            return Some("tool_calls");
+        }
+        if let Some(limit) = l.cost {
+            if amount.cost > 0.0 && self.used.cost + self.reserved.cost + amount.cost > self.capacity(limit, verification) + 1e-9 {
+                return Some("cost");
+            }
+        }
+        None
+    }
+
+    /// Whether the wall-clock limit has passed at `elapsed_ms`.
+    pub fn out_of_time(&self, elapsed_ms: u64) -> bool {
+        matches!(self.limits.duration_ms, Some(limit) if elapsed_ms > limit)
+    }
+
+    /// The remaining share of the tightest limit, 0..=1.
+    pub fn remaining_share(&self, elapsed_ms: u64) -> f64 {
+        let l = &self.limits;
+        let mut share: f64 = 1.0;
+        let mut take = |limit: Option<f64>, used: f64| {
+            if let Some(limit) = limit {
+                if limit > 0.0 {
+                    share = share.min(((limit - used) / limit).max(0.0));
+                }
+            }
+        };
+        take(l.steps.map(|v| v as f64), self.used.steps as f64);
+        take(l.tokens.map(|v| v as f64), self.used.tokens as f64);
+        take(l.tool_calls.map(|v| v as f64), self.used.tool_calls as f64);
+        take(l.cost, self.used.cost);
+        // Zones follow what is spent, not the wall clock (so a replayed
+        // run enters the same zones): `duration` is a hard limit only.
+        let _ = elapsed_ms;
+        share
+    }
+
+    /// What is left of each limit (unlimited limits report 0).
+    pub fn remaining(&self) -> Usage {
+        let l = &self.limits;
+        Usage {
+            steps: l.steps.map(|v| v.saturating_sub(self.used.steps)).unwrap_or(0),
+            tokens: l.tokens.map(|v| v.saturating_sub(self.used.tokens)).unwrap_or(0),
+            tool_calls: l.tool_calls.map(|v| v.saturating_sub(self.used.tool_calls)).unwrap_or(0),
+            cost: l.cost.map(|v| (v - self.used.cost).max(0.0)).unwrap_or(0.0),
+            duration_ms: 0,
+        }
+    }
+
+    /// Re-evaluates the zone; returns the change when a more severe zone
+    /// was entered (zones are never left: budgets only shrink).
+    pub fn update_zone(&mut self, elapsed_ms: u64) -> Option<ZoneChange> {
+        let share = self.remaining_share(elapsed_ms);
+        let current = self.zones.iter().position(|z| z.name == self.zone);
+        let entered = self.zones.iter().rposition(|z| share < z.below)?;
+        if current.is_some_and(|c| c >= entered) {
+            return None;
+        }
+        let zone = &self.zones[entered];
+        let change = ZoneChange { scope: self.name.clone(), from: self.zone.clone(), to: zone.name.clone(), actions: zone.actions.clone() };
+        self.zone = zone.name.clone();
+        Some(change)
+    }
+}
+
+fn add(a: &mut Usage, b: &Usage) {
+    a.steps += b.steps;
+    a.tokens += b.tokens;
+    a.tool_calls += b.tool_calls;
+    a.cost += b.cost;
+    a.duration_ms += b.duration_ms;
+}
+
+fn sub(a: &mut Usage, b: &Usage) {
+    a.steps = a.steps.saturating_sub(b.steps);
+    a.tokens = a.tokens.saturating_sub(b.tokens);
+    a.tool_calls = a.tool_calls.saturating_sub(b.tool_calls);
+    a.cost = (a.cost - b.cost).max(0.0);
+    a.duration_ms = a.duration_ms.saturating_sub(b.duration_ms);
+}
+
+/// Every budget scope of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Budgets {
+    pub scopes: IndexMap<String, Scope>,
+}
+
+impl Budgets {
+    pub fn add(&mut self, scope: Scope) {
+        self.scopes.insert(scope.name.clone(), scope);
+    }
+
+    /// Reserves `amount` against every named scope that exists, or reports
+    /// the first that cannot take it (then nothing is reserved).
+    pub fn reserve(&mut self, scopes: &[String], amount: &Usage, verification: bool) -> Result<Vec<String>, Exhausted> {
+        let present: Vec<String> = scopes.iter().filter(|s| self.scopes.contains_key(*s)).cloned().collect();
+        for name in &present {
+            if let Some(limit) = self.scopes[name].check(amount, verification) {
+                return Err(Exhausted { scope: name.clone(), limit: limit.to_string() });
+            }
+        }
+        for name in &present {
+            if let Some(scope) = self.scopes.get_mut(name) {
+                add(&mut scope.reserved, amount);
+            }
+        }
+        Ok(present)
+    }
+
+    /// Settles a reservation with the actual use; returns zone changes.
+    pub fn settle(&mut self, scopes: &[String], reserved: &Usage, used: &Usage, elapsed_ms: u64) -> Vec<ZoneChange> {
+        let mut changes = Vec::new();
+        for name in scopes {
+            if let Some(scope) = self.scopes.get_mut(name) {
+                sub(&mut scope.reserved, reserved);
+                add(&mut scope.used, used);
+                if let Some(change) = scope.update_zone(elapsed_ms) {
+                    changes.push(change);
+                }
+            }
+        }
+        changes
+    }
+
+    /// Scopes whose wall-clock limit has passed.
+    pub fn out_of_time(&self, elapsed_ms: u64) -> Option<Exhausted> {
+        self.scopes.values().find(|s| s.out_of_time(elapsed_ms)).map(|s| Exhausted { scope: s.name.clone(), limit: "duration".into() })
+    }
+
+    /// Whether any limit of a scope is used up.
+    pub fn used_up(&self, name: &str) -> Option<Exhausted> {
+        let scope = self.scopes.get(name)?;
+        let l = &scope.limits;
+        let hit = [
+            ("steps", l.steps.is_some_and(|v| scope.used.steps >= v)),
+            ("tokens", l.tokens.is_some_and(|v| scope.used.tokens >= v)),
+            ("tool_calls", l.tool_calls.is_some_and(|v| scope.used.tool_calls >= v)),
+            ("cost", l.cost.is_some_and(|v| scope.used.cost >= v - 1e-9)),
+        ];
+        hit.iter().find(|(_, hit)| *hit).map(|(limit, _)| Exhausted { scope: name.to_string(), limit: limit.to_string() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope() -> Scope {
+        let mut props = IndexMap::new();
+        props.insert("steps".to_string(), Value::Int(10));
+        props.insert("tokens".to_string(), Value::Int(1000));
+        let mut reserve = IndexMap::new();
+        reserve.insert("verification".to_string(), Value::Fraction(0.1));
+        props.insert("reserve".to_string(), Value::Record(reserve));
+        let zone = |name: &str, below: f64| {
+            let mut z = IndexMap::new();
+            z.insert("zone".to_string(), Value::Word(name.into()));
+            z.insert("below".to_string(), Value::Fraction(below));
+            z.insert("action".to_string(), Value::Action(Action { name: "warn".into(), args: vec![] }));
+            Value::Record(z)
+        };
+        props.insert("zones".to_string(), Value::List(vec![zone("yellow", 0.5), zone("fuse", 0.05)]));
+        Scope::from_props("run", &props)
+    }
+
+    #[test]
+    fn reserves_hold_back_a_share_from_ordinary_work() {
+        let mut budgets = Budgets::default();
+        budgets.add(scope());
+        let names = vec!["run".to_string(), "agent.a".to_string()];
+        let big = Usage { tokens: 950, ..Usage::default() };
+        // 950 > 90% of 1000: ordinary work may not reserve it ...
+        assert_eq!(budgets.reserve(&names, &big, false), Err(Exhausted { scope: "run".into(), limit: "tokens".into() }));
+        // ... verification may.
+        assert_eq!(budgets.reserve(&names, &big, true), Ok(vec!["run".to_string()]));
+    }
+
+    #[test]
+    fn settle_releases_and_enters_zones_once() {
+        let mut budgets = Budgets::default();
+        budgets.add(scope());
+        let names = vec!["run".to_string()];
+        let reserve = Usage { steps: 1, tokens: 600, ..Usage::default() };
+        budgets.reserve(&names, &reserve, false).unwrap();
+        let changes = budgets.settle(&names, &reserve, &Usage { steps: 1, tokens: 550, ..Usage::default() }, 0);
+        assert_eq!(changes.len(), 1);
+        assert_eq!((changes[0].from.as_str(), changes[0].to.as_str()), ("green", "yellow"));
+        assert_eq!(budgets.scopes["run"].reserved, Usage::default());
+        assert_eq!(budgets.scopes["run"].used.tokens, 550);
+        // Still yellow: no second change.
+        let small = Usage { tokens: 10, ..Usage::default() };
+        budgets.reserve(&names, &small, false).unwrap();
+        assert!(budgets.settle(&names, &small, &small, 0).is_empty());
+    }
+}

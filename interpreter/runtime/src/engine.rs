@@ -1,0 +1,2419 @@
+//! The control plane: a deterministic state machine over the plan.
+//!
+//! The engine decides and records. It never performs I/O: it emits trace
+//! events (each with its `seq`, assigned here and nowhere else) and
+//! [`Command`]s for the data plane, and consumes the [`Response`]s that
+//! come back. Given the same plan, input, clock readings and responses in
+//! the same order, it emits the same events — which is what makes resume
+//! by replaying the journal possible.
+
+use crate::budget::{Budgets, Exhausted, Scope, ZoneChange};
+use crate::clock::{rfc3339, Clock};
+use crate::eval::{self, Env};
+use crate::journal::artifact_ref;
+use crate::proto::*;
+use crate::validate::{ty_to_schema, Validator};
+use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as IrValue, Workflow};
+use flow_check::types::Ty;
+use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Usage, SCHEMA_VERSION};
+use indexmap::{IndexMap, IndexSet};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+const V: u32 = SCHEMA_VERSION;
+
+/// Where a run stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunStatus {
+    Running,
+    /// Waiting for a decision or a reconciliation (`flow approve`, then `flow resume`).
+    Paused {
+        reason: String,
+        waiting_on: String,
+    },
+    Terminated {
+        reason: String,
+        status: String,
+        budget_exhausted: bool,
+    },
+}
+
+/// Identity and environment of one execution of a run.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub run_id: String,
+    pub execution_id: String,
+    pub plan_digest: String,
+    pub clock: Arc<dyn Clock>,
+    /// The lease owner recorded on attempts (host/process).
+    pub owner: String,
+    /// Lease time-to-live in milliseconds.
+    pub lease_ttl_ms: u64,
+}
+
+/// A decision being waited for, and what it decides.
+#[derive(Debug, Clone)]
+enum Decision {
+    Gate { gate: String },
+    HumanNode { node: String },
+    Escalation { principal: String, ctx: Ctx },
+    Reconcile { attempt: String },
+}
+
+/// Where a handler's action runs.
+#[derive(Debug, Clone, Default)]
+struct Ctx {
+    node: Option<String>,
+    gate: Option<String>,
+    event: String,
+}
+
+#[derive(Debug, Clone)]
+enum Waiting {
+    Turn { attempt: String },
+    Tool { attempt: String, from_agent: bool, scopes: Vec<String>, reserved: Usage, started: String, tool: String },
+    Human { decision: Decision, request_event: String },
+    Probe { gate: String, index: usize, item: usize },
+}
+
+#[derive(Debug, Clone)]
+struct Attempt {
+    id: String,
+    node: String,
+    attempt_no: u32,
+    turn: u32,
+    repair_left: u32,
+    tool_results: Vec<Value>,
+    tool_calls: u32,
+    started: String,
+    lease: String,
+    repair: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct NodeRt {
+    visits: u32,
+    attempt_no: u32,
+    running: bool,
+    started_event: String,
+    input: Value,
+}
+
+#[derive(Debug, Clone)]
+struct LoopRt {
+    round: u32,
+}
+
+#[derive(Debug, Clone)]
+struct MapRt {
+    items: Vec<Value>,
+    results: Vec<Value>,
+}
+
+/// A gate evaluation waiting for probes.
+#[derive(Debug, Clone)]
+struct GateRt {
+    results: Vec<Option<EvaluatorResult>>,
+    /// Per evaluator, per item: outcomes of probes.
+    probes: BTreeMap<(usize, usize), Option<String>>,
+    cause: String,
+    pending: usize,
+}
+
+/// The control plane of one run.
+#[derive(Debug)]
+pub struct Engine {
+    program: Arc<Program>,
+    wf: Workflow,
+    cfg: RunConfig,
+    seq: u64,
+    start_ms: u64,
+    events: Vec<Event>,
+    commands: Vec<Command>,
+    artifacts: Vec<(ArtifactRef, Vec<u8>)>,
+    env: Env,
+    nodes: IndexMap<String, NodeRt>,
+    attempts: HashMap<String, Attempt>,
+    waiting: IndexMap<String, Waiting>,
+    loops: HashMap<String, LoopRt>,
+    loop_of: HashMap<String, String>,
+    maps: HashMap<String, MapRt>,
+    map_of: HashMap<String, String>,
+    joins: HashMap<String, IndexSet<String>>,
+    gates: HashMap<String, GateRt>,
+    decision_rounds: HashMap<String, u32>,
+    task_state: HashMap<String, String>,
+    validators: HashMap<String, Arc<Validator>>,
+    budgets: Budgets,
+    flags: Vec<String>,
+    provider_override: Option<String>,
+    last_output: Option<(String, ArtifactRef)>,
+    status: RunStatus,
+    budget_hit: bool,
+    hops: HashMap<(String, String), u64>,
+    node_turns: HashMap<String, u32>,
+    /// Set while a resumed run replays its journal: wall-clock limits are
+    /// not re-checked (the journal says what happened).
+    pub replaying: bool,
+}
+
+fn word(v: Option<&IrValue>) -> Option<&str> {
+    match v {
+        Some(IrValue::Word(w)) | Some(IrValue::Str(w)) => Some(w),
+        _ => None,
+    }
+}
+
+fn int(v: Option<&IrValue>) -> Option<u64> {
+    match v {
+        Some(IrValue::Int(i)) => Some((*i).max(0) as u64),
+        _ => None,
+    }
+}
+
+fn names(v: Option<&IrValue>) -> Vec<String> {
+    match v {
+        Some(IrValue::List(items)) => items
+            .iter()
+            .filter_map(|i| match i {
+                IrValue::Ref { name, .. } | IrValue::Node(name) | IrValue::Word(name) | IrValue::Str(name) => Some(name.clone()),
+                _ => None,
+            })
+            .collect(),
+        Some(IrValue::Ref { name, .. }) | Some(IrValue::Node(name)) => vec![name.clone()],
+        _ => Vec::new(),
+    }
+}
+
+fn ref_name(v: Option<&IrValue>) -> Option<&str> {
+    match v {
+        Some(IrValue::Ref { name, .. }) | Some(IrValue::Node(name)) => Some(name),
+        _ => None,
+    }
+}
+
+/// Replaces `{field}` in a template with the input's fields.
+pub fn template(text: &str, input: &Value) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find('}') {
+            Some(close) => {
+                let field = &after[..close];
+                let value = field.split('.').try_fold(input, |v, f| v.get(f));
+                match value {
+                    Some(Value::String(s)) => out.push_str(s),
+                    Some(other) => out.push_str(&other.to_string()),
+                    None => {
+                        out.push('{');
+                        out.push_str(field);
+                        out.push('}');
+                    }
+                }
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push_str(&rest[open..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+impl Engine {
+    /// An engine for `workflow` of `program` (the first workflow when `None`).
+    pub fn new(program: Arc<Program>, workflow: Option<&str>, cfg: RunConfig) -> Result<Engine, String> {
+        let wf = match workflow {
+            Some(name) => program.workflows.get(name).cloned().ok_or_else(|| format!("no workflow named `{name}` in the plan"))?,
+            None => program.workflows.values().next().cloned().ok_or("the plan declares no workflow")?,
+        };
+        let mut budgets = Budgets::default();
+        if let Some(props) = Self::budget_props(&program, wf.props.get("budget")) {
+            budgets.add(Scope::from_props("run", props));
+        }
+        if let Some(IrValue::Duration(ms)) = wf.props.get("deadline") {
+            let scope = budgets.scopes.entry("run".into()).or_insert_with(|| Scope::from_props("run", &IndexMap::new()));
+            scope.limits.duration_ms = Some(scope.limits.duration_ms.map_or(*ms, |d| d.min(*ms)));
+        }
+        for (name, decl) in &program.decls {
+            if decl.kind == flow_check::spec::Kind::Agent {
+                if let Some(props) = Self::budget_props(&program, decl.props.get("budget")) {
+                    budgets.add(Scope::from_props(&format!("agent.{name}"), props));
+                }
+            }
+        }
+        let mut loop_of = HashMap::new();
+        let mut map_of = HashMap::new();
+        for node in wf.nodes.values() {
+            match node.kind.as_str() {
+                "loop" => {
+                    for member in &node.target {
+                        loop_of.insert(member.clone(), node.name.clone());
+                    }
+                }
+                "map" => {
+                    if let Some(item) = node.target.first() {
+                        map_of.insert(item.clone(), node.name.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        let nodes = wf.nodes.keys().map(|n| (n.clone(), NodeRt::default())).collect();
+        let start_ms = cfg.clock.now_ms();
+        Ok(Engine {
+            program,
+            wf,
+            cfg,
+            seq: 0,
+            start_ms,
+            events: Vec::new(),
+            commands: Vec::new(),
+            artifacts: Vec::new(),
+            env: Env::new(),
+            nodes,
+            attempts: HashMap::new(),
+            waiting: IndexMap::new(),
+            loops: HashMap::new(),
+            loop_of,
+            maps: HashMap::new(),
+            map_of,
+            joins: HashMap::new(),
+            gates: HashMap::new(),
+            decision_rounds: HashMap::new(),
+            task_state: HashMap::new(),
+            validators: HashMap::new(),
+            budgets,
+            flags: Vec::new(),
+            provider_override: None,
+            last_output: None,
+            status: RunStatus::Running,
+            budget_hit: false,
+            hops: HashMap::new(),
+            node_turns: HashMap::new(),
+            replaying: false,
+        })
+    }
+
+    fn budget_props<'p>(program: &'p Program, value: Option<&'p IrValue>) -> Option<&'p IndexMap<String, IrValue>> {
+        match value? {
+            IrValue::Record(r) => Some(r),
+            IrValue::Ref { name, .. } => program.decls.get(name).map(|d| &d.props),
+            _ => None,
+        }
+    }
+
+    pub fn workflow(&self) -> &Workflow {
+        &self.wf
+    }
+
+    pub fn status(&self) -> &RunStatus {
+        &self.status
+    }
+
+    /// The next `seq` this engine will assign.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Events emitted since the last call, in `seq` order.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Commands for the data plane issued since the last call.
+    pub fn take_commands(&mut self) -> Vec<Command> {
+        std::mem::take(&mut self.commands)
+    }
+
+    /// Artifacts to store before the events that refer to them.
+    pub fn take_artifacts(&mut self) -> Vec<(ArtifactRef, Vec<u8>)> {
+        std::mem::take(&mut self.artifacts)
+    }
+
+    /// Commands issued and not yet answered.
+    pub fn outstanding(&self) -> Vec<String> {
+        self.waiting.keys().cloned().collect()
+    }
+
+    /// Sets the execution id of events emitted from now on (after a resume).
+    pub fn set_execution(&mut self, execution_id: &str) {
+        self.cfg.execution_id = execution_id.to_string();
+    }
+
+    /// Node outputs so far (the run's state).
+    pub fn outputs(&self) -> &Env {
+        &self.env
+    }
+
+    /// Sets the instant the run started (a resumed run keeps its start).
+    pub fn set_start_ms(&mut self, ms: u64) {
+        self.start_ms = ms;
+    }
+
+    /// The instant the run started.
+    pub fn start_ms(&self) -> u64 {
+        self.start_ms
+    }
+
+    fn now(&self) -> u64 {
+        self.cfg.clock.now_ms()
+    }
+
+    fn elapsed(&self) -> u64 {
+        self.now().saturating_sub(self.start_ms)
+    }
+
+    fn emit(&mut self, producer: &str, body: Body, parent: Option<&str>) -> String {
+        self.seq += 1;
+        let event_id = Event::id_for(&self.cfg.run_id, self.seq);
+        let time = rfc3339(self.now());
+        self.events.push(Event {
+            run_id: self.cfg.run_id.clone(),
+            execution_id: self.cfg.execution_id.clone(),
+            seq: self.seq,
+            event_id: event_id.clone(),
+            parent_event_id: parent.map(str::to_string),
+            producer: producer.to_string(),
+            body,
+            time,
+        });
+        event_id
+    }
+
+    fn store(&mut self, value: &Value, produced_by: &str, parent: Option<&str>) -> ArtifactRef {
+        let (artifact, bytes) = artifact_ref(value);
+        if !self.artifacts.iter().any(|(a, _)| a.digest == artifact.digest) {
+            self.artifacts.push((artifact.clone(), bytes));
+        }
+        self.emit(
+            "control",
+            Body::ArtifactRecorded { schema_version: V, artifact: artifact.clone(), produced_by: produced_by.to_string() },
+            parent,
+        );
+        artifact
+    }
+
+    fn running(&self) -> bool {
+        self.status == RunStatus::Running
+    }
+
+    fn decl(&self, name: &str) -> Option<&Decl> {
+        self.program.decls.get(name)
+    }
+
+    fn validator(&mut self, key: &str, ty: &Ty) -> Result<Arc<Validator>, String> {
+        if let Some(v) = self.validators.get(key) {
+            return Ok(v.clone());
+        }
+        let v = Arc::new(Validator::new(ty, &self.program.types)?);
+        self.validators.insert(key.to_string(), v.clone());
+        Ok(v)
+    }
+
+    // ----------------------------------------------------------------- start
+
+    /// Starts the run with its input.
+    pub fn start(&mut self, input: Value) {
+        let input_ref = if input.is_null() { None } else { Some(artifact_ref(&input).0) };
+        let started = self.emit(
+            "control",
+            Body::RunStarted {
+                schema_version: V,
+                workflow: self.wf.name.clone(),
+                plan_digest: self.cfg.plan_digest.clone(),
+                input: input_ref,
+            },
+            None,
+        );
+        if !input.is_null() {
+            self.store(&input, "input", Some(&started));
+        }
+        if let Some(IrValue::Type(ty)) = self.wf.props.get("input").cloned() {
+            if let Ok(v) = self.validator("workflow.input", &ty) {
+                if let Err(errors) = v.validate(&input) {
+                    self.terminate("invalid_input", "failure", &started, Some(&errors.join("; ")));
+                    return;
+                }
+            }
+        }
+        self.env.insert("input".into(), input.clone());
+        let Some(start) = ref_name(self.wf.props.get("start")).map(str::to_string) else {
+            self.terminate("no_start", "failure", &started, None);
+            return;
+        };
+        self.start_node(&start, input, "first", &started);
+    }
+
+    // ----------------------------------------------------------------- nodes
+
+    fn start_node(&mut self, name: &str, input: Value, trigger: &str, cause: &str) {
+        if !self.running() {
+            return;
+        }
+        let Some(node) = self.wf.nodes.get(name).cloned() else {
+            self.terminate("unknown_node", "failure", cause, Some(&format!("no node `{name}`")));
+            return;
+        };
+        let rt = self.nodes.entry(name.to_string()).or_default();
+        rt.visits += 1;
+        rt.attempt_no = 0;
+        rt.running = true;
+        rt.input = input.clone();
+        let visit = rt.visits;
+        let started = self.emit(
+            "control",
+            Body::NodeStarted { schema_version: V, node: name.to_string(), node_kind: node.kind.clone(), visit },
+            Some(cause),
+        );
+        self.nodes[name].started_event = started.clone();
+        if let Some(max) = int(node.props.get("max_visits")) {
+            if visit as u64 > max {
+                self.node_failed(&node, "max_visits", &format!("`{name}` ran {max} times already (max_visits)"), &started);
+                return;
+            }
+        }
+        // A node budget covers one visit.
+        if let Some(props) = Self::budget_props(&self.program, node.props.get("budget")).cloned() {
+            self.budgets.add(Scope::from_props(&format!("node.{name}"), &props));
+        }
+        match node.kind.as_str() {
+            "agent" | "tool" => self.start_attempt(&node, trigger, &started),
+            "human" => {
+                let decisions = match node.props.get("decisions") {
+                    Some(IrValue::List(_)) => names(node.props.get("decisions")),
+                    _ => vec!["approve".into(), "reject".into()],
+                };
+                let prompt = word(node.props.get("prompt")).map(str::to_string);
+                self.ask(Decision::HumanNode { node: name.to_string() }, node.target.clone(), prompt, decisions, &started);
+            }
+            "end" => {
+                let reason = node.target.first().cloned().unwrap_or_else(|| name.to_string());
+                let status = word(node.props.get("status")).unwrap_or("success").to_string();
+                let done = self.emit(
+                    "control",
+                    Body::NodeCompleted { schema_version: V, node: name.to_string(), status: "completed".into(), output: None },
+                    Some(&started),
+                );
+                self.nodes[name].running = false;
+                self.terminate(&reason, &status, &done, None);
+            }
+            "parallel" => {
+                let branches = node.target.clone();
+                for branch in branches {
+                    let edge = self.emit(
+                        "control",
+                        Body::EdgeTaken { schema_version: V, from: name.to_string(), to: branch.clone(), via: "fanout".into() },
+                        Some(&started),
+                    );
+                    self.start_node(&branch, input.clone(), "first", &edge);
+                }
+                let done = self.emit(
+                    "control",
+                    Body::NodeCompleted { schema_version: V, node: name.to_string(), status: "completed".into(), output: None },
+                    Some(&started),
+                );
+                self.nodes[name].running = false;
+                let _ = done;
+            }
+            "join" => {
+                // Entered by an edge: wait for the branches.
+                self.joins.entry(name.to_string()).or_default();
+                self.try_join(name, &started);
+            }
+            "loop" => {
+                self.loops.insert(name.to_string(), LoopRt { round: 1 });
+                if let Some(first) = node.target.first().cloned() {
+                    let edge = self.emit(
+                        "control",
+                        Body::EdgeTaken { schema_version: V, from: name.to_string(), to: first.clone(), via: "loop_round".into() },
+                        Some(&started),
+                    );
+                    self.start_node(&first, input, "first", &edge);
+                }
+            }
+            "map" => {
+                let items = match node.props.get("over") {
+                    Some(IrValue::Expr(e)) => eval::eval(e, &self.env),
+                    _ => Ok(Value::Array(Vec::new())),
+                };
+                match items {
+                    Ok(Value::Array(items)) => {
+                        if let Some(max) = int(node.props.get("max_items")) {
+                            if items.len() as u64 > max {
+                                let msg = format!("{} items exceed max_items {max}", items.len());
+                                self.node_failed(&node, "too_many_items", &msg, &started);
+                                return;
+                            }
+                        }
+                        self.maps.insert(name.to_string(), MapRt { items, results: Vec::new() });
+                        self.map_next(name, &started);
+                    }
+                    Ok(other) => {
+                        let msg = format!("`over` is not a list: {other}");
+                        self.node_failed(&node, "invalid_input", &msg, &started)
+                    }
+                    Err(e) => self.node_failed(&node, "eval_error", &e.message, &started),
+                }
+            }
+            other => {
+                let msg = format!("node kind `{other}` is not supported by this runtime yet");
+                self.node_failed(&node, "unsupported", &msg, &started);
+            }
+        }
+    }
+
+    fn map_next(&mut self, map: &str, cause: &str) {
+        let Some(rt) = self.maps.get(map) else { return };
+        let index = rt.results.len();
+        if index < rt.items.len() {
+            let item = rt.items[index].clone();
+            if let Some(target) = self.wf.nodes.get(map).and_then(|n| n.target.first()).cloned() {
+                let edge = self.emit(
+                    "control",
+                    Body::EdgeTaken {
+                        schema_version: V,
+                        from: map.to_string(),
+                        to: target.clone(),
+                        via: format!("map_item_{}", index + 1),
+                    },
+                    Some(cause),
+                );
+                self.start_node(&target, item, "first", &edge);
+            }
+        } else {
+            let results = self.maps.remove(map).map(|m| m.results).unwrap_or_default();
+            self.complete_node(map, Value::Array(results), "completed", cause);
+        }
+    }
+
+    fn scopes_for(&self, node: &Node, agent: Option<&str>) -> Vec<String> {
+        let mut scopes = vec!["run".to_string()];
+        if let Some(agent) = agent {
+            scopes.push(format!("agent.{agent}"));
+        }
+        scopes.push(format!("node.{}", node.name));
+        scopes.push(format!("delegation.{}", node.name));
+        scopes
+    }
+
+    fn max_attempts(node: &Node) -> u32 {
+        match node.props.get("retry") {
+            Some(IrValue::Record(r)) => int(r.get("attempts")).unwrap_or(1).max(1) as u32,
+            _ => 1,
+        }
+    }
+
+    fn backoff(node: &Node, attempt_no: u32) -> u64 {
+        let Some(IrValue::Record(r)) = node.props.get("retry") else { return 0 };
+        let base = match r.get("backoff") {
+            Some(IrValue::Duration(ms)) => *ms,
+            _ => return 0,
+        };
+        let delay = base.saturating_mul(1u64 << (attempt_no.saturating_sub(2)).min(20));
+        match r.get("max_backoff") {
+            Some(IrValue::Duration(max)) => delay.min(*max),
+            _ => delay,
+        }
+    }
+
+    fn start_attempt(&mut self, node: &Node, trigger: &str, cause: &str) {
+        if !self.running() {
+            return;
+        }
+        let agent = (node.kind == "agent").then(|| node.target.first().cloned()).flatten();
+        // One control-plane step per attempt.
+        let scopes = self.scopes_for(node, agent.as_deref());
+        let step = Usage { steps: 1, ..Usage::default() };
+        match self.budgets.reserve(&scopes, &step, false) {
+            Ok(present) => {
+                let changes = self.budgets.settle(&present, &step, &step, self.elapsed());
+                self.zone_changes(changes, cause);
+                if !self.running() {
+                    return;
+                }
+            }
+            Err(ex) => {
+                self.exhausted(ex, Some(&node.name), cause);
+                return;
+            }
+        }
+        let rt = &mut self.nodes[&node.name];
+        rt.attempt_no += 1;
+        let attempt_no = rt.attempt_no;
+        let visit = rt.visits;
+        let id = format!("{}#{}.{}", node.name, visit, attempt_no);
+        let started = self.emit(
+            "control",
+            Body::AttemptStarted {
+                schema_version: V,
+                node: node.name.clone(),
+                attempt_id: id.clone(),
+                attempt_no,
+                trigger_reason: trigger.to_string(),
+            },
+            Some(cause),
+        );
+        let lease = format!("lease:{id}");
+        let expires = rfc3339(self.now() + self.cfg.lease_ttl_ms);
+        self.emit(
+            "control",
+            Body::LeaseGranted {
+                schema_version: V,
+                attempt_id: id.clone(),
+                lease: lease.clone(),
+                owner: self.cfg.owner.clone(),
+                expires_at: expires,
+            },
+            Some(&started),
+        );
+        let repair = int(node.props.get("repair")).unwrap_or(1) as u32;
+        let attempt = Attempt {
+            id: id.clone(),
+            node: node.name.clone(),
+            attempt_no,
+            turn: 0,
+            repair_left: repair,
+            tool_results: Vec::new(),
+            tool_calls: 0,
+            started: started.clone(),
+            lease,
+            repair: None,
+        };
+        self.attempts.insert(id.clone(), attempt);
+        let delay = Self::backoff(node, attempt_no);
+        if node.kind == "agent" {
+            self.next_turn(&id, delay, &started);
+        } else {
+            self.tool_node_call(node, &id, delay, &started);
+        }
+    }
+
+    fn tool_node_call(&mut self, node: &Node, attempt: &str, delay: u64, cause: &str) {
+        let Some(tool) = node.target.first().cloned() else { return };
+        let input = match node.props.get("args") {
+            Some(IrValue::Record(args)) => {
+                let mut out = serde_json::Map::new();
+                for (k, v) in args {
+                    let value = match v {
+                        IrValue::Expr(e) => match eval::eval(e, &self.env) {
+                            Ok(v) => v,
+                            Err(e) => {
+                                self.attempt_failed(attempt, "eval_error", &format!("argument `{k}`: {}", e.message), cause);
+                                return;
+                            }
+                        },
+                        other => eval::value_to_json(other),
+                    };
+                    out.insert(k.clone(), value);
+                }
+                Value::Object(out)
+            }
+            _ => self.nodes[&node.name].input.clone(),
+        };
+        let key_template = word(node.props.get("idempotency_key")).map(str::to_string);
+        self.call_tool(attempt, &tool, input, key_template, None, delay, cause);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn call_tool(
+        &mut self,
+        attempt_id: &str,
+        tool: &str,
+        input: Value,
+        key_template: Option<String>,
+        agent: Option<&str>,
+        delay: u64,
+        cause: &str,
+    ) {
+        let Some(node) = self.attempts.get(attempt_id).and_then(|a| self.wf.nodes.get(&a.node)).cloned() else { return };
+        let Some(decl) = self.decl(tool).cloned() else {
+            self.attempt_failed(attempt_id, "unknown_tool", &format!("no tool `{tool}`"), cause);
+            return;
+        };
+        // The tool's input is validated before the call.
+        if let Some(IrValue::Type(ty)) = decl.props.get("input") {
+            match self.validator(&format!("tool.{tool}.input"), ty) {
+                Ok(v) => {
+                    if let Err(errors) = v.validate(&input) {
+                        let msg = format!("input of `{tool}` is invalid: {}", errors.join("; "));
+                        if agent.is_some() {
+                            self.feed_tool_error(attempt_id, tool, &msg, cause);
+                        } else {
+                            self.attempt_failed(attempt_id, "invalid_input", &msg, cause);
+                        }
+                        return;
+                    }
+                }
+                Err(e) => {
+                    self.attempt_failed(attempt_id, "invalid_schema", &e, cause);
+                    return;
+                }
+            }
+        }
+        let scopes = self.scopes_for(&node, agent);
+        let amount = Usage { tool_calls: 1, ..Usage::default() };
+        let present = match self.budgets.reserve(&scopes, &amount, false) {
+            Ok(p) => p,
+            Err(ex) => {
+                self.exhausted(ex, Some(&node.name), cause);
+                return;
+            }
+        };
+        let effect = word(decl.props.get("effect")).unwrap_or("none").to_string();
+        let idempotency_key = match key_template {
+            Some(t) => Some(template(&t, &input)),
+            None if effect == "non_idempotent" => Some(format!("{}:{attempt_id}", self.cfg.run_id)),
+            None => None,
+        };
+        let request = ToolRequest { tool: tool.to_string(), input: input.clone(), idempotency_key: idempotency_key.clone() };
+        let request_key = Request::Tool(request.clone()).key();
+        let input_ref = self.store(&input, &format!("{attempt_id}/input"), Some(cause));
+        let reserved_ev = self.emit(
+            "control",
+            Body::BudgetReserved {
+                schema_version: V,
+                scope: present.join(","),
+                attempt_id: attempt_id.to_string(),
+                amount: amount.clone(),
+            },
+            Some(cause),
+        );
+        let n = {
+            let a = self.attempts.get_mut(attempt_id).expect("attempt exists");
+            a.tool_calls += 1;
+            a.tool_calls
+        };
+        let started = self.emit(
+            &format!("tool.{tool}"),
+            Body::ToolCallStarted {
+                schema_version: V,
+                tool: tool.to_string(),
+                node: node.name.clone(),
+                attempt_id: attempt_id.to_string(),
+                agent: agent.map(str::to_string),
+                request_key,
+                idempotency_key,
+                input: input_ref,
+            },
+            Some(&reserved_ev),
+        );
+        let key = format!("{attempt_id}/c{n}");
+        self.waiting.insert(
+            key.clone(),
+            Waiting::Tool {
+                attempt: attempt_id.to_string(),
+                from_agent: agent.is_some(),
+                scopes: present,
+                reserved: amount,
+                started,
+                tool: tool.to_string(),
+            },
+        );
+        self.commands.push(Command { key, request: Request::Tool(request), delay_ms: delay });
+    }
+
+    fn feed_tool_error(&mut self, attempt_id: &str, tool: &str, message: &str, cause: &str) {
+        let warn = self.emit("control", Body::Warning { schema_version: V, message: format!("tool call refused: {message}") }, Some(cause));
+        if let Some(a) = self.attempts.get_mut(attempt_id) {
+            a.tool_results.push(json!({ "tool": tool, "ok": false, "error": message }));
+        }
+        self.next_turn(attempt_id, 0, &warn);
+    }
+
+    fn agent_of(&self, node: &str) -> Option<(String, Decl)> {
+        let agent = self.wf.nodes.get(node)?.target.first()?.clone();
+        let decl = self.decl(&agent)?.clone();
+        Some((agent, decl))
+    }
+
+    /// The context an agent sees, by its context policy.
+    fn context_for(&self, node: &Node, agent: &Decl) -> Value {
+        let policy = word(node.props.get("context")).or_else(|| word(agent.props.get("context"))).unwrap_or("isolated").to_string();
+        let input = self.nodes.get(&node.name).map(|n| n.input.clone()).unwrap_or(Value::Null);
+        match policy.as_str() {
+            "fork" => {
+                let mut all = serde_json::Map::new();
+                for (k, v) in &self.env {
+                    all.insert(k.clone(), v.clone());
+                }
+                json!({ "input": input, "run": Value::Object(all) })
+            }
+            "filtered" => {
+                let fields = names(agent.props.get("context_fields"));
+                let filtered = match &input {
+                    Value::Object(map) if !fields.is_empty() => {
+                        Value::Object(map.iter().filter(|(k, _)| fields.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect())
+                    }
+                    other => other.clone(),
+                };
+                json!({ "input": filtered })
+            }
+            _ => json!({ "input": input }),
+        }
+    }
+
+    fn provider_for(&self, node: &Node, agent: &Decl) -> (String, Option<String>) {
+        if let Some(p) = &self.provider_override {
+            return (p.clone(), None);
+        }
+        let default = ref_name(agent.props.get("provider")).unwrap_or_default().to_string();
+        let model = word(agent.props.get("model")).map(str::to_string);
+        if let Some(IrValue::List(routes)) = agent.props.get("routes") {
+            let task = match node.props.get("task") {
+                Some(v) => eval::value_to_json(v),
+                None => json!({}),
+            };
+            let mut env = Env::new();
+            env.insert("task".into(), task);
+            for route in routes {
+                let IrValue::Record(r) = route else { continue };
+                let holds = match r.get("when") {
+                    Some(IrValue::Expr(e)) => eval::eval_bool(e, &env).unwrap_or(false),
+                    Some(IrValue::Bool(b)) => *b,
+                    _ => false,
+                };
+                if holds {
+                    let provider = ref_name(r.get("use")).unwrap_or(&default).to_string();
+                    return (provider, word(r.get("model")).map(str::to_string).or(model));
+                }
+            }
+        }
+        (default, model)
+    }
+
+    fn next_turn(&mut self, attempt_id: &str, delay: u64, cause: &str) {
+        if !self.running() {
+            return;
+        }
+        let Some(attempt) = self.attempts.get(attempt_id).cloned() else { return };
+        let Some(node) = self.wf.nodes.get(&attempt.node).cloned() else { return };
+        let Some((agent_name, agent)) = self.agent_of(&node.name) else {
+            self.attempt_failed(attempt_id, "unknown_agent", "the node's agent is not declared", cause);
+            return;
+        };
+        let max_turns = int(node.props.get("max_turns")).or_else(|| int(agent.props.get("max_turns"))).unwrap_or(8) as u32;
+        if attempt.turn >= max_turns {
+            self.attempt_failed(attempt_id, "max_turns", &format!("no output after {max_turns} turns"), cause);
+            return;
+        }
+        let (provider, model) = self.provider_for(&node, &agent);
+        let max_tokens = self.decl(&provider).and_then(|p| int(p.props.get("max_tokens"))).unwrap_or(4096);
+        let price = |key: &str| match self.decl(&provider).and_then(|p| p.props.get(key)) {
+            Some(IrValue::Money(m)) => *m,
+            _ => 0.0,
+        };
+        let est_cost = (price("price_input") + price("price_output")) * max_tokens as f64 / 1e6;
+        let scopes = self.scopes_for(&node, Some(&agent_name));
+        let amount = Usage { tokens: max_tokens, cost: est_cost, ..Usage::default() };
+        let present = match self.budgets.reserve(&scopes, &amount, false) {
+            Ok(p) => p,
+            Err(ex) => {
+                self.exhausted(ex, Some(&node.name), cause);
+                return;
+            }
+        };
+        let reserved_ev = self.emit(
+            "control",
+            Body::BudgetReserved { schema_version: V, scope: present.join(","), attempt_id: attempt_id.to_string(), amount },
+            Some(cause),
+        );
+        let output_ty = node.output.clone();
+        let node_turn = {
+            let n = self.node_turns.entry(node.name.clone()).or_default();
+            *n += 1;
+            *n
+        };
+        let request = AgentRequest {
+            agent: agent_name.clone(),
+            node: node.name.clone(),
+            provider,
+            model,
+            instructions: word(agent.props.get("instructions")).map(str::to_string),
+            prompt: word(node.props.get("prompt")).map(str::to_string),
+            context: self.context_for(&node, &agent),
+            output_schema: ty_to_schema(&output_ty, &self.program.types),
+            tools: names(agent.props.get("tools")),
+            visit: self.nodes[&node.name].visits,
+            attempt_no: attempt.attempt_no,
+            turn: attempt.turn + 1,
+            node_turn,
+            repair: attempt.repair.clone(),
+            tool_results: attempt.tool_results.clone(),
+            max_tokens,
+            flags: self.flags.clone(),
+        };
+        let a = self.attempts.get_mut(attempt_id).expect("attempt exists");
+        a.turn += 1;
+        let key = format!("{attempt_id}/t{}", a.turn);
+        self.waiting.insert(key.clone(), Waiting::Turn { attempt: attempt_id.to_string() });
+        let _ = reserved_ev;
+        self.commands.push(Command { key, request: Request::Agent(Box::new(request)), delay_ms: delay });
+    }
+
+    // ------------------------------------------------------------- responses
+
+    /// Feeds a data-plane response to the command `key`.
+    pub fn on_response(&mut self, key: &str, response: Response) -> Result<(), String> {
+        let Some(waiting) = self.waiting.shift_remove(key) else {
+            return Err(format!("no outstanding command `{key}`"));
+        };
+        if !self.running() {
+            return Ok(());
+        }
+        if let Some(ex) = self.budgets.out_of_time(self.elapsed()).filter(|_| !self.replaying) {
+            let cause = self.events.last().map(|e| e.event_id.clone()).unwrap_or_default();
+            self.exhausted(ex, None, &cause);
+            return Ok(());
+        }
+        match (waiting, response) {
+            (Waiting::Turn { attempt }, Response::Agent(reply)) => self.on_turn(&attempt, reply),
+            (Waiting::Tool { attempt, from_agent, scopes, reserved, started, tool }, Response::Tool(result)) => {
+                self.on_tool(&attempt, from_agent, &scopes, &reserved, &started, &tool, result)
+            }
+            (Waiting::Human { decision, request_event }, Response::Human(answer)) => self.on_decision(decision, &request_event, answer),
+            (Waiting::Probe { gate, index, item }, Response::Probe(result)) => self.on_probe(&gate, index, item, result),
+            (w, r) => return Err(format!("response {r:?} does not answer {w:?}")),
+        }
+        Ok(())
+    }
+
+    fn on_turn(&mut self, attempt_id: &str, reply: AgentReply) {
+        let Some(attempt) = self.attempts.get(attempt_id).cloned() else { return };
+        let Some(node) = self.wf.nodes.get(&attempt.node).cloned() else { return };
+        let agent = node.target.first().cloned().unwrap_or_default();
+        let (provider, _) = self.agent_of(&node.name).map(|(_, d)| self.provider_for(&node, &d)).unwrap_or_default();
+        let used = Usage { tokens: reply.usage.input_tokens + reply.usage.output_tokens, cost: reply.cost, ..Usage::default() };
+        let max_tokens = self.decl(&provider).and_then(|p| int(p.props.get("max_tokens"))).unwrap_or(4096);
+        let price = |key: &str| match self.decl(&provider).and_then(|p| p.props.get(key)) {
+            Some(IrValue::Money(m)) => *m,
+            _ => 0.0,
+        };
+        let reserved = Usage {
+            tokens: max_tokens,
+            cost: (price("price_input") + price("price_output")) * max_tokens as f64 / 1e6,
+            ..Usage::default()
+        };
+        let scopes: Vec<String> =
+            self.scopes_for(&node, Some(&agent)).into_iter().filter(|s| self.budgets.scopes.contains_key(s)).collect();
+        let reply_value =
+            reply.output.clone().or_else(|| reply.tool_call.as_ref().map(|c| json!({ "tool_call": c.tool, "input": c.input })));
+        let reply_ref = reply_value.as_ref().map(|v| self.store(v, &format!("{attempt_id}/turn{}", attempt.turn), Some(&attempt.started)));
+        let request_key = format!("{attempt_id}/t{}", attempt.turn);
+        let error = reply.error.clone().or_else(|| {
+            (reply.output.is_none() && reply.tool_call.is_none()).then(|| match &reply.text {
+                Some(t) => format!("the reply is not JSON: {}", t.chars().take(120).collect::<String>()),
+                None => "empty reply".to_string(),
+            })
+        });
+        let turn = self.emit(
+            &format!("agent.{agent}"),
+            Body::AgentTurn {
+                schema_version: V,
+                agent: agent.clone(),
+                node: node.name.clone(),
+                attempt_id: attempt_id.to_string(),
+                provider,
+                model: reply.model.clone(),
+                request_key,
+                usage: used.clone(),
+                reply: reply_ref,
+                error: error.clone(),
+            },
+            Some(&attempt.started),
+        );
+        let changes = self.budgets.settle(&scopes, &reserved, &used, self.elapsed());
+        if !scopes.is_empty() {
+            let remaining = self.budgets.scopes[&scopes[0]].remaining();
+            self.emit(
+                "control",
+                Body::BudgetSettled { schema_version: V, scope: scopes.join(","), attempt_id: attempt_id.to_string(), used, remaining },
+                Some(&turn),
+            );
+        }
+        self.zone_changes(changes, &turn);
+        if !self.running() {
+            return;
+        }
+        for scope in scopes {
+            if let Some(ex) = self.budgets.used_up(&scope) {
+                self.exhausted(ex, Some(&node.name), &turn);
+                return;
+            }
+        }
+        if let Some(err) = reply.error {
+            self.attempt_failed(attempt_id, "provider_error", &err, &turn);
+            return;
+        }
+        if let Some(call) = reply.tool_call {
+            let allowed_by_agent = self.decl(&agent).map(|d| names(d.props.get("tools")).contains(&call.tool)).unwrap_or(false);
+            let allowed_by_tool = self
+                .decl(&call.tool)
+                .map(|d| {
+                    let allowed = names(d.props.get("allowed_agents"));
+                    allowed.is_empty() || allowed.contains(&agent)
+                })
+                .unwrap_or(false);
+            if !(allowed_by_agent && allowed_by_tool) {
+                let msg = format!("agent `{agent}` may not call `{}`", call.tool);
+                self.feed_tool_error(attempt_id, &call.tool, &msg, &turn);
+                return;
+            }
+            self.call_tool(attempt_id, &call.tool, call.input, None, Some(&agent), 0, &turn);
+            return;
+        }
+        let Some(output) = reply.output else {
+            self.repair_or_fail(attempt_id, error.unwrap_or_default(), &turn);
+            return;
+        };
+        match self.validator(&format!("node.{}.output", node.name), &node.output) {
+            Ok(v) => match v.validate(&output) {
+                Ok(()) => self.attempt_succeeded(attempt_id, output, &turn),
+                Err(errors) => self.repair_or_fail(attempt_id, format!("invalid output: {}", errors.join("; ")), &turn),
+            },
+            Err(e) => self.attempt_failed(attempt_id, "invalid_schema", &e, &turn),
+        }
+    }
+
+    fn repair_or_fail(&mut self, attempt_id: &str, error: String, cause: &str) {
+        let Some(a) = self.attempts.get_mut(attempt_id) else { return };
+        if a.repair_left > 0 {
+            a.repair_left -= 1;
+            a.repair = Some(error);
+            self.next_turn(attempt_id, 0, cause);
+        } else {
+            self.attempt_failed(attempt_id, "invalid_output", &error, cause);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_tool(
+        &mut self,
+        attempt_id: &str,
+        from_agent: bool,
+        scopes: &[String],
+        reserved: &Usage,
+        started: &str,
+        tool: &str,
+        result: ToolResult,
+    ) {
+        let output_ref = result.output.as_ref().map(|v| self.store(v, &format!("{attempt_id}/{tool}"), Some(started)));
+        let done = self.emit(
+            &format!("tool.{tool}"),
+            Body::ToolCallCompleted {
+                schema_version: V,
+                tool: tool.to_string(),
+                attempt_id: attempt_id.to_string(),
+                ok: result.ok,
+                output: output_ref,
+                error: result.error.clone(),
+                duration_ms: result.duration_ms,
+            },
+            Some(started),
+        );
+        let used = Usage { tool_calls: 1, ..Usage::default() };
+        let changes = self.budgets.settle(scopes, reserved, &used, self.elapsed());
+        if let Some(first) = scopes.first() {
+            let remaining = self.budgets.scopes[first].remaining();
+            self.emit(
+                "control",
+                Body::BudgetSettled { schema_version: V, scope: scopes.join(","), attempt_id: attempt_id.to_string(), used, remaining },
+                Some(&done),
+            );
+        }
+        self.zone_changes(changes, &done);
+        if !self.running() {
+            return;
+        }
+        // Output validation against the tool's output type.
+        let mut result = result;
+        if result.ok {
+            if let Some(IrValue::Type(ty)) = self.decl(tool).and_then(|d| d.props.get("output")).cloned() {
+                let output = result.output.clone().unwrap_or(Value::Null);
+                match self.validator(&format!("tool.{tool}.output"), &ty) {
+                    Ok(v) => {
+                        if let Err(errors) = v.validate(&output) {
+                            result.ok = false;
+                            result.error = Some(format!("output of `{tool}` is invalid: {}", errors.join("; ")));
+                            result.error_code = Some("invalid_output".into());
+                        }
+                    }
+                    Err(e) => {
+                        result.ok = false;
+                        result.error = Some(e);
+                    }
+                }
+            }
+        }
+        if from_agent {
+            if let Some(a) = self.attempts.get_mut(attempt_id) {
+                a.tool_results.push(json!({ "tool": tool, "ok": result.ok, "output": result.output, "error": result.error }));
+            }
+            self.next_turn(attempt_id, 0, &done);
+            return;
+        }
+        if result.ok {
+            let output = result.output.unwrap_or(Value::Null);
+            self.attempt_succeeded(attempt_id, output, &done);
+        } else {
+            let code = result.error_code.clone().unwrap_or_else(|| "tool_error".into());
+            self.attempt_failed(attempt_id, &code, result.error.as_deref().unwrap_or("the tool failed"), &done);
+        }
+    }
+
+    fn release(&mut self, attempt_id: &str, cause: &str) {
+        if let Some(a) = self.attempts.remove(attempt_id) {
+            self.emit("control", Body::LeaseReleased { schema_version: V, attempt_id: a.id.clone(), lease: a.lease.clone() }, Some(cause));
+        }
+    }
+
+    fn attempt_succeeded(&mut self, attempt_id: &str, output: Value, cause: &str) {
+        let Some(a) = self.attempts.get(attempt_id).cloned() else { return };
+        let artifact = self.store(&output, &a.node, Some(cause));
+        let done = self.emit(
+            "control",
+            Body::AttemptCompleted {
+                schema_version: V,
+                node: a.node.clone(),
+                attempt_id: a.id.clone(),
+                attempt_no: a.attempt_no,
+                output: artifact,
+            },
+            Some(cause),
+        );
+        self.release(attempt_id, &done);
+        self.complete_node(&a.node, output, "completed", &done);
+    }
+
+    fn attempt_failed(&mut self, attempt_id: &str, code: &str, message: &str, cause: &str) {
+        let Some(a) = self.attempts.get(attempt_id).cloned() else { return };
+        let failed = self.emit(
+            "control",
+            Body::AttemptFailed {
+                schema_version: V,
+                node: a.node.clone(),
+                attempt_id: a.id.clone(),
+                attempt_no: a.attempt_no,
+                error_code: code.to_string(),
+                message: message.to_string(),
+            },
+            Some(cause),
+        );
+        self.release(attempt_id, &failed);
+        let Some(node) = self.wf.nodes.get(&a.node).cloned() else { return };
+        if code == "budget_exhausted" || code == "cancelled" {
+            return;
+        }
+        if a.attempt_no < Self::max_attempts(&node) {
+            self.start_attempt(&node, "retry", &failed);
+            return;
+        }
+        let event = if code == "timeout" || code == "invalid_output" { code } else { "failure" };
+        self.node_event_failed(&node, event, code, message, &failed);
+    }
+
+    fn node_failed(&mut self, node: &Node, code: &str, message: &str, cause: &str) {
+        self.node_event_failed(node, "failure", code, message, cause)
+    }
+
+    /// A node's visit failed: its handler for `event`, else `on_failure`,
+    /// else the workflow's handler, else the run fails.
+    fn node_event_failed(&mut self, node: &Node, event: &str, code: &str, message: &str, cause: &str) {
+        let failed = self.emit(
+            "control",
+            Body::NodeFailed { schema_version: V, node: node.name.clone(), error_code: code.to_string(), message: message.to_string() },
+            Some(cause),
+        );
+        if let Some(rt) = self.nodes.get_mut(&node.name) {
+            rt.running = false;
+        }
+        let ctx = Ctx { node: Some(node.name.clone()), gate: None, event: event.to_string() };
+        let handler = node
+            .handlers
+            .iter()
+            .find(|h| h.events.iter().any(|e| e == event))
+            .or_else(|| node.handlers.iter().find(|h| h.events.iter().any(|e| e == "failure")))
+            .map(|h| h.action.clone());
+        if let Some(action) = handler {
+            self.act(&action, &ctx, &format!("node.{}", node.name), &failed);
+            return;
+        }
+        if let Some(w) = word(node.props.get("on_failure")) {
+            let action = Action { name: w.to_string(), args: Vec::new() };
+            if w != "retry" {
+                self.act(&action, &ctx, &format!("node.{}", node.name), &failed);
+                return;
+            }
+        }
+        // A loop body's failure is the loop's.
+        if let Some(lp) = self.loop_of.get(&node.name).cloned() {
+            if let Some(loop_node) = self.wf.nodes.get(&lp).cloned() {
+                if let Some(h) = loop_node.handlers.iter().find(|h| h.events.iter().any(|e| e == "failure")).cloned() {
+                    let ctx = Ctx { node: Some(lp.clone()), gate: None, event: "failure".into() };
+                    self.loops.remove(&lp);
+                    self.act(&h.action, &ctx, &format!("node.{lp}"), &failed);
+                    return;
+                }
+            }
+        }
+        self.workflow_event("failure", Some(&node.name), &failed, &format!("{}_failed", node.name), message);
+    }
+
+    fn workflow_event(&mut self, event: &str, node: Option<&str>, cause: &str, default_reason: &str, message: &str) {
+        let handler = self.wf.handlers.iter().find(|h| h.events.iter().any(|e| e == event)).map(|h| h.action.clone());
+        match handler {
+            Some(action) => {
+                let ctx = Ctx { node: node.map(str::to_string), gate: None, event: event.to_string() };
+                self.act(&action, &ctx, "workflow", cause)
+            }
+            None => self.terminate(default_reason, "failure", cause, Some(message)),
+        }
+    }
+
+    fn complete_node(&mut self, name: &str, output: Value, status: &str, cause: &str) {
+        if !self.running() {
+            return;
+        }
+        let artifact = if output.is_null() { None } else { Some(artifact_ref(&output).0) };
+        let done = self.emit(
+            "control",
+            Body::NodeCompleted { schema_version: V, node: name.to_string(), status: status.to_string(), output: artifact.clone() },
+            Some(cause),
+        );
+        if let Some(a) = artifact {
+            self.last_output = Some((name.to_string(), a));
+        }
+        self.env.insert(name.to_string(), output.clone());
+        if let Some(rt) = self.nodes.get_mut(name) {
+            rt.running = false;
+        }
+        self.budgets.scopes.shift_remove(&format!("node.{name}"));
+        // Task state machine.
+        if let Some(IrValue::State { machine, state }) = self.wf.nodes.get(name).and_then(|n| n.props.get("state")).cloned() {
+            if let Some(m) = self.program.machines.get(&machine).cloned() {
+                let from = self.task_state.get(&machine).cloned().unwrap_or_else(|| m.initial.clone());
+                let legal = from == state || m.transitions.iter().any(|(a, b)| *a == from && *b == state);
+                if !legal {
+                    if let Some(node) = self.wf.nodes.get(name).cloned() {
+                        let msg = format!("illegal transition {machine}.{from} -> {machine}.{state}");
+                        self.node_failed(&node, "illegal_transition", &msg, &done);
+                    }
+                    return;
+                }
+                self.task_state.insert(machine.clone(), state.clone());
+                self.emit(
+                    "control",
+                    Body::StateChanged { schema_version: V, node: name.to_string(), machine, from, to: state },
+                    Some(&done),
+                );
+            }
+        }
+        // A map item returns to its map.
+        if let Some(map) = self.map_of.get(name).cloned() {
+            if let Some(rt) = self.maps.get_mut(&map) {
+                rt.results.push(output);
+                self.map_next(&map, &done);
+                return;
+            }
+        }
+        self.follow(name, &done);
+    }
+
+    /// Chooses the next node after `from` completed.
+    fn follow(&mut self, from: &str, cause: &str) {
+        if !self.running() {
+            return;
+        }
+        let node = self.wf.nodes.get(from).cloned();
+        if node.as_ref().is_some_and(|n| n.kind == "parallel") {
+            return;
+        }
+        let mut chosen: Option<(String, String)> = None;
+        let mut else_edge = None;
+        let edges: Vec<_> = self.wf.edges.iter().filter(|e| e.from == from).cloned().collect();
+        for edge in &edges {
+            match &edge.guard {
+                Guard::Always => {
+                    chosen = Some((edge.to.clone(), "always".into()));
+                    break;
+                }
+                Guard::When(cond) => match eval::eval_bool(cond, &self.env) {
+                    Ok(true) => {
+                        chosen = Some((edge.to.clone(), format!("when {}", eval::render(cond))));
+                        break;
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        if let Some(node) = node.clone() {
+                            self.node_failed(&node, "eval_error", &format!("guard of {from} -> {}: {}", edge.to, e.message), cause);
+                        }
+                        return;
+                    }
+                },
+                Guard::Else => else_edge = Some(edge.to.clone()),
+            }
+        }
+        let chosen = chosen.or_else(|| else_edge.map(|to| (to, "else".to_string())));
+        let in_loop = self.loop_of.get(from).cloned();
+        if let Some((to, via)) = chosen {
+            // Leaving a loop body for a node outside the loop ends the round.
+            if let Some(lp) = &in_loop {
+                let inside = self.wf.nodes.get(lp).is_some_and(|l| l.target.contains(&to));
+                if !inside {
+                    self.round_end(lp, cause);
+                    return;
+                }
+            }
+            self.cross(from, &to, &via, cause);
+            return;
+        }
+        if let Some(lp) = in_loop {
+            self.round_end(&lp, cause);
+            return;
+        }
+        // A branch with no edge of its own goes to the join that lists it.
+        let join = self.wf.nodes.values().find(|n| n.kind == "join" && n.target.iter().any(|t| t == from)).map(|n| n.name.clone());
+        if let Some(join) = join {
+            self.joins.entry(join.clone()).or_default().insert(from.to_string());
+            let join_running = self.nodes.get(&join).is_some_and(|n| n.running);
+            if !join_running {
+                let edge = self.emit(
+                    "control",
+                    Body::EdgeTaken { schema_version: V, from: from.to_string(), to: join.clone(), via: "join".into() },
+                    Some(cause),
+                );
+                self.start_node(&join, Value::Null, "first", &edge);
+            } else {
+                self.try_join(&join, cause);
+            }
+            return;
+        }
+        if self.waiting.is_empty() && self.attempts.is_empty() {
+            self.terminate("dead_end", "failure", cause, Some(&format!("no edge leaves `{from}`")));
+        }
+    }
+
+    fn try_join(&mut self, join: &str, cause: &str) {
+        let Some(node) = self.wf.nodes.get(join).cloned() else { return };
+        let done: IndexSet<String> = self.joins.get(join).cloned().unwrap_or_default();
+        let total = node.target.len();
+        let rule = match node.props.get("rule") {
+            Some(IrValue::JoinRule { rule, .. }) => rule.clone(),
+            Some(IrValue::Word(w)) => w.clone(),
+            _ => "all".into(),
+        };
+        let ready = match rule.as_str() {
+            "any" | "first" => !done.is_empty(),
+            "majority" => done.len() * 2 > total,
+            _ => done.len() == total,
+        };
+        if !ready {
+            return;
+        }
+        let mut merged = serde_json::Map::new();
+        for branch in &node.target {
+            if done.contains(branch) {
+                merged.insert(branch.clone(), self.env.get(branch).cloned().unwrap_or(Value::Null));
+            }
+        }
+        self.joins.remove(join);
+        self.complete_node(join, Value::Object(merged), "completed", cause);
+    }
+
+    fn round_end(&mut self, lp: &str, cause: &str) {
+        let Some(node) = self.wf.nodes.get(lp).cloned() else { return };
+        let round = self.loops.get(lp).map(|l| l.round).unwrap_or(1);
+        let converged = match node.props.get("until") {
+            Some(IrValue::Expr(e)) => match eval::eval_bool(e, &self.env) {
+                Ok(b) => b,
+                Err(err) => {
+                    self.loops.remove(lp);
+                    self.node_failed(&node, "eval_error", &format!("`until`: {}", err.message), cause);
+                    return;
+                }
+            },
+            _ => false,
+        };
+        let max = int(node.props.get("max_rounds")).unwrap_or(1) as u32;
+        if converged || round >= max {
+            self.loops.remove(lp);
+            let output = json!({ "rounds": round, "converged": converged });
+            if !converged {
+                let ex = self.emit(
+                    "control",
+                    Body::ActionTaken {
+                        schema_version: V,
+                        event: "exhausted".into(),
+                        scope: format!("node.{lp}"),
+                        action: "continue".into(),
+                    },
+                    Some(cause),
+                );
+                let handler = node.handlers.iter().find(|h| h.events.iter().any(|e| e == "exhausted")).map(|h| h.action.clone());
+                let action = handler.or_else(|| match node.props.get("on_exhausted") {
+                    Some(IrValue::Action(a)) => Some(a.clone()),
+                    _ => None,
+                });
+                if let Some(action) = action {
+                    if action.name != "continue" {
+                        self.env.insert(lp.to_string(), output);
+                        let ctx = Ctx { node: Some(lp.to_string()), gate: None, event: "exhausted".into() };
+                        self.act(&action, &ctx, &format!("node.{lp}"), &ex);
+                        return;
+                    }
+                }
+                self.complete_node(lp, output, "completed", &ex);
+                return;
+            }
+            self.complete_node(lp, output, "completed", cause);
+            return;
+        }
+        if let Some(l) = self.loops.get_mut(lp) {
+            l.round += 1;
+        }
+        if let Some(first) = node.target.first().cloned() {
+            let edge = self.emit(
+                "control",
+                Body::EdgeTaken { schema_version: V, from: lp.to_string(), to: first.clone(), via: "loop_round".into() },
+                Some(cause),
+            );
+            let input = self.nodes.get(lp).map(|n| n.input.clone()).unwrap_or(Value::Null);
+            self.start_node(&first, input, "first", &edge);
+        }
+    }
+
+    /// Crosses the boundary `from -> to`: its gate, its handoff, then `to`.
+    fn cross(&mut self, from: &str, to: &str, via: &str, cause: &str) {
+        if let Some(gate) = self.wf.gates.values().find(|g| g.from == from && g.to == to).cloned() {
+            self.evaluate_gate(&gate, cause);
+            return;
+        }
+        self.enter(from, to, via, cause);
+    }
+
+    /// Takes the edge and starts `to`, applying handoffs and delegations.
+    fn enter(&mut self, from: &str, to: &str, via: &str, cause: &str) {
+        if !self.running() {
+            return;
+        }
+        let edge = self.emit(
+            "control",
+            Body::EdgeTaken { schema_version: V, from: from.to_string(), to: to.to_string(), via: via.to_string() },
+            Some(cause),
+        );
+        let mut input = self.env.get(from).cloned().unwrap_or(Value::Null);
+        let mut parent = edge.clone();
+        let transfers: Vec<_> = self.wf.transfers.iter().filter(|t| t.from == from && t.to == to).cloned().collect();
+        for transfer in transfers {
+            if transfer.kind == "handoff" {
+                let hops = self.hops.entry((from.to_string(), to.to_string())).or_default();
+                *hops += 1;
+                let hops = *hops;
+                if let Some(max) = int(transfer.props.get("max_hops")) {
+                    if hops > max {
+                        let ex = self.emit(
+                            "control",
+                            Body::Warning { schema_version: V, message: format!("handoff {from} -> {to} exceeded max_hops {max}") },
+                            Some(&parent),
+                        );
+                        self.workflow_event("max_hops", Some(from), &ex, "max_hops", "too many handoffs");
+                        return;
+                    }
+                }
+                let context = word(transfer.props.get("context")).unwrap_or("fork").to_string();
+                let fields = names(transfer.props.get("context_fields"));
+                let payload = match (&input, context.as_str()) {
+                    (Value::Object(map), "filtered") if !fields.is_empty() => {
+                        Value::Object(map.iter().filter(|(k, _)| fields.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect())
+                    }
+                    _ => input.clone(),
+                };
+                let mut env = self.env.clone();
+                env.insert("payload".into(), payload.clone());
+                let mut accepted = true;
+                let mut why = String::new();
+                if let Some(IrValue::List(checks)) = transfer.props.get("accept") {
+                    for check in checks {
+                        if let IrValue::Expr(e) = check {
+                            match eval::eval_bool(e, &env) {
+                                Ok(true) => {}
+                                Ok(false) => {
+                                    accepted = false;
+                                    why = format!("acceptance check failed: {}", eval::render(e));
+                                    break;
+                                }
+                                Err(err) => {
+                                    accepted = false;
+                                    why = format!("acceptance check errored: {}", err.message);
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                }
+                let payload_ref = self.store(&payload, &format!("handoff {from} -> {to}"), Some(&parent));
+                let handoff = self.emit(
+                    &format!("node.{from}"),
+                    Body::Handoff {
+                        schema_version: V,
+                        from: from.to_string(),
+                        to: to.to_string(),
+                        reason: word(transfer.props.get("reason")).map(str::to_string),
+                        context,
+                        context_fields: fields,
+                        payload: payload_ref.clone(),
+                        accepted,
+                    },
+                    Some(&parent),
+                );
+                if !accepted {
+                    if let Some(node) = self.wf.nodes.get(from).cloned() {
+                        self.node_failed(&node, "handoff_refused", &why, &handoff);
+                    }
+                    return;
+                }
+                self.emit(
+                    "control",
+                    Body::Message {
+                        schema_version: V,
+                        message_type: "TASK_ASSIGN".into(),
+                        from: from.to_string(),
+                        to: to.to_string(),
+                        artifact: Some(payload_ref),
+                    },
+                    Some(&handoff),
+                );
+                input = payload;
+                parent = handoff;
+            } else if transfer.kind == "delegate" {
+                let mut inputs = serde_json::Map::new();
+                if let Some(IrValue::Record(r)) = transfer.props.get("inputs") {
+                    for (k, v) in r {
+                        let value = match v {
+                            IrValue::Expr(e) => eval::eval(e, &self.env).unwrap_or(Value::Null),
+                            other => eval::value_to_json(other),
+                        };
+                        inputs.insert(k.clone(), value);
+                    }
+                }
+                let inputs = Value::Object(inputs);
+                let contract = ref_name(transfer.props.get("contract")).unwrap_or_default().to_string();
+                let budget_props = self.decl(&contract).and_then(|c| Self::budget_props(&self.program, c.props.get("budget"))).cloned();
+                let mut granted = Usage::default();
+                if let Some(props) = budget_props {
+                    let scope = Scope::from_props(&format!("delegation.{to}"), &props);
+                    granted = Usage {
+                        steps: scope.limits.steps.unwrap_or(0),
+                        tokens: scope.limits.tokens.unwrap_or(0),
+                        tool_calls: scope.limits.tool_calls.unwrap_or(0),
+                        cost: scope.limits.cost.unwrap_or(0.0),
+                        duration_ms: scope.limits.duration_ms.unwrap_or(0),
+                    };
+                    self.budgets.add(scope);
+                }
+                let inputs_ref = self.store(&inputs, &format!("delegation {from} -> {to}"), Some(&parent));
+                parent = self.emit(
+                    &format!("node.{from}"),
+                    Body::Delegation {
+                        schema_version: V,
+                        from: from.to_string(),
+                        to: to.to_string(),
+                        contract,
+                        inputs: inputs_ref,
+                        budget: granted,
+                    },
+                    Some(&parent),
+                );
+                input = inputs;
+            }
+        }
+        self.start_node(to, input, "first", &parent);
+    }
+
+    // ----------------------------------------------------------------- gates
+
+    fn evaluate_gate(&mut self, gate: &Gate, cause: &str) {
+        let evaluators = match gate.props.get("evaluate") {
+            Some(IrValue::List(items)) => items.clone(),
+            _ => Vec::new(),
+        };
+        let on_error = word(gate.props.get("on_error")).unwrap_or("BLOCK").to_string();
+        let mut rt = GateRt { results: vec![None; evaluators.len()], probes: BTreeMap::new(), cause: cause.to_string(), pending: 0 };
+        let visit = self.nodes.get(&gate.from).map(|n| n.visits).unwrap_or(0);
+        let mut probes = Vec::new();
+        for (i, ev) in evaluators.iter().enumerate() {
+            let IrValue::Evaluator { name, builtin, args } = ev else {
+                rt.results[i] = Some(EvaluatorResult {
+                    evaluator: "?".into(),
+                    outcome: on_error.clone(),
+                    reason: Some("invalid evaluator".into()),
+                    error: true,
+                });
+                continue;
+            };
+            let label = format!("{name}({})", args.iter().map(eval::render).collect::<Vec<_>>().join(", "));
+            let result = |outcome: &str, reason: Option<String>, error: bool| EvaluatorResult {
+                evaluator: label.clone(),
+                outcome: outcome.to_string(),
+                reason,
+                error,
+            };
+            if *builtin {
+                rt.results[i] = Some(self.builtin_evaluator(name, args, &on_error, &result));
+                continue;
+            }
+            let Some(decl) = self.decl(name).cloned() else {
+                rt.results[i] = Some(result(&on_error, Some(format!("no evaluator `{name}`")), true));
+                continue;
+            };
+            let fail = word(decl.props.get("fail")).unwrap_or("BLOCK").to_string();
+            let reason = word(decl.props.get("reason")).map(str::to_string);
+            let input = match args.first() {
+                Some(e) => match eval::eval(e, &self.env) {
+                    Ok(v) => v,
+                    Err(err) => {
+                        rt.results[i] = Some(result(&on_error, Some(err.message), true));
+                        continue;
+                    }
+                },
+                None => Value::Null,
+            };
+            // A list argument whose items fit the input type: once per item.
+            let items: Vec<Value> = match (&input, decl.props.get("input")) {
+                (Value::Array(items), Some(IrValue::Type(ty))) if !matches!(ty, Ty::List { .. }) => items.clone(),
+                _ => vec![input.clone()],
+            };
+            match decl.variant.as_deref() {
+                Some("predicate") => {
+                    let mut outcome = "PASS".to_string();
+                    let mut why = None;
+                    let mut error = false;
+                    for item in &items {
+                        let mut env = self.env.clone();
+                        env.insert("input".into(), item.clone());
+                        match decl.props.get("check") {
+                            Some(IrValue::Expr(e)) => match eval::eval_bool(e, &env) {
+                                Ok(true) => {}
+                                Ok(false) => {
+                                    outcome = worst(&outcome, &fail);
+                                    why = reason.clone().or_else(|| Some(format!("{} is false", eval::render(e))));
+                                }
+                                Err(err) => {
+                                    outcome = worst(&outcome, &on_error);
+                                    why = Some(err.message);
+                                    error = true;
+                                }
+                            },
+                            _ => {
+                                outcome = worst(&outcome, &on_error);
+                                error = true;
+                            }
+                        }
+                    }
+                    rt.results[i] = Some(result(&outcome, why, error));
+                }
+                Some("schema") => {
+                    let ty = match decl.props.get("schema") {
+                        Some(IrValue::Type(ty)) => ty.clone(),
+                        _ => Ty::Any,
+                    };
+                    let mut outcome = "PASS".to_string();
+                    let mut why = None;
+                    match self.validator(&format!("evaluator.{name}"), &ty) {
+                        Ok(v) => {
+                            for item in &items {
+                                if let Err(errors) = v.validate(item) {
+                                    outcome = worst(&outcome, &fail);
+                                    why = reason.clone().or_else(|| Some(errors.join("; ")));
+                                }
+                            }
+                            rt.results[i] = Some(result(&outcome, why, false));
+                        }
+                        Err(e) => rt.results[i] = Some(result(&on_error, Some(e), true)),
+                    }
+                }
+                Some("command") => {
+                    let argv = names(decl.props.get("argv"));
+                    let timeout_ms = match decl.props.get("timeout") {
+                        Some(IrValue::Duration(ms)) => Some(*ms),
+                        _ => None,
+                    };
+                    for (j, item) in items.iter().enumerate() {
+                        let argv: Vec<String> = argv.iter().map(|a| template(a, item)).collect();
+                        rt.probes.insert((i, j), None);
+                        rt.pending += 1;
+                        let key = format!("probe/{}/{visit}/{i}.{j}", gate.name);
+                        probes.push((key, i, j, ProbeRequest { evaluator: name.clone(), argv, timeout_ms }));
+                    }
+                    if items.is_empty() {
+                        rt.results[i] = Some(result("PASS", Some("no items to probe".into()), false));
+                    }
+                }
+                other => {
+                    // llm and human evaluators need a judge this runtime
+                    // does not run yet: inconclusive, so never PASS.
+                    let msg = format!("`{}` evaluators are not run by this runtime; inconclusive", other.unwrap_or("?"));
+                    rt.results[i] = Some(result(&on_error, Some(msg), true));
+                }
+            }
+        }
+        let pending = rt.pending;
+        self.gates.insert(gate.name.clone(), rt);
+        for (key, i, j, request) in probes {
+            self.waiting.insert(key.clone(), Waiting::Probe { gate: gate.name.clone(), index: i, item: j });
+            self.commands.push(Command { key, request: Request::Probe(request), delay_ms: 0 });
+        }
+        if pending == 0 {
+            self.finish_gate(&gate.name);
+        }
+    }
+
+    fn builtin_evaluator(
+        &mut self,
+        name: &str,
+        args: &[TExpr],
+        on_error: &str,
+        result: &dyn Fn(&str, Option<String>, bool) -> EvaluatorResult,
+    ) -> EvaluatorResult {
+        let Some(arg) = args.first() else { return result(on_error, Some("no argument".into()), true) };
+        match name {
+            "predicate" => match eval::eval_bool(arg, &self.env) {
+                Ok(true) => result("PASS", None, false),
+                Ok(false) => result("BLOCK", Some(format!("{} is false", eval::render(arg))), false),
+                Err(e) => result(on_error, Some(e.message), true),
+            },
+            "exists" => match eval::eval(arg, &self.env) {
+                Ok(Value::Null) => result("BLOCK", Some(format!("{} is absent", eval::render(arg))), false),
+                Ok(_) => result("PASS", None, false),
+                Err(e) => result(on_error, Some(e.message), true),
+            },
+            "schema_valid" => {
+                let ty = match args.get(1).map(|a| &a.kind) {
+                    Some(flow_check::ir::TExprKind::Literal { value }) => match value.as_ref() {
+                        IrValue::Type(ty) => ty.clone(),
+                        _ => Ty::Any,
+                    },
+                    _ => Ty::Any,
+                };
+                match eval::eval(arg, &self.env) {
+                    Ok(value) => match Validator::new(&ty, &self.program.types) {
+                        Ok(v) => match v.validate(&value) {
+                            Ok(()) => result("PASS", None, false),
+                            Err(errors) => result("BLOCK", Some(errors.join("; ")), false),
+                        },
+                        Err(e) => result(on_error, Some(e), true),
+                    },
+                    Err(e) => result(on_error, Some(e.message), true),
+                }
+            }
+            _ => result(on_error, Some(format!("unknown evaluator `{name}`")), true),
+        }
+    }
+
+    fn on_probe(&mut self, gate: &str, index: usize, item: usize, res: ProbeResult) {
+        let Some(g) = self.wf.gates.get(gate).cloned() else { return };
+        let on_error = word(g.props.get("on_error")).unwrap_or("BLOCK").to_string();
+        let evaluator = match g.props.get("evaluate") {
+            Some(IrValue::List(items)) => items.get(index).cloned(),
+            _ => None,
+        };
+        let Some(IrValue::Evaluator { name, .. }) = evaluator else { return };
+        let decl = self.decl(&name).cloned();
+        let fail = decl.as_ref().and_then(|d| word(d.props.get("fail"))).unwrap_or("BLOCK").to_string();
+        let expect = decl.as_ref().and_then(|d| word(d.props.get("expect"))).unwrap_or("exit_zero").to_string();
+        let outcome = if res.error.is_some() {
+            on_error.clone()
+        } else if expect == "json" {
+            match (&res.output, decl.as_ref().and_then(|d| d.props.get("check"))) {
+                (Some(output), Some(IrValue::Expr(check))) => {
+                    let mut env = self.env.clone();
+                    env.insert("output".into(), output.clone());
+                    match eval::eval_bool(check, &env) {
+                        Ok(true) => "PASS".into(),
+                        Ok(false) => fail.clone(),
+                        Err(_) => on_error.clone(),
+                    }
+                }
+                (Some(_), _) if res.exit_code == Some(0) => "PASS".into(),
+                _ => on_error.clone(),
+            }
+        } else {
+            match res.exit_code {
+                Some(0) => "PASS".into(),
+                Some(_) => fail.clone(),
+                None => on_error.clone(),
+            }
+        };
+        let Some(rt) = self.gates.get_mut(gate) else { return };
+        rt.probes.insert((index, item), Some(if res.error.is_some() { format!("error:{outcome}") } else { outcome }));
+        rt.pending = rt.pending.saturating_sub(1);
+        if rt.pending == 0 {
+            self.finish_gate(gate);
+        }
+    }
+
+    fn finish_gate(&mut self, name: &str) {
+        let Some(gate) = self.wf.gates.get(name).cloned() else { return };
+        let Some(mut rt) = self.gates.remove(name) else { return };
+        let reason_prop = word(gate.props.get("reason")).map(str::to_string);
+        let labels: Vec<String> = match gate.props.get("evaluate") {
+            Some(IrValue::List(items)) => items
+                .iter()
+                .map(|e| match e {
+                    IrValue::Evaluator { name, args, .. } => {
+                        format!("{name}({})", args.iter().map(eval::render).collect::<Vec<_>>().join(", "))
+                    }
+                    _ => "?".into(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        for ((i, _), outcome) in &rt.probes {
+            let outcome = outcome.clone().unwrap_or_else(|| "BLOCK".into());
+            let (error, outcome) = match outcome.strip_prefix("error:") {
+                Some(o) => (true, o.to_string()),
+                None => (false, outcome),
+            };
+            let entry = rt.results[*i].get_or_insert_with(|| EvaluatorResult {
+                evaluator: labels.get(*i).cloned().unwrap_or_default(),
+                outcome: "PASS".into(),
+                reason: None,
+                error: false,
+            });
+            let w = worst(&entry.outcome, &outcome);
+            if w != entry.outcome || error {
+                entry.reason = Some(if error { "probe errored or timed out".into() } else { "probe failed".into() });
+            }
+            entry.outcome = w;
+            entry.error |= error;
+        }
+        let results: Vec<EvaluatorResult> = rt.results.into_iter().flatten().collect();
+        let mut outcome = "PASS".to_string();
+        for r in &results {
+            outcome = worst(&outcome, &r.outcome);
+        }
+        // Trigger authorisation: only declared agents may trigger.
+        let from_agent = self.wf.nodes.get(&gate.from).filter(|n| n.kind == "agent").and_then(|n| n.target.first().cloned());
+        let trigger = match &from_agent {
+            Some(a) => format!("agent.{a} on node_completed"),
+            None => "control on node_completed".to_string(),
+        };
+        let mut results = results;
+        if let Some(IrValue::Record(t)) = gate.props.get("trigger") {
+            let by = names(t.get("by"));
+            let who = from_agent.clone().unwrap_or_default();
+            if !by.is_empty() && !by.contains(&who) {
+                outcome = "BLOCK".into();
+                results.push(EvaluatorResult {
+                    evaluator: "trigger".into(),
+                    outcome: "BLOCK".into(),
+                    reason: Some(format!("`{who}` may not trigger this gate")),
+                    error: false,
+                });
+            }
+        }
+        let reason = if outcome == "PASS" {
+            None
+        } else {
+            reason_prop.or_else(|| results.iter().find(|r| r.outcome != "PASS").and_then(|r| r.reason.clone()))
+        };
+        let recorded = self.emit(
+            &format!("gate.{name}"),
+            Body::GateRecorded {
+                schema_version: V,
+                gate: name.to_string(),
+                from: gate.from.clone(),
+                to: gate.to.clone(),
+                outcome: outcome.clone(),
+                reason,
+                evaluators: results,
+                trigger,
+            },
+            Some(&rt.cause),
+        );
+        let ctx = Ctx { node: Some(gate.from.clone()), gate: Some(name.to_string()), event: outcome.clone() };
+        let handler = gate.handlers.iter().find(|h| h.events.contains(&outcome)).map(|h| h.action.clone());
+        let action = handler.unwrap_or_else(|| Action {
+            name: match outcome.as_str() {
+                "PASS" => "continue".into(),
+                "REQUIRES_DECISION" => "decide".into(),
+                _ => "terminate".into(),
+            },
+            args: Vec::new(),
+        });
+        self.act(&action, &ctx, &format!("gate.{name}"), &recorded);
+    }
+
+    // ------------------------------------------------------------- decisions
+
+    fn ask(&mut self, decision: Decision, principals: Vec<String>, prompt: Option<String>, decisions: Vec<String>, cause: &str) {
+        let subject = match &decision {
+            Decision::Gate { gate, .. } => gate.clone(),
+            Decision::HumanNode { node } => node.clone(),
+            Decision::Escalation { principal, .. } => format!("escalation.{principal}"),
+            Decision::Reconcile { attempt } => format!("reconcile.{attempt}"),
+        };
+        let round = {
+            let r = self.decision_rounds.entry(subject.clone()).or_default();
+            *r += 1;
+            *r
+        };
+        let requested = self.emit(
+            "control",
+            Body::DecisionRequested {
+                schema_version: V,
+                subject: subject.clone(),
+                deciders: principals.clone(),
+                decisions: decisions.clone(),
+            },
+            Some(cause),
+        );
+        for p in &principals {
+            self.emit(
+                "control",
+                Body::Message {
+                    schema_version: V,
+                    message_type: "APPROVAL_REQUEST".into(),
+                    from: "control".into(),
+                    to: p.clone(),
+                    artifact: None,
+                },
+                Some(&requested),
+            );
+        }
+        let key = format!("decision/{subject}/{round}");
+        self.waiting.insert(key.clone(), Waiting::Human { decision, request_event: requested });
+        self.commands.push(Command {
+            key,
+            request: Request::Human(HumanRequest { subject, principals, prompt, decisions, round }),
+            delay_ms: 0,
+        });
+    }
+
+    fn on_decision(&mut self, decision: Decision, request_event: &str, answer: HumanAnswer) {
+        let who = answer.by.clone();
+        let producer = format!("human.{who}");
+        match decision {
+            Decision::Gate { gate, .. } => {
+                let Some(g) = self.wf.gates.get(&gate).cloned() else { return };
+                let handler = g.handlers.iter().find(|h| h.events.contains(&answer.decision)).map(|h| h.action.clone());
+                let action = handler.unwrap_or_else(|| match answer.decision.as_str() {
+                    "approve" => Action { name: "continue".into(), args: vec![] },
+                    "revise" => Action { name: "revise".into(), args: vec![g.from.clone()] },
+                    "replan" => Action { name: "replan".into(), args: vec![] },
+                    _ => Action { name: "terminate".into(), args: vec![] },
+                });
+                let applied = self.emit(
+                    &producer,
+                    Body::DecisionApplied {
+                        schema_version: V,
+                        subject: gate.clone(),
+                        decision: answer.decision.clone(),
+                        by: who,
+                        action: render_action(&action),
+                    },
+                    Some(request_event),
+                );
+                let ctx = Ctx { node: Some(g.from.clone()), gate: Some(gate.clone()), event: answer.decision.clone() };
+                self.act(&action, &ctx, &format!("gate.{gate}"), &applied);
+            }
+            Decision::HumanNode { node } => {
+                let applied = self.emit(
+                    &producer,
+                    Body::DecisionApplied {
+                        schema_version: V,
+                        subject: node.clone(),
+                        decision: answer.decision.clone(),
+                        by: who,
+                        action: "continue".into(),
+                    },
+                    Some(request_event),
+                );
+                let Some(n) = self.wf.nodes.get(&node).cloned() else { return };
+                if let Some(h) = n.handlers.iter().find(|h| h.events.contains(&answer.decision)).cloned() {
+                    self.env.insert(node.clone(), json!({ "decision": answer.decision, "comment": answer.comment }));
+                    let ctx = Ctx { node: Some(node.clone()), gate: None, event: answer.decision.clone() };
+                    self.act(&h.action, &ctx, &format!("node.{node}"), &applied);
+                    return;
+                }
+                let mut output = json!({ "decision": answer.decision });
+                if let Some(c) = answer.comment {
+                    output["comment"] = Value::String(c);
+                }
+                self.complete_node(&node, output, "completed", &applied);
+            }
+            Decision::Escalation { principal, ctx } => {
+                let action = if answer.decision == "approve" {
+                    Action { name: "continue".into(), args: vec![] }
+                } else {
+                    Action { name: "terminate".into(), args: vec![format!("escalation_{}", answer.decision)] }
+                };
+                let applied = self.emit(
+                    &producer,
+                    Body::DecisionApplied {
+                        schema_version: V,
+                        subject: format!("escalation.{principal}"),
+                        decision: answer.decision.clone(),
+                        by: who,
+                        action: render_action(&action),
+                    },
+                    Some(request_event),
+                );
+                if answer.decision == "approve" {
+                    self.act(&action, &ctx, "escalation", &applied);
+                } else {
+                    self.terminate(&format!("escalation_{}", answer.decision), "escalated", &applied, None);
+                }
+            }
+            Decision::Reconcile { attempt } => {
+                let applied = self.emit(
+                    &producer,
+                    Body::DecisionApplied {
+                        schema_version: V,
+                        subject: format!("reconcile.{attempt}"),
+                        decision: answer.decision.clone(),
+                        by: who,
+                        action: if answer.decision == "approve" { "retry".into() } else { "fail".into() },
+                    },
+                    Some(request_event),
+                );
+                let node = attempt.split('#').next().unwrap_or_default().to_string();
+                let Some(n) = self.wf.nodes.get(&node).cloned() else { return };
+                if answer.decision == "approve" {
+                    self.start_attempt(&n, "reconciled", &applied);
+                } else {
+                    self.node_failed(&n, "unknown_outcome", "the call's outcome is unknown and was not retried", &applied);
+                }
+            }
+        }
+    }
+
+    // --------------------------------------------------------------- actions
+
+    fn act(&mut self, action: &Action, ctx: &Ctx, scope: &str, cause: &str) {
+        if !self.running() {
+            return;
+        }
+        let taken = self.emit(
+            "control",
+            Body::ActionTaken { schema_version: V, event: ctx.event.clone(), scope: scope.to_string(), action: render_action(action) },
+            Some(cause),
+        );
+        let arg = action.args.first().cloned();
+        let gate = ctx.gate.as_ref().and_then(|g| self.wf.gates.get(g)).cloned();
+        match action.name.as_str() {
+            "continue" | "skip" | "degrade" | "warn" => {
+                if action.name == "warn" {
+                    self.emit("control", Body::Warning { schema_version: V, message: format!("{} in {scope}", ctx.event) }, Some(&taken));
+                }
+                if let Some(g) = gate {
+                    self.enter(&g.from, &g.to, &format!("gate {}", g.name), &taken);
+                } else if let Some(node) = &ctx.node {
+                    let running = self.nodes.get(node).is_some_and(|n| n.running) || !self.env.contains_key(node);
+                    if running || ctx.event == "failure" || ctx.event == "timeout" || ctx.event == "invalid_output" {
+                        let status = if action.name == "skip" { "skipped" } else { "degraded" };
+                        let output = self.env.get(node).cloned().unwrap_or(Value::Null);
+                        self.complete_node(node, output, status, &taken);
+                    } else {
+                        self.follow(node, &taken);
+                    }
+                }
+            }
+            "retry" => {
+                if let Some(node) = ctx.node.as_ref().and_then(|n| self.wf.nodes.get(n)).cloned() {
+                    let attempts = self.nodes.get(&node.name).map(|n| n.attempt_no).unwrap_or(0);
+                    if attempts < Self::max_attempts(&node).max(2) {
+                        self.start_attempt(&node, "retry", &taken);
+                    } else {
+                        self.terminate(&format!("{}_failed", node.name), "failure", &taken, Some("retries exhausted"));
+                    }
+                }
+            }
+            "decide" => {
+                if let Some(g) = gate {
+                    let deciders = match g.props.get("decided_by") {
+                        Some(v) => names(Some(v)),
+                        None => names(self.wf.props.get("escalate_to")),
+                    };
+                    let decisions = match g.props.get("decisions") {
+                        Some(v) => names(Some(v)),
+                        None => flow_check::spec::DECISIONS.iter().map(|d| d.to_string()).collect(),
+                    };
+                    let prompt = word(g.props.get("description")).map(str::to_string);
+                    self.ask(Decision::Gate { gate: g.name.clone() }, deciders, prompt, decisions, &taken);
+                }
+            }
+            "terminate" => {
+                let reason = arg.or_else(|| gate.as_ref().and_then(|g| word(g.props.get("reason")).map(str::to_string)));
+                let reason = reason.unwrap_or_else(|| ctx.event.to_lowercase());
+                self.terminate(&reason, "failure", &taken, None);
+            }
+            "halt" => self.terminate("halted", "failure", &taken, None),
+            "fallback" => self.terminate(&arg.unwrap_or_else(|| "fallback".into()), "partial", &taken, None),
+            "return_partial" => self.terminate("partial_result", "partial", &taken, None),
+            "goto" | "activate" => {
+                if let Some(to) = arg {
+                    let from = ctx.node.clone().unwrap_or_else(|| "control".into());
+                    let edge = self.emit(
+                        "control",
+                        Body::EdgeTaken { schema_version: V, from, to: to.clone(), via: action.name.clone() },
+                        Some(&taken),
+                    );
+                    let input = ctx.node.as_ref().and_then(|n| self.env.get(n)).cloned().unwrap_or(Value::Null);
+                    self.start_node(&to, input, "first", &edge);
+                }
+            }
+            "revise" | "replan" => {
+                let target = arg.or_else(|| {
+                    if action.name == "replan" {
+                        let scope = gate.as_ref().map(|g| names(g.props.get("replan_scope"))).unwrap_or_default();
+                        scope.first().cloned().or_else(|| ref_name(self.wf.props.get("start")).map(str::to_string))
+                    } else {
+                        ctx.node.clone()
+                    }
+                });
+                if let Some(to) = target {
+                    let from = ctx.node.clone().unwrap_or_else(|| "control".into());
+                    let edge = self.emit(
+                        "control",
+                        Body::EdgeTaken { schema_version: V, from, to: to.clone(), via: action.name.clone() },
+                        Some(&taken),
+                    );
+                    let input = self.nodes.get(&to).map(|n| n.input.clone()).unwrap_or(Value::Null);
+                    self.start_node(&to, input, &action.name, &edge);
+                }
+            }
+            "escalate" => {
+                let principal = arg.unwrap_or_default();
+                self.ask(
+                    Decision::Escalation { principal: principal.clone(), ctx: ctx.clone() },
+                    vec![principal],
+                    Some(format!("{} in {scope}", ctx.event)),
+                    vec!["approve".into(), "reject".into()],
+                    &taken,
+                );
+            }
+            "compress_context" | "skip_reasoning" => {
+                if !self.flags.contains(&action.name) {
+                    self.flags.push(action.name.clone());
+                }
+            }
+            "switch_model" => self.provider_override = arg,
+            other => {
+                self.emit("control", Body::Warning { schema_version: V, message: format!("unknown action `{other}`") }, Some(&taken));
+            }
+        }
+    }
+
+    fn zone_changes(&mut self, changes: Vec<ZoneChange>, cause: &str) {
+        for change in changes {
+            let ev = self.emit(
+                "control",
+                Body::BudgetZoneChanged {
+                    schema_version: V,
+                    scope: change.scope.clone(),
+                    from: change.from.clone(),
+                    to: change.to.clone(),
+                    actions: change.actions.iter().map(render_action).collect(),
+                },
+                Some(cause),
+            );
+            let ctx = Ctx { node: None, gate: None, event: format!("zone_{}", change.to) };
+            for action in &change.actions {
+                self.act(action, &ctx, &format!("budget.{}", change.scope), &ev);
+            }
+        }
+    }
+
+    fn exhausted(&mut self, ex: Exhausted, node: Option<&str>, cause: &str) {
+        self.budget_hit = true;
+        let ev = self.emit(
+            "control",
+            Body::BudgetExhausted { schema_version: V, scope: ex.scope.clone(), limit: ex.limit.clone() },
+            Some(cause),
+        );
+        // Attempts in flight on that node fail with budget_exhausted.
+        let ids: Vec<String> = self.attempts.values().filter(|a| Some(a.node.as_str()) == node).map(|a| a.id.clone()).collect();
+        for id in ids {
+            self.attempt_failed(&id, "budget_exhausted", &format!("{} limit of {} reached", ex.limit, ex.scope), &ev);
+        }
+        let ctx = Ctx { node: node.map(str::to_string), gate: None, event: "budget_exhausted".into() };
+        if let Some(action) = self.budgets.scopes.get(&ex.scope).and_then(|s| s.on_exhausted.clone()) {
+            self.act(&action, &ctx, &format!("budget.{}", ex.scope), &ev);
+            return;
+        }
+        if let Some(n) = node.and_then(|n| self.wf.nodes.get(n)).cloned() {
+            if let Some(h) = n.handlers.iter().find(|h| h.events.iter().any(|e| e == "budget_exhausted")).cloned() {
+                self.act(&h.action, &ctx, &format!("node.{}", n.name), &ev);
+                return;
+            }
+        }
+        self.workflow_event("budget_exhausted", node, &ev, "budget_exhausted", "budget exhausted");
+        if let RunStatus::Terminated { status, .. } = &self.status {
+            let _ = status;
+        }
+    }
+
+    fn terminate(&mut self, reason: &str, status: &str, cause: &str, message: Option<&str>) {
+        if !self.running() {
+            return;
+        }
+        let mut status = status.to_string();
+        if status == "success" {
+            if let Some(IrValue::Expr(cond)) = self.wf.props.get("success").cloned() {
+                if !eval::eval_bool(&cond, &self.env).unwrap_or(false) {
+                    status = "failure".into();
+                    self.emit(
+                        "control",
+                        Body::Warning { schema_version: V, message: format!("success condition {} is false", eval::render(&cond)) },
+                        Some(cause),
+                    );
+                }
+            }
+        }
+        if let Some(m) = message {
+            self.emit("control", Body::Warning { schema_version: V, message: m.to_string() }, Some(cause));
+        }
+        // Cancel what is still running: leases released, no further dispatch.
+        let ids: Vec<String> = self.attempts.keys().cloned().collect();
+        for id in ids {
+            self.release(&id, cause);
+        }
+        self.waiting.clear();
+        self.commands.clear();
+        let output = self.last_output.as_ref().map(|(_, a)| a.clone());
+        self.emit(
+            "control",
+            Body::RunTerminated { schema_version: V, reason: reason.to_string(), status: status.clone(), output },
+            Some(cause),
+        );
+        self.status = RunStatus::Terminated { reason: reason.to_string(), status, budget_exhausted: self.budget_hit };
+    }
+
+    // ---------------------------------------------------------------- resume
+
+    /// Called when a resumed run has replayed its journal: commands that
+    /// were issued but never answered lost their executor. Their leases
+    /// expire and they are issued again, except non-idempotent tool calls,
+    /// whose outcome is unknown: those go to reconciliation.
+    pub fn recover(&mut self, after_seq: u64, answered: &[String]) {
+        if !self.running() {
+            return;
+        }
+        let resumed = self.emit("control", Body::RunResumed { schema_version: V, after_seq }, None);
+        let lost: Vec<(String, Waiting)> = self.waiting.iter().map(|(k, w)| (k.clone(), w.clone())).collect();
+        for (key, waiting) in lost {
+            if answered.contains(&key) {
+                continue;
+            }
+            match waiting {
+                // Questions and probes are not lost: the driver issues them
+                // again under the same key.
+                Waiting::Human { .. } | Waiting::Probe { .. } => {}
+                Waiting::Turn { attempt } => {
+                    self.waiting.shift_remove(&key);
+                    self.expire(&attempt, &resumed, None);
+                }
+                Waiting::Tool { attempt, tool, .. } => {
+                    self.waiting.shift_remove(&key);
+                    let effect = self.decl(&tool).and_then(|d| word(d.props.get("effect"))).unwrap_or("none").to_string();
+                    self.expire(&attempt, &resumed, (effect == "non_idempotent").then_some(tool));
+                }
+            }
+        }
+    }
+
+    fn expire(&mut self, attempt_id: &str, cause: &str, unknown_tool: Option<String>) {
+        let Some(a) = self.attempts.get(attempt_id).cloned() else { return };
+        let expired =
+            self.emit("control", Body::LeaseExpired { schema_version: V, attempt_id: a.id.clone(), lease: a.lease.clone() }, Some(cause));
+        self.attempts.remove(attempt_id);
+        let Some(node) = self.wf.nodes.get(&a.node).cloned() else { return };
+        if let Some(tool) = unknown_tool {
+            let key = format!("{}:{}", self.cfg.run_id, a.id);
+            let rec = self.emit(
+                "control",
+                Body::ReconciliationRequired { schema_version: V, attempt_id: a.id.clone(), tool, idempotency_key: key },
+                Some(&expired),
+            );
+            let deciders = names(self.wf.props.get("escalate_to"));
+            self.ask(
+                Decision::Reconcile { attempt: a.id.clone() },
+                deciders,
+                Some("The call may or may not have happened: approve to retry it, reject to fail the node".into()),
+                vec!["approve".into(), "reject".into()],
+                &rec,
+            );
+            return;
+        }
+        self.start_attempt(&node, "lease_expired", &expired);
+    }
+
+    /// Renews the lease of every attempt still running.
+    pub fn heartbeat(&mut self) {
+        if !self.running() {
+            return;
+        }
+        let mut ids: Vec<(String, String, String)> =
+            self.attempts.values().map(|a| (a.id.clone(), a.lease.clone(), a.started.clone())).collect();
+        ids.sort();
+        let expires = rfc3339(self.now() + self.cfg.lease_ttl_ms);
+        for (id, lease, started) in ids {
+            self.emit(
+                "control",
+                Body::LeaseHeartbeat { schema_version: V, attempt_id: id, lease, expires_at: expires.clone() },
+                Some(&started),
+            );
+        }
+    }
+
+    /// Pauses the run: every outstanding command is a question for a human
+    /// and nobody can answer now.
+    pub fn pause(&mut self, waiting_on: &str) {
+        if !self.running() {
+            return;
+        }
+        let reason = if waiting_on.starts_with("decision/reconcile.") { "reconciliation_required" } else { "awaiting_decision" };
+        self.emit("control", Body::RunPaused { schema_version: V, reason: reason.into(), waiting_on: waiting_on.to_string() }, None);
+        self.status = RunStatus::Paused { reason: reason.into(), waiting_on: waiting_on.to_string() };
+    }
+
+    /// Undoes a pause when a resumed run replays it (the pause was only
+    /// this execution's stop).
+    pub fn unpause(&mut self) {
+        if matches!(self.status, RunStatus::Paused { .. }) {
+            self.status = RunStatus::Running;
+        }
+    }
+}
+
+fn severity(outcome: &str) -> u8 {
+    match outcome {
+        "PASS" => 0,
+        "REQUIRES_DECISION" => 1,
+        _ => 2,
+    }
+}
+
+/// The more severe of two outcomes: BLOCK > REQUIRES_DECISION > PASS.
+pub fn worst(a: &str, b: &str) -> String {
+    if severity(b) > severity(a) {
+        b.to_string()
+    } else {
+        a.to_string()
+    }
+}
+
+/// `name(args…)` or `name`.
+pub fn render_action(action: &Action) -> String {
+    if action.args.is_empty() {
+        action.name.clone()
+    } else {
+        format!("{}({})", action.name, action.args.join(", "))
+    }
+}

@@ -1,0 +1,565 @@
+//! The data plane: executors that turn [`Request`]s into proposals.
+//!
+//! * agent turns go to a provider: `scripted` (deterministic replies from
+//!   a YAML script, or a minimal valid output synthesised from the output
+//!   schema), or a cassette;
+//! * tools: `command` (argv templated from typed inputs, never a shell,
+//!   an environment allow-list, a timeout, stdout parsed as JSON) and
+//!   `builtin` (native functions in [`builtin_tool`]);
+//! * probes: command evaluators (exit code or JSON on stdout).
+//!
+//! Executors never decide: the control plane validates every proposal.
+
+use crate::engine::template;
+use crate::proto::*;
+use flow_check::ir::{Decl, Program, Value as IrValue};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One recorded request and its response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// `model`, `tool`, `human` or `probe`.
+    pub kind: String,
+    /// The request's key (recomputed on load, so hand-written entries may omit it).
+    #[serde(default)]
+    pub key: String,
+    pub request: Request,
+    pub response: Response,
+}
+
+/// A cassette: every provider, tool, human and probe result of a run,
+/// keyed by its request.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Cassette {
+    /// Format version (1).
+    pub flow_cassette: u32,
+    pub entries: Vec<Entry>,
+}
+
+impl Cassette {
+    pub fn load(path: &Path) -> Result<Cassette, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read cassette {}: {e}", path.display()))?;
+        let mut cassette: Cassette = serde_yaml::from_str(&text).map_err(|e| format!("{} is not a valid cassette: {e}", path.display()))?;
+        for entry in &mut cassette.entries {
+            entry.key = entry.request.key();
+            entry.kind = entry.request.kind().to_string();
+        }
+        Ok(cassette)
+    }
+
+    pub fn save(&self, path: &Path) -> Result<(), String> {
+        let text = serde_yaml::to_string(self).map_err(|e| format!("cannot encode the cassette: {e}"))?;
+        let tmp = path.with_extension("yaml.tmp");
+        std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+}
+
+/// How a cassette is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayMode {
+    /// Every request must be in the cassette; a miss fails the run.
+    Strict,
+    /// Recorded requests are replayed; others run live.
+    Lenient,
+}
+
+/// A replay miss: the request and its difference from the nearest recorded one.
+#[derive(Debug, Clone)]
+pub struct Miss(pub String);
+
+struct Replayer {
+    by_key: HashMap<String, Vec<Response>>,
+    used: HashMap<String, usize>,
+    entries: Vec<Entry>,
+    mode: ReplayMode,
+}
+
+/// Executes requests: the data plane.
+pub struct Executors {
+    program: Arc<Program>,
+    base_dir: PathBuf,
+    scripts: Mutex<HashMap<String, Script>>,
+    replay: Option<Mutex<Replayer>>,
+    recorded: Mutex<Vec<Entry>>,
+}
+
+impl std::fmt::Debug for Executors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executors").field("base_dir", &self.base_dir).finish()
+    }
+}
+
+/// A scripted provider's replies: per node (or agent), in turn order; the
+/// last reply repeats.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Script {
+    #[serde(default)]
+    pub replies: HashMap<String, Vec<AgentReply>>,
+}
+
+fn word<'a>(decl: &'a Decl, key: &str) -> Option<&'a str> {
+    match decl.props.get(key) {
+        Some(IrValue::Word(w)) | Some(IrValue::Str(w)) => Some(w),
+        _ => None,
+    }
+}
+
+fn strings(decl: &Decl, key: &str) -> Vec<String> {
+    match decl.props.get(key) {
+        Some(IrValue::List(items)) => items
+            .iter()
+            .filter_map(|i| match i {
+                IrValue::Str(s) | IrValue::Word(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn duration(decl: &Decl, key: &str) -> Option<u64> {
+    match decl.props.get(key) {
+        Some(IrValue::Duration(ms)) => Some(*ms),
+        _ => None,
+    }
+}
+
+/// A minimal value of a JSON Schema (what the scripted provider answers
+/// when its script has nothing for a node): empty strings, zeros, false,
+/// empty lists, the first enum value, required fields only.
+pub fn synthesize(schema: &Value, defs: &Value) -> Value {
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        let name = r.rsplit('/').next().unwrap_or_default();
+        return match defs.get(name) {
+            Some(def) => synthesize(def, defs),
+            None => Value::Null,
+        };
+    }
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        return values.first().cloned().unwrap_or(Value::Null);
+    }
+    if let Some(options) = schema.get("anyOf").and_then(Value::as_array) {
+        return options.first().map(|o| synthesize(o, defs)).unwrap_or(Value::Null);
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        Some("string") => json!(""),
+        Some("integer") | Some("number") => json!(0),
+        Some("boolean") => json!(false),
+        Some("array") => json!([]),
+        Some("null") => Value::Null,
+        Some("object") => {
+            let mut out = serde_json::Map::new();
+            let required: Vec<&str> =
+                schema.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+                for (k, v) in props {
+                    if required.contains(&k.as_str()) {
+                        out.insert(k.clone(), synthesize(v, defs));
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        _ => Value::Null,
+    }
+}
+
+fn estimate_tokens(value: &Value) -> u64 {
+    (value.to_string().len() as u64).div_ceil(4)
+}
+
+/// Counts differing leaves between two JSON values.
+fn diff_count(a: &Value, b: &Value) -> usize {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut n = 0;
+            for (k, v) in x {
+                n += y.get(k).map(|w| diff_count(v, w)).unwrap_or(1);
+            }
+            n + y.keys().filter(|k| !x.contains_key(*k)).count()
+        }
+        (Value::Array(x), Value::Array(y)) => x.iter().zip(y).map(|(v, w)| diff_count(v, w)).sum::<usize>() + x.len().abs_diff(y.len()),
+        _ => usize::from(a != b),
+    }
+}
+
+/// Lines describing how `a` (wanted) differs from `b` (recorded).
+fn diff_lines(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    if out.len() >= 20 {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                match y.get(k) {
+                    Some(w) => diff_lines(&format!("{path}/{k}"), v, w, out),
+                    None => out.push(format!("  {path}/{k}: requested {v}, not in the recording")),
+                }
+            }
+            for (k, w) in y {
+                if !x.contains_key(k) {
+                    out.push(format!("  {path}/{k}: recorded {w}, not in the request"));
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (v, w)) in x.iter().zip(y).enumerate() {
+                diff_lines(&format!("{path}/{i}"), v, w, out);
+            }
+        }
+        _ if a != b => {
+            let short = |v: &Value| {
+                let s = v.to_string();
+                if s.len() > 80 {
+                    format!("{}…", &s[..s.char_indices().nth(80).map(|(i, _)| i).unwrap_or(s.len())])
+                } else {
+                    s
+                }
+            };
+            out.push(format!("  {path}: requested {}, recorded {}", short(a), short(b)));
+        }
+        _ => {}
+    }
+}
+
+impl Executors {
+    /// Executors for `program`, resolving relative paths (scripts, cwd)
+    /// against `base_dir` (the directory of the `.flow` file).
+    pub fn new(program: Arc<Program>, base_dir: PathBuf) -> Executors {
+        Executors { program, base_dir, scripts: Mutex::new(HashMap::new()), replay: None, recorded: Mutex::new(Vec::new()) }
+    }
+
+    /// Replays from a cassette.
+    pub fn with_cassette(mut self, cassette: Cassette, mode: ReplayMode) -> Executors {
+        let mut by_key: HashMap<String, Vec<Response>> = HashMap::new();
+        for entry in &cassette.entries {
+            by_key.entry(entry.key.clone()).or_default().push(entry.response.clone());
+        }
+        self.replay = Some(Mutex::new(Replayer { by_key, used: HashMap::new(), entries: cassette.entries, mode }));
+        self
+    }
+
+    /// Everything executed so far, for `--record`.
+    pub fn recorded(&self) -> Cassette {
+        Cassette { flow_cassette: 1, entries: self.recorded.lock().map(|r| r.clone()).unwrap_or_default() }
+    }
+
+    /// Whether a human request can be answered from the cassette.
+    pub fn replayed(&self, request: &Request) -> Result<Option<Response>, Miss> {
+        let Some(replay) = &self.replay else { return Ok(None) };
+        let Ok(mut r) = replay.lock() else { return Ok(None) };
+        let key = request.key();
+        if let Some(responses) = r.by_key.get(&key).cloned() {
+            let used = r.used.entry(key).or_default();
+            let response = responses[(*used).min(responses.len() - 1)].clone();
+            *used += 1;
+            return Ok(Some(response));
+        }
+        if r.mode == ReplayMode::Lenient {
+            return Ok(None);
+        }
+        Err(Miss(Self::miss_message(request, &r.entries)))
+    }
+
+    fn miss_message(request: &Request, entries: &[Entry]) -> String {
+        let wanted = serde_json::to_value(request).unwrap_or(Value::Null);
+        let nearest = entries
+            .iter()
+            .filter(|e| e.kind == request.kind())
+            .map(|e| (serde_json::to_value(&e.request).unwrap_or(Value::Null), e))
+            .min_by_key(|(v, _)| diff_count(&wanted, v));
+        let what = match request {
+            Request::Agent(a) => format!("model turn of agent `{}` in node `{}`", a.agent, a.node),
+            Request::Tool(t) => format!("call of tool `{}`", t.tool),
+            Request::Human(h) => format!("decision on `{}`", h.subject),
+            Request::Probe(p) => format!("probe `{}`", p.evaluator),
+        };
+        match nearest {
+            Some((recorded, _)) => {
+                let mut lines = Vec::new();
+                diff_lines("", &wanted, &recorded, &mut lines);
+                format!("replay miss: the {what} is not in the cassette; nearest recorded request differs at:\n{}", lines.join("\n"))
+            }
+            None => format!("replay miss: the {what} is not in the cassette, which records no {} requests", request.kind()),
+        }
+    }
+
+    fn record(&self, request: &Request, response: &Response) {
+        if let Ok(mut r) = self.recorded.lock() {
+            r.push(Entry { kind: request.kind().into(), key: request.key(), request: request.clone(), response: response.clone() });
+        }
+    }
+
+    /// Records a human answer obtained outside the executors.
+    pub fn record_human(&self, request: &Request, response: &Response) {
+        self.record(request, response);
+    }
+
+    /// Executes one request (not humans: the driver asks them).
+    pub async fn execute(&self, request: &Request, timeout_ms: Option<u64>) -> Result<Response, Miss> {
+        if let Some(response) = self.replayed(request)? {
+            self.record(request, &response);
+            return Ok(response);
+        }
+        let response = match request {
+            Request::Agent(a) => Response::Agent(self.agent_turn(a)),
+            Request::Tool(t) => Response::Tool(self.tool(t, timeout_ms).await),
+            Request::Probe(p) => Response::Probe(self.probe(p).await),
+            Request::Human(h) => {
+                return Err(Miss(format!("no answer for the decision on `{}` (humans are asked by the driver)", h.subject)))
+            }
+        };
+        self.record(request, &response);
+        Ok(response)
+    }
+
+    fn script(&self, provider: &Decl) -> Result<Script, String> {
+        let Some(path) = word(provider, "script") else { return Ok(Script::default()) };
+        let mut scripts = self.scripts.lock().map_err(|_| "script cache poisoned".to_string())?;
+        if let Some(s) = scripts.get(path) {
+            return Ok(s.clone());
+        }
+        let full = self.base_dir.join(path);
+        let text = std::fs::read_to_string(&full).map_err(|e| format!("cannot read the script {}: {e}", full.display()))?;
+        let script: Script = serde_yaml::from_str(&text).map_err(|e| format!("{} is not a valid script: {e}", full.display()))?;
+        scripts.insert(path.to_string(), script.clone());
+        Ok(script)
+    }
+
+    fn agent_turn(&self, request: &AgentRequest) -> AgentReply {
+        let Some(provider) = self.program.decls.get(&request.provider) else {
+            return AgentReply { error: Some(format!("no provider `{}`", request.provider)), ..AgentReply::default() };
+        };
+        match provider.variant.as_deref() {
+            Some("scripted") => {}
+            Some(other) => {
+                return AgentReply {
+                    error: Some(format!(
+                        "provider `{}` ({other}) has no live client in this runtime; record a cassette for it or use a scripted provider",
+                        request.provider
+                    )),
+                    ..AgentReply::default()
+                }
+            }
+            None => return AgentReply { error: Some("provider without a variant".into()), ..AgentReply::default() },
+        }
+        let script = match self.script(provider) {
+            Ok(s) => s,
+            Err(e) => return AgentReply { error: Some(e), ..AgentReply::default() },
+        };
+        let replies = script.replies.get(&request.node).or_else(|| script.replies.get(&request.agent));
+        let mut reply = match replies {
+            // The node's n-th turn gets the n-th reply: a function of the
+            // request, so a resumed run gets the same replies.
+            Some(list) if !list.is_empty() => list[(request.node_turn.max(1) as usize - 1).min(list.len() - 1)].clone(),
+            _ => {
+                let defs = request.output_schema.get("$defs").cloned().unwrap_or(Value::Null);
+                AgentReply { output: Some(synthesize(&request.output_schema, &defs)), ..AgentReply::default() }
+            }
+        };
+        if reply.usage == TokenUsage::default() && reply.error.is_none() {
+            let produced = reply.output.clone().or_else(|| reply.tool_call.as_ref().map(|c| c.input.clone())).unwrap_or(Value::Null);
+            reply.usage = TokenUsage { input_tokens: estimate_tokens(&request.context) + 16, output_tokens: estimate_tokens(&produced) };
+        }
+        if reply.cost == 0.0 {
+            let price = |key: &str| match provider.props.get(key) {
+                Some(IrValue::Money(m)) => *m,
+                _ => 0.0,
+            };
+            reply.cost =
+                (price("price_input") * reply.usage.input_tokens as f64 + price("price_output") * reply.usage.output_tokens as f64) / 1e6;
+        }
+        reply
+    }
+
+    async fn tool(&self, request: &ToolRequest, timeout_ms: Option<u64>) -> ToolResult {
+        let started = std::time::Instant::now();
+        let Some(decl) = self.program.decls.get(&request.tool) else {
+            return ToolResult { ok: false, error: Some(format!("no tool `{}`", request.tool)), ..ToolResult::default() };
+        };
+        let timeout_ms = duration(decl, "timeout").or(timeout_ms);
+        let mut result = match decl.variant.as_deref() {
+            Some("command") => {
+                let argv: Vec<String> = strings(decl, "argv").iter().map(|a| template(a, &request.input)).collect();
+                let env = strings(decl, "env");
+                let cwd = word(decl, "cwd").map(|c| self.base_dir.join(c)).unwrap_or_else(|| self.base_dir.clone());
+                let out = run_command(&argv, &env, &cwd, timeout_ms).await;
+                match out {
+                    Ok((0, stdout, _)) => {
+                        let wants_string = matches!(decl.props.get("output"), Some(IrValue::Type(flow_check::types::Ty::String)));
+                        let output = if wants_string {
+                            Value::String(stdout.trim_end().to_string())
+                        } else if stdout.trim().is_empty() {
+                            Value::Null
+                        } else {
+                            match serde_json::from_str(&stdout) {
+                                Ok(v) => v,
+                                Err(e) => {
+                                    return ToolResult {
+                                        ok: false,
+                                        error: Some(format!("stdout of `{}` is not JSON: {e}", argv.join(" "))),
+                                        error_code: Some("invalid_output".into()),
+                                        duration_ms: started.elapsed().as_millis() as u64,
+                                        ..ToolResult::default()
+                                    }
+                                }
+                            }
+                        };
+                        ToolResult { ok: true, output: Some(output), ..ToolResult::default() }
+                    }
+                    Ok((code, _, stderr)) => ToolResult {
+                        ok: false,
+                        error: Some(format!("`{}` exited with {code}: {}", argv.first().cloned().unwrap_or_default(), tail(&stderr))),
+                        ..ToolResult::default()
+                    },
+                    Err((code, message)) => ToolResult { ok: false, error: Some(message), error_code: Some(code), ..ToolResult::default() },
+                }
+            }
+            Some("builtin") => {
+                let function = word(decl, "function").unwrap_or(&request.tool).to_string();
+                match builtin_tool(&function, &request.input, &self.base_dir) {
+                    Ok(output) => ToolResult { ok: true, output: Some(output), ..ToolResult::default() },
+                    Err(e) => ToolResult { ok: false, error: Some(e), ..ToolResult::default() },
+                }
+            }
+            Some(other) => ToolResult {
+                ok: false,
+                error: Some(format!(
+                    "`{other}` tools have no live client in this runtime; record a cassette for `{}` or replay one",
+                    request.tool
+                )),
+                ..ToolResult::default()
+            },
+            None => ToolResult { ok: false, error: Some("tool without a variant".into()), ..ToolResult::default() },
+        };
+        result.duration_ms = started.elapsed().as_millis() as u64;
+        result
+    }
+
+    async fn probe(&self, request: &ProbeRequest) -> ProbeResult {
+        let env: Vec<String> = vec!["PATH".into()];
+        match run_command(&request.argv, &env, &self.base_dir, request.timeout_ms).await {
+            Ok((code, stdout, _)) => ProbeResult { exit_code: Some(code), output: serde_json::from_str(&stdout).ok(), error: None },
+            Err((_, message)) => ProbeResult { exit_code: None, output: None, error: Some(message) },
+        }
+    }
+}
+
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().rev().take(3).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+}
+
+/// Runs a program directly (never a shell) with an environment allow-list.
+/// Ok((exit code, stdout, stderr)) or Err((error_code, message)).
+pub async fn run_command(
+    argv: &[String],
+    env: &[String],
+    cwd: &Path,
+    timeout_ms: Option<u64>,
+) -> Result<(i32, String, String), (String, String)> {
+    let Some((program, args)) = argv.split_first() else { return Err(("tool_error".into(), "empty argv".into())) };
+    let mut command = tokio::process::Command::new(program);
+    command.args(args).current_dir(cwd).env_clear().kill_on_drop(true).stdin(std::process::Stdio::null());
+    for name in env {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    let output = command.output();
+    let output = match timeout_ms {
+        Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), output).await {
+            Ok(o) => o,
+            Err(_) => return Err(("timeout".into(), format!("`{program}` timed out after {ms} ms"))),
+        },
+        None => output.await,
+    };
+    match output {
+        Ok(o) => Ok((
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )),
+        Err(e) => Err(("tool_error".into(), format!("cannot run `{program}`: {e}"))),
+    }
+}
+
+/// The native functions behind `builtin` tools.
+pub const BUILTIN_TOOLS: &[(&str, &str)] = &[
+    ("noop", "Returns null."),
+    ("identity", "Returns its input."),
+    ("word_count", "{ text } -> the number of words."),
+    ("file_exists", "{ path } -> whether the file exists (relative to the flow's directory)."),
+    ("read_text", "{ path } -> the file's text."),
+    ("read_json", "{ path } -> the file parsed as JSON."),
+];
+
+/// Runs a native function.
+pub fn builtin_tool(function: &str, input: &Value, base_dir: &Path) -> Result<Value, String> {
+    let field = |name: &str| input.get(name).and_then(Value::as_str).ok_or_else(|| format!("`{function}` needs a string `{name}`"));
+    match function {
+        "noop" => Ok(Value::Null),
+        "identity" => Ok(input.clone()),
+        "word_count" => Ok(json!(field("text")?.split_whitespace().count())),
+        "file_exists" => Ok(json!(base_dir.join(field("path")?).exists())),
+        "read_text" => {
+            let path = base_dir.join(field("path")?);
+            std::fs::read_to_string(&path).map(Value::String).map_err(|e| format!("cannot read {}: {e}", path.display()))
+        }
+        "read_json" => {
+            let path = base_dir.join(field("path")?);
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))
+        }
+        other => {
+            Err(format!("no native function `{other}` (natives: {})", BUILTIN_TOOLS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthesizes_minimal_values() {
+        let schema =
+            json!({"type":"object","required":["a","b"],"properties":{"a":{"type":"string"},"b":{"type":"array"},"c":{"type":"integer"}}});
+        assert_eq!(synthesize(&schema, &Value::Null), json!({"a":"","b":[]}));
+        assert_eq!(synthesize(&json!({"enum":["x","y"]}), &Value::Null), json!("x"));
+    }
+
+    #[test]
+    fn misses_show_the_nearest_request() {
+        let recorded = Request::Tool(ToolRequest { tool: "t".into(), input: json!({"q": "cats", "n": 1}), idempotency_key: None });
+        let entries =
+            vec![Entry { kind: "tool".into(), key: recorded.key(), request: recorded, response: Response::Tool(ToolResult::default()) }];
+        let wanted = Request::Tool(ToolRequest { tool: "t".into(), input: json!({"q": "dogs", "n": 1}), idempotency_key: None });
+        let message = Executors::miss_message(&wanted, &entries);
+        assert!(message.contains("/input/q: requested \"dogs\", recorded \"cats\""), "{message}");
+        assert!(!message.contains("/input/n"), "{message}");
+    }
+
+    #[test]
+    fn builtins_work_and_unknown_ones_are_named() {
+        assert_eq!(builtin_tool("word_count", &json!({"text": "a b  c"}), Path::new(".")).unwrap(), json!(3));
+        let err = builtin_tool("nope", &json!({}), Path::new(".")).unwrap_err();
+        assert!(err.contains("no native function `nope`"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn commands_run_without_a_shell_and_time_out() {
+        let dir = std::env::temp_dir();
+        // `;` is an argument, not a command separator: no shell.
+        let (code, stdout, _) = run_command(&["echo".into(), "a;b".into()], &["PATH".into()], &dir, None).await.unwrap();
+        assert_eq!((code, stdout.trim()), (0, "a;b"));
+        let err = run_command(&["sleep".into(), "5".into()], &["PATH".into()], &dir, Some(50)).await.unwrap_err();
+        assert_eq!(err.0, "timeout");
+    }
+}

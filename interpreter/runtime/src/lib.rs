@@ -1,0 +1,24 @@
+//! The Flow runtime.
+//!
+//! * [`engine`] — the control plane: a deterministic state machine over the
+//!   plan that decides and records. It is the single writer of run state
+//!   and the only place that assigns `seq`.
+//! * [`exec`] — the data plane: providers (scripted, record/replay), tools
+//!   (command, builtin) and evaluators. Executors only return proposals.
+//! * [`journal`] — the append-only event journal (SQLite) and the
+//!   content-addressed artifact store.
+//! * [`driver`] — runs the engine against executors with tokio, persists
+//!   every event before its effect, resumes from the journal.
+//! * [`eval`] / [`validate`] — expressions over artifacts, and artifact
+//!   validation against their types (via JSON Schema).
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
+pub mod budget;
+pub mod clock;
+pub mod driver;
+pub mod engine;
+pub mod eval;
+pub mod exec;
+pub mod journal;
+pub mod proto;
+pub mod validate;

@@ -1,0 +1,229 @@
+//! What passes between the control plane and the data plane: requests the
+//! control plane issues ([`Command`]) and the proposals that come back
+//! ([`Response`]). Both are plain data, so they can be recorded in the
+//! journal, in cassettes, and replayed.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// One unit of data-plane work the control plane asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Command {
+    /// Unique within the run: `{attempt_id}/t{turn}` for agent turns,
+    /// `{attempt_id}/c{n}` for tool calls, `decision/{subject}/{n}` for
+    /// humans, `probe/{gate}/{visit}/{i}` for probes.
+    pub key: String,
+    pub request: Request,
+    /// Delay before the work starts (retry backoff), in milliseconds.
+    #[serde(default)]
+    pub delay_ms: u64,
+}
+
+/// A request to the data plane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Request {
+    Agent(Box<AgentRequest>),
+    Tool(ToolRequest),
+    Human(HumanRequest),
+    Probe(ProbeRequest),
+}
+
+impl Request {
+    /// The cassette key: sha256 over the request's canonical JSON.
+    pub fn key(&self) -> String {
+        let value = canonical(serde_json::to_value(self).unwrap_or(Value::Null));
+        let bytes = serde_json::to_vec(&value).unwrap_or_default();
+        format!("sha256:{}", hex(&Sha256::digest(&bytes)))
+    }
+
+    /// `model`, `tool`, `human` or `probe`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::Agent(_) => "model",
+            Request::Tool(_) => "tool",
+            Request::Human(_) => "human",
+            Request::Probe(_) => "probe",
+        }
+    }
+}
+
+/// The value with every object's keys sorted: key order never changes a
+/// request's identity.
+pub fn canonical(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().map(|(k, v)| (k, canonical(v))).collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(canonical).collect()),
+        other => other,
+    }
+}
+
+/// Lower-case hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One model turn of an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRequest {
+    pub agent: String,
+    pub node: String,
+    pub provider: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// What the agent sees: the context slice its policy allows.
+    pub context: Value,
+    /// The JSON Schema the reply's `output` must satisfy.
+    pub output_schema: Value,
+    /// The tools the agent may ask for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// 1-based visit of the node, attempt, and turn within the attempt.
+    pub visit: u32,
+    pub attempt_no: u32,
+    pub turn: u32,
+    /// The n-th turn of this node in the run (1-based), across visits,
+    /// attempts and repairs: what a scripted provider's replies follow.
+    pub node_turn: u32,
+    /// The validation error of the previous reply, for a repair turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<String>,
+    /// Results of the tool calls made so far in this attempt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_results: Vec<Value>,
+    /// Largest completion requested.
+    pub max_tokens: u64,
+    /// Zone actions in force: `compress_context`, `skip_reasoning`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
+}
+
+/// A tool call made by the control plane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRequest {
+    pub tool: String,
+    pub input: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+/// A question to a human: a gate decision, an approval node, an escalation
+/// or a reconciliation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HumanRequest {
+    /// The gate, node or attempt decided on.
+    pub subject: String,
+    pub principals: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    pub decisions: Vec<String>,
+    /// The n-th decision asked on this subject in the run (1-based).
+    pub round: u32,
+}
+
+/// A command probe of a gate evaluator (e.g. ffprobe on a file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRequest {
+    pub evaluator: String,
+    pub argv: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// Token use of a model turn.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+}
+
+/// A proposal from the data plane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Response {
+    Agent(AgentReply),
+    Tool(ToolResult),
+    Human(HumanAnswer),
+    Probe(ProbeResult),
+}
+
+/// A model's reply: a final output, a tool call, or an error.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentReply {
+    /// The proposed output (validated by the control plane).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// A tool the agent asks the control plane to call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<ToolCall>,
+    /// A reply that was not JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub usage: TokenUsage,
+    /// Money spent on the turn.
+    #[serde(default)]
+    pub cost: f64,
+    /// The provider failed (network, 5xx, refusal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The model that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// A tool call an agent asks for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub tool: String,
+    #[serde(default)]
+    pub input: Value,
+}
+
+/// A tool's result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `timeout` when the call ran out of time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    #[serde(default)]
+    pub duration_ms: u64,
+}
+
+/// A human's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HumanAnswer {
+    pub decision: String,
+    pub by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+/// A probe's result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeResult {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Standard output parsed as JSON, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// The probe could not run or timed out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}

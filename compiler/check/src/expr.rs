@@ -280,6 +280,10 @@ impl Checker<'_> {
                 // An enum compared with a string literal: the literal must be a member.
                 for (enum_ty, other) in [(&lt, &r), (&rt, &l)] {
                     if let (Ty::Enum { values }, TExprKind::Literal { value }) = (enum_ty.non_null(), &other.kind) {
+                        // `null` is lowered as a literal too; it is not a string.
+                        if other.ty == Ty::Null {
+                            continue;
+                        }
                         if let Value::Str(s) = value.as_ref() {
                             if !values.contains(s) {
                                 let help = closest_name(s, values.iter().map(String::as_str));

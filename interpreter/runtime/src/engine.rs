@@ -55,10 +55,27 @@ pub struct RunConfig {
 /// A decision being waited for, and what it decides.
 #[derive(Debug, Clone)]
 enum Decision {
-    Gate { gate: String },
-    HumanNode { node: String },
-    Escalation { principal: String, ctx: Ctx },
-    Reconcile { attempt: String },
+    Gate {
+        gate: String,
+    },
+    HumanNode {
+        node: String,
+    },
+    Escalation {
+        principal: String,
+        ctx: Ctx,
+    },
+    Reconcile {
+        attempt: String,
+    },
+    /// A `confirm: true` tool call waiting for a human's go-ahead.
+    Confirm {
+        attempt: String,
+        tool: String,
+        input: Value,
+        key_template: Option<String>,
+        agent: Option<String>,
+    },
 }
 
 /// Where a handler's action runs.
@@ -98,6 +115,10 @@ struct NodeRt {
     running: bool,
     started_event: String,
     input: Value,
+    /// The context slice a filtered handoff passed (what the agent sees).
+    slice: Option<Value>,
+    /// The contract the node works under, when it was delegated to.
+    contract: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -153,6 +174,10 @@ pub struct Engine {
     budget_hit: bool,
     hops: HashMap<(String, String), u64>,
     node_turns: HashMap<String, u32>,
+    pending_slice: HashMap<String, Value>,
+    pending_contract: HashMap<String, String>,
+    /// Approve decisions applied so far (confirmation of `confirm` tools).
+    approvals: u32,
     /// Set while a resumed run replays its journal: wall-clock limits are
     /// not re-checked (the journal says what happened).
     pub replaying: bool,
@@ -296,6 +321,9 @@ impl Engine {
             budget_hit: false,
             hops: HashMap::new(),
             node_turns: HashMap::new(),
+            pending_slice: HashMap::new(),
+            pending_contract: HashMap::new(),
+            approvals: 0,
             replaying: false,
         })
     }
@@ -460,11 +488,15 @@ impl Engine {
             self.terminate("unknown_node", "failure", cause, Some(&format!("no node `{name}`")));
             return;
         };
+        let slice = self.pending_slice.remove(name);
+        let contract = self.pending_contract.remove(name);
         let rt = self.nodes.entry(name.to_string()).or_default();
         rt.visits += 1;
         rt.attempt_no = 0;
         rt.running = true;
         rt.input = input.clone();
+        rt.slice = slice;
+        rt.contract = contract;
         let visit = rt.visits;
         let started = self.emit(
             "control",
@@ -511,7 +543,20 @@ impl Engine {
                         Body::EdgeTaken { schema_version: V, from: name.to_string(), to: branch.clone(), via: "fanout".into() },
                         Some(&started),
                     );
-                    self.start_node(&branch, input.clone(), "first", &edge);
+                    // A delegation to a branch comes from whoever led to the fan-out.
+                    let delegator = self
+                        .wf
+                        .transfers
+                        .iter()
+                        .find(|t| t.to == branch && (t.from == name || self.env.contains_key(&t.from)))
+                        .map(|t| t.from.clone());
+                    match delegator {
+                        Some(from) => {
+                            let Some((input, parent)) = self.transfer(&from, &branch, input.clone(), edge) else { return };
+                            self.start_node(&branch, input, "first", &parent);
+                        }
+                        None => self.start_node(&branch, input.clone(), "first", &edge),
+                    }
                 }
                 let done = self.emit(
                     "control",
@@ -756,6 +801,29 @@ impl Engine {
                 }
             }
         }
+        // A tool that needs confirmation runs only after a human approved
+        // something in this run (an approval node or a gate decision);
+        // otherwise the control plane asks first.
+        if decl.props.get("confirm").is_some_and(|v| matches!(v, IrValue::Bool(true))) && self.approvals == 0 {
+            let mut deciders = names(self.wf.props.get("escalate_to"));
+            if let Some(IrValue::Record(audit)) = decl.props.get("audit") {
+                deciders.extend(names(audit.get("visible_to")));
+            }
+            self.ask(
+                Decision::Confirm {
+                    attempt: attempt_id.to_string(),
+                    tool: tool.to_string(),
+                    input,
+                    key_template,
+                    agent: agent.map(str::to_string),
+                },
+                deciders,
+                Some(format!("`{tool}` needs a human confirmation before it runs")),
+                vec!["approve".into(), "reject".into()],
+                cause,
+            );
+            return;
+        }
         let scopes = self.scopes_for(&node, agent);
         let amount = Usage { tool_calls: 1, ..Usage::default() };
         let present = match self.budgets.reserve(&scopes, &amount, false) {
@@ -835,7 +903,9 @@ impl Engine {
     /// The context an agent sees, by its context policy.
     fn context_for(&self, node: &Node, agent: &Decl) -> Value {
         let policy = word(node.props.get("context")).or_else(|| word(agent.props.get("context"))).unwrap_or("isolated").to_string();
-        let input = self.nodes.get(&node.name).map(|n| n.input.clone()).unwrap_or(Value::Null);
+        let rt = self.nodes.get(&node.name);
+        // A filtered handoff decides what crosses: the slice it passed.
+        let input = rt.and_then(|n| n.slice.clone()).or_else(|| rt.map(|n| n.input.clone())).unwrap_or(Value::Null);
         match policy.as_str() {
             "fork" => {
                 let mut all = serde_json::Map::new();
@@ -1279,6 +1349,16 @@ impl Engine {
         if !self.running() {
             return;
         }
+        // A delegate's result must satisfy its contract.
+        let contract = self.nodes.get(name).and_then(|n| n.contract.clone());
+        if let (Some(contract), "completed") = (contract, status) {
+            if let Some(why) = self.contract_violation(&contract, &output) {
+                if let Some(node) = self.wf.nodes.get(name).cloned() {
+                    self.node_failed(&node, "contract_rejected", &format!("contract `{contract}`: {why}"), cause);
+                }
+                return;
+            }
+        }
         let artifact = if output.is_null() { None } else { Some(artifact_ref(&output).0) };
         let done = self.emit(
             "control",
@@ -1398,6 +1478,35 @@ impl Engine {
         }
     }
 
+    /// Why `output` does not satisfy `contract`, if it does not.
+    fn contract_violation(&mut self, contract: &str, output: &Value) -> Option<String> {
+        let decl = self.decl(contract)?.clone();
+        if let Some(IrValue::Type(ty)) = decl.props.get("output") {
+            match self.validator(&format!("contract.{contract}.output"), ty) {
+                Ok(v) => {
+                    if let Err(errors) = v.validate(output) {
+                        return Some(format!("output does not match: {}", errors.join("; ")));
+                    }
+                }
+                Err(e) => return Some(e),
+            }
+        }
+        if let Some(IrValue::List(checks)) = decl.props.get("accept") {
+            let mut env = self.env.clone();
+            env.insert("output".into(), output.clone());
+            for check in checks {
+                if let IrValue::Expr(e) = check {
+                    match eval::eval_bool(e, &env) {
+                        Ok(true) => {}
+                        Ok(false) => return Some(format!("acceptance check failed: {}", eval::render(e))),
+                        Err(err) => return Some(format!("acceptance check errored: {}", err.message)),
+                    }
+                }
+            }
+        }
+        None
+    }
+
     fn try_join(&mut self, join: &str, cause: &str) {
         let Some(node) = self.wf.nodes.get(join).cloned() else { return };
         let done: IndexSet<String> = self.joins.get(join).cloned().unwrap_or_default();
@@ -1415,14 +1524,48 @@ impl Engine {
         if !ready {
             return;
         }
-        let mut merged = serde_json::Map::new();
+        // The merged output: every result in branch order, the branches by
+        // name, and their conflicts kept side by side (never averaged).
+        let mut results = Vec::new();
+        let mut branches = serde_json::Map::new();
+        let mut conflicts: Vec<Value> = Vec::new();
         for branch in &node.target {
             if done.contains(branch) {
-                merged.insert(branch.clone(), self.env.get(branch).cloned().unwrap_or(Value::Null));
+                let out = self.env.get(branch).cloned().unwrap_or(Value::Null);
+                if let Some(Value::Array(items)) = out.get("conflicts") {
+                    for item in items {
+                        if !conflicts.contains(item) {
+                            conflicts.push(item.clone());
+                        }
+                    }
+                }
+                results.push(out.clone());
+                branches.insert(branch.clone(), out);
             }
         }
         self.joins.remove(join);
-        self.complete_node(join, Value::Object(merged), "completed", cause);
+        if word(node.props.get("conflicts")) == Some("fail") && !conflicts.is_empty() {
+            let msg = format!("{} conflicting results (conflicts: fail)", conflicts.len());
+            self.node_failed(&node, "conflict", &msg, cause);
+            return;
+        }
+        let merged = json!({ "results": results, "conflicts": conflicts, "branches": Value::Object(branches) });
+        if node.props.contains_key("output") {
+            match self.validator(&format!("node.{join}.output"), &node.output) {
+                Ok(v) => {
+                    if let Err(errors) = v.validate(&merged) {
+                        let msg = format!("the merged output does not match: {}", errors.join("; "));
+                        self.node_failed(&node, "invalid_output", &msg, cause);
+                        return;
+                    }
+                }
+                Err(e) => {
+                    self.node_failed(&node, "invalid_schema", &e, cause);
+                    return;
+                }
+            }
+        }
+        self.complete_node(join, merged, "completed", cause);
     }
 
     fn round_end(&mut self, lp: &str, cause: &str) {
@@ -1506,8 +1649,16 @@ impl Engine {
             Body::EdgeTaken { schema_version: V, from: from.to_string(), to: to.to_string(), via: via.to_string() },
             Some(cause),
         );
-        let mut input = self.env.get(from).cloned().unwrap_or(Value::Null);
-        let mut parent = edge.clone();
+        let input = self.env.get(from).cloned().unwrap_or(Value::Null);
+        let Some((input, parent)) = self.transfer(from, to, input, edge) else { return };
+        self.start_node(to, input, "first", &parent);
+    }
+
+    /// Applies the handoffs and delegations of `from -> to` to what crosses.
+    /// `None` when a handoff refused it (the failure is handled).
+    fn transfer(&mut self, from: &str, to: &str, input: Value, edge: String) -> Option<(Value, String)> {
+        let mut input = input;
+        let mut parent = edge;
         let transfers: Vec<_> = self.wf.transfers.iter().filter(|t| t.from == from && t.to == to).cloned().collect();
         for transfer in transfers {
             if transfer.kind == "handoff" {
@@ -1522,16 +1673,19 @@ impl Engine {
                             Some(&parent),
                         );
                         self.workflow_event("max_hops", Some(from), &ex, "max_hops", "too many handoffs");
-                        return;
+                        return None;
                     }
                 }
                 let context = word(transfer.props.get("context")).unwrap_or("fork").to_string();
                 let fields = names(transfer.props.get("context_fields"));
-                let payload = match (&input, context.as_str()) {
+                // `payload` is what `from` produced (the declared payload
+                // type); the context slice is what the receiver sees.
+                let payload = input.clone();
+                let slice = match (&input, context.as_str()) {
                     (Value::Object(map), "filtered") if !fields.is_empty() => {
-                        Value::Object(map.iter().filter(|(k, _)| fields.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect())
+                        Some(Value::Object(map.iter().filter(|(k, _)| fields.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect()))
                     }
-                    _ => input.clone(),
+                    _ => None,
                 };
                 let mut env = self.env.clone();
                 env.insert("payload".into(), payload.clone());
@@ -1575,7 +1729,7 @@ impl Engine {
                     if let Some(node) = self.wf.nodes.get(from).cloned() {
                         self.node_failed(&node, "handoff_refused", &why, &handoff);
                     }
-                    return;
+                    return None;
                 }
                 self.emit(
                     "control",
@@ -1588,6 +1742,9 @@ impl Engine {
                     },
                     Some(&handoff),
                 );
+                if let Some(slice) = slice {
+                    self.pending_slice.insert(to.to_string(), slice);
+                }
                 input = payload;
                 parent = handoff;
             } else if transfer.kind == "delegate" {
@@ -1603,6 +1760,7 @@ impl Engine {
                 }
                 let inputs = Value::Object(inputs);
                 let contract = ref_name(transfer.props.get("contract")).unwrap_or_default().to_string();
+                let contract_name = contract.clone();
                 let budget_props = self.decl(&contract).and_then(|c| Self::budget_props(&self.program, c.props.get("budget"))).cloned();
                 let mut granted = Usage::default();
                 if let Some(props) = budget_props {
@@ -1629,10 +1787,11 @@ impl Engine {
                     },
                     Some(&parent),
                 );
+                self.pending_contract.insert(to.to_string(), contract_name);
                 input = inputs;
             }
         }
-        self.start_node(to, input, "first", &parent);
+        Some((input, parent))
     }
 
     // ----------------------------------------------------------------- gates
@@ -1957,6 +2116,7 @@ impl Engine {
             Decision::HumanNode { node } => node.clone(),
             Decision::Escalation { principal, .. } => format!("escalation.{principal}"),
             Decision::Reconcile { attempt } => format!("reconcile.{attempt}"),
+            Decision::Confirm { attempt, tool, .. } => format!("confirm.{tool}.{attempt}"),
         };
         let round = {
             let r = self.decision_rounds.entry(subject.clone()).or_default();
@@ -1997,6 +2157,10 @@ impl Engine {
 
     fn on_decision(&mut self, decision: Decision, request_event: &str, answer: HumanAnswer) {
         let who = answer.by.clone();
+        if answer.decision == "approve" && matches!(decision, Decision::Gate { .. } | Decision::HumanNode { .. } | Decision::Confirm { .. })
+        {
+            self.approvals += 1;
+        }
         let producer = format!("human.{who}");
         match decision {
             Decision::Gate { gate, .. } => {
@@ -2068,6 +2232,27 @@ impl Engine {
                     self.act(&action, &ctx, "escalation", &applied);
                 } else {
                     self.terminate(&format!("escalation_{}", answer.decision), "escalated", &applied, None);
+                }
+            }
+            Decision::Confirm { attempt, tool, input, key_template, agent } => {
+                let approved = answer.decision == "approve";
+                let applied = self.emit(
+                    &producer,
+                    Body::DecisionApplied {
+                        schema_version: V,
+                        subject: format!("confirm.{tool}.{attempt}"),
+                        decision: answer.decision.clone(),
+                        by: who,
+                        action: if approved { "call".into() } else { "refuse".into() },
+                    },
+                    Some(request_event),
+                );
+                if approved {
+                    self.call_tool(&attempt, &tool, input, key_template, agent.as_deref(), 0, &applied);
+                } else if agent.is_some() {
+                    self.feed_tool_error(&attempt, &tool, "a human refused the call", &applied);
+                } else {
+                    self.attempt_failed(&attempt, "confirmation_refused", "a human refused the call", &applied);
                 }
             }
             Decision::Reconcile { attempt } => {

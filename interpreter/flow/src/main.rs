@@ -317,6 +317,7 @@ fn options(run_dir: PathBuf, common: &Common, replay: Option<(PathBuf, ReplayMod
     opts.replay = replay;
     opts.crash_after_seq = std::env::var("FLOW_CRASH_AFTER_SEQ").ok().and_then(|v| v.parse().ok());
     opts.observer = observer(common.quiet);
+    opts.cancel_on_ctrl_c = true;
     if !common.no_prompt && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
         opts.asker = Some(Box::new(TerminalAsker));
     }
@@ -432,9 +433,7 @@ async fn run(
     };
     let replay = match replay {
         Some(path) => Some((path, ReplayMode::Strict)),
-        None if !no_cassette && record.is_none() => {
-            Some(base.join(format!("{stem}.cassette.yaml"))).filter(|p| p.exists()).map(|p| (p, ReplayMode::Lenient))
-        }
+        None if !no_cassette => Some(base.join(format!("{stem}.cassette.yaml"))).filter(|p| p.exists()).map(|p| (p, ReplayMode::Lenient)),
         None => None,
     };
     let run_id = run_id.unwrap_or_else(fresh_run_id);

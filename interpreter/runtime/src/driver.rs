@@ -101,6 +101,8 @@ pub struct Options {
     pub observer: Option<Observer>,
     /// Whether to write `trace.jsonl`.
     pub write_trace: bool,
+    /// Ctrl-C cancels the run (the CLI); tests and embedders leave it off.
+    pub cancel_on_ctrl_c: bool,
 }
 
 impl std::fmt::Debug for Options {
@@ -122,6 +124,7 @@ impl Options {
             asker: None,
             observer: None,
             write_trace: true,
+            cancel_on_ctrl_c: false,
         }
     }
 }
@@ -283,6 +286,7 @@ impl Driver {
             fresh.push(event);
         }
         if !fresh.is_empty() {
+            tracing::debug!(first = fresh[0].seq, count = fresh.len(), "persisting events");
             match self.opts.crash_after_seq {
                 Some(n) if fresh.iter().any(|e| e.seq >= n) => {
                     let before: Vec<Event> = fresh.iter().filter(|e| e.seq <= n).cloned().collect();
@@ -314,6 +318,7 @@ impl Driver {
     }
 
     fn feed(&mut self, key: &str, response: Response, persist: bool) -> Result<(), RunError> {
+        tracing::debug!(key, persist, "response");
         if persist {
             let proposal = Proposal { key: key.to_string(), response: response.clone() };
             self.proposals_written = append_proposal(self.journal.as_mut(), &self.run_id, &proposal)?;
@@ -378,7 +383,10 @@ impl Driver {
         }
     }
 
-    fn rate_delay(&mut self, program: &Program, tool: &str) -> u64 {
+    /// How long to hold a call of `decl` (a tool or an agent) back so
+    /// that its `rate_limit` holds.
+    fn rate_delay(&mut self, program: &Program, decl: &str) -> u64 {
+        let tool = decl;
         let Some(IrValue::Rate { count, per_ms }) = program.decls.get(tool).and_then(|d| d.props.get("rate_limit")).cloned() else {
             return 0;
         };
@@ -420,6 +428,7 @@ impl Driver {
                 if let Request::Human(h) = &command.request {
                     match self.exec.replayed(&command.request) {
                         Ok(Some(answer)) => {
+                            self.exec.record_human(&command.request, &answer);
                             answered = Some((command.key.clone(), answer));
                             break;
                         }
@@ -445,13 +454,16 @@ impl Driver {
                     break;
                 }
                 let mut delay = command.delay_ms;
-                if let Request::Tool(t) = &command.request {
-                    delay += self.rate_delay(&program, &t.tool);
+                match &command.request {
+                    Request::Tool(t) => delay += self.rate_delay(&program, &t.tool),
+                    Request::Agent(a) => delay += self.rate_delay(&program, &a.agent),
+                    _ => {}
                 }
                 if self.opts.clock.is_fake() {
                     delay = 0;
                 }
                 let timeout = self.timeout_for(&command);
+                tracing::debug!(key = %command.key, kind = command.request.kind(), delay, "dispatching");
                 let exec = self.exec.clone();
                 dispatched.insert(command.key.clone());
                 inflight.spawn(async move {
@@ -499,6 +511,11 @@ impl Driver {
                 }
                 _ = tokio::time::sleep(heartbeat), if !self.opts.clock.is_fake() => {
                     self.engine.heartbeat();
+                }
+                _ = tokio::signal::ctrl_c(), if self.opts.cancel_on_ctrl_c => {
+                    tracing::info!("cancelled by SIGINT");
+                    inflight.abort_all();
+                    self.engine.cancel();
                 }
             }
         }

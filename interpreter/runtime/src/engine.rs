@@ -654,7 +654,12 @@ impl Engine {
         }
     }
 
+    /// The delay before attempt `attempt_no`: none before the first,
+    /// `backoff` before the second, doubling after each failure.
     fn backoff(node: &Node, attempt_no: u32) -> u64 {
+        if attempt_no <= 1 {
+            return 0;
+        }
         let Some(IrValue::Record(r)) = node.props.get("retry") else { return 0 };
         let base = match r.get("backoff") {
             Some(IrValue::Duration(ms)) => *ms,
@@ -915,14 +920,21 @@ impl Engine {
                 json!({ "input": input, "run": Value::Object(all) })
             }
             "filtered" => {
+                // Each named field from the node's input, else from the
+                // run's input: the slice, and nothing else.
                 let fields = names(agent.props.get("context_fields"));
-                let filtered = match &input {
-                    Value::Object(map) if !fields.is_empty() => {
-                        Value::Object(map.iter().filter(|(k, _)| fields.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect())
+                if fields.is_empty() {
+                    return json!({ "input": input });
+                }
+                let run_input = self.env.get("input");
+                let mut slice = serde_json::Map::new();
+                for field in &fields {
+                    let value = input.get(field).or_else(|| run_input.and_then(|r| r.get(field)));
+                    if let Some(value) = value {
+                        slice.insert(field.clone(), value.clone());
                     }
-                    other => other.clone(),
-                };
-                json!({ "input": filtered })
+                }
+                json!({ "input": Value::Object(slice) })
             }
             _ => json!({ "input": input }),
         }
@@ -2539,6 +2551,30 @@ impl Engine {
         self.start_attempt(&node, "lease_expired", &expired);
     }
 
+    /// Cancels the run: the workflow's `cancelled` handler, else the run
+    /// terminates as `cancelled`. Nothing more is dispatched either way.
+    pub fn cancel(&mut self) {
+        if !self.running() {
+            return;
+        }
+        let ev = self.emit("control", Body::Warning { schema_version: V, message: "cancelled by the operator".into() }, None);
+        let ids: Vec<String> = self.attempts.keys().cloned().collect();
+        for id in ids {
+            self.attempt_failed(&id, "cancelled", "the run was cancelled", &ev);
+        }
+        self.waiting.clear();
+        self.commands.clear();
+        let handler = self.wf.handlers.iter().find(|h| h.events.iter().any(|e| e == "cancelled")).map(|h| h.action.clone());
+        match handler {
+            Some(action) if !matches!(action.name.as_str(), "continue" | "retry" | "goto" | "activate" | "revise" | "replan") => {
+                let ctx = Ctx { node: None, gate: None, event: "cancelled".into() };
+                self.act(&action, &ctx, "workflow", &ev);
+            }
+            _ => {}
+        }
+        self.terminate("cancelled", "cancelled", &ev, None);
+    }
+
     /// Renews the lease of every attempt still running.
     pub fn heartbeat(&mut self) {
         if !self.running() {
@@ -2600,5 +2636,52 @@ pub fn render_action(action: &Action) -> String {
         action.name.clone()
     } else {
         format!("{}({})", action.name, action.args.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flow_check::types::Ty;
+
+    fn node_with_retry(backoff: u64, max: Option<u64>) -> Node {
+        let mut retry = IndexMap::new();
+        retry.insert("attempts".to_string(), IrValue::Int(5));
+        retry.insert("backoff".to_string(), IrValue::Duration(backoff));
+        if let Some(max) = max {
+            retry.insert("max_backoff".to_string(), IrValue::Duration(max));
+        }
+        let mut props = IndexMap::new();
+        props.insert("retry".to_string(), IrValue::Record(retry));
+        Node {
+            name: "n".into(),
+            kind: "tool".into(),
+            target: vec!["t".into()],
+            props,
+            handlers: Vec::new(),
+            output: Ty::Any,
+            loc: Default::default(),
+        }
+    }
+
+    #[test]
+    fn backoff_waits_only_before_retries_and_doubles_up_to_the_cap() {
+        let node = node_with_retry(1000, Some(3000));
+        let delays: Vec<u64> = (1..=5).map(|a| Engine::backoff(&node, a)).collect();
+        assert_eq!(delays, [0, 1000, 2000, 3000, 3000]);
+        assert_eq!(Engine::max_attempts(&node), 5);
+    }
+
+    #[test]
+    fn outcomes_combine_by_severity() {
+        assert_eq!(worst("PASS", "REQUIRES_DECISION"), "REQUIRES_DECISION");
+        assert_eq!(worst("BLOCK", "REQUIRES_DECISION"), "BLOCK");
+        assert_eq!(worst("REQUIRES_DECISION", "PASS"), "REQUIRES_DECISION");
+    }
+
+    #[test]
+    fn templates_fill_fields_and_keep_unknown_ones() {
+        let input = serde_json::json!({ "slug": "a-b", "n": 3, "nested": { "x": "y" } });
+        assert_eq!(template("publish-{slug}-{n}-{nested.x}-{missing}", &input), "publish-a-b-3-y-{missing}");
     }
 }

@@ -409,3 +409,37 @@ fn an_evaluator_error_is_never_pass() {
     assert_eq!(gate["payload"]["outcome"], "BLOCK");
     assert_eq!(last(&trace)["payload"]["reason"], "errored");
 }
+
+#[test]
+fn kill_9_during_a_call_then_resume_expires_the_lease_and_reruns_it() {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(["run", "slow.flow", "--run-dir", run_dir.to_str().unwrap(), "-q"])
+        .current_dir(dir.path())
+        .env_remove("FLOW_CRASH_AFTER_SEQ")
+        .spawn()
+        .unwrap();
+    // Wait until the call is issued (persisted), then SIGKILL the process.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let started = std::fs::read_to_string(run_dir.join("trace.jsonl")).unwrap_or_default().contains("\"tool_call_started\"");
+        if started {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the call never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before = events(&run_dir);
+    assert_eq!(kinds(&before, "tool_call_completed"), 0, "killed before the call returned");
+    let out = flow(&["resume", run_dir.to_str().unwrap(), "-q", "--no-prompt"], dir.path(), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let trace = assert_valid_trace(&run_dir);
+    assert_eq!(kinds(&trace, "lease_expired"), 1);
+    let retried = trace.iter().find(|e| e["kind"] == "attempt_started" && e["payload"]["trigger_reason"] == "lease_expired").unwrap();
+    assert_eq!(retried["payload"]["attempt_no"], 2);
+    assert_eq!(retried["execution_id"], "exec-2");
+    assert_eq!(last(&trace)["payload"]["status"], "success");
+}

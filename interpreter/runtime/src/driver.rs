@@ -90,7 +90,8 @@ pub struct Options {
     pub clock: Arc<dyn Clock>,
     /// `synchronous=FULL` for the journal (survives power loss).
     pub durable: bool,
-    /// Keep the journal and artifacts in memory (benchmarks): no resume.
+    /// No durable journal (benchmarks, embedding): events are sequenced and
+    /// observed but not retained; artifacts stay in memory; no resume.
     pub in_memory: bool,
     pub record: Option<PathBuf>,
     pub replay: Option<(PathBuf, ReplayMode)>,
@@ -251,6 +252,8 @@ struct Driver {
     run_id: String,
     /// Commands issued and not answered, by key.
     known: IndexMap<String, Command>,
+    /// Keys of commands not dispatched yet, in issue order.
+    queue: VecDeque<String>,
     /// Journal events to match while replaying.
     recorded: Vec<Event>,
     proposals_written: u64,
@@ -262,9 +265,7 @@ impl Driver {
     /// Persists what the engine produced; returns once it is durable.
     fn flush(&mut self) -> Result<(), RunError> {
         for (artifact, bytes) in self.engine.take_artifacts() {
-            let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            let stored = self.artifacts.put(&value)?;
-            debug_assert_eq!(stored.digest, artifact.digest);
+            self.artifacts.put_encoded(&artifact, &bytes)?;
         }
         let events = self.engine.take_events();
         let mut fresh = Vec::new();
@@ -310,18 +311,28 @@ impl Driver {
             }
         }
         for command in self.engine.take_commands() {
+            self.queue.push_back(command.key.clone());
             self.known.insert(command.key.clone(), command);
         }
-        let outstanding: HashSet<String> = self.engine.outstanding().into_iter().collect();
-        self.known.retain(|k, _| outstanding.contains(k));
+        // Commands leave the engine's outstanding set only when answered
+        // (removed here as they are fed) or dropped at once (termination,
+        // recovery): equal sizes mean equal sets.
+        if self.known.len() != self.engine.outstanding_len() {
+            let outstanding: HashSet<String> = self.engine.outstanding().into_iter().collect();
+            self.known.retain(|k, _| outstanding.contains(k));
+        }
         Ok(())
     }
 
     fn feed(&mut self, key: &str, response: Response, persist: bool) -> Result<(), RunError> {
         tracing::debug!(key, persist, "response");
         if persist {
+            // This driver is the run's only writer: it knows the next
+            // position without reading the others back.
             let proposal = Proposal { key: key.to_string(), response: response.clone() };
-            self.proposals_written = append_proposal(self.journal.as_mut(), &self.run_id, &proposal)?;
+            let text = serde_json::to_string(&proposal).map_err(|e| RunError::Storage(e.to_string()))?;
+            self.proposals_written += 1;
+            self.journal.set_meta(&self.run_id, &proposal_key(self.proposals_written), &text)?;
         }
         self.known.shift_remove(key);
         self.engine.on_response(key, response).map_err(RunError::Diverged)?;
@@ -412,7 +423,7 @@ impl Driver {
     /// pauses.
     async fn live(&mut self, program: Arc<Program>, max_concurrency: usize) -> Result<(), RunError> {
         let mut inflight: JoinSet<(String, Result<Response, Miss>)> = JoinSet::new();
-        let mut dispatched: HashSet<String> = HashSet::new();
+        let mut parked: Vec<String> = Vec::new();
         let heartbeat = Duration::from_millis(10_000);
         loop {
             self.flush()?;
@@ -420,16 +431,20 @@ impl Driver {
                 inflight.abort_all();
                 break;
             }
-            dispatched.retain(|k| self.known.contains_key(k));
-            let mut waiting_on_human = None;
-            let pending: Vec<Command> = self.known.values().filter(|c| !dispatched.contains(&c.key)).cloned().collect();
             let mut answered = None;
-            for command in pending {
+            // Commands in issue order; a question nobody can answer now is
+            // parked (the run pauses on it when nothing else is running).
+            while let Some(key) = self.queue.front().cloned() {
+                let Some(command) = self.known.get(&key).cloned() else {
+                    self.queue.pop_front();
+                    continue;
+                };
                 if let Request::Human(h) = &command.request {
+                    self.queue.pop_front();
                     match self.exec.replayed(&command.request) {
                         Ok(Some(answer)) => {
                             self.exec.record_human(&command.request, &answer);
-                            answered = Some((command.key.clone(), answer));
+                            answered = Some((key, answer));
                             break;
                         }
                         Ok(None) => {}
@@ -438,21 +453,21 @@ impl Driver {
                         }
                         Err(_) => {}
                     }
-                    let answer = self.opts.asker.as_mut().and_then(|a| a.ask(h));
-                    match answer {
+                    match self.opts.asker.as_mut().and_then(|a| a.ask(h)) {
                         Some(answer) => {
                             let response = Response::Human(answer);
                             self.exec.record_human(&command.request, &response);
-                            answered = Some((command.key.clone(), response));
+                            answered = Some((key, response));
                             break;
                         }
-                        None => waiting_on_human = waiting_on_human.or(Some(command.key.clone())),
+                        None => parked.push(key),
                     }
                     continue;
                 }
                 if inflight.len() >= max_concurrency {
                     break;
                 }
+                self.queue.pop_front();
                 let mut delay = command.delay_ms;
                 match &command.request {
                     Request::Tool(t) => delay += self.rate_delay(&program, &t.tool),
@@ -465,7 +480,6 @@ impl Driver {
                 let timeout = self.timeout_for(&command);
                 tracing::debug!(key = %command.key, kind = command.request.kind(), delay, "dispatching");
                 let exec = self.exec.clone();
-                dispatched.insert(command.key.clone());
                 inflight.spawn(async move {
                     if delay > 0 {
                         tokio::time::sleep(Duration::from_millis(delay)).await;
@@ -480,6 +494,8 @@ impl Driver {
                     (command.key, result)
                 });
             }
+            parked.retain(|k| self.known.contains_key(k));
+            let waiting_on_human = parked.first().cloned();
             if let Some((key, response)) = answered {
                 self.feed(&key, response, true)?;
                 continue;
@@ -500,7 +516,6 @@ impl Driver {
                 joined = inflight.join_next() => {
                     let Some(joined) = joined else { continue };
                     let (key, result) = joined.map_err(|e| RunError::Storage(format!("an executor panicked: {e}")))?;
-                    dispatched.remove(&key);
                     match result {
                         Ok(response) => self.feed(&key, response, true)?,
                         Err(Miss(m)) => {
@@ -559,8 +574,9 @@ fn owner() -> String {
     format!("pid-{}", std::process::id())
 }
 
-fn executors(program: Arc<Program>, base_dir: &Path, replay: &Option<(PathBuf, ReplayMode)>) -> Result<Executors, RunError> {
+fn executors(program: Arc<Program>, base_dir: &Path, replay: &Option<(PathBuf, ReplayMode)>, record: bool) -> Result<Executors, RunError> {
     let exec = Executors::new(program, base_dir.to_path_buf());
+    let exec = if record { exec.recording() } else { exec };
     Ok(match replay {
         Some((path, mode)) => exec.with_cassette(Cassette::load(path).map_err(RunError::Usage)?, *mode),
         None => exec,
@@ -580,7 +596,7 @@ fn max_concurrency(program: &Program, workflow: Option<&str>) -> usize {
 
 fn storage(opts: &Options) -> Result<Storage, RunError> {
     if opts.in_memory {
-        return Ok((Box::new(MemoryJournal::default()), Box::new(MemoryArtifacts::default())));
+        return Ok((Box::new(MemoryJournal::sequence_only()), Box::new(MemoryArtifacts::default())));
     }
     std::fs::create_dir_all(&opts.run_dir).map_err(|e| RunError::Usage(format!("cannot create {}: {e}", opts.run_dir.display())))?;
     let journal = SqliteJournal::open(&opts.run_dir.join("journal.sqlite"), opts.durable)?;
@@ -639,7 +655,7 @@ pub async fn run(
         journal.set_meta(run_id, PLAN, &serde_json::to_string(plan).map_err(|e| RunError::Storage(e.to_string()))?)?;
         journal.set_meta(run_id, META, &serde_json::to_string(&meta).map_err(|e| RunError::Storage(e.to_string()))?)?;
     }
-    let exec = Arc::new(executors(program.clone(), base_dir, &opts.replay)?);
+    let exec = Arc::new(executors(program.clone(), base_dir, &opts.replay, opts.record.is_some())?);
     let trace = trace_file(&opts, true)?;
     let concurrency = max_concurrency(&program, workflow);
     let mut driver = Driver {
@@ -650,6 +666,7 @@ pub async fn run(
         exec,
         run_id: run_id.to_string(),
         known: IndexMap::new(),
+        queue: VecDeque::new(),
         recorded: Vec::new(),
         proposals_written: 0,
         opts,
@@ -705,7 +722,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
             }
         }
     }
-    let exec = Arc::new(executors(program.clone(), &meta.base_dir, &opts.replay)?);
+    let exec = Arc::new(executors(program.clone(), &meta.base_dir, &opts.replay, opts.record.is_some())?);
     let last_seq = recorded.len() as u64;
     let concurrency = max_concurrency(&program, meta.workflow.as_deref());
     let mut driver = Driver {
@@ -716,6 +733,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
         exec,
         run_id: run_id.clone(),
         known: IndexMap::new(),
+        queue: VecDeque::new(),
         recorded,
         proposals_written: proposals.len() as u64,
         opts,

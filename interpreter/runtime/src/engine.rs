@@ -165,7 +165,7 @@ pub struct Engine {
     gates: HashMap<String, GateRt>,
     decision_rounds: HashMap<String, u32>,
     task_state: HashMap<String, String>,
-    validators: HashMap<String, Arc<Validator>>,
+    validators: HashMap<&'static str, HashMap<String, Arc<Validator>>>,
     budgets: Budgets,
     flags: Vec<String>,
     provider_override: Option<String>,
@@ -173,7 +173,16 @@ pub struct Engine {
     status: RunStatus,
     budget_hit: bool,
     hops: HashMap<(String, String), u64>,
+    /// Lookups built once: nodes, outgoing edges, gates by boundary,
+    /// transfers by source, the join each branch reaches.
+    node_arcs: HashMap<String, Arc<Node>>,
+    out_edges: HashMap<String, Arc<Vec<flow_check::ir::Edge>>>,
+    gate_on: HashMap<(String, String), Gate>,
+    transfers_from: HashMap<String, Vec<flow_check::ir::Transfer>>,
+    join_of: HashMap<String, String>,
     node_turns: HashMap<String, u32>,
+    last_time: (u64, String),
+    recorded_digests: std::collections::HashSet<String>,
     pending_slice: HashMap<String, Value>,
     pending_contract: HashMap<String, String>,
     /// Approve decisions applied so far (confirmation of `confirm` tools).
@@ -290,6 +299,23 @@ impl Engine {
             }
         }
         let nodes = wf.nodes.keys().map(|n| (n.clone(), NodeRt::default())).collect();
+        let node_arcs = wf.nodes.iter().map(|(k, n)| (k.clone(), Arc::new(n.clone()))).collect();
+        let mut out: HashMap<String, Vec<flow_check::ir::Edge>> = HashMap::new();
+        for edge in &wf.edges {
+            out.entry(edge.from.clone()).or_default().push(edge.clone());
+        }
+        let out_edges = out.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
+        let gate_on = wf.gates.values().map(|g| ((g.from.clone(), g.to.clone()), g.clone())).collect();
+        let mut transfers_from: HashMap<String, Vec<flow_check::ir::Transfer>> = HashMap::new();
+        for t in &wf.transfers {
+            transfers_from.entry(t.from.clone()).or_default().push(t.clone());
+        }
+        let mut join_of = HashMap::new();
+        for n in wf.nodes.values().filter(|n| n.kind == "join") {
+            for branch in &n.target {
+                join_of.entry(branch.clone()).or_insert_with(|| n.name.clone());
+            }
+        }
         let start_ms = cfg.clock.now_ms();
         Ok(Engine {
             program,
@@ -320,7 +346,14 @@ impl Engine {
             status: RunStatus::Running,
             budget_hit: false,
             hops: HashMap::new(),
+            node_arcs,
+            out_edges,
+            gate_on,
+            transfers_from,
+            join_of,
             node_turns: HashMap::new(),
+            last_time: (0, String::new()),
+            recorded_digests: std::collections::HashSet::new(),
             pending_slice: HashMap::new(),
             pending_contract: HashMap::new(),
             approvals: 0,
@@ -369,6 +402,11 @@ impl Engine {
         self.waiting.keys().cloned().collect()
     }
 
+    /// How many commands are issued and not answered.
+    pub fn outstanding_len(&self) -> usize {
+        self.waiting.len()
+    }
+
     /// Sets the execution id of events emitted from now on (after a resume).
     pub fn set_execution(&mut self, execution_id: &str) {
         self.cfg.execution_id = execution_id.to_string();
@@ -400,7 +438,12 @@ impl Engine {
     fn emit(&mut self, producer: &str, body: Body, parent: Option<&str>) -> String {
         self.seq += 1;
         let event_id = Event::id_for(&self.cfg.run_id, self.seq);
-        let time = rfc3339(self.now());
+        // Events recorded within the same millisecond share its rendering.
+        let now = self.now();
+        if self.last_time.0 != now || self.last_time.1.is_empty() {
+            self.last_time = (now, rfc3339(now));
+        }
+        let time = self.last_time.1.clone();
         self.events.push(Event {
             run_id: self.cfg.run_id.clone(),
             execution_id: self.cfg.execution_id.clone(),
@@ -416,9 +459,11 @@ impl Engine {
 
     fn store(&mut self, value: &Value, produced_by: &str, parent: Option<&str>) -> ArtifactRef {
         let (artifact, bytes) = artifact_ref(value);
-        if !self.artifacts.iter().any(|(a, _)| a.digest == artifact.digest) {
-            self.artifacts.push((artifact.clone(), bytes));
+        // Content-addressed: recorded once per run, however often it recurs.
+        if !self.recorded_digests.insert(artifact.digest.clone()) {
+            return artifact;
         }
+        self.artifacts.push((artifact.clone(), bytes));
         self.emit(
             "control",
             Body::ArtifactRecorded { schema_version: V, artifact: artifact.clone(), produced_by: produced_by.to_string() },
@@ -431,16 +476,23 @@ impl Engine {
         self.status == RunStatus::Running
     }
 
+    /// A node of the workflow (shared, cheap to hold across `&mut self` calls).
+    fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.node_arcs.get(name).cloned()
+    }
+
     fn decl(&self, name: &str) -> Option<&Decl> {
         self.program.decls.get(name)
     }
 
-    fn validator(&mut self, key: &str, ty: &Ty) -> Result<Arc<Validator>, String> {
-        if let Some(v) = self.validators.get(key) {
+    /// The compiled validator of `what` (e.g. `tool.input`) of `name`,
+    /// compiled once per run; looked up without allocating.
+    fn validator(&mut self, what: &'static str, name: &str, ty: &Ty) -> Result<Arc<Validator>, String> {
+        if let Some(v) = self.validators.get(what).and_then(|m| m.get(name)) {
             return Ok(v.clone());
         }
         let v = Arc::new(Validator::new(ty, &self.program.types)?);
-        self.validators.insert(key.to_string(), v.clone());
+        self.validators.entry(what).or_default().insert(name.to_string(), v.clone());
         Ok(v)
     }
 
@@ -463,7 +515,7 @@ impl Engine {
             self.store(&input, "input", Some(&started));
         }
         if let Some(IrValue::Type(ty)) = self.wf.props.get("input").cloned() {
-            if let Ok(v) = self.validator("workflow.input", &ty) {
+            if let Ok(v) = self.validator("workflow.input", "", &ty) {
                 if let Err(errors) = v.validate(&input) {
                     self.terminate("invalid_input", "failure", &started, Some(&errors.join("; ")));
                     return;
@@ -484,7 +536,7 @@ impl Engine {
         if !self.running() {
             return;
         }
-        let Some(node) = self.wf.nodes.get(name).cloned() else {
+        let Some(node) = self.node(name) else {
             self.terminate("unknown_node", "failure", cause, Some(&format!("no node `{name}`")));
             return;
         };
@@ -638,6 +690,9 @@ impl Engine {
     }
 
     fn scopes_for(&self, node: &Node, agent: Option<&str>) -> Vec<String> {
+        if self.budgets.scopes.is_empty() {
+            return Vec::new();
+        }
         let mut scopes = vec!["run".to_string()];
         if let Some(agent) = agent {
             scopes.push(format!("agent.{agent}"));
@@ -781,14 +836,14 @@ impl Engine {
         delay: u64,
         cause: &str,
     ) {
-        let Some(node) = self.attempts.get(attempt_id).and_then(|a| self.wf.nodes.get(&a.node)).cloned() else { return };
+        let Some(node) = self.attempts.get(attempt_id).and_then(|a| self.node(&a.node)) else { return };
         let Some(decl) = self.decl(tool).cloned() else {
             self.attempt_failed(attempt_id, "unknown_tool", &format!("no tool `{tool}`"), cause);
             return;
         };
         // The tool's input is validated before the call.
         if let Some(IrValue::Type(ty)) = decl.props.get("input") {
-            match self.validator(&format!("tool.{tool}.input"), ty) {
+            match self.validator("tool.input", tool, ty) {
                 Ok(v) => {
                     if let Err(errors) = v.validate(&input) {
                         let msg = format!("input of `{tool}` is invalid: {}", errors.join("; "));
@@ -847,16 +902,21 @@ impl Engine {
         let request = ToolRequest { tool: tool.to_string(), input: input.clone(), idempotency_key: idempotency_key.clone() };
         let request_key = Request::Tool(request.clone()).key();
         let input_ref = self.store(&input, &format!("{attempt_id}/input"), Some(cause));
-        let reserved_ev = self.emit(
-            "control",
-            Body::BudgetReserved {
-                schema_version: V,
-                scope: present.join(","),
-                attempt_id: attempt_id.to_string(),
-                amount: amount.clone(),
-            },
-            Some(cause),
-        );
+        // Reserved against every enclosing scope (none: nothing to record).
+        let reserved_ev = if present.is_empty() {
+            cause.to_string()
+        } else {
+            self.emit(
+                "control",
+                Body::BudgetReserved {
+                    schema_version: V,
+                    scope: present.join(","),
+                    attempt_id: attempt_id.to_string(),
+                    amount: amount.clone(),
+                },
+                Some(cause),
+            )
+        };
         let n = {
             let a = self.attempts.get_mut(attempt_id).expect("attempt exists");
             a.tool_calls += 1;
@@ -974,7 +1034,7 @@ impl Engine {
             return;
         }
         let Some(attempt) = self.attempts.get(attempt_id).cloned() else { return };
-        let Some(node) = self.wf.nodes.get(&attempt.node).cloned() else { return };
+        let Some(node) = self.node(&attempt.node) else { return };
         let Some((agent_name, agent)) = self.agent_of(&node.name) else {
             self.attempt_failed(attempt_id, "unknown_agent", "the node's agent is not declared", cause);
             return;
@@ -1000,11 +1060,13 @@ impl Engine {
                 return;
             }
         };
-        let reserved_ev = self.emit(
-            "control",
-            Body::BudgetReserved { schema_version: V, scope: present.join(","), attempt_id: attempt_id.to_string(), amount },
-            Some(cause),
-        );
+        if !present.is_empty() {
+            self.emit(
+                "control",
+                Body::BudgetReserved { schema_version: V, scope: present.join(","), attempt_id: attempt_id.to_string(), amount },
+                Some(cause),
+            );
+        }
         let output_ty = node.output.clone();
         let node_turn = {
             let n = self.node_turns.entry(node.name.clone()).or_default();
@@ -1034,7 +1096,6 @@ impl Engine {
         a.turn += 1;
         let key = format!("{attempt_id}/t{}", a.turn);
         self.waiting.insert(key.clone(), Waiting::Turn { attempt: attempt_id.to_string() });
-        let _ = reserved_ev;
         self.commands.push(Command { key, request: Request::Agent(Box::new(request)), delay_ms: delay });
     }
 
@@ -1067,7 +1128,7 @@ impl Engine {
 
     fn on_turn(&mut self, attempt_id: &str, reply: AgentReply) {
         let Some(attempt) = self.attempts.get(attempt_id).cloned() else { return };
-        let Some(node) = self.wf.nodes.get(&attempt.node).cloned() else { return };
+        let Some(node) = self.node(&attempt.node) else { return };
         let agent = node.target.first().cloned().unwrap_or_default();
         let (provider, _) = self.agent_of(&node.name).map(|(_, d)| self.provider_for(&node, &d)).unwrap_or_default();
         let used = Usage { tokens: reply.usage.input_tokens + reply.usage.output_tokens, cost: reply.cost, ..Usage::default() };
@@ -1153,7 +1214,7 @@ impl Engine {
             self.repair_or_fail(attempt_id, error.unwrap_or_default(), &turn);
             return;
         };
-        match self.validator(&format!("node.{}.output", node.name), &node.output) {
+        match self.validator("node.output", &node.name, &node.output) {
             Ok(v) => match v.validate(&output) {
                 Ok(()) => self.attempt_succeeded(attempt_id, output, &turn),
                 Err(errors) => self.repair_or_fail(attempt_id, format!("invalid output: {}", errors.join("; ")), &turn),
@@ -1217,7 +1278,7 @@ impl Engine {
         if result.ok {
             if let Some(IrValue::Type(ty)) = self.decl(tool).and_then(|d| d.props.get("output")).cloned() {
                 let output = result.output.clone().unwrap_or(Value::Null);
-                match self.validator(&format!("tool.{tool}.output"), &ty) {
+                match self.validator("tool.output", tool, &ty) {
                     Ok(v) => {
                         if let Err(errors) = v.validate(&output) {
                             result.ok = false;
@@ -1287,7 +1348,7 @@ impl Engine {
             Some(cause),
         );
         self.release(attempt_id, &failed);
-        let Some(node) = self.wf.nodes.get(&a.node).cloned() else { return };
+        let Some(node) = self.node(&a.node) else { return };
         if code == "budget_exhausted" || code == "cancelled" {
             return;
         }
@@ -1334,7 +1395,7 @@ impl Engine {
         }
         // A loop body's failure is the loop's.
         if let Some(lp) = self.loop_of.get(&node.name).cloned() {
-            if let Some(loop_node) = self.wf.nodes.get(&lp).cloned() {
+            if let Some(loop_node) = self.node(&lp) {
                 if let Some(h) = loop_node.handlers.iter().find(|h| h.events.iter().any(|e| e == "failure")).cloned() {
                     let ctx = Ctx { node: Some(lp.clone()), gate: None, event: "failure".into() };
                     self.loops.remove(&lp);
@@ -1365,7 +1426,7 @@ impl Engine {
         let contract = self.nodes.get(name).and_then(|n| n.contract.clone());
         if let (Some(contract), "completed") = (contract, status) {
             if let Some(why) = self.contract_violation(&contract, &output) {
-                if let Some(node) = self.wf.nodes.get(name).cloned() {
+                if let Some(node) = self.node(name) {
                     self.node_failed(&node, "contract_rejected", &format!("contract `{contract}`: {why}"), cause);
                 }
                 return;
@@ -1384,14 +1445,16 @@ impl Engine {
         if let Some(rt) = self.nodes.get_mut(name) {
             rt.running = false;
         }
-        self.budgets.scopes.shift_remove(&format!("node.{name}"));
+        if !self.budgets.scopes.is_empty() {
+            self.budgets.scopes.shift_remove(&format!("node.{name}"));
+        }
         // Task state machine.
         if let Some(IrValue::State { machine, state }) = self.wf.nodes.get(name).and_then(|n| n.props.get("state")).cloned() {
             if let Some(m) = self.program.machines.get(&machine).cloned() {
                 let from = self.task_state.get(&machine).cloned().unwrap_or_else(|| m.initial.clone());
                 let legal = from == state || m.transitions.iter().any(|(a, b)| *a == from && *b == state);
                 if !legal {
-                    if let Some(node) = self.wf.nodes.get(name).cloned() {
+                    if let Some(node) = self.node(name) {
                         let msg = format!("illegal transition {machine}.{from} -> {machine}.{state}");
                         self.node_failed(&node, "illegal_transition", &msg, &done);
                     }
@@ -1421,14 +1484,14 @@ impl Engine {
         if !self.running() {
             return;
         }
-        let node = self.wf.nodes.get(from).cloned();
+        let node = self.node(from);
         if node.as_ref().is_some_and(|n| n.kind == "parallel") {
             return;
         }
         let mut chosen: Option<(String, String)> = None;
         let mut else_edge = None;
-        let edges: Vec<_> = self.wf.edges.iter().filter(|e| e.from == from).cloned().collect();
-        for edge in &edges {
+        let edges = self.out_edges.get(from).cloned().unwrap_or_default();
+        for edge in edges.iter() {
             match &edge.guard {
                 Guard::Always => {
                     chosen = Some((edge.to.clone(), "always".into()));
@@ -1469,7 +1532,7 @@ impl Engine {
             return;
         }
         // A branch with no edge of its own goes to the join that lists it.
-        let join = self.wf.nodes.values().find(|n| n.kind == "join" && n.target.iter().any(|t| t == from)).map(|n| n.name.clone());
+        let join = self.join_of.get(from).cloned();
         if let Some(join) = join {
             self.joins.entry(join.clone()).or_default().insert(from.to_string());
             let join_running = self.nodes.get(&join).is_some_and(|n| n.running);
@@ -1494,7 +1557,7 @@ impl Engine {
     fn contract_violation(&mut self, contract: &str, output: &Value) -> Option<String> {
         let decl = self.decl(contract)?.clone();
         if let Some(IrValue::Type(ty)) = decl.props.get("output") {
-            match self.validator(&format!("contract.{contract}.output"), ty) {
+            match self.validator("contract.output", contract, ty) {
                 Ok(v) => {
                     if let Err(errors) = v.validate(output) {
                         return Some(format!("output does not match: {}", errors.join("; ")));
@@ -1520,7 +1583,7 @@ impl Engine {
     }
 
     fn try_join(&mut self, join: &str, cause: &str) {
-        let Some(node) = self.wf.nodes.get(join).cloned() else { return };
+        let Some(node) = self.node(join) else { return };
         let done: IndexSet<String> = self.joins.get(join).cloned().unwrap_or_default();
         let total = node.target.len();
         let rule = match node.props.get("rule") {
@@ -1563,7 +1626,7 @@ impl Engine {
         }
         let merged = json!({ "results": results, "conflicts": conflicts, "branches": Value::Object(branches) });
         if node.props.contains_key("output") {
-            match self.validator(&format!("node.{join}.output"), &node.output) {
+            match self.validator("node.output", join, &node.output) {
                 Ok(v) => {
                     if let Err(errors) = v.validate(&merged) {
                         let msg = format!("the merged output does not match: {}", errors.join("; "));
@@ -1581,7 +1644,7 @@ impl Engine {
     }
 
     fn round_end(&mut self, lp: &str, cause: &str) {
-        let Some(node) = self.wf.nodes.get(lp).cloned() else { return };
+        let Some(node) = self.node(lp) else { return };
         let round = self.loops.get(lp).map(|l| l.round).unwrap_or(1);
         let converged = match node.props.get("until") {
             Some(IrValue::Expr(e)) => match eval::eval_bool(e, &self.env) {
@@ -1644,7 +1707,7 @@ impl Engine {
 
     /// Crosses the boundary `from -> to`: its gate, its handoff, then `to`.
     fn cross(&mut self, from: &str, to: &str, via: &str, cause: &str) {
-        if let Some(gate) = self.wf.gates.values().find(|g| g.from == from && g.to == to).cloned() {
+        if let Some(gate) = self.gate_on.get(&(from.to_string(), to.to_string())).cloned() {
             self.evaluate_gate(&gate, cause);
             return;
         }
@@ -1671,7 +1734,10 @@ impl Engine {
     fn transfer(&mut self, from: &str, to: &str, input: Value, edge: String) -> Option<(Value, String)> {
         let mut input = input;
         let mut parent = edge;
-        let transfers: Vec<_> = self.wf.transfers.iter().filter(|t| t.from == from && t.to == to).cloned().collect();
+        let transfers: Vec<_> = match self.transfers_from.get(from) {
+            Some(list) => list.iter().filter(|t| t.to == to).cloned().collect(),
+            None => Vec::new(),
+        };
         for transfer in transfers {
             if transfer.kind == "handoff" {
                 let hops = self.hops.entry((from.to_string(), to.to_string())).or_default();
@@ -1738,7 +1804,7 @@ impl Engine {
                     Some(&parent),
                 );
                 if !accepted {
-                    if let Some(node) = self.wf.nodes.get(from).cloned() {
+                    if let Some(node) = self.node(from) {
                         self.node_failed(&node, "handoff_refused", &why, &handoff);
                     }
                     return None;
@@ -1895,7 +1961,7 @@ impl Engine {
                     };
                     let mut outcome = "PASS".to_string();
                     let mut why = None;
-                    match self.validator(&format!("evaluator.{name}"), &ty) {
+                    match self.validator("evaluator", name, &ty) {
                         Ok(v) => {
                             for item in &items {
                                 if let Err(errors) = v.validate(item) {
@@ -2210,7 +2276,7 @@ impl Engine {
                     },
                     Some(request_event),
                 );
-                let Some(n) = self.wf.nodes.get(&node).cloned() else { return };
+                let Some(n) = self.node(&node) else { return };
                 if let Some(h) = n.handlers.iter().find(|h| h.events.contains(&answer.decision)).cloned() {
                     self.env.insert(node.clone(), json!({ "decision": answer.decision, "comment": answer.comment }));
                     let ctx = Ctx { node: Some(node.clone()), gate: None, event: answer.decision.clone() };
@@ -2280,7 +2346,7 @@ impl Engine {
                     Some(request_event),
                 );
                 let node = attempt.split('#').next().unwrap_or_default().to_string();
-                let Some(n) = self.wf.nodes.get(&node).cloned() else { return };
+                let Some(n) = self.node(&node) else { return };
                 if answer.decision == "approve" {
                     self.start_attempt(&n, "reconciled", &applied);
                 } else {
@@ -2322,7 +2388,7 @@ impl Engine {
                 }
             }
             "retry" => {
-                if let Some(node) = ctx.node.as_ref().and_then(|n| self.wf.nodes.get(n)).cloned() {
+                if let Some(node) = ctx.node.as_ref().and_then(|n| self.node(n)) {
                     let attempts = self.nodes.get(&node.name).map(|n| n.attempt_no).unwrap_or(0);
                     if attempts < Self::max_attempts(&node).max(2) {
                         self.start_attempt(&node, "retry", &taken);
@@ -2444,7 +2510,7 @@ impl Engine {
             self.act(&action, &ctx, &format!("budget.{}", ex.scope), &ev);
             return;
         }
-        if let Some(n) = node.and_then(|n| self.wf.nodes.get(n)).cloned() {
+        if let Some(n) = node.and_then(|n| self.node(n)) {
             if let Some(h) = n.handlers.iter().find(|h| h.events.iter().any(|e| e == "budget_exhausted")).cloned() {
                 self.act(&h.action, &ctx, &format!("node.{}", n.name), &ev);
                 return;
@@ -2530,7 +2596,7 @@ impl Engine {
         let expired =
             self.emit("control", Body::LeaseExpired { schema_version: V, attempt_id: a.id.clone(), lease: a.lease.clone() }, Some(cause));
         self.attempts.remove(attempt_id);
-        let Some(node) = self.wf.nodes.get(&a.node).cloned() else { return };
+        let Some(node) = self.node(&a.node) else { return };
         if let Some(tool) = unknown_tool {
             let key = format!("{}:{}", self.cfg.run_id, a.id);
             let rec = self.emit(

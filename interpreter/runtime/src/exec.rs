@@ -87,6 +87,7 @@ pub struct Executors {
     scripts: Mutex<HashMap<String, Script>>,
     replay: Option<Mutex<Replayer>>,
     recorded: Mutex<Vec<Entry>>,
+    recording: bool,
 }
 
 impl std::fmt::Debug for Executors {
@@ -232,7 +233,14 @@ impl Executors {
     /// Executors for `program`, resolving relative paths (scripts, cwd)
     /// against `base_dir` (the directory of the `.flow` file).
     pub fn new(program: Arc<Program>, base_dir: PathBuf) -> Executors {
-        Executors { program, base_dir, scripts: Mutex::new(HashMap::new()), replay: None, recorded: Mutex::new(Vec::new()) }
+        Executors {
+            program,
+            base_dir,
+            scripts: Mutex::new(HashMap::new()),
+            replay: None,
+            recorded: Mutex::new(Vec::new()),
+            recording: false,
+        }
     }
 
     /// Replays from a cassette.
@@ -242,6 +250,12 @@ impl Executors {
             by_key.entry(entry.key.clone()).or_default().push(entry.response.clone());
         }
         self.replay = Some(Mutex::new(Replayer { by_key, used: HashMap::new(), entries: cassette.entries, mode }));
+        self
+    }
+
+    /// Keeps every request and response for [`Executors::recorded`].
+    pub fn recording(mut self) -> Executors {
+        self.recording = true;
         self
     }
 
@@ -291,6 +305,9 @@ impl Executors {
     }
 
     fn record(&self, request: &Request, response: &Response) {
+        if !self.recording {
+            return;
+        }
         if let Ok(mut r) = self.recorded.lock() {
             r.push(Entry { kind: request.kind().into(), key: request.key(), request: request.clone(), response: response.clone() });
         }

@@ -283,8 +283,10 @@ impl Journal for SqliteJournal {
 /// One run in a [`MemoryJournal`].
 #[derive(Debug, Default)]
 struct MemoryRun {
-    /// `events[i]` has seq `i + 1` (seqs have no gaps), with its JSON.
-    events: Vec<(Event, String)>,
+    /// `events[i]` has seq `i + 1` (seqs have no gaps).
+    events: Vec<Event>,
+    /// Events appended but not kept (a sequence-only journal).
+    dropped: u64,
     meta: BTreeMap<String, String>,
 }
 
@@ -293,6 +295,9 @@ struct MemoryRun {
 #[derive(Debug, Default)]
 pub struct MemoryJournal {
     runs: BTreeMap<String, MemoryRun>,
+    /// Check the sequence but keep no events (benchmarks, embedders that
+    /// only observe).
+    sequence_only: bool,
 }
 
 impl MemoryJournal {
@@ -301,22 +306,37 @@ impl MemoryJournal {
         MemoryJournal::default()
     }
 
-    fn recorded_json(&self, run_id: &str, seq: u64) -> Option<&str> {
+    /// A journal that enforces the version check (each append must be the
+    /// next `seq`) but retains no events: for runs that need no resume.
+    pub fn sequence_only() -> MemoryJournal {
+        MemoryJournal { sequence_only: true, ..MemoryJournal::default() }
+    }
+
+    fn recorded(&self, run_id: &str, seq: u64) -> Option<&Event> {
         let run = self.runs.get(run_id)?;
         let index = usize::try_from(seq.checked_sub(1)?).ok()?;
-        run.events.get(index).map(|(_, json)| json.as_str())
+        run.events.get(index)
     }
 
     fn last(&self, run_id: &str) -> u64 {
-        self.runs.get(run_id).map_or(0, |run| run.events.len() as u64)
+        self.runs.get(run_id).map_or(0, |run| run.events.len() as u64 + run.dropped)
+    }
+
+    fn keep(&mut self, event: &Event) {
+        let run = self.runs.entry(event.run_id.clone()).or_default();
+        if self.sequence_only {
+            run.dropped += 1;
+        } else {
+            run.events.push(event.clone());
+        }
     }
 }
 
 impl Journal for MemoryJournal {
     fn append(&mut self, event: &Event) -> Result<Appended, JournalError> {
-        let json = event_json(event)?;
-        if let Some(existing) = self.recorded_json(&event.run_id, event.seq) {
-            return if existing == json {
+        // In memory, events compare structurally: no encoding on the hot path.
+        if let Some(existing) = self.recorded(&event.run_id, event.seq) {
+            return if existing == event {
                 Ok(Appended::Duplicate)
             } else {
                 Err(JournalError::Conflict { run_id: event.run_id.clone(), seq: event.seq })
@@ -326,22 +346,21 @@ impl Journal for MemoryJournal {
         if event.seq != last + 1 {
             return Err(JournalError::Stale { run_id: event.run_id.clone(), expected: last + 1, got: event.seq });
         }
-        self.runs.entry(event.run_id.clone()).or_default().events.push((event.clone(), json));
+        self.keep(event);
         Ok(Appended::New)
     }
 
     fn append_batch(&mut self, events: &[Event]) -> Result<(), JournalError> {
         // Check the whole batch against the journal plus its own earlier
         // events, then apply: all or nothing.
-        let mut pending: Vec<(&Event, String)> = Vec::new();
+        let mut pending: Vec<&Event> = Vec::new();
         let mut last: HashMap<&str, u64> = HashMap::new();
         for event in events {
-            let json = event_json(event)?;
             let existing = self
-                .recorded_json(&event.run_id, event.seq)
-                .or_else(|| pending.iter().find(|(e, _)| e.run_id == event.run_id && e.seq == event.seq).map(|(_, j)| j.as_str()));
+                .recorded(&event.run_id, event.seq)
+                .or_else(|| pending.iter().find(|e| e.run_id == event.run_id && e.seq == event.seq).copied());
             if let Some(existing) = existing {
-                if existing == json {
+                if existing == event {
                     continue;
                 }
                 return Err(JournalError::Conflict { run_id: event.run_id.clone(), seq: event.seq });
@@ -351,16 +370,16 @@ impl Journal for MemoryJournal {
                 return Err(JournalError::Stale { run_id: event.run_id.clone(), expected: run_last + 1, got: event.seq });
             }
             last.insert(event.run_id.as_str(), event.seq);
-            pending.push((event, json));
+            pending.push(event);
         }
-        for (event, json) in pending {
-            self.runs.entry(event.run_id.clone()).or_default().events.push((event.clone(), json));
+        for event in pending {
+            self.keep(event);
         }
         Ok(())
     }
 
     fn events(&self, run_id: &str) -> Result<Vec<Event>, JournalError> {
-        Ok(self.runs.get(run_id).map(|run| run.events.iter().map(|(event, _)| event.clone()).collect()).unwrap_or_default())
+        Ok(self.runs.get(run_id).map(|run| run.events.clone()).unwrap_or_default())
     }
 
     fn last_seq(&self, run_id: &str) -> Result<u64, JournalError> {
@@ -431,6 +450,9 @@ pub trait ArtifactStore: Send {
     /// Reads a value back, verifying its digest ([`JournalError::Corrupt`] on
     /// a mismatch or a missing artifact).
     fn get(&self, artifact: &ArtifactRef) -> Result<serde_json::Value, JournalError>;
+    /// Stores bytes already encoded and digested by [`artifact_ref`] (the
+    /// control plane's hot path: no second encoding or hashing).
+    fn put_encoded(&mut self, artifact: &ArtifactRef, bytes: &[u8]) -> Result<(), JournalError>;
 }
 
 /// Artifacts as files `DIR/<hex[0..2]>/<hex>.json`, each written to a
@@ -511,6 +533,17 @@ impl ArtifactStore for DirArtifacts {
         Ok(artifact)
     }
 
+    fn put_encoded(&mut self, artifact: &ArtifactRef, bytes: &[u8]) -> Result<(), JournalError> {
+        let hex = digest_hex(artifact)?;
+        let shard = self.dir.join(&hex[..2]);
+        let path = shard.join(format!("{hex}.json"));
+        if fs::metadata(&path).map(|m| m.len() == artifact.size).unwrap_or(false) {
+            return Ok(());
+        }
+        self.write_atomically(&shard, &path, hex, bytes)
+            .map_err(|e| JournalError::Storage(format!("cannot write artifact {}: {e}", path.display())))
+    }
+
     fn get(&self, artifact: &ArtifactRef) -> Result<serde_json::Value, JournalError> {
         let hex = digest_hex(artifact)?;
         let path = self.dir.join(&hex[..2]).join(format!("{hex}.json"));
@@ -554,6 +587,13 @@ impl ArtifactStore for MemoryArtifacts {
         let (artifact, bytes) = artifact_ref(value);
         self.by_digest.entry(artifact.digest.clone()).or_insert(bytes);
         Ok(artifact)
+    }
+
+    fn put_encoded(&mut self, artifact: &ArtifactRef, bytes: &[u8]) -> Result<(), JournalError> {
+        if !self.by_digest.contains_key(&artifact.digest) {
+            self.by_digest.insert(artifact.digest.clone(), bytes.to_vec());
+        }
+        Ok(())
     }
 
     fn get(&self, artifact: &ArtifactRef) -> Result<serde_json::Value, JournalError> {
@@ -790,6 +830,16 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn sequence_only_journals_check_order_but_keep_nothing() {
+        let mut j = MemoryJournal::sequence_only();
+        j.append(&ev("r", 1, "a")).unwrap();
+        j.append_batch(&[ev("r", 2, "b"), ev("r", 3, "c")]).unwrap();
+        assert_eq!(j.last_seq("r").unwrap(), 3);
+        assert!(j.events("r").unwrap().is_empty());
+        assert!(matches!(j.append(&ev("r", 5, "e")), Err(JournalError::Stale { expected: 4, got: 5, .. })));
     }
 
     #[test]

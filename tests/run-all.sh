@@ -28,6 +28,9 @@ bash .ci/install-sarif-schema.sh >/dev/null
 echo "== cargo test"
 cargo test --workspace --locked
 
+echo "== MCP tools against real MCP servers (npm: server-filesystem, server-everything)"
+bash tests/mcp/run.sh
+
 echo "== the language server, driven by a real LSP client (pygls)"
 bash tests/lsp/run.sh
 

@@ -67,6 +67,10 @@ enum Command {
         /// Do not use NAME.cassette.yaml next to the flow.
         #[arg(long)]
         no_cassette: bool,
+        /// Point a provider at another endpoint: NAME=BASE_URL (repeatable),
+        /// e.g. `--provider-url local=http://127.0.0.1:8080/v1`.
+        #[arg(long, value_name = "NAME=URL")]
+        provider_url: Vec<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -156,8 +160,8 @@ fn fail(error: RunError) -> u8 {
 
 async fn dispatch(cli: Cli) -> u8 {
     match cli.command {
-        Command::Run { file, run_dir, run_id, workflow, input, record, replay, no_cassette, common } => {
-            run(file, run_dir, run_id, workflow, input, record, replay, no_cassette, common).await
+        Command::Run { file, run_dir, run_id, workflow, input, record, replay, no_cassette, provider_url, common } => {
+            run(file, run_dir, run_id, workflow, input, record, replay, no_cassette, &provider_url, common).await
         }
         Command::Resume { run, common } => {
             let dir = match run_dir_of(&run) {
@@ -410,12 +414,28 @@ async fn run(
     record: Option<PathBuf>,
     replay: Option<PathBuf>,
     no_cassette: bool,
+    provider_urls: &[String],
     common: Common,
 ) -> u8 {
-    let (plan, base) = match compile(&file) {
+    let (mut plan, base) = match compile(&file) {
         Ok(p) => p,
         Err(code) => return code,
     };
+    for spec in provider_urls {
+        let Some((name, url)) = spec.split_once('=') else {
+            eprintln!("flow: --provider-url takes NAME=URL, not `{spec}`");
+            return exit::USAGE;
+        };
+        match plan.program.decls.get_mut(name) {
+            Some(decl) if decl.kind == flow_check::spec::Kind::Provider => {
+                decl.props.insert("base_url".into(), flow_check::ir::Value::Str(url.to_string()));
+            }
+            _ => {
+                eprintln!("flow: --provider-url: no provider named `{name}`");
+                return exit::USAGE;
+            }
+        }
+    }
     let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("flow").trim_end_matches(".plan").to_string();
     let input_path = input.or_else(|| Some(base.join(format!("{stem}.input.json"))).filter(|p| p.exists()));
     let input = match &input_path {
@@ -576,6 +596,7 @@ fn show(run: &str) -> u8 {
                 format!("  {agent}: turn, {} tokens{}", usage.tokens, error.as_ref().map(|e| format!(" — {e}")).unwrap_or_default())
             }
             Body::ToolCallStarted { tool, .. } => format!("  call {tool}"),
+            Body::ToolCallRefused { tool, reason, .. } => format!("  {tool} refused: {reason}"),
             Body::ToolCallCompleted { tool, ok, error, .. } => {
                 format!("  {tool} {}{}", if *ok { "ok" } else { "failed" }, error.as_ref().map(|e| format!(": {e}")).unwrap_or_default())
             }

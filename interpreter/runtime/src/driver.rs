@@ -575,12 +575,29 @@ fn owner() -> String {
 }
 
 fn executors(program: Arc<Program>, base_dir: &Path, replay: &Option<(PathBuf, ReplayMode)>, record: bool) -> Result<Executors, RunError> {
-    let exec = Executors::new(program, base_dir.to_path_buf());
+    let secrets = secrets_of(&program);
+    let exec = Executors::new(program, base_dir.to_path_buf()).with_secrets(secrets);
     let exec = if record { exec.recording() } else { exec };
     Ok(match replay {
         Some((path, mode)) => exec.with_cassette(Cassette::load(path).map_err(RunError::Usage)?, *mode),
         None => exec,
     })
+}
+
+/// The values of the environment variables that hold API keys
+/// (providers' `api_key_env`): redacted from everything the run writes.
+pub fn secrets_of(program: &Program) -> Vec<String> {
+    let mut secrets = Vec::new();
+    for decl in program.decls.values() {
+        if let Some(IrValue::Str(name)) = decl.props.get("api_key_env") {
+            if let Ok(value) = std::env::var(name) {
+                if !value.is_empty() && !secrets.contains(&value) {
+                    secrets.push(value);
+                }
+            }
+        }
+    }
+    secrets
 }
 
 fn max_concurrency(program: &Program, workflow: Option<&str>) -> usize {

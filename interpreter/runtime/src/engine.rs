@@ -182,6 +182,7 @@ pub struct Engine {
     join_of: HashMap<String, String>,
     node_turns: HashMap<String, u32>,
     last_time: (u64, String),
+    mcp_calls: HashMap<String, u64>,
     recorded_digests: std::collections::HashSet<String>,
     pending_slice: HashMap<String, Value>,
     pending_contract: HashMap<String, String>,
@@ -229,6 +230,11 @@ fn ref_name(v: Option<&IrValue>) -> Option<&str> {
 
 /// Replaces `{field}` in a template with the input's fields.
 pub fn template(text: &str, input: &Value) -> String {
+    template_with(text, input, |s| s.to_string())
+}
+
+/// [`template`], passing each substituted value through `encode`.
+pub fn template_with(text: &str, input: &Value, encode: impl Fn(&str) -> String) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(open) = rest.find('{') {
@@ -239,8 +245,8 @@ pub fn template(text: &str, input: &Value) -> String {
                 let field = &after[..close];
                 let value = field.split('.').try_fold(input, |v, f| v.get(f));
                 match value {
-                    Some(Value::String(s)) => out.push_str(s),
-                    Some(other) => out.push_str(&other.to_string()),
+                    Some(Value::String(s)) => out.push_str(&encode(s)),
+                    Some(other) => out.push_str(&encode(&other.to_string())),
                     None => {
                         out.push('{');
                         out.push_str(field);
@@ -353,6 +359,7 @@ impl Engine {
             join_of,
             node_turns: HashMap::new(),
             last_time: (0, String::new()),
+            mcp_calls: HashMap::new(),
             recorded_digests: std::collections::HashSet::new(),
             pending_slice: HashMap::new(),
             pending_contract: HashMap::new(),
@@ -884,6 +891,23 @@ impl Engine {
             );
             return;
         }
+        // An MCP server's quota: calls per run at that server.
+        if decl.variant.as_deref() == Some("mcp") {
+            if let Some(quota) = int(decl.props.get("quota")) {
+                let server = names(decl.props.get("server")).join(" ");
+                let used = self.mcp_calls.entry(server.clone()).or_default();
+                if *used >= quota {
+                    let msg = format!("the quota of {quota} calls at `{server}` is used up");
+                    if agent.is_some() {
+                        self.feed_tool_error(attempt_id, tool, &msg, cause);
+                    } else {
+                        self.attempt_failed(attempt_id, "quota_exhausted", &msg, cause);
+                    }
+                    return;
+                }
+                *used += 1;
+            }
+        }
         let scopes = self.scopes_for(&node, agent);
         let amount = Usage { tool_calls: 1, ..Usage::default() };
         let present = match self.budgets.reserve(&scopes, &amount, false) {
@@ -952,7 +976,20 @@ impl Engine {
     }
 
     fn feed_tool_error(&mut self, attempt_id: &str, tool: &str, message: &str, cause: &str) {
-        let warn = self.emit("control", Body::Warning { schema_version: V, message: format!("tool call refused: {message}") }, Some(cause));
+        let node = self.attempts.get(attempt_id).map(|a| a.node.clone()).unwrap_or_default();
+        let agent = self.node(&node).and_then(|n| (n.kind == "agent").then(|| n.target.first().cloned()).flatten());
+        let warn = self.emit(
+            "control",
+            Body::ToolCallRefused {
+                schema_version: V,
+                tool: tool.to_string(),
+                node,
+                attempt_id: attempt_id.to_string(),
+                agent,
+                reason: message.to_string(),
+            },
+            Some(cause),
+        );
         if let Some(a) = self.attempts.get_mut(attempt_id) {
             a.tool_results.push(json!({ "tool": tool, "ok": false, "error": message }));
         }

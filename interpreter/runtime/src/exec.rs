@@ -88,6 +88,10 @@ pub struct Executors {
     replay: Option<Mutex<Replayer>>,
     recorded: Mutex<Vec<Entry>>,
     recording: bool,
+    client: reqwest::Client,
+    mcp: crate::mcp::McpPool,
+    /// Values that must never be written anywhere (API keys).
+    secrets: Vec<String>,
 }
 
 impl std::fmt::Debug for Executors {
@@ -235,11 +239,14 @@ impl Executors {
     pub fn new(program: Arc<Program>, base_dir: PathBuf) -> Executors {
         Executors {
             program,
-            base_dir,
+            base_dir: base_dir.clone(),
             scripts: Mutex::new(HashMap::new()),
             replay: None,
             recorded: Mutex::new(Vec::new()),
             recording: false,
+            client: reqwest::Client::new(),
+            mcp: crate::mcp::McpPool::new(base_dir.clone()),
+            secrets: Vec::new(),
         }
     }
 
@@ -251,6 +258,34 @@ impl Executors {
         }
         self.replay = Some(Mutex::new(Replayer { by_key, used: HashMap::new(), entries: cassette.entries, mode }));
         self
+    }
+
+    /// Values to redact from every response before anyone sees it.
+    pub fn with_secrets(mut self, secrets: Vec<String>) -> Executors {
+        self.secrets = secrets.into_iter().filter(|s| s.len() >= 4).collect();
+        self
+    }
+
+    /// Replaces every secret in a response with `[REDACTED]`.
+    pub fn redact(&self, response: Response) -> Response {
+        if self.secrets.is_empty() {
+            return response;
+        }
+        let Ok(mut text) = serde_json::to_string(&response) else { return response };
+        let mut changed = false;
+        for secret in &self.secrets {
+            // As it appears inside a JSON string.
+            let escaped = serde_json::to_string(secret).unwrap_or_default();
+            let escaped = escaped.trim_matches('"');
+            if !escaped.is_empty() && text.contains(escaped) {
+                text = text.replace(escaped, "[REDACTED]");
+                changed = true;
+            }
+        }
+        if !changed {
+            return response;
+        }
+        serde_json::from_str(&text).unwrap_or(response)
     }
 
     /// Keeps every request and response for [`Executors::recorded`].
@@ -325,13 +360,16 @@ impl Executors {
             return Ok(response);
         }
         let response = match request {
-            Request::Agent(a) => Response::Agent(self.agent_turn(a)),
+            Request::Agent(a) => Response::Agent(self.agent_turn(a).await),
             Request::Tool(t) => Response::Tool(self.tool(t, timeout_ms).await),
             Request::Probe(p) => Response::Probe(self.probe(p).await),
             Request::Human(h) => {
                 return Err(Miss(format!("no answer for the decision on `{}` (humans are asked by the driver)", h.subject)))
             }
         };
+        // Secrets never get past the data plane: not into the journal, the
+        // trace, the artifacts or a cassette.
+        let response = self.redact(response);
         self.record(request, &response);
         Ok(response)
     }
@@ -349,12 +387,18 @@ impl Executors {
         Ok(script)
     }
 
-    fn agent_turn(&self, request: &AgentRequest) -> AgentReply {
+    async fn agent_turn(&self, request: &AgentRequest) -> AgentReply {
         let Some(provider) = self.program.decls.get(&request.provider) else {
             return AgentReply { error: Some(format!("no provider `{}`", request.provider)), ..AgentReply::default() };
         };
         match provider.variant.as_deref() {
             Some("scripted") => {}
+            Some("openai") => {
+                return match crate::openai::OpenAiProvider::from_decl(provider) {
+                    Ok(p) => crate::openai::chat(&self.client, &p, request).await,
+                    Err(e) => AgentReply { error: Some(e), ..AgentReply::default() },
+                };
+            }
             Some(other) => {
                 return AgentReply {
                     error: Some(format!(
@@ -445,6 +489,26 @@ impl Executors {
                     Err(e) => ToolResult { ok: false, error: Some(e), ..ToolResult::default() },
                 }
             }
+            Some("http") => self.http_tool(decl, request, timeout_ms).await,
+            Some("mcp") => {
+                let server = strings(decl, "server");
+                let remote = word(decl, "remote_name").unwrap_or(&request.tool).to_string();
+                // Only what the server offers under the declared name.
+                match self.mcp.tools(&server).await {
+                    Ok(offered) if offered.iter().any(|(name, _)| *name == remote) => {
+                        match self.mcp.call(&server, &remote, request.input.clone(), timeout_ms).await {
+                            Ok(output) => ToolResult { ok: true, output: Some(output), ..ToolResult::default() },
+                            Err(e) => ToolResult { ok: false, error: Some(e), ..ToolResult::default() },
+                        }
+                    }
+                    Ok(_) => ToolResult {
+                        ok: false,
+                        error: Some(format!("the MCP server `{}` offers no tool `{remote}`", server.join(" "))),
+                        ..ToolResult::default()
+                    },
+                    Err(e) => ToolResult { ok: false, error: Some(e), ..ToolResult::default() },
+                }
+            }
             Some(other) => ToolResult {
                 ok: false,
                 error: Some(format!(
@@ -459,6 +523,63 @@ impl Executors {
         result
     }
 
+    /// An `http` tool: `url` with `{field}`s filled (percent-encoded) from
+    /// the input; the input as the JSON body for POST, PUT and PATCH; the
+    /// idempotency key as an `Idempotency-Key` header; a 2xx JSON reply is
+    /// the output.
+    async fn http_tool(&self, decl: &Decl, request: &ToolRequest, timeout_ms: Option<u64>) -> ToolResult {
+        let fail = |message: String, code: Option<&str>| ToolResult {
+            ok: false,
+            error: Some(message),
+            error_code: code.map(str::to_string),
+            ..ToolResult::default()
+        };
+        let Some(url) = word(decl, "url") else { return fail("http tool without a url".into(), None) };
+        let url = crate::engine::template_with(url, &request.input, percent_encode);
+        let method = word(decl, "method").unwrap_or("POST").to_ascii_uppercase();
+        let method = match reqwest::Method::from_bytes(method.as_bytes()) {
+            Ok(m) => m,
+            Err(_) => return fail(format!("unknown HTTP method `{method}`"), None),
+        };
+        let mut builder = self.client.request(method.clone(), &url);
+        if let Some(IrValue::Record(headers)) = decl.props.get("headers") {
+            for (name, value) in headers {
+                if let IrValue::Str(v) | IrValue::Word(v) = value {
+                    builder = builder.header(name.as_str(), v.as_str());
+                }
+            }
+        }
+        if let Some(key) = &request.idempotency_key {
+            builder = builder.header("Idempotency-Key", key.as_str());
+        }
+        if matches!(method, reqwest::Method::POST | reqwest::Method::PUT | reqwest::Method::PATCH) {
+            builder = builder.json(&request.input);
+        }
+        if let Some(ms) = timeout_ms {
+            builder = builder.timeout(Duration::from_millis(ms));
+        }
+        let response = match builder.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => return fail(format!("{method} {url} timed out"), Some("timeout")),
+            Err(e) => return fail(format!("{method} {url} failed: {e}"), None),
+        };
+        let status = response.status();
+        let body = match response.text().await {
+            Ok(b) => b,
+            Err(e) => return fail(format!("{method} {url}: cannot read the reply: {e}"), None),
+        };
+        if !status.is_success() {
+            return fail(format!("{method} {url} answered {status}: {}", body.chars().take(200).collect::<String>()), None);
+        }
+        if body.trim().is_empty() {
+            return ToolResult { ok: true, output: Some(Value::Null), ..ToolResult::default() };
+        }
+        match serde_json::from_str(&body) {
+            Ok(v) => ToolResult { ok: true, output: Some(v), ..ToolResult::default() },
+            Err(e) => fail(format!("{method} {url}: the reply is not JSON: {e}"), Some("invalid_output")),
+        }
+    }
+
     async fn probe(&self, request: &ProbeRequest) -> ProbeResult {
         let env: Vec<String> = vec!["PATH".into()];
         match run_command(&request.argv, &env, &self.base_dir, request.timeout_ms).await {
@@ -466,6 +587,19 @@ impl Executors {
             Err((_, message)) => ProbeResult { exit_code: None, output: None, error: Some(message) },
         }
     }
+}
+
+/// Percent-encodes a value substituted into a URL.
+pub fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 fn tail(text: &str) -> String {

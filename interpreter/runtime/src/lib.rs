@@ -20,5 +20,7 @@ pub mod engine;
 pub mod eval;
 pub mod exec;
 pub mod journal;
+pub mod mcp;
+pub mod openai;
 pub mod proto;
 pub mod validate;

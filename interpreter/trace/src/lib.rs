@@ -284,6 +284,18 @@ pub enum Body {
         error: Option<String>,
         duration_ms: u64,
     },
+    /// A tool call an agent asked for and the control plane refused (not
+    /// allowed for the agent, invalid input, a human said no): a probe of a
+    /// restricted edge. Nothing was called.
+    ToolCallRefused {
+        schema_version: u32,
+        tool: String,
+        node: String,
+        attempt_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+        reason: String,
+    },
     /// A gate's outcome, with each evaluator's verdict.
     GateRecorded {
         schema_version: u32,
@@ -441,6 +453,7 @@ impl Body {
             Body::Delegation { .. } => "delegation",
             Body::ToolCallStarted { .. } => "tool_call_started",
             Body::ToolCallCompleted { .. } => "tool_call_completed",
+            Body::ToolCallRefused { .. } => "tool_call_refused",
             Body::GateRecorded { .. } => "gate_recorded",
             Body::DecisionRequested { .. } => "decision_requested",
             Body::DecisionApplied { .. } => "decision_applied",
@@ -469,7 +482,7 @@ pub fn otel_name(kind: &str) -> &'static str {
         "run_started" | "run_resumed" | "run_paused" | "run_terminated" => "invoke_workflow",
         "node_started" | "node_completed" | "node_failed" | "attempt_started" | "attempt_completed" | "attempt_failed" => "invoke_agent",
         "agent_turn" => "chat",
-        "tool_call_started" | "tool_call_completed" => "execute_tool",
+        "tool_call_started" | "tool_call_completed" | "tool_call_refused" => "execute_tool",
         "gate_recorded" => "gen_ai.evaluation.result",
         _ => "flow.event",
     }

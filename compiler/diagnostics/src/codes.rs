@@ -655,6 +655,50 @@ Example:
 
 Fix: add `machine: Task` to the workflow."#;
 
+    POLICY_VIOLATED = "E1001", "policy violated",
+r#"The model checker found a run of the workflow that violates a policy
+(reference §8). The witness is that run, step by step: as numbered labels in
+the source, and as trace events in the vocabulary of `flow run`
+(`flowc verify --witness-dir DIR` writes it as JSONL; `flow trace check`
+reports the same violation on it). A run that can cycle forever while an
+`eventually`, `until` or `within` is still owed is shown as a lasso: the
+prefix, then the cycle. What the data plane decides (an agent's output, a
+tool's result, which `when` guard holds, a gate's outcome, a human's
+decision) is a free choice of the model, so the witness may need a model
+or a human to answer in a particular way.
+
+Example:
+
+    workflow w {
+      start: draft
+      node draft: agent writer { output: { text: string } }
+      node ship: tool deploy { args: {} }
+      node done: end shipped
+      draft -> ship -> done
+      policy reviewed: never started(ship) before approved(editor)
+    }
+
+Fix: add the missing gate, decision or edge so that no run breaks the
+policy, or correct the policy."#;
+
+    POLICY_UNKNOWN = "W1001", "policy not decided",
+r#"The model checker could not decide a policy: the product of the
+workflow's abstract state space and the policy's automaton exceeds the
+state bound (`--max-states`, default 2,000,000), or the policy has more
+than 64 distinct atoms. Nothing is claimed: the policy is neither proven
+nor refuted (it is never reported as holding).
+
+Example:
+
+    workflow w {
+      start: fan
+      node fan: parallel [a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12]
+      ...
+    }
+
+Fix: raise `--max-states`, reduce parallel branches or loop bounds, or
+split the workflow."#;
+
     UNUSED_DECLARATION = "W0001", "unused declaration",
 r#"A top-level declaration in this file is never referred to: an agent no
 node runs, a tool no agent or node uses, a type nothing mentions, a

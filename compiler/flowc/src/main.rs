@@ -41,6 +41,15 @@ enum Command {
         /// tool edges, delegation edges, gate outlets) to this JSON file.
         #[arg(long, value_name = "FILE.json")]
         obligations: Option<PathBuf>,
+        /// Write witness runs as trace JSONL: one file per violated policy
+        /// (`WORKFLOW.POLICY.jsonl`) and, under `cover/`, an example run per
+        /// coverage obligation that can be covered; `index.json` lists them.
+        #[arg(long, value_name = "DIR")]
+        witness_dir: Option<PathBuf>,
+        /// The model checker's bound on states per policy and workflow;
+        /// beyond it a policy is reported as not decided (W1001).
+        #[arg(long, value_name = "N", default_value_t = flow_verify::policies::DEFAULT_MAX_STATES)]
+        max_states: usize,
     },
     /// Build a verified plan: the checked, typed IR with source digests.
     /// Refuses (exit 1) when the program has errors.
@@ -116,7 +125,9 @@ use flow_lsp::fs::{normalize, FsLoader};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Verify { files, format, color, obligations } => verify(&files, format, color, obligations.as_deref()),
+        Command::Verify { files, format, color, obligations, witness_dir, max_states } => {
+            verify(&files, format, color, obligations.as_deref(), witness_dir.as_deref(), max_states)
+        }
         Command::Build { file, output, emit } => build(&file, &output, emit),
         Command::Graph { file, format } => graph(&file, format),
         Command::Fmt { files, check } => fmt(&files, check),
@@ -148,20 +159,31 @@ struct Compiled {
     checked: flow_check::Checked,
     /// Checker and verifier diagnostics together, sorted.
     diagnostics: Vec<Diagnostic>,
+    /// Every policy checked against every workflow it applies to.
+    policies: Vec<flow_verify::policies::PolicyReport>,
+    /// The digest of the program's sources (as in its plan).
+    digest: String,
 }
 
-fn compile(db: &mut SourceDb, path: &Path) -> Result<Compiled, UsageError> {
+fn compile(db: &mut SourceDb, path: &Path, max_states: usize) -> Result<Compiled, UsageError> {
+    let first = db.len() as u32;
     let text = read_source(path)?;
     let root = db.add(normalize(path), text);
     let checked = check_program(db, root, &FsLoader);
     let mut diagnostics = checked.diagnostics.clone();
     // Static verification reads the IR, which is whole only when checking
     // found no errors.
+    let files: Vec<(&str, &str)> = (first..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
+    let (digest, _) = flow_check::plan::source_digest(&files);
+    let mut policies = Vec::new();
     if !checked.has_errors() {
         diagnostics.extend(flow_verify::verify(&checked.program));
+        // The model checker: every policy against every workflow.
+        policies = flow_verify::policies::check_policies(&checked.program, &digest, max_states);
+        diagnostics.extend(policies.iter().filter_map(|p| p.diagnostic.clone()));
     }
     sort_diagnostics(&mut diagnostics);
-    Ok(Compiled { checked, diagnostics })
+    Ok(Compiled { checked, diagnostics, policies, digest })
 }
 
 fn fail(error: UsageError) -> ExitCode {
@@ -182,17 +204,29 @@ fn write_file(path: &Path, contents: &str) -> Result<(), UsageError> {
     std::fs::write(path, contents).map_err(|e| UsageError(format!("cannot write {}: {e}", path.display())))
 }
 
-fn verify(files: &[PathBuf], format: Format, color: Color, obligations: Option<&Path>) -> ExitCode {
+fn verify(
+    files: &[PathBuf],
+    format: Format,
+    color: Color,
+    obligations: Option<&Path>,
+    witness_dir: Option<&Path>,
+    max_states: usize,
+) -> ExitCode {
     let mut db = SourceDb::new();
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     let mut policies = Vec::new();
     let mut all_obligations = Vec::new();
     for path in files {
-        let compiled = match compile(&mut db, path) {
+        let compiled = match compile(&mut db, path, max_states) {
             Ok(compiled) => compiled,
             Err(error) => return fail(error),
         };
-        policies.extend(policy_statuses(&compiled.checked.program));
+        policies.extend(policy_statuses(&db, &compiled));
+        if let Some(dir) = witness_dir {
+            if let Err(error) = write_witnesses(dir, &compiled, max_states) {
+                return fail(error);
+            }
+        }
         if !compiled.checked.has_errors() {
             all_obligations.extend(flow_verify::obligations::obligations(&compiled.checked.program));
         }
@@ -241,7 +275,7 @@ fn verify(files: &[PathBuf], format: Format, color: Color, obligations: Option<&
 
 fn build(path: &Path, output: &Path, emit: Emit) -> ExitCode {
     let mut db = SourceDb::new();
-    let compiled = match compile(&mut db, path) {
+    let compiled = match compile(&mut db, path, flow_verify::policies::DEFAULT_MAX_STATES) {
         Ok(compiled) => compiled,
         Err(error) => return fail(error),
     };
@@ -326,7 +360,7 @@ fn fmt(files: &[PathBuf], check: bool) -> ExitCode {
 
 fn graph(path: &Path, format: GraphFormat) -> ExitCode {
     let mut db = SourceDb::new();
-    let compiled = match compile(&mut db, path) {
+    let compiled = match compile(&mut db, path, flow_verify::policies::DEFAULT_MAX_STATES) {
         Ok(compiled) => compiled,
         Err(error) => return fail(error),
     };
@@ -345,22 +379,74 @@ fn graph(path: &Path, format: GraphFormat) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Every policy of a checked program with its verification status. The
-/// model checker is not implemented yet, so every status is `unknown`:
-/// the policy is well-formed, and neither proven nor refuted.
-fn policy_statuses(program: &flow_check::ir::Program) -> Vec<serde_json::Value> {
-    let top = program.policies.iter().map(|p| (None, p));
-    let nested = program.workflows.values().flat_map(|w| w.policies.iter().map(move |p| (Some(w.name.as_str()), p)));
-    top.chain(nested)
-        .map(|(workflow, policy)| {
+/// Every policy of a program with its verdict per workflow: `holds`,
+/// `violated` (with the witness) or `unknown` (state bound exceeded). A
+/// program with errors is not model checked: its policies are `unknown`.
+fn policy_statuses(db: &SourceDb, compiled: &Compiled) -> Vec<serde_json::Value> {
+    if compiled.checked.has_errors() {
+        let program = &compiled.checked.program;
+        let top = program.policies.iter().map(|p| (None, p));
+        let nested = program.workflows.values().flat_map(|w| w.policies.iter().map(move |p| (Some(w.name.as_str()), p)));
+        return top
+            .chain(nested)
+            .map(|(workflow, policy)| serde_json::json!({ "name": policy.name, "workflow": workflow, "status": "unknown", "states": 0, "witness": null }))
+            .collect();
+    }
+    compiled
+        .policies
+        .iter()
+        .map(|p| {
             serde_json::json!({
-                "name": policy.name,
-                "workflow": workflow,
-                "status": "unknown",
-                "witness": null,
+                "name": p.name,
+                "workflow": p.workflow,
+                "status": p.status,
+                "states": p.states,
+                "witness": p.witness.as_ref().map(|w| render::witness_json(db, w)),
             })
         })
         .collect()
+}
+
+/// Writes the witnesses of one program under `dir`.
+fn write_witnesses(dir: &Path, compiled: &Compiled, max_states: usize) -> Result<(), UsageError> {
+    if compiled.checked.has_errors() {
+        return Ok(());
+    }
+    let cover_dir = dir.join("cover");
+    std::fs::create_dir_all(&cover_dir).map_err(|e| UsageError(format!("cannot create {}: {e}", cover_dir.display())))?;
+    let jsonl = |events: &[flow_trace::Event]| -> String {
+        events.iter().filter_map(|e| serde_json::to_string(e).ok()).map(|l| l + "\n").collect()
+    };
+    let mut index_path = dir.join("index.json");
+    let mut index: serde_json::Value = std::fs::read_to_string(&index_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| serde_json::json!({ "violations": [], "cover": [], "uncovered": [] }));
+    for report in compiled.policies.iter().filter(|p| p.status == "violated") {
+        let name = format!("{}.{}.jsonl", report.workflow, report.name);
+        write_file(&dir.join(&name), &jsonl(&report.events))?;
+        if let Some(list) = index["violations"].as_array_mut() {
+            list.push(serde_json::json!({ "policy": report.name, "workflow": report.workflow, "file": name }));
+        }
+    }
+    for (obligation, run) in flow_verify::policies::positive_witnesses(&compiled.checked.program, &compiled.digest, max_states) {
+        match run {
+            Some(events) => {
+                let name = format!("cover/{}.{}.jsonl", obligation.workflow, obligation.id.replace([':', '>', '/'], "_"));
+                write_file(&dir.join(&name), &jsonl(&events))?;
+                if let Some(list) = index["cover"].as_array_mut() {
+                    list.push(serde_json::json!({ "obligation": obligation.id, "workflow": obligation.workflow, "file": name }));
+                }
+            }
+            None => {
+                if let Some(list) = index["uncovered"].as_array_mut() {
+                    list.push(serde_json::json!({ "obligation": obligation.id, "workflow": obligation.workflow }));
+                }
+            }
+        }
+    }
+    index_path.set_extension("json");
+    write_file(&index_path, &(serde_json::to_string_pretty(&index).unwrap_or_default() + "\n"))
 }
 
 fn explain(code: Option<&str>, list: bool) -> ExitCode {

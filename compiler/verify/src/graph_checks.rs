@@ -475,6 +475,13 @@ fn routers(flow: &FlowGraph<'_>, types: &Types<'_>, reached: &Parents, out: &mut
     }
 }
 
+/// Whether some value of the tested output makes every guard false (for
+/// the model checker: whether "no guard holds" is a possible outcome).
+pub(crate) fn guards_can_all_fail(types: &Types<'_>, guards: &[&TExpr]) -> bool {
+    let covers: Vec<Option<(String, Ty, Cover)>> = guards.iter().map(|g| cover(types, g)).collect();
+    exhaustive_gap(types, &covers).is_some()
+}
+
 /// Whether the guards cover every case; if not, a sentence naming a case
 /// they miss.
 fn exhaustive_gap(types: &Types<'_>, covers: &[Option<(String, Ty, Cover)>]) -> Option<String> {

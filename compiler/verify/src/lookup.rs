@@ -39,3 +39,19 @@ pub fn is_risky_tool(program: &Program, tool: &str) -> bool {
             || matches!(t.props.get("risk"), Some(Value::Word(r)) if r == "high" || r == "critical")
     })
 }
+
+/// A single-word property: a word, string, node or reference name.
+pub fn word(value: Option<&Value>) -> Option<&str> {
+    match value? {
+        Value::Word(w) | Value::Str(w) | Value::Node(w) | Value::Ref { name: w, .. } => Some(w),
+        _ => None,
+    }
+}
+
+/// A whole-number property.
+pub fn int(value: Option<&Value>) -> Option<u64> {
+    match value? {
+        Value::Int(i) if *i >= 0 => Some(*i as u64),
+        _ => None,
+    }
+}

@@ -1,0 +1,432 @@
+//! The model checker: each policy's automaton (flow-policy) in product with
+//! the workflow's abstract state space (model.rs).
+//!
+//! Breadth-first search from the initial state finds the shortest
+//! counterexample (in transitions): a state where the residual is `false`
+//! (a safety violation at that event) or a final state whose residual does
+//! not accept the end of the trace (an obligation left open). Residuals
+//! that became `true` are not explored further: nothing can violate them.
+//! When the workflow's runs need not be finite (no budget, no deadline), a
+//! reachable cycle of states whose residual keeps an obligation open at every
+//! position is a lasso counterexample. More than `max_states` product states
+//! gives "unknown", never "holds".
+
+use crate::model::{Label, Model, NodeId, DECISIONS, OUTCOMES, ZONES};
+use flow_policy::{Automaton, Mask, Obs};
+use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Usage};
+use indexmap::IndexSet;
+use petgraph::graph::{DiGraph, NodeIndex};
+use rustc_hash::{FxBuildHasher, FxHashMap};
+use std::collections::VecDeque;
+
+/// A counterexample: the events (labels) of the run, and for a lasso the
+/// index of the first label of the repeating cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counterexample {
+    pub labels: Vec<Label>,
+    pub cycle_start: Option<usize>,
+    /// What was still owed when it ended (for an open obligation).
+    pub owed: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Holds,
+    Violated(Counterexample),
+    /// The state space exceeds the bound.
+    Unknown(usize),
+}
+
+/// The outcome of checking one policy against one workflow.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub verdict: Verdict,
+    /// Product states explored.
+    pub states: usize,
+}
+
+type Visited = IndexSet<(crate::model::St, u32), FxBuildHasher>;
+
+/// The observation of a label, for atoms.
+pub fn obs<'m>(model: &'m Model, label: &Label) -> Option<Obs<'m>> {
+    let node = |n: &NodeId| model.node_name(*n);
+    Some(match label {
+        Label::Started(n) => Obs::Started(node(n)),
+        Label::Completed(n) => Obs::Completed(node(n)),
+        Label::Failed(n) => Obs::Failed(node(n)),
+        Label::Called(t, a, _) => Obs::Called { tool: &model.tools[*t as usize], by: a.map(|a| model.agents[a as usize].as_str()) },
+        Label::Refused(t, a, _) => Obs::Refused { tool: &model.tools[*t as usize], by: a.map(|a| model.agents[a as usize].as_str()) },
+        Label::HandedOff(a, b) => Obs::HandedOff { from: node(a), to: node(b) },
+        Label::Outcome(g, o) => Obs::Outcome { gate: &model.gate_names[*g as usize], outcome: OUTCOMES[*o as usize] },
+        Label::Decided(s, d, p) => Obs::Decided {
+            subject: &model.subjects[*s as usize],
+            decision: DECISIONS[*d as usize],
+            by: model.principals.get(*p as usize).map(String::as_str).unwrap_or(""),
+        },
+        Label::Zone(z) => Obs::Zone(ZONES[*z as usize]),
+        Label::Terminated(r) => Obs::Terminated(model.reasons.get_index(*r as usize).map(String::as_str).unwrap_or("")),
+        Label::Edge(..) | Label::Exhausted => return None,
+    })
+}
+
+/// Checks one policy automaton against a model.
+pub fn check(model: &Model, automaton: &mut Automaton, max_states: usize) -> Outcome {
+    let mut masks: FxHashMap<Label, Option<Mask>> = FxHashMap::default();
+    let mut visited: Visited = IndexSet::with_hasher(FxBuildHasher);
+    let mut parent: Vec<(u32, Option<Label>)> = Vec::new();
+    let mut edges: Vec<(u32, u32)> = Vec::new();
+    let lasso = !model.finite_runs;
+    let init = model.initial();
+    let q0 = automaton.init();
+    if Automaton::is_true(q0) {
+        return Outcome { verdict: Verdict::Holds, states: 0 };
+    }
+    visited.insert((init, q0));
+    parent.push((u32::MAX, None));
+    let mut succ = Vec::new();
+    let mut idx = 0usize;
+    while idx < visited.len() {
+        let (st, q) = visited.get_index(idx).cloned().expect("index in range");
+        if !st.is_final() {
+            model.successors(&st, &mut succ);
+        } else {
+            succ.clear();
+        }
+        if succ.is_empty() {
+            // The run ends here: the residual must accept the end.
+            if !automaton.accepts_end(q) {
+                let owed = automaton.residual(q);
+                let mut cx = path(&parent, idx);
+                cx.owed = Some(owed);
+                return Outcome { verdict: Verdict::Violated(cx), states: visited.len() };
+            }
+        }
+        for (label, next) in succ.drain(..) {
+            let q2 = match label {
+                Some(l) => {
+                    let mask = *masks.entry(l).or_insert_with(|| obs(model, &l).map(|o| automaton.mask(&o)));
+                    match mask {
+                        Some(m) => automaton.step(q, m),
+                        None => q,
+                    }
+                }
+                None => q,
+            };
+            if Automaton::is_true(q2) {
+                continue;
+            }
+            let (j, new) = visited.insert_full((next, q2));
+            if new {
+                parent.push((idx as u32, label));
+                if Automaton::is_false(q2) {
+                    return Outcome { verdict: Verdict::Violated(path(&parent, j)), states: visited.len() };
+                }
+                if visited.len() > max_states {
+                    return Outcome { verdict: Verdict::Unknown(max_states), states: visited.len() };
+                }
+            }
+            if lasso {
+                edges.push((idx as u32, j as u32));
+            }
+        }
+        idx += 1;
+    }
+    if lasso {
+        if let Some(cx) = find_lasso(&visited, &parent, &edges, automaton) {
+            return Outcome { verdict: Verdict::Violated(cx), states: visited.len() };
+        }
+    }
+    Outcome { verdict: Verdict::Holds, states: visited.len() }
+}
+
+fn path(parent: &[(u32, Option<Label>)], mut i: usize) -> Counterexample {
+    let mut labels = Vec::new();
+    while let Some(&(p, label)) = parent.get(i) {
+        if let Some(l) = label {
+            labels.push(l);
+        }
+        if p == u32::MAX {
+            break;
+        }
+        i = p as usize;
+    }
+    labels.reverse();
+    Counterexample { labels, cycle_start: None, owed: None }
+}
+
+/// A reachable cycle along which the residual never accepts the end (an
+/// obligation stays open at every position), as prefix + cycle.
+fn find_lasso(
+    visited: &Visited,
+    parent: &[(u32, Option<Label>)],
+    edges: &[(u32, u32)],
+    automaton: &mut Automaton,
+) -> Option<Counterexample> {
+    let open: Vec<bool> = visited.iter().map(|(st, q)| !st.is_final() && !automaton.accepts_end(*q)).collect();
+    let mut graph: DiGraph<(), Option<Label>> = DiGraph::with_capacity(visited.len(), edges.len());
+    for _ in 0..visited.len() {
+        graph.add_node(());
+    }
+    // Edge labels: the label of the transition, recovered from a parent
+    // link when it is one, else looked up again below.
+    let mut labels: FxHashMap<(u32, u32), Option<Label>> = FxHashMap::default();
+    for (j, &(p, l)) in parent.iter().enumerate() {
+        if p != u32::MAX {
+            labels.insert((p, j as u32), l);
+        }
+    }
+    for &(a, b) in edges {
+        if open[a as usize] && open[b as usize] {
+            graph.add_edge(NodeIndex::new(a as usize), NodeIndex::new(b as usize), labels.get(&(a, b)).copied().flatten());
+        }
+    }
+    let sccs = petgraph::algo::tarjan_scc(&graph);
+    let cyclic = sccs
+        .into_iter()
+        .filter(|c| c.len() > 1 || graph.find_edge(c[0], c[0]).is_some())
+        .min_by_key(|c| c.iter().map(|n| n.index()).min().unwrap_or(usize::MAX))?;
+    let entry = *cyclic.iter().min_by_key(|n| n.index())?;
+    let members: rustc_hash::FxHashSet<NodeIndex> = cyclic.iter().copied().collect();
+    // Shortest cycle through the entry, inside the component.
+    let mut back: FxHashMap<NodeIndex, (NodeIndex, Option<Label>)> = FxHashMap::default();
+    let mut queue = VecDeque::from([entry]);
+    let mut closing = None;
+    'search: while let Some(n) = queue.pop_front() {
+        for e in graph.edges(n) {
+            use petgraph::visit::EdgeRef;
+            let t = e.target();
+            if !members.contains(&t) {
+                continue;
+            }
+            if t == entry {
+                closing = Some((n, *e.weight()));
+                break 'search;
+            }
+            if let std::collections::hash_map::Entry::Vacant(v) = back.entry(t) {
+                v.insert((n, *e.weight()));
+                queue.push_back(t);
+            }
+        }
+    }
+    let (last, last_label) = closing?;
+    let mut cycle = Vec::new();
+    if let Some(l) = last_label {
+        cycle.push(l);
+    }
+    let mut cur = last;
+    while cur != entry {
+        let (p, l) = back[&cur];
+        if let Some(l) = l {
+            cycle.push(l);
+        }
+        cur = p;
+    }
+    cycle.reverse();
+    let mut cx = path(parent, entry.index());
+    let start = cx.labels.len();
+    cx.labels.extend(cycle);
+    cx.cycle_start = Some(start);
+    let (_, q) = visited.get_index(entry.index())?;
+    cx.owed = Some(automaton.residual(*q));
+    Some(cx)
+}
+
+/// A shortest run that emits a label `wanted` accepts and then ends (a
+/// positive witness for a coverage obligation), if the model has one
+/// within `max_states`.
+pub fn cover(model: &Model, wanted: impl Fn(&Label) -> bool, max_states: usize) -> Option<Vec<Label>> {
+    // Search over (state, covered?) and stop at the first final state reached covered.
+    let mut visited: IndexSet<(crate::model::St, bool), FxBuildHasher> = IndexSet::with_hasher(FxBuildHasher);
+    let mut parent: Vec<(u32, Option<Label>)> = Vec::new();
+    visited.insert((model.initial(), false));
+    parent.push((u32::MAX, None));
+    let mut succ = Vec::new();
+    let mut idx = 0;
+    while idx < visited.len() && visited.len() <= max_states {
+        let (st, covered) = visited.get_index(idx).cloned()?;
+        if st.is_final() {
+            if covered {
+                return Some(path(&parent, idx).labels);
+            }
+            idx += 1;
+            continue;
+        }
+        model.successors(&st, &mut succ);
+        if succ.is_empty() && covered {
+            return Some(path(&parent, idx).labels);
+        }
+        for (label, next) in succ.drain(..) {
+            let c = covered || label.as_ref().is_some_and(&wanted);
+            let (_, new) = visited.insert_full((next, c));
+            if new {
+                parent.push((idx as u32, label));
+            }
+        }
+        idx += 1;
+    }
+    None
+}
+
+/// The witness run as trace events, in the vocabulary of `flow run`.
+pub fn events(model: &Model, labels: &[Label], run_id: &str, plan_digest: &str) -> Vec<Event> {
+    let mut out: Vec<Event> = Vec::new();
+    let mut visits: FxHashMap<NodeId, u32> = FxHashMap::default();
+    let mut zone = 0usize;
+    let mut calls = 0u32;
+    let payload = ArtifactRef { digest: format!("sha256:{}", "0".repeat(64)), size: 0 };
+    let push = |out: &mut Vec<Event>, producer: &str, body: Body| {
+        let seq = out.len() as u64 + 1;
+        out.push(Event {
+            run_id: run_id.to_string(),
+            execution_id: "exec-1".into(),
+            seq,
+            event_id: Event::id_for(run_id, seq),
+            parent_event_id: None,
+            producer: producer.to_string(),
+            body,
+            time: "1970-01-01T00:00:00Z".into(),
+        });
+    };
+    push(
+        &mut out,
+        "control",
+        Body::RunStarted { schema_version: 1, workflow: model.workflow.name.clone(), plan_digest: plan_digest.to_string(), input: None },
+    );
+    let name = |n: &NodeId| model.node_name(*n).to_string();
+    for label in labels {
+        match label {
+            Label::Started(n) => {
+                let v = visits.entry(*n).or_default();
+                *v += 1;
+                let body = Body::NodeStarted { schema_version: 1, node: name(n), node_kind: model.node_kind(*n).to_string(), visit: *v };
+                push(&mut out, "control", body);
+            }
+            Label::Completed(n) => {
+                let body = Body::NodeCompleted { schema_version: 1, node: name(n), status: "completed".into(), output: None };
+                push(&mut out, "control", body);
+            }
+            Label::Failed(n) => {
+                let body = Body::NodeFailed {
+                    schema_version: 1,
+                    node: name(n),
+                    error_code: "failure".into(),
+                    message: "the visit failed (a choice of the model)".into(),
+                };
+                push(&mut out, "control", body);
+            }
+            Label::Called(t, a, n) => {
+                calls += 1;
+                let tool = model.tools[*t as usize].clone();
+                let attempt_id = format!("{}#{}.1", name(n), visits.get(n).copied().unwrap_or(1));
+                let body = Body::ToolCallStarted {
+                    schema_version: 1,
+                    tool: tool.clone(),
+                    node: name(n),
+                    attempt_id: attempt_id.clone(),
+                    agent: a.map(|a| model.agents[a as usize].clone()),
+                    request_key: format!("witness-call-{calls}"),
+                    idempotency_key: None,
+                    input: payload.clone(),
+                };
+                push(&mut out, &format!("tool.{tool}"), body);
+                let done = Body::ToolCallCompleted {
+                    schema_version: 1,
+                    tool: tool.clone(),
+                    attempt_id,
+                    ok: true,
+                    output: None,
+                    error: None,
+                    duration_ms: 0,
+                };
+                push(&mut out, &format!("tool.{tool}"), done);
+            }
+            Label::Refused(t, a, n) => {
+                let body = Body::ToolCallRefused {
+                    schema_version: 1,
+                    tool: model.tools[*t as usize].clone(),
+                    node: name(n),
+                    attempt_id: format!("{}#{}.1", name(n), visits.get(n).copied().unwrap_or(1)),
+                    agent: a.map(|a| model.agents[a as usize].clone()),
+                    reason: "not allowed for this agent".into(),
+                };
+                push(&mut out, "control", body);
+            }
+            Label::HandedOff(a, b) => {
+                let transfer = model.workflow.transfers.iter().find(|t| t.kind == "handoff" && t.from == name(a) && t.to == name(b));
+                let context = transfer.and_then(|t| crate::lookup::word(t.props.get("context"))).unwrap_or("isolated").to_string();
+                let fields = transfer.map(|t| crate::lookup::names(t.props.get("context_fields"))).unwrap_or_default();
+                let body = Body::Handoff {
+                    schema_version: 1,
+                    from: name(a),
+                    to: name(b),
+                    reason: None,
+                    context,
+                    context_fields: fields,
+                    payload: payload.clone(),
+                    accepted: true,
+                };
+                push(&mut out, &format!("node.{}", name(a)), body);
+            }
+            Label::Outcome(g, o) => {
+                let (from, to) = model.gate_nodes(*g);
+                let trigger = match model.node_agent(from) {
+                    Some(agent) if model.node_kind(from) == "agent" => format!("agent.{agent} on node_completed"),
+                    _ => "control on node_completed".to_string(),
+                };
+                let outcome = OUTCOMES[*o as usize].to_string();
+                let gate = model.gate_names[*g as usize].clone();
+                let body = Body::GateRecorded {
+                    schema_version: 1,
+                    gate: gate.clone(),
+                    from: name(&from),
+                    to: name(&to),
+                    outcome: outcome.clone(),
+                    reason: None,
+                    evaluators: vec![EvaluatorResult { evaluator: "model".into(), outcome, reason: None, error: false }],
+                    trigger,
+                };
+                push(&mut out, &format!("gate.{gate}"), body);
+            }
+            Label::Decided(s, d, p) => {
+                let subject = model.subjects[*s as usize].clone();
+                let by = model.principals.get(*p as usize).cloned().unwrap_or_default();
+                let decision = DECISIONS[*d as usize].to_string();
+                let requested = Body::DecisionRequested {
+                    schema_version: 1,
+                    subject: subject.clone(),
+                    deciders: vec![by.clone()],
+                    decisions: vec![decision.clone()],
+                };
+                push(&mut out, "control", requested);
+                let applied = Body::DecisionApplied { schema_version: 1, subject, decision, by: by.clone(), action: "continue".into() };
+                push(&mut out, &format!("human.{by}"), applied);
+            }
+            Label::Zone(z) => {
+                let body = Body::BudgetZoneChanged {
+                    schema_version: 1,
+                    scope: "run".into(),
+                    from: ZONES[zone].into(),
+                    to: ZONES[*z as usize].into(),
+                    actions: Vec::new(),
+                };
+                zone = *z as usize;
+                push(&mut out, "control", body);
+            }
+            Label::Terminated(r) => {
+                let reason = model.reasons.get_index(*r as usize).cloned().unwrap_or_default();
+                let body = Body::RunTerminated { schema_version: 1, reason, status: "success".into(), output: None };
+                push(&mut out, "control", body);
+            }
+            Label::Edge(a, b, via) => {
+                let body = Body::EdgeTaken { schema_version: 1, from: name(a), to: name(b), via: model.via(*via) };
+                push(&mut out, "control", body);
+            }
+            Label::Exhausted => {
+                let body = Body::BudgetExhausted { schema_version: 1, scope: "run".into(), limit: "budget".into() };
+                push(&mut out, "control", body);
+            }
+        }
+    }
+    let _ = Usage::default();
+    out
+}

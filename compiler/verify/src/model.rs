@@ -1,0 +1,1321 @@
+//! The abstract semantics of a workflow, for the model checker.
+//!
+//! A state is the set of running branches (*threads*: a node and where its
+//! visit is), the counters that bound iterations (loop rounds, `max_visits`,
+//! map items), the last decision of each human node, whether anyone has
+//! approved anything yet, join arrivals, the budget zone, and whether the
+//! run terminated. A transition moves one thread and emits at most one
+//! [`Label`] — an abstract trace event. What the data plane decides is a
+//! nondeterministic choice: whether an agent or tool node completes,
+//! fails (after its retries) or exhausts the budget; which of an agent's
+//! allowed tools it calls; which `when` guards hold (except guards on a human
+//! node's `decision`, which the state knows); a gate's outcome among those its
+//! evaluators and `on_error` can produce; every decision a decider may take;
+//! whether a loop converged. Branches of a `parallel` interleave.
+//!
+//! The abstraction over-approximates the runtime (engine.rs) with these
+//! documented exceptions (reference §8.4): an agent calls each of its tools
+//! at most once per visit, in declaration order; a handoff is always
+//! accepted; `max_hops`, deadlines and cancellation from outside are not
+//! modelled; a map runs its item node at most `max_items` times (twice when
+//! it declares no bound).
+
+use crate::lookup::{int, names, word};
+use crate::obligations::Obligation;
+use flow_check::ir::{Action, Guard, Handler, Program, TExpr, TExprKind, Value, Workflow};
+use indexmap::IndexSet;
+
+pub type NodeId = u16;
+
+/// An abstract trace event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Label {
+    Started(NodeId),
+    Completed(NodeId),
+    Failed(NodeId),
+    /// A tool call (tool index, calling agent index, node).
+    Called(u16, Option<u16>, NodeId),
+    Refused(u16, Option<u16>, NodeId),
+    HandedOff(NodeId, NodeId),
+    /// A gate outcome (gate index, outcome index into [`OUTCOMES`]).
+    Outcome(u16, u8),
+    /// A decision (subject index, decision index into [`DECISIONS`], principal index).
+    Decided(u16, u8, u16),
+    /// A budget zone entered (index into [`ZONES`]).
+    Zone(u8),
+    /// The run terminated (reason index).
+    Terminated(u16),
+    /// Control moved along an edge (not a policy step): from, to, via index into [`VIAS`].
+    Edge(NodeId, NodeId, u8),
+    /// A budget was exhausted (not a policy step).
+    Exhausted,
+}
+
+pub const OUTCOMES: [&str; 3] = ["PASS", "REQUIRES_DECISION", "BLOCK"];
+pub const DECISIONS: [&str; 4] = ["approve", "revise", "replan", "reject"];
+pub const ZONES: [&str; 4] = ["green", "yellow", "red", "fuse"];
+pub const VIAS: [&str; 10] = ["always", "when", "else", "goto", "activate", "revise", "replan", "fanout", "loop_round", "join"];
+const VIA_GATE: u8 = 200;
+
+/// Where a thread is in its node's visit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Phase {
+    Start,
+    /// Agent node: considering tool `i` (allowed tools, then restricted probes).
+    Tools(u8),
+    /// Agent node: tool `i` needs a human confirmation.
+    ToolConfirm(u8),
+    /// Agent node: tool `i` is called (after a confirmation).
+    ToolCall(u8),
+    /// Tool node: its tool needs a human confirmation.
+    NodeConfirm,
+    /// The visit fails now (over `max_visits`, a refused confirmation).
+    FailNow,
+    /// Tool node: the call.
+    NodeCall,
+    /// Agent or tool node: completes, fails, exhausts the budget, or changes zone.
+    Finish,
+    /// After a `retry` action: the last attempt.
+    Retried,
+    Human,
+    Complete,
+    Leave,
+    Gate(u16),
+    Decide(u16),
+    Enter(NodeId),
+    Handoff(NodeId),
+    Jump(NodeId, u8),
+    Escalate(u16),
+    RoundEnd(NodeId),
+    MapNext,
+    Fanout,
+    JoinArrive(NodeId),
+    Terminate(u16),
+}
+
+/// An abstract state.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct St {
+    /// Running threads, sorted (so interleavings that meet are one state).
+    pub threads: Vec<(NodeId, Phase)>,
+    /// Counters: see `Model::slots`.
+    pub vars: Vec<u32>,
+    pub approved: bool,
+    pub zone: u8,
+    pub done: bool,
+}
+
+impl St {
+    /// Whether the run ended here (terminated, or nothing left to run).
+    pub fn is_final(&self) -> bool {
+        self.done || self.threads.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Agent,
+    Tool,
+    Human,
+    End,
+    Parallel,
+    Join,
+    Loop,
+    Map,
+    Other,
+}
+
+#[derive(Debug, Clone)]
+struct ToolUse {
+    tool: u16,
+    confirm: bool,
+    /// A restricted tool the agent may ask for and be refused.
+    probe: bool,
+}
+
+/// A handler's action in its context, resolved once.
+#[derive(Debug, Clone)]
+struct Site {
+    action: Action,
+    node: Option<NodeId>,
+    gate: Option<u16>,
+    event: String,
+}
+
+#[derive(Debug, Clone)]
+struct GateInfo {
+    from: NodeId,
+    to: NodeId,
+    outcomes: Vec<u8>,
+    /// Per event (outcomes, decisions, `timeout`): the handler site.
+    on: Vec<(String, u16)>,
+    deciders: Vec<u16>,
+    decisions: Vec<u8>,
+    subject: u16,
+    reason: Option<String>,
+    replan_scope: Option<NodeId>,
+}
+
+#[derive(Debug, Clone)]
+struct NodeInfo {
+    name: String,
+    kind: Kind,
+    targets: Vec<NodeId>,
+    agent: Option<u16>,
+    tools: Vec<ToolUse>,
+    /// Tool node: its tool and whether it needs confirmation.
+    tool: Option<(u16, bool)>,
+    principals: Vec<u16>,
+    decisions: Vec<u8>,
+    subject: u16,
+    end_reason: u16,
+    /// Edges in declaration order: target and guard.
+    edges: Vec<(NodeId, Guard)>,
+    in_loop: Option<NodeId>,
+    join_of: Option<NodeId>,
+    map_of: Option<NodeId>,
+    /// Resolved handlers for node events (`failure`, `timeout`, decisions, `exhausted`).
+    on: Vec<(String, u16)>,
+    on_failure_word: Option<String>,
+    max_visits: Option<(usize, u32)>,
+    loop_slot: usize,
+    loop_max: u32,
+    loop_until: bool,
+    map_bound: u32,
+    join_slot: usize,
+    join_rule: String,
+    can_timeout: bool,
+    /// Human node: the slot of its last decision.
+    dec_slot: usize,
+    /// Whether every `when` guard can be false at once (no written
+    /// default): false when the guards provably cover the tested value.
+    guards_can_fail: bool,
+    /// Per edge, and for a loop's `until`: the nodes whose outputs the
+    /// condition reads (reading one that never completed is an error).
+    edge_refs: Vec<Vec<NodeId>>,
+    until_refs: Vec<NodeId>,
+}
+
+/// The abstract model of one workflow.
+#[derive(Debug)]
+pub struct Model<'p> {
+    pub program: &'p Program,
+    pub workflow: &'p Workflow,
+    nodes: Vec<NodeInfo>,
+    gates: Vec<GateInfo>,
+    pub gate_names: Vec<String>,
+    pub tools: Vec<String>,
+    pub agents: Vec<String>,
+    pub principals: Vec<String>,
+    pub subjects: Vec<String>,
+    pub reasons: IndexSet<String>,
+    sites: Vec<Site>,
+    start: Option<NodeId>,
+    slots: usize,
+    /// Whether every run is finite: the workflow has a budget (exhaustion is
+    /// possible at every agent or tool step) or a deadline.
+    pub finite_runs: bool,
+    exhaustible: bool,
+    exhaust_site: Option<u16>,
+    zones: Vec<(u8, bool)>,
+    escalate_to: Vec<u16>,
+    handoffs: Vec<(NodeId, NodeId)>,
+    delegations: Vec<(NodeId, NodeId)>,
+    workflow_on: Vec<(String, u16)>,
+    /// The first slot of the bitset of nodes that have an output.
+    done_base: usize,
+}
+
+fn intern(list: &mut Vec<String>, name: &str) -> u16 {
+    match list.iter().position(|n| n == name) {
+        Some(i) => i as u16,
+        None => {
+            list.push(name.to_string());
+            (list.len() - 1) as u16
+        }
+    }
+}
+
+impl<'p> Model<'p> {
+    /// The model of `workflow`. `zones` says whether budget zones matter
+    /// (some policy names a zone); `obligations` lists the restricted tool
+    /// edges an agent may probe.
+    pub fn new(program: &'p Program, workflow: &'p Workflow, zones: bool, obligations: &[Obligation]) -> Model<'p> {
+        let node_index = |name: &str| workflow.nodes.get_index_of(name).map(|i| i as NodeId);
+        let mut m = Model {
+            program,
+            workflow,
+            nodes: Vec::new(),
+            gates: Vec::new(),
+            gate_names: Vec::new(),
+            tools: Vec::new(),
+            agents: Vec::new(),
+            principals: Vec::new(),
+            subjects: Vec::new(),
+            reasons: IndexSet::new(),
+            sites: Vec::new(),
+            start: None,
+            slots: 0,
+            finite_runs: false,
+            exhaustible: false,
+            exhaust_site: None,
+            zones: Vec::new(),
+            escalate_to: Vec::new(),
+            handoffs: Vec::new(),
+            delegations: Vec::new(),
+            workflow_on: Vec::new(),
+            done_base: 0,
+        };
+        m.start = word(workflow.props.get("start")).and_then(node_index);
+        let budget = workflow.props.get("budget").and_then(|v| match v {
+            Value::Ref { name, .. } => program.decls.get(name).map(|d| &d.props),
+            Value::Record(r) => Some(r),
+            _ => None,
+        });
+        m.exhaustible = budget.is_some();
+        m.finite_runs = budget.is_some() || workflow.props.contains_key("deadline");
+        for p in names(workflow.props.get("escalate_to")) {
+            let i = intern(&mut m.principals, &p);
+            m.escalate_to.push(i);
+        }
+        // Every node, before anything refers to them by index.
+        for (name, node) in &workflow.nodes {
+            let kind = match node.kind.as_str() {
+                "agent" => Kind::Agent,
+                "tool" => Kind::Tool,
+                "human" => Kind::Human,
+                "end" => Kind::End,
+                "parallel" => Kind::Parallel,
+                "join" => Kind::Join,
+                "loop" => Kind::Loop,
+                "map" => Kind::Map,
+                _ => Kind::Other,
+            };
+            let subject = intern(&mut m.subjects, name);
+            m.nodes.push(NodeInfo {
+                name: name.clone(),
+                kind,
+                targets: Vec::new(),
+                agent: None,
+                tools: Vec::new(),
+                tool: None,
+                principals: Vec::new(),
+                decisions: Vec::new(),
+                subject,
+                end_reason: 0,
+                edges: Vec::new(),
+                in_loop: None,
+                join_of: None,
+                map_of: None,
+                on: Vec::new(),
+                on_failure_word: None,
+                max_visits: None,
+                loop_slot: 0,
+                loop_max: 1,
+                loop_until: false,
+                map_bound: 2,
+                join_slot: 0,
+                join_rule: "all".into(),
+                can_timeout: false,
+                dec_slot: 0,
+                guards_can_fail: true,
+                edge_refs: Vec::new(),
+                until_refs: Vec::new(),
+            });
+        }
+        let confirm_of =
+            |tool: &str| program.decls.get(tool).and_then(|d| d.props.get("confirm")).is_some_and(|v| matches!(v, Value::Bool(true)));
+        for (i, (name, node)) in workflow.nodes.iter().enumerate() {
+            let targets: Vec<NodeId> = node.target.iter().filter_map(|t| node_index(t)).collect();
+            let mut info = m.nodes[i].clone();
+            info.targets = targets.clone();
+            match info.kind {
+                Kind::Agent => {
+                    if let Some(agent) = node.target.first() {
+                        let a = intern(&mut m.agents, agent);
+                        info.agent = Some(a);
+                        let allowed = program.decls.get(agent).map(|d| names(d.props.get("tools"))).unwrap_or_default();
+                        for tool in &allowed {
+                            let t = intern(&mut m.tools, tool);
+                            info.tools.push(ToolUse { tool: t, confirm: confirm_of(tool), probe: false });
+                            intern(&mut m.subjects, &format!("confirm.{tool}"));
+                        }
+                        for o in obligations.iter().filter(|o| o.kind == "restricted_tool_edge" && o.workflow == workflow.name) {
+                            if o.subject.first() == Some(agent) {
+                                if let Some(tool) = o.subject.get(1) {
+                                    let t = intern(&mut m.tools, tool);
+                                    if !info.tools.iter().any(|u| u.tool == t) {
+                                        info.tools.push(ToolUse { tool: t, confirm: false, probe: true });
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                Kind::Tool => {
+                    if let Some(tool) = node.target.first() {
+                        let t = intern(&mut m.tools, tool);
+                        info.tool = Some((t, confirm_of(tool)));
+                        intern(&mut m.subjects, &format!("confirm.{tool}"));
+                    }
+                }
+                Kind::Human => {
+                    for p in &node.target {
+                        let pi = intern(&mut m.principals, p);
+                        info.principals.push(pi);
+                    }
+                    let ds = match node.props.get("decisions") {
+                        Some(v @ Value::List(_)) => names(Some(v)),
+                        _ => vec!["approve".into(), "reject".into()],
+                    };
+                    info.decisions = ds.iter().filter_map(|d| DECISIONS.iter().position(|x| x == d).map(|x| x as u8)).collect();
+                    info.can_timeout = node.props.contains_key("timeout");
+                    info.dec_slot = m.slots;
+                    m.slots += 1;
+                }
+                Kind::End => {
+                    let reason = node.target.first().cloned().unwrap_or_else(|| name.clone());
+                    info.end_reason = m.reasons.insert_full(reason).0 as u16;
+                }
+                Kind::Loop => {
+                    info.loop_slot = m.slots;
+                    m.slots += 1;
+                    info.loop_max = int(node.props.get("max_rounds")).unwrap_or(1).max(1) as u32;
+                    info.loop_until = node.props.contains_key("until");
+                }
+                Kind::Map => {
+                    info.loop_slot = m.slots;
+                    m.slots += 1;
+                    info.map_bound = int(node.props.get("max_items")).unwrap_or(2) as u32;
+                }
+                Kind::Join => {
+                    info.join_slot = m.slots;
+                    m.slots += 1;
+                    info.join_rule = match node.props.get("rule") {
+                        Some(Value::JoinRule { rule, .. }) => rule.clone(),
+                        Some(Value::Word(w)) => w.clone(),
+                        _ => "all".into(),
+                    };
+                }
+                _ => {}
+            }
+            if let Some(max) = int(node.props.get("max_visits")) {
+                info.max_visits = Some((m.slots, max as u32));
+                m.slots += 1;
+            }
+            info.on_failure_word = word(node.props.get("on_failure")).map(str::to_string);
+            m.nodes[i] = info;
+        }
+        // Membership: loops, joins, maps.
+        for i in 0..m.nodes.len() {
+            let kind = m.nodes[i].kind;
+            let targets = m.nodes[i].targets.clone();
+            for t in targets {
+                match kind {
+                    Kind::Loop => m.nodes[t as usize].in_loop = Some(i as NodeId),
+                    Kind::Join => m.nodes[t as usize].join_of = Some(i as NodeId),
+                    Kind::Map => m.nodes[t as usize].map_of = Some(i as NodeId),
+                    _ => {}
+                }
+            }
+        }
+        for edge in &workflow.edges {
+            if let (Some(a), Some(b)) = (node_index(&edge.from), node_index(&edge.to)) {
+                let refs = match &edge.guard {
+                    Guard::When(e) => refs_of(e, &node_index),
+                    _ => Vec::new(),
+                };
+                m.nodes[a as usize].edges.push((b, edge.guard.clone()));
+                m.nodes[a as usize].edge_refs.push(refs);
+            }
+        }
+        let types = crate::types::Types::new(program);
+        for (i, node) in workflow.nodes.values().enumerate() {
+            let guards: Vec<&TExpr> = m.nodes[i]
+                .edges
+                .iter()
+                .filter_map(|(_, g)| match g {
+                    Guard::When(e) => Some(e),
+                    _ => None,
+                })
+                .collect();
+            if !guards.is_empty() {
+                m.nodes[i].guards_can_fail = crate::graph_checks::guards_can_all_fail(&types, &guards);
+            }
+            if let Some(Value::Expr(e)) = node.props.get("until") {
+                m.nodes[i].until_refs = refs_of(e, &node_index);
+            }
+        }
+        m.done_base = m.slots;
+        m.slots += m.nodes.len().div_ceil(32);
+        for t in &workflow.transfers {
+            if let (Some(a), Some(b)) = (node_index(&t.from), node_index(&t.to)) {
+                if t.kind == "handoff" {
+                    m.handoffs.push((a, b));
+                } else {
+                    m.delegations.push((a, b));
+                }
+            }
+        }
+        // Handlers.
+        for (i, node) in workflow.nodes.values().enumerate() {
+            let on = m.sites_for(&node.handlers, Some(i as NodeId), None);
+            m.nodes[i].on = on;
+            if m.nodes[i].kind == Kind::Human {
+                m.nodes[i].can_timeout &= m.nodes[i].on.iter().any(|(e, _)| e == "timeout");
+            }
+        }
+        m.workflow_on = m.sites_for(&workflow.handlers, None, None);
+        for (gi, (name, gate)) in workflow.gates.iter().enumerate() {
+            m.gate_names.push(name.clone());
+            let subject = intern(&mut m.subjects, name);
+            let on = m.sites_for(&gate.handlers, node_index(&gate.from), Some(gi as u16));
+            let exits = crate::gates::possible_exits(gate, program);
+            let outcomes: Vec<u8> = (0..3u8).filter(|o| exits.iter().any(|e| e == OUTCOMES[*o as usize])).collect();
+            let deciders = match gate.props.get("decided_by") {
+                Some(v) => names(Some(v)),
+                None => names(workflow.props.get("escalate_to")),
+            };
+            let deciders = deciders.iter().map(|p| intern(&mut m.principals, p)).collect();
+            let decisions = match gate.props.get("decisions") {
+                Some(v) => names(Some(v)),
+                None => DECISIONS.iter().map(|d| d.to_string()).collect(),
+            };
+            m.gates.push(GateInfo {
+                from: node_index(&gate.from).unwrap_or(0),
+                to: node_index(&gate.to).unwrap_or(0),
+                outcomes,
+                on,
+                deciders,
+                decisions: decisions.iter().filter_map(|d| DECISIONS.iter().position(|x| x == d).map(|x| x as u8)).collect(),
+                subject,
+                reason: word(gate.props.get("reason")).map(str::to_string),
+                replan_scope: names(gate.props.get("replan_scope")).first().and_then(|n| node_index(n)),
+            });
+        }
+        if let Some(budget) = budget {
+            if let Some(Value::Action(a)) = budget.get("on_exhausted") {
+                m.exhaust_site = Some(m.site(a.clone(), None, None, "budget_exhausted"));
+            }
+            if zones {
+                if let Some(Value::List(items)) = budget.get("zones") {
+                    for item in items {
+                        if let Value::Record(r) = item {
+                            let z = word(r.get("zone")).and_then(|z| ZONES.iter().position(|x| *x == z)).unwrap_or(0) as u8;
+                            let actions: Vec<String> = match r.get("action") {
+                                Some(Value::Action(a)) => vec![a.name.clone()],
+                                Some(Value::List(l)) => l
+                                    .iter()
+                                    .filter_map(|v| match v {
+                                        Value::Action(a) => Some(a.name.clone()),
+                                        _ => None,
+                                    })
+                                    .collect(),
+                                _ => Vec::new(),
+                            };
+                            let ends = actions.iter().any(|a| crate::flowgraph::is_terminating(a));
+                            m.zones.push((z, ends));
+                        }
+                    }
+                }
+            }
+        }
+        // Termination reasons known up front.
+        for reason in [
+            "dead_end",
+            "halted",
+            "partial_result",
+            "fallback",
+            "budget_exhausted",
+            "escalation_reject",
+            "failure",
+            "timeout",
+            "invalid_output",
+            "block",
+            "requires_decision",
+            "reject",
+            "exhausted",
+            "unmodelled_reason",
+        ] {
+            m.reasons.insert(reason.to_string());
+        }
+        for gate in &m.gates {
+            if let Some(r) = &gate.reason {
+                m.reasons.insert(r.clone());
+            }
+        }
+        for site in &m.sites {
+            if let Some(arg) = site.action.args.first() {
+                m.reasons.insert(arg.clone());
+            }
+        }
+        for i in 0..m.nodes.len() {
+            let r = format!("{}_failed", m.nodes[i].name);
+            m.reasons.insert(r);
+        }
+        for s in 0..m.sites.len() {
+            let reason = m.site_reason(s);
+            m.reasons.insert(reason);
+        }
+        m
+    }
+
+    fn site(&mut self, action: Action, node: Option<NodeId>, gate: Option<u16>, event: &str) -> u16 {
+        if action.name == "escalate" {
+            let p = action.args.first().cloned().unwrap_or_default();
+            intern(&mut self.principals, &p);
+            intern(&mut self.subjects, &format!("escalation.{p}"));
+        }
+        self.sites.push(Site { action, node, gate, event: event.to_string() });
+        (self.sites.len() - 1) as u16
+    }
+
+    fn sites_for(&mut self, handlers: &[Handler], node: Option<NodeId>, gate: Option<u16>) -> Vec<(String, u16)> {
+        let mut out = Vec::new();
+        for h in handlers {
+            for e in &h.events {
+                let s = self.site(h.action.clone(), node, gate, e);
+                out.push((e.clone(), s));
+            }
+        }
+        out
+    }
+
+    /// The termination reason a site's action would give (for
+    /// terminating actions; others give an unused name).
+    fn site_reason(&self, s: usize) -> String {
+        let site = &self.sites[s];
+        let arg = site.action.args.first().cloned();
+        match site.action.name.as_str() {
+            "terminate" => arg
+                .or_else(|| site.gate.and_then(|g| self.gates.get(g as usize)).and_then(|g| g.reason.clone()))
+                .unwrap_or_else(|| site.event.to_lowercase()),
+            "halt" => "halted".into(),
+            "fallback" => arg.unwrap_or_else(|| "fallback".into()),
+            "return_partial" => "partial_result".into(),
+            _ => "dead_end".into(),
+        }
+    }
+
+    fn reason(&self, name: &str) -> u16 {
+        self.reason_or_add(name)
+    }
+
+    fn has_output(&self, st: &St, n: NodeId) -> bool {
+        st.vars.get(self.done_base + n as usize / 32).is_some_and(|w| w & (1 << (n % 32)) != 0)
+    }
+
+    pub fn node_name(&self, n: NodeId) -> &str {
+        &self.nodes[n as usize].name
+    }
+
+    pub fn node_loc(&self, n: NodeId) -> flow_check::ir::Loc {
+        self.workflow.nodes.get_index(n as usize).map(|(_, node)| node.loc).unwrap_or_default()
+    }
+
+    pub fn gate_loc(&self, g: u16) -> flow_check::ir::Loc {
+        self.workflow.gates.get_index(g as usize).map(|(_, gate)| gate.loc).unwrap_or_default()
+    }
+
+    pub fn gate_nodes(&self, g: u16) -> (NodeId, NodeId) {
+        (self.gates[g as usize].from, self.gates[g as usize].to)
+    }
+
+    pub fn node_kind(&self, n: NodeId) -> &str {
+        self.workflow.nodes.get_index(n as usize).map(|(_, node)| node.kind.as_str()).unwrap_or("agent")
+    }
+
+    pub fn node_agent(&self, n: NodeId) -> Option<&str> {
+        self.nodes[n as usize].agent.map(|a| self.agents[a as usize].as_str())
+    }
+
+    pub fn has_handoff(&self, from: NodeId, to: NodeId) -> bool {
+        self.handoffs.contains(&(from, to))
+    }
+
+    /// The via text of an edge label.
+    pub fn via(&self, via: u8) -> String {
+        if via >= VIA_GATE {
+            return format!("gate {}", self.gate_names.get((via - VIA_GATE) as usize).map(String::as_str).unwrap_or("?"));
+        }
+        VIAS.get(via as usize).copied().unwrap_or("always").to_string()
+    }
+
+    /// The initial state.
+    pub fn initial(&self) -> St {
+        let threads = match self.start {
+            Some(s) => vec![(s, Phase::Start)],
+            None => Vec::new(),
+        };
+        St { threads, vars: vec![0; self.slots], approved: false, zone: 0, done: false }
+    }
+
+    /// Every transition from `st`: the label it emits (if any) and the
+    /// next state.
+    pub fn successors(&self, st: &St, out: &mut Vec<(Option<Label>, St)>) {
+        out.clear();
+        if st.done {
+            return;
+        }
+        for t in 0..st.threads.len() {
+            // Threads at the same place move alike: one is enough.
+            if t > 0 && st.threads[t] == st.threads[t - 1] {
+                continue;
+            }
+            self.thread_moves(st, t, out);
+        }
+        for (label, s) in out.iter_mut() {
+            if let Some(Label::Completed(n)) = label {
+                let slot = self.done_base + *n as usize / 32;
+                if let Some(w) = s.vars.get_mut(slot) {
+                    *w |= 1 << (*n % 32);
+                }
+            }
+        }
+    }
+
+    fn set(&self, st: &St, t: usize, next: Option<(NodeId, Phase)>) -> St {
+        let mut s = st.clone();
+        match next {
+            Some(p) => s.threads[t] = p,
+            None => {
+                s.threads.remove(t);
+            }
+        }
+        s.threads.sort_unstable();
+        s
+    }
+
+    fn push(&self, out: &mut Vec<(Option<Label>, St)>, label: Option<Label>, s: St) {
+        out.push((label, s));
+    }
+
+    fn thread_moves(&self, st: &St, t: usize, out: &mut Vec<(Option<Label>, St)>) {
+        let (n, phase) = st.threads[t];
+        let info = &self.nodes[n as usize];
+        match phase {
+            Phase::Start => {
+                let mut s = st.clone();
+                if let Some((slot, max)) = info.max_visits {
+                    s.vars[slot] = (s.vars[slot] + 1).min(max + 1);
+                    if s.vars[slot] > max {
+                        // The visit starts and fails at once (max_visits).
+                        s.threads[t] = (n, Phase::FailNow);
+                        s.threads.sort_unstable();
+                        self.push(out, Some(Label::Started(n)), s);
+                        return;
+                    }
+                }
+                let next = match info.kind {
+                    Kind::Agent => Phase::Tools(0),
+                    Kind::Tool => match info.tool {
+                        Some((_, true)) if !st.approved && !self.escalate_to.is_empty() => Phase::NodeConfirm,
+                        _ => Phase::NodeCall,
+                    },
+                    Kind::Human => Phase::Human,
+                    Kind::End => Phase::Complete,
+                    Kind::Parallel => Phase::Fanout,
+                    Kind::Loop => {
+                        s.vars[info.loop_slot] = 1;
+                        match info.targets.first() {
+                            Some(&first) => Phase::Jump(first, 8),
+                            None => Phase::Complete,
+                        }
+                    }
+                    Kind::Map => {
+                        s.vars[info.loop_slot] = 0;
+                        Phase::MapNext
+                    }
+                    Kind::Join => Phase::Complete,
+                    Kind::Other => Phase::Finish,
+                };
+                s.threads[t] = (n, next);
+                s.threads.sort_unstable();
+                self.push(out, Some(Label::Started(n)), s);
+            }
+            Phase::Tools(i) => {
+                let Some(tool) = info.tools.get(i as usize) else {
+                    self.push(out, None, self.set(st, t, Some((n, Phase::Finish))));
+                    return;
+                };
+                // Skip this tool.
+                self.push(out, None, self.set(st, t, Some((n, Phase::Tools(i + 1)))));
+                if tool.probe {
+                    self.push(out, Some(Label::Refused(tool.tool, info.agent, n)), self.set(st, t, Some((n, Phase::Tools(i + 1)))));
+                } else if tool.confirm && !st.approved && !self.escalate_to.is_empty() {
+                    self.push(out, None, self.set(st, t, Some((n, Phase::ToolConfirm(i)))));
+                } else {
+                    self.push(out, Some(Label::Called(tool.tool, info.agent, n)), self.set(st, t, Some((n, Phase::Tools(i + 1)))));
+                }
+            }
+            Phase::ToolConfirm(i) => {
+                let tool = &info.tools[i as usize];
+                let subject = self.confirm_subject(tool.tool);
+                for &p in &self.escalate_to {
+                    let mut s = self.set(st, t, Some((n, Phase::ToolCall(i))));
+                    s.approved = true;
+                    self.push(out, Some(Label::Decided(subject, 0, p)), s);
+                    // Refused: the agent is told and goes on without the call.
+                    self.push(out, Some(Label::Decided(subject, 3, p)), self.set(st, t, Some((n, Phase::Tools(i + 1)))));
+                }
+            }
+            Phase::ToolCall(i) => {
+                let tool = info.tools[i as usize].tool;
+                self.push(out, Some(Label::Called(tool, info.agent, n)), self.set(st, t, Some((n, Phase::Tools(i + 1)))));
+            }
+            Phase::NodeConfirm => {
+                let (tool, _) = info.tool.unwrap_or((0, false));
+                let subject = self.confirm_subject(tool);
+                for &p in &self.escalate_to {
+                    let mut s = self.set(st, t, Some((n, Phase::NodeCall)));
+                    s.approved = true;
+                    self.push(out, Some(Label::Decided(subject, 0, p)), s);
+                    // Refused: the attempt fails, and so does the visit.
+                    self.push(out, Some(Label::Decided(subject, 3, p)), self.set(st, t, Some((n, Phase::FailNow))));
+                }
+            }
+            Phase::FailNow => {
+                let next = self.fail(n, "failure");
+                self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
+            }
+            Phase::NodeCall => {
+                let (tool, _) = info.tool.unwrap_or((0, false));
+                self.push(out, Some(Label::Called(tool, None, n)), self.set(st, t, Some((n, Phase::Finish))));
+            }
+            Phase::Finish | Phase::Retried => {
+                if info.kind != Kind::Other {
+                    self.push(out, Some(Label::Completed(n)), self.set(st, t, Some((n, Phase::Leave))));
+                }
+                // Failure (after the attempts).
+                let next = if phase == Phase::Retried {
+                    Some((n, Phase::Terminate(self.reason(&format!("{}_failed", info.name)))))
+                } else {
+                    self.fail(n, "failure")
+                };
+                self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
+                if phase == Phase::Finish && self.exhaustible && matches!(info.kind, Kind::Agent | Kind::Tool) {
+                    let next = self.exhaust(n);
+                    self.push(out, Some(Label::Exhausted), self.set(st, t, next));
+                }
+                if phase == Phase::Finish && matches!(info.kind, Kind::Agent | Kind::Tool) {
+                    if let Some(&(z, ends)) = self.zones.iter().find(|(z, _)| *z > st.zone) {
+                        let mut s = st.clone();
+                        s.zone = z;
+                        if ends {
+                            // A terminating zone action: the run ends partial.
+                            s.threads[t] = (n, Phase::Terminate(self.reason("partial_result")));
+                            s.threads.sort_unstable();
+                        }
+                        self.push(out, Some(Label::Zone(z)), s);
+                    }
+                }
+            }
+            Phase::Human => {
+                for &d in &info.decisions {
+                    for &p in &info.principals {
+                        let mut s = st.clone();
+                        if d == 0 {
+                            s.approved = true;
+                        }
+                        let next = match info.on.iter().find(|(e, _)| e == DECISIONS[d as usize]) {
+                            Some(&(_, site)) => self.act(site),
+                            None => Some((n, Phase::Complete)),
+                        };
+                        s.threads[t] = next_or_dead(next, n);
+                        s.threads.sort_unstable();
+                        // Remember the decision for guards on `n.decision`.
+                        s.vars[info.dec_slot] = d as u32 + 1;
+                        self.push(out, Some(Label::Decided(info.subject, d, p)), s);
+                    }
+                }
+                if info.can_timeout {
+                    let next = self.fail(n, "timeout");
+                    self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
+                }
+            }
+            Phase::Complete => {
+                let next = match info.kind {
+                    Kind::End => Some((n, Phase::Terminate(info.end_reason))),
+                    _ => Some((n, Phase::Leave)),
+                };
+                let mut s = self.set(st, t, next);
+                if info.kind == Kind::Join {
+                    s.vars[info.join_slot] = 0;
+                }
+                self.push(out, Some(Label::Completed(n)), s);
+            }
+            Phase::Leave => self.leave(st, t, n, out),
+            Phase::Gate(g) => {
+                let gate = &self.gates[g as usize];
+                for &o in &gate.outcomes {
+                    let event = OUTCOMES[o as usize];
+                    let next = match gate.on.iter().find(|(e, _)| e == event) {
+                        Some(&(_, site)) => self.act(site),
+                        None => match o {
+                            0 => Some((gate.from, Phase::Enter(gate.to))),
+                            1 => Some((n, Phase::Decide(g))),
+                            _ => Some((n, Phase::Terminate(self.reason(&gate.reason.clone().unwrap_or_else(|| "block".into()))))),
+                        },
+                    };
+                    self.push(out, Some(Label::Outcome(g, o)), self.set(st, t, next));
+                }
+            }
+            Phase::Decide(g) => {
+                let gate = &self.gates[g as usize];
+                for &d in &gate.decisions {
+                    for &p in &gate.deciders {
+                        let mut s = st.clone();
+                        if d == 0 {
+                            s.approved = true;
+                        }
+                        let next = match gate.on.iter().find(|(e, _)| e == DECISIONS[d as usize]) {
+                            Some(&(_, site)) => self.act(site),
+                            None => match d {
+                                0 => Some((gate.from, Phase::Enter(gate.to))),
+                                1 => Some((gate.from, Phase::Jump(gate.from, 5))),
+                                2 => self.start.map(|st| (gate.from, Phase::Jump(gate.replan_scope.unwrap_or(st), 6))),
+                                _ => Some((n, Phase::Terminate(self.reason(&gate.reason.clone().unwrap_or_else(|| "reject".into()))))),
+                            },
+                        };
+                        s.threads[t] = next_or_dead(next, n);
+                        s.threads.sort_unstable();
+                        self.push(out, Some(Label::Decided(gate.subject, d, p)), s);
+                    }
+                }
+                if let Some(&(_, site)) = gate.on.iter().find(|(e, _)| e == "timeout") {
+                    self.push(out, None, self.set(st, t, self.act(site)));
+                }
+            }
+            Phase::Enter(to) => {
+                let next = if self.handoffs.contains(&(n, to)) { (n, Phase::Handoff(to)) } else { (to, Phase::Start) };
+                let via = self.enter_via(n, to);
+                self.push(out, Some(Label::Edge(n, to, via)), self.set(st, t, Some(next)));
+            }
+            Phase::Handoff(to) => {
+                self.push(out, Some(Label::HandedOff(n, to)), self.set(st, t, Some((to, Phase::Start))));
+            }
+            Phase::Jump(to, via) => {
+                self.push(out, Some(Label::Edge(n, to, via)), self.set(st, t, Some((to, Phase::Start))));
+            }
+            Phase::Escalate(site) => {
+                let principal = self.sites[site as usize].action.args.first().map(|p| self.principals.iter().position(|x| x == p));
+                let p = principal.flatten().unwrap_or(0) as u16;
+                let subject = self.escalation_subject(site);
+                let ctx = &self.sites[site as usize];
+                let cont = self.continue_in(ctx.node, ctx.gate, &ctx.event);
+                let mut s = self.set(st, t, cont);
+                s.approved = true;
+                self.push(out, Some(Label::Decided(subject, 0, p)), s);
+                let r = self.set(st, t, Some((n, Phase::Terminate(self.reason("escalation_reject")))));
+                self.push(out, Some(Label::Decided(subject, 3, p)), r);
+            }
+            Phase::RoundEnd(lp) => {
+                let l = &self.nodes[lp as usize];
+                let round = st.vars[l.loop_slot];
+                if l.until_refs.iter().any(|&r| !self.has_output(st, r)) {
+                    // `until` reads an output that does not exist: the loop fails.
+                    let next = self.fail(lp, "failure");
+                    self.push(out, Some(Label::Failed(lp)), self.set(st, t, next));
+                    return;
+                }
+                if l.loop_until {
+                    // Converged.
+                    self.push(out, None, self.set(st, t, Some((lp, Phase::Complete))));
+                }
+                if round >= l.loop_max {
+                    let next = match l.on.iter().find(|(e, _)| e == "exhausted") {
+                        Some(&(_, site)) if self.sites[site as usize].action.name != "continue" => self.act(site),
+                        _ => match self.workflow.nodes.get_index(lp as usize).and_then(|(_, node)| node.props.get("on_exhausted")) {
+                            Some(Value::Action(a)) if a.name != "continue" => self.act_direct(a, Some(lp), None, "exhausted"),
+                            _ => Some((lp, Phase::Complete)),
+                        },
+                    };
+                    self.push(out, None, self.set(st, t, next));
+                } else if let Some(&first) = l.targets.first() {
+                    let mut s = self.set(st, t, Some((lp, Phase::Jump(first, 8))));
+                    s.vars[l.loop_slot] = round + 1;
+                    self.push(out, None, s);
+                }
+            }
+            Phase::MapNext => {
+                let count = st.vars[info.loop_slot];
+                if count < info.map_bound {
+                    if let Some(&item) = info.targets.first() {
+                        let mut s = self.set(st, t, Some((n, Phase::Jump(item, 1))));
+                        s.vars[info.loop_slot] = count + 1;
+                        self.push(out, None, s);
+                    }
+                }
+                self.push(out, None, self.set(st, t, Some((n, Phase::Complete))));
+            }
+            Phase::Fanout => {
+                // The parallel node completes; its branches start and interleave.
+                let mut s = st.clone();
+                s.threads.remove(t);
+                for &b in &info.targets {
+                    s.threads.push((b, Phase::Start));
+                }
+                s.threads.sort_unstable();
+                self.push(out, Some(Label::Completed(n)), s);
+            }
+            Phase::JoinArrive(j) => {
+                let ji = &self.nodes[j as usize];
+                let pos = ji.targets.iter().position(|&b| b == n).unwrap_or(0);
+                let mut s = st.clone();
+                let bits = s.vars[ji.join_slot];
+                let running = bits & (1 << 31) != 0;
+                let bits = bits | (1 << pos) | (1 << 31);
+                s.vars[ji.join_slot] = bits;
+                let arrived = (bits & !(1 << 31)).count_ones() as usize;
+                let total = ji.targets.len();
+                let ready = match ji.join_rule.as_str() {
+                    "any" | "first" => arrived >= 1,
+                    "majority" => arrived * 2 > total,
+                    _ => arrived == total,
+                };
+                s.threads.remove(t);
+                if ready {
+                    s.threads.push((j, Phase::Complete));
+                }
+                s.threads.sort_unstable();
+                let label = if running { None } else { Some(Label::Started(j)) };
+                self.push(out, label, s);
+            }
+            Phase::Terminate(r) => {
+                if r == u16::MAX {
+                    return;
+                }
+                let mut s = st.clone();
+                s.threads.clear();
+                s.done = true;
+                self.push(out, Some(Label::Terminated(r)), s);
+            }
+        }
+    }
+
+    fn confirm_subject(&self, tool: u16) -> u16 {
+        let name = format!("confirm.{}", self.tools[tool as usize]);
+        self.subjects.iter().position(|s| *s == name).unwrap_or(0) as u16
+    }
+
+    fn escalation_subject(&self, site: u16) -> u16 {
+        let p = self.sites[site as usize].action.args.first().cloned().unwrap_or_default();
+        let name = format!("escalation.{p}");
+        self.subjects.iter().position(|s| *s == name).unwrap_or(0) as u16
+    }
+
+    fn decision_of(&self, s: &St, n: NodeId) -> Option<&'static str> {
+        let info = &self.nodes[n as usize];
+        match s.vars.get(info.dec_slot) {
+            Some(&d) if d > 0 && info.kind == Kind::Human => Some(DECISIONS[(d - 1) as usize]),
+            _ => None,
+        }
+    }
+
+    fn enter_via(&self, from: NodeId, to: NodeId) -> u8 {
+        for (g, gate) in self.gates.iter().enumerate() {
+            if gate.from == from && gate.to == to {
+                return VIA_GATE + g as u8;
+            }
+        }
+        0
+    }
+
+    /// Where a node's failure (`event`) leads, as the engine resolves it.
+    fn fail(&self, n: NodeId, event: &str) -> Option<(NodeId, Phase)> {
+        let info = &self.nodes[n as usize];
+        if let Some(&(_, site)) = info.on.iter().find(|(e, _)| e == event).or_else(|| info.on.iter().find(|(e, _)| e == "failure")) {
+            if self.sites[site as usize].action.name == "retry" {
+                return Some((n, Phase::Retried));
+            }
+            return self.act(site);
+        }
+        if let Some(w) = &info.on_failure_word {
+            if w != "retry" {
+                let action = Action { name: w.clone(), args: Vec::new() };
+                return self.act_direct(&action, Some(n), None, event);
+            }
+        }
+        if let Some(lp) = info.in_loop {
+            if let Some(&(_, site)) = self.nodes[lp as usize].on.iter().find(|(e, _)| e == "failure") {
+                return self.act(site);
+            }
+        }
+        if let Some(&(_, site)) = self.workflow_on.iter().find(|(e, _)| e == "failure") {
+            let site_info = &self.sites[site as usize];
+            return self.act_direct(&site_info.action.clone(), Some(n), None, "failure");
+        }
+        Some((n, Phase::Terminate(self.reason(&format!("{}_failed", info.name)))))
+    }
+
+    fn exhaust(&self, n: NodeId) -> Option<(NodeId, Phase)> {
+        if let Some(site) = self.exhaust_site {
+            let a = self.sites[site as usize].action.clone();
+            return self.act_direct(&a, Some(n), None, "budget_exhausted");
+        }
+        if let Some(&(_, site)) = self.nodes[n as usize].on.iter().find(|(e, _)| e == "budget_exhausted") {
+            return self.act(site);
+        }
+        if let Some(&(_, site)) = self.workflow_on.iter().find(|(e, _)| e == "budget_exhausted") {
+            let a = self.sites[site as usize].action.clone();
+            return self.act_direct(&a, Some(n), None, "budget_exhausted");
+        }
+        Some((n, Phase::Terminate(self.reason("budget_exhausted"))))
+    }
+
+    fn act(&self, site: u16) -> Option<(NodeId, Phase)> {
+        let s = &self.sites[site as usize];
+        if s.action.name == "escalate" {
+            let owner = s.node.or(s.gate.map(|g| self.gates[g as usize].from)).unwrap_or(0);
+            return Some((owner, Phase::Escalate(site)));
+        }
+        self.act_direct(&s.action.clone(), s.node, s.gate, &s.event.clone())
+    }
+
+    /// The next place of the acting thread after `action` in a context.
+    fn act_direct(&self, action: &Action, node: Option<NodeId>, gate: Option<u16>, event: &str) -> Option<(NodeId, Phase)> {
+        let owner = node.or(gate.map(|g| self.gates[g as usize].from)).unwrap_or(0);
+        let arg = action.args.first();
+        let target = |name: &str| self.workflow.nodes.get_index_of(name).map(|i| i as NodeId);
+        match action.name.as_str() {
+            "continue" | "skip" | "degrade" | "warn" => self.continue_in(node, gate, event),
+            "retry" => Some((owner, Phase::Retried)),
+            "decide" => gate.map(|g| (owner, Phase::Decide(g))),
+            "terminate" => {
+                let reason = arg
+                    .cloned()
+                    .or_else(|| gate.and_then(|g| self.gates[g as usize].reason.clone()))
+                    .unwrap_or_else(|| event.to_lowercase());
+                Some((owner, Phase::Terminate(self.reason_or_add(&reason))))
+            }
+            "halt" => Some((owner, Phase::Terminate(self.reason("halted")))),
+            "fallback" => Some((owner, Phase::Terminate(self.reason_or_add(arg.map(String::as_str).unwrap_or("fallback"))))),
+            "return_partial" => Some((owner, Phase::Terminate(self.reason("partial_result")))),
+            "goto" | "activate" => {
+                let via = if action.name == "goto" { 3 } else { 4 };
+                arg.and_then(|a| target(a)).map(|to| (owner, Phase::Jump(to, via)))
+            }
+            "revise" | "replan" => {
+                let to = match arg {
+                    Some(a) => target(a),
+                    None if action.name == "replan" => gate.and_then(|g| self.gates[g as usize].replan_scope).or(self.start),
+                    None => node,
+                };
+                let via = if action.name == "revise" { 5 } else { 6 };
+                to.map(|to| (owner, Phase::Jump(to, via)))
+            }
+            "escalate" => {
+                // An escalation outside a handler site: find the site.
+                let site = self.sites.iter().position(|s| s.action == *action && s.node == node && s.gate == gate);
+                site.map(|s| (owner, Phase::Escalate(s as u16)))
+            }
+            _ => None,
+        }
+    }
+
+    fn reason_or_add(&self, reason: &str) -> u16 {
+        self.reasons.get_index_of(reason).or_else(|| self.reasons.get_index_of("unmodelled_reason")).unwrap_or(0) as u16
+    }
+
+    /// `continue` in a context: through the gate, or completing the node
+    /// (after a failure or a human decision), or on from a completed node.
+    fn continue_in(&self, node: Option<NodeId>, gate: Option<u16>, event: &str) -> Option<(NodeId, Phase)> {
+        if let Some(g) = gate {
+            let gate = &self.gates[g as usize];
+            return Some((gate.from, Phase::Enter(gate.to)));
+        }
+        let n = node?;
+        let kind = self.nodes[n as usize].kind;
+        if matches!(event, "failure" | "timeout" | "invalid_output") || kind == Kind::Human {
+            return Some((n, Phase::Complete));
+        }
+        Some((n, Phase::Leave))
+    }
+
+    /// After a node completed: the engine's `follow`.
+    fn leave(&self, st: &St, t: usize, n: NodeId, out: &mut Vec<(Option<Label>, St)>) {
+        let info = &self.nodes[n as usize];
+        if info.kind == Kind::Parallel {
+            self.push(out, None, self.set(st, t, None));
+            return;
+        }
+        if let Some(map) = info.map_of {
+            self.push(out, None, self.set(st, t, Some((map, Phase::MapNext))));
+            return;
+        }
+        let mut choices: Vec<(NodeId, u8)> = Vec::new();
+        let mut all_false_possible = true;
+        let mut else_edge = None;
+        for (k, (to, guard)) in info.edges.iter().enumerate() {
+            if matches!(guard, Guard::When(_)) && all_false_possible && info.edge_refs[k].iter().any(|&r| !self.has_output(st, r)) {
+                // The guard reads an output that does not exist yet: its
+                // evaluation fails, and so does the node.
+                let next = self.fail(n, "failure");
+                self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
+                all_false_possible = false;
+                break;
+            }
+            match guard {
+                Guard::Always => {
+                    if all_false_possible {
+                        choices.push((*to, 0));
+                    }
+                    all_false_possible = false;
+                    break;
+                }
+                Guard::When(cond) => {
+                    if !all_false_possible {
+                        break;
+                    }
+                    match self.guard(cond, st) {
+                        Some(true) => {
+                            choices.push((*to, 1));
+                            all_false_possible = false;
+                        }
+                        Some(false) => {}
+                        None => choices.push((*to, 1)),
+                    }
+                }
+                Guard::Else => else_edge = Some(*to),
+            }
+        }
+        if all_false_possible && else_edge.is_none() && !info.guards_can_fail && choices.len() == info.edges.len() {
+            // The guards provably cover every value: one of them holds.
+            all_false_possible = false;
+        }
+        if all_false_possible {
+            if let Some(to) = else_edge {
+                choices.push((to, 2));
+                all_false_possible = false;
+            }
+        }
+        for (to, via) in choices {
+            if let Some(lp) = info.in_loop {
+                if !self.nodes[lp as usize].targets.contains(&to) {
+                    self.push(out, None, self.set(st, t, Some((n, Phase::RoundEnd(lp)))));
+                    continue;
+                }
+            }
+            let next = match self.gates.iter().position(|g| g.from == n && g.to == to) {
+                Some(g) => (n, Phase::Gate(g as u16)),
+                None => {
+                    // Enter directly: the edge's via is the guard's.
+                    let handoff = self.handoffs.contains(&(n, to));
+                    let s = self.set(st, t, Some(if handoff { (n, Phase::Handoff(to)) } else { (to, Phase::Start) }));
+                    self.push(out, Some(Label::Edge(n, to, via)), s);
+                    continue;
+                }
+            };
+            self.push(out, None, self.set(st, t, Some(next)));
+        }
+        if all_false_possible {
+            if let Some(lp) = info.in_loop {
+                self.push(out, None, self.set(st, t, Some((n, Phase::RoundEnd(lp)))));
+            } else if let Some(j) = info.join_of {
+                self.push(out, Some(Label::Edge(n, j, 9)), self.set(st, t, Some((n, Phase::JoinArrive(j)))));
+            } else if st.threads.len() > 1 {
+                self.push(out, None, self.set(st, t, None));
+            } else {
+                self.push(out, None, self.set(st, t, Some((n, Phase::Terminate(self.reason("dead_end"))))));
+            }
+        }
+    }
+
+    /// A guard's value when the state knows it: comparisons of a human
+    /// node's `decision` with a string, and `and`/`or`/`not` of those.
+    fn guard(&self, e: &TExpr, st: &St) -> Option<bool> {
+        match &e.kind {
+            TExprKind::Not { operand } => self.guard(operand, st).map(|b| !b),
+            TExprKind::Binary { op, lhs, rhs } => match op.as_str() {
+                "and" => match (self.guard(lhs, st), self.guard(rhs, st)) {
+                    (Some(false), _) | (_, Some(false)) => Some(false),
+                    (Some(true), Some(true)) => Some(true),
+                    _ => None,
+                },
+                "or" => match (self.guard(lhs, st), self.guard(rhs, st)) {
+                    (Some(true), _) | (_, Some(true)) => Some(true),
+                    (Some(false), Some(false)) => Some(false),
+                    _ => None,
+                },
+                "==" | "!=" => {
+                    let (node, lit) = match (decision_field(lhs), literal(rhs)) {
+                        (Some(n), Some(l)) => (n, l),
+                        _ => match (decision_field(rhs), literal(lhs)) {
+                            (Some(n), Some(l)) => (n, l),
+                            _ => return None,
+                        },
+                    };
+                    let n = self.workflow.nodes.get_index_of(node)? as NodeId;
+                    let d = self.decision_of(st, n)?;
+                    Some((d == lit) == (op == "=="))
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+fn decision_field(e: &TExpr) -> Option<&str> {
+    match &e.kind {
+        TExprKind::Field { base, name } if name == "decision" => match &base.kind {
+            TExprKind::Var { name } => Some(name),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn literal(e: &TExpr) -> Option<&str> {
+    match &e.kind {
+        TExprKind::Literal { value } => match value.as_ref() {
+            Value::Str(s) | Value::Word(s) => Some(s),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The nodes whose outputs an expression reads.
+fn refs_of(e: &TExpr, node_index: &impl Fn(&str) -> Option<NodeId>) -> Vec<NodeId> {
+    fn walk(e: &TExpr, node_index: &impl Fn(&str) -> Option<NodeId>, out: &mut Vec<NodeId>, bound: &mut Vec<String>) {
+        match &e.kind {
+            TExprKind::Var { name } => {
+                if !bound.contains(name) {
+                    if let Some(n) = node_index(name) {
+                        if !out.contains(&n) {
+                            out.push(n);
+                        }
+                    }
+                }
+            }
+            TExprKind::Field { base, .. } => walk(base, node_index, out, bound),
+            TExprKind::Index { base, index } => {
+                walk(base, node_index, out, bound);
+                walk(index, node_index, out, bound);
+            }
+            TExprKind::Call { args, .. } => args.iter().for_each(|a| walk(a, node_index, out, bound)),
+            TExprKind::Not { operand } | TExprKind::Neg { operand } => walk(operand, node_index, out, bound),
+            TExprKind::Binary { lhs, rhs, .. } => {
+                walk(lhs, node_index, out, bound);
+                walk(rhs, node_index, out, bound);
+            }
+            TExprKind::List { items } => items.iter().for_each(|a| walk(a, node_index, out, bound)),
+            TExprKind::Record { fields } => fields.values().for_each(|a| walk(a, node_index, out, bound)),
+            TExprKind::Quantified { var, list, predicate, .. } => {
+                walk(list, node_index, out, bound);
+                bound.push(var.clone());
+                walk(predicate, node_index, out, bound);
+                bound.pop();
+            }
+            TExprKind::Literal { .. } | TExprKind::Invalid => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(e, node_index, &mut out, &mut Vec::new());
+    out
+}
+
+fn next_or_dead(next: Option<(NodeId, Phase)>, n: NodeId) -> (NodeId, Phase) {
+    next.unwrap_or((n, Phase::Terminate(u16::MAX)))
+}

@@ -68,7 +68,8 @@ pub fn check_and_render(path: &Path) -> (flow_check::Checked, String) {
     let mut checked = flow_check::check_program(&mut db, root, &RepoLoader);
     // As `flowc verify`: static verification when checking found no errors.
     if !checked.has_errors() {
-        checked.diagnostics.extend(flow_verify::verify(&checked.program));
+        let (found, _) = flow_verify::verify_with_policies(&checked.program, "sha256:ui", flow_verify::policies::DEFAULT_MAX_STATES);
+        checked.diagnostics.extend(found);
         flow_diagnostics::sort_diagnostics(&mut checked.diagnostics);
     }
     let rendered = flow_diagnostics::render::render_human(&db, &checked.diagnostics);

@@ -177,10 +177,10 @@ fn compile(db: &mut SourceDb, path: &Path, max_states: usize) -> Result<Compiled
     let (digest, _) = flow_check::plan::source_digest(&files);
     let mut policies = Vec::new();
     if !checked.has_errors() {
-        diagnostics.extend(flow_verify::verify(&checked.program));
-        // The model checker: every policy against every workflow.
-        policies = flow_verify::policies::check_policies(&checked.program, &digest, max_states);
-        diagnostics.extend(policies.iter().filter_map(|p| p.diagnostic.clone()));
+        // Static checks, then the model checker: every policy against every workflow.
+        let (found, reports) = flow_verify::verify_with_policies(&checked.program, &digest, max_states);
+        diagnostics.extend(found);
+        policies = reports;
     }
     sort_diagnostics(&mut diagnostics);
     Ok(Compiled { checked, diagnostics, policies, digest })

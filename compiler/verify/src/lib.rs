@@ -52,6 +52,17 @@ pub fn verify(program: &Program) -> Vec<Diagnostic> {
     diagnostics
 }
 
+/// [`verify`] and then the model checker: every policy against every
+/// workflow it applies to (what `flowc verify` runs). Returns the
+/// diagnostics, sorted, and each policy's report.
+pub fn verify_with_policies(program: &Program, plan_digest: &str, max_states: usize) -> (Vec<Diagnostic>, Vec<policies::PolicyReport>) {
+    let mut diagnostics = verify(program);
+    let reports = policies::check_policies(program, plan_digest, max_states);
+    diagnostics.extend(reports.iter().filter_map(|r| r.diagnostic.clone()));
+    flow_diagnostics::sort_diagnostics(&mut diagnostics);
+    (diagnostics, reports)
+}
+
 /// The structural checks alone — reachability, dead ends, livelocks,
 /// unbounded cycles, routing gaps, fan-out without join, risky tools behind
 /// human approval: the subset that graph-only verifiers (such as

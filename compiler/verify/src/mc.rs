@@ -74,7 +74,7 @@ pub fn check(model: &Model, automaton: &mut Automaton, max_states: usize) -> Out
     let mut masks: FxHashMap<Label, Option<Mask>> = FxHashMap::default();
     let mut visited: Visited = IndexSet::with_hasher(FxBuildHasher);
     let mut parent: Vec<(u32, Option<Label>)> = Vec::new();
-    let mut edges: Vec<(u32, u32)> = Vec::new();
+    let mut edges: Vec<(u32, u32, Option<Label>)> = Vec::new();
     let lasso = !model.finite_runs;
     let init = model.initial();
     let q0 = automaton.init();
@@ -126,7 +126,7 @@ pub fn check(model: &Model, automaton: &mut Automaton, max_states: usize) -> Out
                 }
             }
             if lasso {
-                edges.push((idx as u32, j as u32));
+                edges.push((idx as u32, j as u32, label));
             }
         }
         idx += 1;
@@ -159,7 +159,7 @@ fn path(parent: &[(u32, Option<Label>)], mut i: usize) -> Counterexample {
 fn find_lasso(
     visited: &Visited,
     parent: &[(u32, Option<Label>)],
-    edges: &[(u32, u32)],
+    edges: &[(u32, u32, Option<Label>)],
     automaton: &mut Automaton,
 ) -> Option<Counterexample> {
     let open: Vec<bool> = visited.iter().map(|(st, q)| !st.is_final() && !automaton.accepts_end(*q)).collect();
@@ -167,17 +167,9 @@ fn find_lasso(
     for _ in 0..visited.len() {
         graph.add_node(());
     }
-    // Edge labels: the label of the transition, recovered from a parent
-    // link when it is one, else looked up again below.
-    let mut labels: FxHashMap<(u32, u32), Option<Label>> = FxHashMap::default();
-    for (j, &(p, l)) in parent.iter().enumerate() {
-        if p != u32::MAX {
-            labels.insert((p, j as u32), l);
-        }
-    }
-    for &(a, b) in edges {
+    for &(a, b, label) in edges {
         if open[a as usize] && open[b as usize] {
-            graph.add_edge(NodeIndex::new(a as usize), NodeIndex::new(b as usize), labels.get(&(a, b)).copied().flatten());
+            graph.add_edge(NodeIndex::new(a as usize), NodeIndex::new(b as usize), label);
         }
     }
     let sccs = petgraph::algo::tarjan_scc(&graph);

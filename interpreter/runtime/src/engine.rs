@@ -15,6 +15,7 @@ use crate::proto::*;
 use crate::validate::{ty_to_schema, Validator};
 use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as IrValue, Workflow};
 use flow_check::types::Ty;
+use flow_policy::{Automaton, Monitor, Obs};
 use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Usage, SCHEMA_VERSION};
 use indexmap::{IndexMap, IndexSet};
 use serde_json::{json, Value};
@@ -76,6 +77,106 @@ enum Decision {
         key_template: Option<String>,
         agent: Option<String>,
     },
+    /// An escalated policy violation: approve lets the held action happen.
+    Policy {
+        policy: String,
+        held: Box<Held>,
+    },
+}
+
+impl Decision {
+    /// The subject a decision is asked and recorded under.
+    fn subject(&self) -> String {
+        match self {
+            Decision::Gate { gate, .. } => gate.clone(),
+            Decision::HumanNode { node } => node.clone(),
+            Decision::Escalation { principal, .. } => format!("escalation.{principal}"),
+            Decision::Reconcile { attempt } => format!("reconcile.{attempt}"),
+            Decision::Confirm { attempt, tool, .. } => format!("confirm.{tool}.{attempt}"),
+            Decision::Policy { policy, .. } => format!("policy.{policy}"),
+        }
+    }
+}
+
+/// An action held back before it recorded an event that would violate an
+/// `escalate` policy: taken as it would have been if a human approves.
+/// Each variant is the call that was about to record the event.
+#[derive(Debug, Clone)]
+enum Held {
+    StartNode { name: String, input: Value, trigger: String },
+    CallTool { attempt: String, tool: String, input: Value, key_template: Option<String>, agent: Option<String>, delay: u64 },
+    Transfer { from: String, to: String, input: Value },
+    CompleteNode { name: String, output: Value, status: String },
+    EndNode { name: String, reason: String, status: String },
+    ParallelDone { name: String },
+    NodeFailed { node: String, event: String, code: String, message: String },
+    ToolRefused { attempt: String, tool: String, message: String },
+    Gate { name: String, body: Box<Body>, action: Action, ctx: Ctx },
+    Decision { decision: Box<Decision>, request_event: String, answer: HumanAnswer },
+    Zones { changes: Vec<ZoneChange> },
+    Terminate { reason: String, status: String, message: Option<String> },
+}
+
+/// What a run does when a policy is violated (reference §8.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PolicyResponse {
+    /// Record it and go on.
+    Warn,
+    /// The event does not happen; the run stops (`policy_blocked`).
+    Block,
+    /// The event happens; the run stops right after (`policy_violation`).
+    Halt,
+    /// A human decides whether the event happens.
+    Escalate,
+}
+
+impl PolicyResponse {
+    fn of(word: Option<&str>) -> PolicyResponse {
+        match word {
+            Some("warn") => PolicyResponse::Warn,
+            Some("block") => PolicyResponse::Block,
+            Some("escalate") => PolicyResponse::Escalate,
+            _ => PolicyResponse::Halt,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            PolicyResponse::Warn => "warn",
+            PolicyResponse::Block => "block",
+            PolicyResponse::Halt => "halt",
+            PolicyResponse::Escalate => "escalate",
+        }
+    }
+
+    /// Whether it acts before the offending event is recorded.
+    fn acts_before(self) -> bool {
+        matches!(self, PolicyResponse::Block | PolicyResponse::Escalate)
+    }
+}
+
+/// One policy's online monitor.
+#[derive(Debug)]
+struct PolicyRt {
+    name: String,
+    response: PolicyResponse,
+    /// Who is asked on escalate: the policy's `escalate_to`, else the workflow's.
+    escalate_to: Vec<String>,
+    description: Option<String>,
+    monitor: Monitor,
+    /// A violation is reported once; a reported policy is no longer monitored.
+    reported: bool,
+}
+
+/// What crossing a boundary's handoffs and delegations gave.
+#[derive(Debug)]
+enum Crossing {
+    /// Enter the target with this input, after this event.
+    Enter(Value, String),
+    /// A handoff refused what crossed (the failure is handled).
+    Refused,
+    /// A policy holds the handoff: it blocked the run or waits for a human.
+    Held,
 }
 
 /// Where a handler's action runs.
@@ -208,6 +309,8 @@ pub struct Engine {
     pending_contract: HashMap<String, String>,
     /// Approve decisions applied so far (confirmation of `confirm` tools).
     approvals: u32,
+    /// The online monitors of the policies that apply to this workflow.
+    policies: Vec<PolicyRt>,
     /// Set while a resumed run replays its journal: wall-clock limits are
     /// not re-checked (the journal says what happened).
     pub replaying: bool,
@@ -342,6 +445,23 @@ impl Engine {
                 join_of.entry(branch.clone()).or_insert_with(|| n.name.clone());
             }
         }
+        // One monitor per policy: the program's, then the workflow's.
+        let mut policies = Vec::new();
+        for policy in program.policies.iter().chain(&wf.policies) {
+            let automaton = Automaton::new(&policy.formula).map_err(|e| format!("policy `{}`: {e}", policy.name))?;
+            let mut escalate_to = names(policy.props.get("escalate_to"));
+            if escalate_to.is_empty() {
+                escalate_to = names(wf.props.get("escalate_to"));
+            }
+            policies.push(PolicyRt {
+                name: policy.name.clone(),
+                response: PolicyResponse::of(word(policy.props.get("response"))),
+                escalate_to,
+                description: word(policy.props.get("description")).map(str::to_string),
+                monitor: Monitor::new(automaton),
+                reported: false,
+            });
+        }
         let start_ms = cfg.clock.now_ms();
         Ok(Engine {
             program,
@@ -384,6 +504,7 @@ impl Engine {
             pending_slice: HashMap::new(),
             pending_contract: HashMap::new(),
             approvals: 0,
+            policies,
             replaying: false,
         })
     }
@@ -463,6 +584,11 @@ impl Engine {
     }
 
     fn emit(&mut self, producer: &str, body: Body, parent: Option<&str>) -> String {
+        // Nothing is recorded after the run terminated (what was still
+        // unwinding when it did changes nothing).
+        if matches!(self.status, RunStatus::Terminated { .. }) {
+            return String::new();
+        }
         self.seq += 1;
         let event_id = Event::id_for(&self.cfg.run_id, self.seq);
         // Events recorded within the same millisecond share its rendering.
@@ -481,7 +607,179 @@ impl Engine {
             body,
             time,
         });
+        if !self.policies.is_empty() {
+            self.monitor_last(&event_id);
+        }
         event_id
+    }
+
+    // -------------------------------------------------------------- policies
+
+    /// Feeds the event just recorded to every policy monitor. A `warn`
+    /// policy it violated is reported and the run goes on; any other is
+    /// reported and the run stops (`policy_violation`) before anything else
+    /// is dispatched. (`block` and `escalate` policies act earlier, in
+    /// [`Engine::admit`]; one reaching here is applied as `halt`.)
+    fn monitor_last(&mut self, event_id: &str) {
+        let Some(event) = self.events.last() else { return };
+        let Some(obs) = Obs::of(&event.body) else { return };
+        let seq = event.seq;
+        let mut violated: Vec<(usize, String)> = Vec::new();
+        for (i, p) in self.policies.iter_mut().enumerate() {
+            if p.reported {
+                continue;
+            }
+            let before = p.monitor.state();
+            if p.monitor.feed(seq, &event.body) {
+                p.reported = true;
+                violated.push((i, p.monitor.automaton.residual(before)));
+            }
+        }
+        if violated.is_empty() {
+            return;
+        }
+        let offending = event.body.kind();
+        let what = obs_text(&obs);
+        let mut stop = None;
+        for (i, required) in violated {
+            let declared = self.policies[i].response;
+            let applied = if declared == PolicyResponse::Warn { PolicyResponse::Warn } else { PolicyResponse::Halt };
+            let mut message = self.violation_message(i, &what, &required, "");
+            if declared != applied {
+                message.push_str(&format!(" (declared {}; applied as halt)", declared.as_str()));
+            }
+            let ev = self.report(i, applied, offending, message, None, event_id);
+            if applied != PolicyResponse::Warn {
+                stop = Some(ev);
+            }
+        }
+        if let Some(ev) = stop {
+            self.terminate("policy_violation", "failure", &ev, None);
+        }
+    }
+
+    /// `block` and `escalate` policies act before the event `obs` is
+    /// recorded: returns whether the action about to record it may go on.
+    /// A `block` policy it would violate is reported and the run stops
+    /// (`policy_blocked`): the event never happens. Otherwise an `escalate`
+    /// policy it would violate is reported and its principals are asked;
+    /// the action is `held` until they answer (approve: it happens;
+    /// reject: the run stops with `policy_violation`).
+    fn admit(&mut self, obs: Obs<'_>, offending: &'static str, cause: &str, held: impl FnOnce() -> Held) -> bool {
+        if !self.running() {
+            return false;
+        }
+        if self.policies.is_empty() {
+            return true;
+        }
+        let mut blocked: Vec<(usize, String)> = Vec::new();
+        let mut escalated: Option<(usize, String)> = None;
+        for (i, p) in self.policies.iter_mut().enumerate() {
+            if p.reported || !p.response.acts_before() {
+                continue;
+            }
+            let now = p.monitor.state();
+            let automaton = &mut p.monitor.automaton;
+            let mask = automaton.mask(&obs);
+            if !Automaton::is_false(automaton.step(now, mask)) {
+                continue;
+            }
+            let required = automaton.residual(now);
+            match p.response {
+                PolicyResponse::Block => blocked.push((i, required)),
+                _ => {
+                    escalated.get_or_insert((i, required));
+                }
+            }
+        }
+        if !blocked.is_empty() {
+            let what = obs_text(&obs);
+            let mut last = cause.to_string();
+            for (i, required) in blocked {
+                let message = self.violation_message(i, &what, &required, ": blocked, it did not happen");
+                last = self.report(i, PolicyResponse::Block, offending, message, None, cause);
+            }
+            self.terminate("policy_blocked", "failure", &last, None);
+            return false;
+        }
+        if let Some((i, required)) = escalated {
+            let message = self.violation_message(i, &obs_text(&obs), &required, ": held for a decision");
+            let ev = self.report(i, PolicyResponse::Escalate, offending, message.clone(), None, cause);
+            let policy = self.policies[i].name.clone();
+            let principals = self.policies[i].escalate_to.clone();
+            self.ask(
+                Decision::Policy { policy, held: Box::new(held()) },
+                principals,
+                Some(message),
+                vec!["approve".into(), "reject".into()],
+                &ev,
+            );
+            return false;
+        }
+        true
+    }
+
+    fn violation_message(&self, i: usize, what: &str, required: &str, tail: &str) -> String {
+        let p = &self.policies[i];
+        let mut message = format!("{what} violates `{}`, which required {required}{tail}", p.name);
+        if let Some(d) = &p.description {
+            message.push_str(&format!(" ({d})"));
+        }
+        message
+    }
+
+    /// Records a policy violation (once per policy).
+    fn report(
+        &mut self,
+        i: usize,
+        response: PolicyResponse,
+        offending: &str,
+        message: String,
+        owed: Option<String>,
+        parent: &str,
+    ) -> String {
+        self.policies[i].reported = true;
+        let policy = self.policies[i].name.clone();
+        self.emit(
+            "control",
+            Body::PolicyViolated {
+                schema_version: V,
+                policy,
+                response: response.as_str().to_string(),
+                offending: offending.to_string(),
+                message,
+                owed,
+            },
+            Some(parent),
+        )
+    }
+
+    /// Takes an action a policy escalation held, once a human approved it.
+    fn resume_held(&mut self, held: Held, cause: &str) {
+        match held {
+            Held::StartNode { name, input, trigger } => self.start_node(&name, input, &trigger, cause),
+            Held::CallTool { attempt, tool, input, key_template, agent, delay } => {
+                self.call_tool(&attempt, &tool, input, key_template, agent.as_deref(), delay, cause)
+            }
+            Held::Transfer { from, to, input } => {
+                if let Crossing::Enter(input, parent) = self.transfer(&from, &to, input, cause.to_string()) {
+                    self.start_node(&to, input, "first", &parent);
+                }
+            }
+            Held::CompleteNode { name, output, status } => self.complete_node(&name, output, &status, cause),
+            Held::EndNode { name, reason, status } => self.finish_end(&name, &reason, &status, cause),
+            Held::ParallelDone { name } => self.finish_parallel(&name, cause),
+            Held::NodeFailed { node, event, code, message } => {
+                if let Some(n) = self.node(&node) {
+                    self.node_event_failed(&n, &event, &code, &message, cause);
+                }
+            }
+            Held::ToolRefused { attempt, tool, message } => self.feed_tool_error(&attempt, &tool, &message, cause),
+            Held::Gate { name, body, action, ctx } => self.record_gate(&name, *body, action, ctx, cause),
+            Held::Decision { decision, request_event, answer } => self.on_decision(*decision, &request_event, answer),
+            Held::Zones { changes } => self.zone_changes(changes, cause),
+            Held::Terminate { reason, status, message } => self.terminate(&reason, &status, cause, message.as_deref()),
+        }
     }
 
     fn store(&mut self, value: &Value, produced_by: &str, parent: Option<&str>) -> ArtifactRef {
@@ -567,6 +865,10 @@ impl Engine {
             self.terminate("unknown_node", "failure", cause, Some(&format!("no node `{name}`")));
             return;
         };
+        let held = || Held::StartNode { name: name.to_string(), input: input.clone(), trigger: trigger.to_string() };
+        if !self.admit(Obs::Started(name), "node_started", cause, held) {
+            return;
+        }
         let slice = self.pending_slice.remove(name);
         let contract = self.pending_contract.remove(name);
         let rt = self.nodes.entry(name.to_string()).or_default();
@@ -606,13 +908,7 @@ impl Engine {
             "end" => {
                 let reason = node.target.first().cloned().unwrap_or_else(|| name.to_string());
                 let status = word(node.props.get("status")).unwrap_or("success").to_string();
-                let done = self.emit(
-                    "control",
-                    Body::NodeCompleted { schema_version: V, node: name.to_string(), status: "completed".into(), output: None },
-                    Some(&started),
-                );
-                self.nodes[name].running = false;
-                self.terminate(&reason, &status, &done, None);
+                self.finish_end(name, &reason, &status, &started);
             }
             "parallel" => {
                 let branches = node.target.clone();
@@ -630,20 +926,16 @@ impl Engine {
                         .find(|t| t.to == branch && (t.from == name || self.env.contains_key(&t.from)))
                         .map(|t| t.from.clone());
                     match delegator {
-                        Some(from) => {
-                            let Some((input, parent)) = self.transfer(&from, &branch, input.clone(), edge) else { return };
-                            self.start_node(&branch, input, "first", &parent);
-                        }
+                        Some(from) => match self.transfer(&from, &branch, input.clone(), edge) {
+                            Crossing::Enter(input, parent) => self.start_node(&branch, input, "first", &parent),
+                            // A held handoff waits; the other branches go on.
+                            Crossing::Held => {}
+                            Crossing::Refused => return,
+                        },
                         None => self.start_node(&branch, input.clone(), "first", &edge),
                     }
                 }
-                let done = self.emit(
-                    "control",
-                    Body::NodeCompleted { schema_version: V, node: name.to_string(), status: "completed".into(), output: None },
-                    Some(&started),
-                );
-                self.nodes[name].running = false;
-                let _ = done;
+                self.finish_parallel(name, &started);
             }
             "join" => {
                 // Entered by an edge: wait for the branches.
@@ -690,6 +982,34 @@ impl Engine {
                 self.node_failed(&node, "unsupported", &msg, &started);
             }
         }
+    }
+
+    /// An end node completes, and the run terminates with its reason.
+    fn finish_end(&mut self, name: &str, reason: &str, status: &str, cause: &str) {
+        let held = || Held::EndNode { name: name.to_string(), reason: reason.to_string(), status: status.to_string() };
+        if !self.admit(Obs::Completed(name), "node_completed", cause, held) {
+            return;
+        }
+        let done = self.emit(
+            "control",
+            Body::NodeCompleted { schema_version: V, node: name.to_string(), status: "completed".into(), output: None },
+            Some(cause),
+        );
+        self.nodes[name].running = false;
+        self.terminate(reason, status, &done, None);
+    }
+
+    /// A parallel node completes once its branches are started.
+    fn finish_parallel(&mut self, name: &str, cause: &str) {
+        if !self.admit(Obs::Completed(name), "node_completed", cause, || Held::ParallelDone { name: name.to_string() }) {
+            return;
+        }
+        self.emit(
+            "control",
+            Body::NodeCompleted { schema_version: V, node: name.to_string(), status: "completed".into(), output: None },
+            Some(cause),
+        );
+        self.nodes[name].running = false;
     }
 
     fn map_next(&mut self, map: &str, cause: &str) {
@@ -911,6 +1231,17 @@ impl Engine {
             );
             return;
         }
+        let held = || Held::CallTool {
+            attempt: attempt_id.to_string(),
+            tool: tool.to_string(),
+            input: input.clone(),
+            key_template: key_template.clone(),
+            agent: agent.map(str::to_string),
+            delay,
+        };
+        if !self.admit(Obs::Called { tool, by: agent }, "tool_call_started", cause, held) {
+            return;
+        }
         // An MCP server's quota: calls per run at that server.
         if decl.variant.as_deref() == Some("mcp") {
             if let Some(quota) = int(decl.props.get("quota")) {
@@ -998,6 +1329,10 @@ impl Engine {
     fn feed_tool_error(&mut self, attempt_id: &str, tool: &str, message: &str, cause: &str) {
         let node = self.attempts.get(attempt_id).map(|a| a.node.clone()).unwrap_or_default();
         let agent = self.node(&node).and_then(|n| (n.kind == "agent").then(|| n.target.first().cloned()).flatten());
+        let held = || Held::ToolRefused { attempt: attempt_id.to_string(), tool: tool.to_string(), message: message.to_string() };
+        if !self.admit(Obs::Refused { tool, by: agent.as_deref() }, "tool_call_refused", cause, held) {
+            return;
+        }
         let warn = self.emit(
             "control",
             Body::ToolCallRefused {
@@ -1420,6 +1755,11 @@ impl Engine {
     /// A node's visit failed: its handler for `event`, else `on_failure`,
     /// else the workflow's handler, else the run fails.
     fn node_event_failed(&mut self, node: &Node, event: &str, code: &str, message: &str, cause: &str) {
+        let held =
+            || Held::NodeFailed { node: node.name.clone(), event: event.to_string(), code: code.to_string(), message: message.to_string() };
+        if !self.admit(Obs::Failed(&node.name), "node_failed", cause, held) {
+            return;
+        }
         let failed = self.emit(
             "control",
             Body::NodeFailed { schema_version: V, node: node.name.clone(), error_code: code.to_string(), message: message.to_string() },
@@ -1484,6 +1824,10 @@ impl Engine {
                 }
                 return;
             }
+        }
+        let held = || Held::CompleteNode { name: name.to_string(), output: output.clone(), status: status.to_string() };
+        if !self.admit(Obs::Completed(name), "node_completed", cause, held) {
+            return;
         }
         let artifact = if output.is_null() { None } else { Some(artifact_ref(&output).0) };
         let done = self.emit(
@@ -1778,19 +2122,21 @@ impl Engine {
             Some(cause),
         );
         let input = self.env.get(from).cloned().unwrap_or(Value::Null);
-        let Some((input, parent)) = self.transfer(from, to, input, edge) else { return };
-        self.start_node(to, input, "first", &parent);
+        if let Crossing::Enter(input, parent) = self.transfer(from, to, input, edge) {
+            self.start_node(to, input, "first", &parent);
+        }
     }
 
     /// Applies the handoffs and delegations of `from -> to` to what crosses.
-    /// `None` when a handoff refused it (the failure is handled).
-    fn transfer(&mut self, from: &str, to: &str, input: Value, edge: String) -> Option<(Value, String)> {
-        let mut input = input;
-        let mut parent = edge;
+    fn transfer(&mut self, from: &str, to: &str, input: Value, edge: String) -> Crossing {
         let transfers: Vec<_> = match self.transfers_from.get(from) {
             Some(list) => list.iter().filter(|t| t.to == to).cloned().collect(),
             None => Vec::new(),
         };
+        // What crossed, kept for a handoff a policy holds (only when policies apply).
+        let original = (!self.policies.is_empty()).then(|| input.clone());
+        let mut input = input;
+        let mut parent = edge;
         for transfer in transfers {
             if transfer.kind == "handoff" {
                 let hops = self.hops.entry((from.to_string(), to.to_string())).or_default();
@@ -1804,8 +2150,17 @@ impl Engine {
                             Some(&parent),
                         );
                         self.workflow_event("max_hops", Some(from), &ex, "max_hops", "too many handoffs");
-                        return None;
+                        return Crossing::Refused;
                     }
+                }
+                // Policies may hold the handoff before it happens; if a human
+                // lets it happen, the crossing is taken again from the start.
+                let held = || Held::Transfer { from: from.to_string(), to: to.to_string(), input: original.clone().unwrap_or_default() };
+                if !self.admit(Obs::HandedOff { from, to }, "handoff", &parent, held) {
+                    if let Some(h) = self.hops.get_mut(&(from.to_string(), to.to_string())) {
+                        *h -= 1;
+                    }
+                    return Crossing::Held;
                 }
                 let context = word(transfer.props.get("context")).unwrap_or("fork").to_string();
                 let fields = names(transfer.props.get("context_fields"));
@@ -1860,7 +2215,7 @@ impl Engine {
                     if let Some(node) = self.node(from) {
                         self.node_failed(&node, "handoff_refused", &why, &handoff);
                     }
-                    return None;
+                    return Crossing::Refused;
                 }
                 self.emit(
                     "control",
@@ -1922,7 +2277,7 @@ impl Engine {
                 input = inputs;
             }
         }
-        Some((input, parent))
+        Crossing::Enter(input, parent)
     }
 
     // ----------------------------------------------------------------- gates
@@ -2231,20 +2586,16 @@ impl Engine {
         } else {
             reason_prop.or_else(|| results.iter().find(|r| r.outcome != "PASS").and_then(|r| r.reason.clone()))
         };
-        let recorded = self.emit(
-            &format!("gate.{name}"),
-            Body::GateRecorded {
-                schema_version: V,
-                gate: name.to_string(),
-                from: gate.from.clone(),
-                to: gate.to.clone(),
-                outcome: outcome.clone(),
-                reason,
-                evaluators: results,
-                trigger,
-            },
-            Some(&rt.cause),
-        );
+        let body = Body::GateRecorded {
+            schema_version: V,
+            gate: name.to_string(),
+            from: gate.from.clone(),
+            to: gate.to.clone(),
+            outcome: outcome.clone(),
+            reason,
+            evaluators: results,
+            trigger,
+        };
         let ctx = Ctx { node: Some(gate.from.clone()), gate: Some(name.to_string()), event: outcome.clone() };
         let handler = gate.handlers.iter().find(|h| h.events.contains(&outcome)).map(|h| h.action.clone());
         let action = handler.unwrap_or_else(|| Action {
@@ -2255,19 +2606,25 @@ impl Engine {
             },
             args: Vec::new(),
         });
+        self.record_gate(name, body, action, ctx, &rt.cause);
+    }
+
+    /// Records a gate's outcome (`body`) and takes the action it calls for.
+    fn record_gate(&mut self, name: &str, body: Body, action: Action, ctx: Ctx, cause: &str) {
+        if let Body::GateRecorded { outcome, .. } = &body {
+            let held = || Held::Gate { name: name.to_string(), body: Box::new(body.clone()), action: action.clone(), ctx: ctx.clone() };
+            if !self.admit(Obs::Outcome { gate: name, outcome }, "gate_recorded", cause, held) {
+                return;
+            }
+        }
+        let recorded = self.emit(&format!("gate.{name}"), body, Some(cause));
         self.act(&action, &ctx, &format!("gate.{name}"), &recorded);
     }
 
     // ------------------------------------------------------------- decisions
 
     fn ask(&mut self, decision: Decision, principals: Vec<String>, prompt: Option<String>, decisions: Vec<String>, cause: &str) {
-        let subject = match &decision {
-            Decision::Gate { gate, .. } => gate.clone(),
-            Decision::HumanNode { node } => node.clone(),
-            Decision::Escalation { principal, .. } => format!("escalation.{principal}"),
-            Decision::Reconcile { attempt } => format!("reconcile.{attempt}"),
-            Decision::Confirm { attempt, tool, .. } => format!("confirm.{tool}.{attempt}"),
-        };
+        let subject = decision.subject();
         let round = {
             let r = self.decision_rounds.entry(subject.clone()).or_default();
             *r += 1;
@@ -2306,6 +2663,13 @@ impl Engine {
     }
 
     fn on_decision(&mut self, decision: Decision, request_event: &str, answer: HumanAnswer) {
+        let subject = decision.subject();
+        let obs = Obs::Decided { subject: &subject, decision: &answer.decision, by: &answer.by };
+        let held =
+            || Held::Decision { decision: Box::new(decision.clone()), request_event: request_event.to_string(), answer: answer.clone() };
+        if !self.admit(obs, "decision_applied", request_event, held) {
+            return;
+        }
         let who = answer.by.clone();
         if answer.decision == "approve" && matches!(decision, Decision::Gate { .. } | Decision::HumanNode { .. } | Decision::Confirm { .. })
         {
@@ -2403,6 +2767,25 @@ impl Engine {
                     self.feed_tool_error(&attempt, &tool, "a human refused the call", &applied);
                 } else {
                     self.attempt_failed(&attempt, "confirmation_refused", "a human refused the call", &applied);
+                }
+            }
+            Decision::Policy { policy, held } => {
+                let approved = answer.decision == "approve";
+                let applied = self.emit(
+                    &producer,
+                    Body::DecisionApplied {
+                        schema_version: V,
+                        subject: format!("policy.{policy}"),
+                        decision: answer.decision.clone(),
+                        by: who,
+                        action: if approved { "continue".into() } else { "terminate(policy_violation)".into() },
+                    },
+                    Some(request_event),
+                );
+                if approved {
+                    self.resume_held(*held, &applied);
+                } else {
+                    self.terminate("policy_violation", "failure", &applied, None);
                 }
             }
             Decision::Reconcile { attempt } => {
@@ -2546,7 +2929,12 @@ impl Engine {
     }
 
     fn zone_changes(&mut self, changes: Vec<ZoneChange>, cause: &str) {
-        for change in changes {
+        let mut rest = changes.into_iter();
+        while let Some(change) = rest.next() {
+            let held = || Held::Zones { changes: std::iter::once(change.clone()).chain(rest.clone()).collect() };
+            if !self.admit(Obs::Zone(&change.to), "budget_zone_changed", cause, held) {
+                return;
+            }
             let ev = self.emit(
                 "control",
                 Body::BudgetZoneChanged {
@@ -2598,6 +2986,10 @@ impl Engine {
         if !self.running() {
             return;
         }
+        let held = || Held::Terminate { reason: reason.to_string(), status: status.to_string(), message: message.map(str::to_string) };
+        if !self.admit(Obs::Terminated(reason), "run_terminated", cause, held) {
+            return;
+        }
         let mut status = status.to_string();
         if status == "success" {
             if let Some(IrValue::Expr(cond)) = self.wf.props.get("success").cloned() {
@@ -2621,6 +3013,38 @@ impl Engine {
         }
         self.waiting.clear();
         self.commands.clear();
+        // Policies violated by the termination itself, or owing an
+        // obligation it leaves open, are reported now: the run ends anyway,
+        // and a run that would have succeeded (or returned a partial
+        // result) fails unless they only warn.
+        for i in 0..self.policies.len() {
+            let p = &mut self.policies[i];
+            if p.reported {
+                continue;
+            }
+            let now = p.monitor.state();
+            let automaton = &mut p.monitor.automaton;
+            let mask = automaton.mask(&Obs::Terminated(reason));
+            let next = automaton.step(now, mask);
+            let (offending, owed, message) = if Automaton::is_false(next) {
+                let required = automaton.residual(now);
+                ("run_terminated", None, self.violation_message(i, &format!("terminated({reason})"), &required, ""))
+            } else if !automaton.accepts_end(next) {
+                let owed = automaton.residual(next);
+                let mut message = format!("the run ended with `{}` still owing {owed}", p.name);
+                if let Some(d) = &p.description {
+                    message.push_str(&format!(" ({d})"));
+                }
+                ("end", Some(owed), message)
+            } else {
+                continue;
+            };
+            let response = self.policies[i].response;
+            if response != PolicyResponse::Warn && matches!(status.as_str(), "success" | "partial") {
+                status = "failure".into();
+            }
+            self.report(i, response, offending, message, owed, cause);
+        }
         let output = self.last_output.as_ref().map(|(_, a)| a.clone());
         self.emit(
             "control",
@@ -2765,6 +3189,24 @@ pub fn worst(a: &str, b: &str) -> String {
         b.to_string()
     } else {
         a.to_string()
+    }
+}
+
+/// What an event says, written as the atom that would describe it.
+fn obs_text(obs: &Obs) -> String {
+    match obs {
+        Obs::Started(n) => format!("started({n})"),
+        Obs::Completed(n) => format!("completed({n})"),
+        Obs::Failed(n) => format!("failed({n})"),
+        Obs::Called { tool, by: None } => format!("called({tool})"),
+        Obs::Called { tool, by: Some(a) } => format!("called({tool}, by: {a})"),
+        Obs::Refused { tool, by: None } => format!("refused({tool})"),
+        Obs::Refused { tool, by: Some(a) } => format!("refused({tool}, by: {a})"),
+        Obs::HandedOff { from, to } => format!("handed_off({from}, {to})"),
+        Obs::Outcome { gate, outcome } => format!("outcome({gate}, {outcome})"),
+        Obs::Decided { subject, decision, by } => format!("decided({subject}, {decision}) by {by}"),
+        Obs::Zone(z) => format!("zone({z})"),
+        Obs::Terminated(r) => format!("terminated({r})"),
     }
 }
 

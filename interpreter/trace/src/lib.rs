@@ -9,9 +9,10 @@
 //!
 //! OpenTelemetry GenAI mapping: `run_*` events are the `invoke_workflow`
 //! span, an agent node's `attempt_*` events the `invoke_agent` span,
-//! `agent_turn` a `chat` span, `tool_call_*` an `execute_tool` span and
-//! `gate_recorded` a `gen_ai.evaluation.result` event; Flow's own detail
-//! goes under `flow.*` attributes (see [`otel_name`]).
+//! `agent_turn` a `chat` span, `tool_call_*` an `execute_tool` span, and
+//! `gate_recorded` and `policy_violated` a `gen_ai.evaluation.result`
+//! event; Flow's own detail goes under `flow.*` attributes (see
+//! [`otel_name`]).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -420,11 +421,26 @@ pub enum Body {
         tool: String,
         idempotency_key: String,
     },
-    /// A policy was violated (runtime monitor or witness).
+    /// A policy was violated: recorded by the run's monitor (reference
+    /// §8.4) before the offending action takes effect, or in a witness.
     PolicyViolated {
         schema_version: u32,
+        /// The policy's name.
         policy: String,
+        /// The response applied: `warn` (the run continues), `halt` (the
+        /// run stops after the event), `block` (the event did not happen
+        /// and the run stops) or `escalate` (a human decides whether it
+        /// happens).
+        response: String,
+        /// The event kind that violated, or `end` for an obligation open
+        /// at termination.
+        offending: String,
+        /// What happened and what the policy required.
         message: String,
+        /// What was still owed when the run ended (the residual formula),
+        /// for an obligation open at termination.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owed: Option<String>,
     },
     /// Something worth knowing that changed nothing.
     Warning {
@@ -483,7 +499,8 @@ pub fn otel_name(kind: &str) -> &'static str {
         "node_started" | "node_completed" | "node_failed" | "attempt_started" | "attempt_completed" | "attempt_failed" => "invoke_agent",
         "agent_turn" => "chat",
         "tool_call_started" | "tool_call_completed" | "tool_call_refused" => "execute_tool",
-        "gate_recorded" => "gen_ai.evaluation.result",
+        // A policy verdict is an evaluation too (label: the response).
+        "gate_recorded" | "policy_violated" => "gen_ai.evaluation.result",
         _ => "flow.event",
     }
 }
@@ -549,6 +566,32 @@ mod tests {
             published == generated,
             "stdlib/schemas/trace-event.schema.json is stale: regenerate with FLOW_BLESS=1 cargo test -p flow-trace"
         );
+    }
+
+    #[test]
+    fn policy_violations_round_trip_and_map_to_evaluations() {
+        let body = Body::PolicyViolated {
+            schema_version: SCHEMA_VERSION,
+            policy: "ends".into(),
+            response: "warn".into(),
+            offending: "end".into(),
+            message: "an obligation is open at the end".into(),
+            owed: Some("eventually terminated(done)".into()),
+        };
+        let json = serde_json::to_value(&body).unwrap();
+        assert_eq!(json["kind"], "policy_violated");
+        assert_eq!(json["payload"]["offending"], "end");
+        assert_eq!(serde_json::from_value::<Body>(json).unwrap(), body);
+        let safety = Body::PolicyViolated {
+            schema_version: SCHEMA_VERSION,
+            policy: "p".into(),
+            response: "halt".into(),
+            offending: "node_started".into(),
+            message: "m".into(),
+            owed: None,
+        };
+        assert!(serde_json::to_value(&safety).unwrap()["payload"].get("owed").is_none());
+        assert_eq!(otel_name(body.kind()), "gen_ai.evaluation.result");
     }
 
     #[test]

@@ -35,13 +35,29 @@ pub enum Obs<'a> {
     Started(&'a str),
     Completed(&'a str),
     Failed(&'a str),
-    Called { tool: &'a str, by: Option<&'a str> },
-    Refused { tool: &'a str, by: Option<&'a str> },
-    HandedOff { from: &'a str, to: &'a str },
-    Outcome { gate: &'a str, outcome: &'a str },
+    Called {
+        tool: &'a str,
+        by: Option<&'a str>,
+    },
+    Refused {
+        tool: &'a str,
+        by: Option<&'a str>,
+    },
+    HandedOff {
+        from: &'a str,
+        to: &'a str,
+    },
+    Outcome {
+        gate: &'a str,
+        outcome: &'a str,
+    },
     /// A decision applied to a gate, a human node, an escalation or a
     /// confirmation (`subject`), by a principal.
-    Decided { subject: &'a str, decision: &'a str, by: &'a str },
+    Decided {
+        subject: &'a str,
+        decision: &'a str,
+        by: &'a str,
+    },
     Zone(&'a str),
     Terminated(&'a str),
 }

@@ -17,9 +17,7 @@ fn sat(f: &Formula, w: &[Obs], i: usize) -> bool {
     let n = w.len();
     match f {
         Formula::Bool { value } => *value,
-        Formula::Atom { name, args, by, .. } => {
-            i < n && Atom::compile(name, args, by.as_deref()).map(|a| a.holds(&w[i])).unwrap_or(false)
-        }
+        Formula::Atom { name, args, by, .. } => i < n && Atom::compile(name, args, by.as_deref()).map(|a| a.holds(&w[i])).unwrap_or(false),
         Formula::Not { body } => !sat(body, w, i),
         Formula::And { lhs, rhs } => sat(lhs, w, i) && sat(rhs, w, i),
         Formula::Or { lhs, rhs } => sat(lhs, w, i) || sat(rhs, w, i),

@@ -194,6 +194,10 @@ struct NodeInfo {
     /// condition reads (reading one that never completed is an error).
     edge_refs: Vec<Vec<NodeId>>,
     until_refs: Vec<NodeId>,
+    /// Whether choosing an edge here reads nothing other branches write:
+    /// a default edge exists (no dead end that depends on other branches),
+    /// and guards read only this node's own output.
+    leave_static: bool,
 }
 
 /// The abstract model of one workflow.
@@ -224,6 +228,9 @@ pub struct Model<'p> {
     workflow_on: Vec<(String, u16)>,
     /// The first slot of the bitset of nodes that have an output.
     done_base: usize,
+    /// Whether to apply the partial-order reduction (on by default; off
+    /// only to test that it changes no verdict).
+    pub reduce: bool,
 }
 
 fn intern(list: &mut Vec<String>, name: &str) -> u16 {
@@ -265,6 +272,7 @@ impl<'p> Model<'p> {
             delegations: Vec::new(),
             workflow_on: Vec::new(),
             done_base: 0,
+            reduce: true,
         };
         m.start = word(workflow.props.get("start")).and_then(node_index);
         let budget = workflow.props.get("budget").and_then(|v| match v {
@@ -321,6 +329,7 @@ impl<'p> Model<'p> {
                 guards_can_fail: true,
                 edge_refs: Vec::new(),
                 until_refs: Vec::new(),
+                leave_static: false,
             });
         }
         let confirm_of =
@@ -445,6 +454,13 @@ impl<'p> Model<'p> {
             if let Some(Value::Expr(e)) = node.props.get("until") {
                 m.nodes[i].until_refs = refs_of(e, &node_index);
             }
+        }
+        for i in 0..m.nodes.len() {
+            let info = &m.nodes[i];
+            let has_default = info.edges.iter().any(|(_, g)| !matches!(g, Guard::When(_)));
+            let own_refs = info.edge_refs.iter().all(|refs| refs.iter().all(|&r| r as usize == i));
+            let plain = !matches!(info.kind, Kind::Parallel) && info.map_of.is_none() && info.in_loop.is_none() && info.join_of.is_none();
+            m.nodes[i].leave_static = has_default && own_refs && plain;
         }
         m.done_base = m.slots;
         m.slots += m.nodes.len().div_ceil(32);
@@ -657,6 +673,24 @@ impl<'p> Model<'p> {
         if st.done {
             return;
         }
+        if self.reduce && st.threads.len() > 1 {
+            // Partial-order reduction: a branch whose next steps are all
+            // invisible (no policy event) and local (they touch only its own
+            // place and read nothing another branch writes) commutes with
+            // every step of the other branches, so exploring it alone loses
+            // no policy trace. Every cycle of the model passes a visible step
+            // (a node start), so no step is postponed forever.
+            for t in 0..st.threads.len() {
+                if !self.local_phase(st.threads[t]) {
+                    continue;
+                }
+                self.thread_moves(st, t, out);
+                if !out.is_empty() && out.iter().all(|(l, _)| matches!(l, None | Some(Label::Edge(..)))) {
+                    return;
+                }
+                out.clear();
+            }
+        }
         for t in 0..st.threads.len() {
             // Threads at the same place move alike: one is enough.
             if t > 0 && st.threads[t] == st.threads[t - 1] {
@@ -671,6 +705,15 @@ impl<'p> Model<'p> {
                     *w |= 1 << (*n % 32);
                 }
             }
+        }
+    }
+
+    /// Whether a thread's next steps are local (see `successors`).
+    fn local_phase(&self, (n, phase): (NodeId, Phase)) -> bool {
+        match phase {
+            Phase::Enter(_) | Phase::Jump(..) => true,
+            Phase::Leave => self.nodes[n as usize].leave_static,
+            _ => false,
         }
     }
 

@@ -294,7 +294,9 @@ pub fn events(model: &Model, labels: &[Label], run_id: &str, plan_digest: &str) 
                 push(&mut out, "control", body);
             }
             Label::Completed(n) => {
-                let body = Body::NodeCompleted { schema_version: 1, node: name(n), status: "completed".into(), output: None };
+                // Outputs are abstract: one placeholder artifact (the handoffs carry the same).
+                let output = matches!(model.node_kind(*n), "agent" | "tool" | "human" | "join" | "loop" | "map").then(|| payload.clone());
+                let body = Body::NodeCompleted { schema_version: 1, node: name(n), status: "completed".into(), output };
                 push(&mut out, "control", body);
             }
             Label::Failed(n) => {

@@ -54,7 +54,7 @@ pub enum Label {
 pub const OUTCOMES: [&str; 3] = ["PASS", "REQUIRES_DECISION", "BLOCK"];
 pub const DECISIONS: [&str; 4] = ["approve", "revise", "replan", "reject"];
 pub const ZONES: [&str; 4] = ["green", "yellow", "red", "fuse"];
-pub const VIAS: [&str; 10] = ["always", "when", "else", "goto", "activate", "revise", "replan", "fanout", "loop_round", "join"];
+pub const VIAS: [&str; 11] = ["always", "when", "else", "goto", "activate", "revise", "replan", "fanout", "loop_round", "join", "map_item"];
 const VIA_GATE: u8 = 200;
 
 /// Where a thread is in its node's visit.
@@ -984,7 +984,7 @@ impl<'p> Model<'p> {
                 let count = st.vars[info.loop_slot];
                 if count < info.map_bound {
                     if let Some(&item) = info.targets.first() {
-                        let mut s = self.set(st, t, Some((n, Phase::Jump(item, 1))));
+                        let mut s = self.set(st, t, Some((n, Phase::Jump(item, 10))));
                         s.vars[info.loop_slot] = count + 1;
                         self.push(out, None, s);
                     }
@@ -996,7 +996,8 @@ impl<'p> Model<'p> {
                 let mut s = st.clone();
                 s.threads.remove(t);
                 for &b in &info.targets {
-                    s.threads.push((b, Phase::Start));
+                    // Each branch is entered by a fan-out edge.
+                    s.threads.push((n, Phase::Jump(b, 7)));
                 }
                 s.threads.sort_unstable();
                 self.push(out, Some(Label::Completed(n)), s);

@@ -1,7 +1,8 @@
-//! The model checker on parallel workflows: the partial-order reduction
-//! explores fewer states and changes no verdict and no witness length, and
-//! interleavings are really explored (a violation that needs one branch to
-//! overtake another is found).
+//! The model checker on parallel workflows: control steps run to
+//! completion as in the engine (fewer states than interleaving every step,
+//! and never a violation the coarser model does not also find), and
+//! interleavings of waiting branches are really explored (a violation that
+//! needs one branch to overtake another is found).
 
 use flow_tests::RepoLoader;
 
@@ -52,7 +53,7 @@ fn policy_events(report: &flow_verify::policies::PolicyReport) -> usize {
 }
 
 #[test]
-fn the_reduction_changes_no_verdict_and_explores_fewer_states() {
+fn atomic_control_steps_explore_fewer_states_and_refine_the_coarse_model() {
     for (branches, depth) in [(2, 2), (3, 2), (3, 3)] {
         let program = check(&parallel_source(branches, depth));
         let reduced = flow_verify::policies::check_policies_with(&program, "sha256:t", 5_000_000, true);
@@ -60,13 +61,17 @@ fn the_reduction_changes_no_verdict_and_explores_fewer_states() {
         assert_eq!(reduced.len(), full.len());
         let mut fewer = false;
         for (r, f) in reduced.iter().zip(&full) {
-            assert_eq!((r.name.as_str(), r.status), (f.name.as_str(), f.status), "{branches}x{depth}");
+            assert_eq!(r.name, f.name);
             assert_ne!(r.status, "unknown");
-            assert_eq!(policy_events(r), policy_events(f), "{branches}x{depth} {}: same witness length in policy events", r.name);
+            // Every run of the precise model is a run of the coarse one.
+            if r.status == "violated" {
+                assert_eq!(f.status, "violated", "{branches}x{depth} {}", r.name);
+                assert!(policy_events(f) <= policy_events(r), "{branches}x{depth} {}: the coarse witness is no longer", r.name);
+            }
             fewer |= r.states < f.states;
             assert!(r.states <= f.states, "{branches}x{depth} {}: {} > {}", r.name, r.states, f.states);
         }
-        assert!(fewer, "{branches}x{depth}: the reduction saved states");
+        assert!(fewer, "{branches}x{depth}: atomic control steps saved states");
         let total = |rs: &[flow_verify::policies::PolicyReport]| rs.iter().map(|r| r.states).sum::<usize>();
         println!("{branches}x{depth}: {} states reduced, {} full", total(&reduced), total(&full));
         let status = |name: &str| reduced.iter().find(|r| r.name == name).map(|r| r.status).unwrap_or("missing");

@@ -194,10 +194,6 @@ struct NodeInfo {
     /// condition reads (reading one that never completed is an error).
     edge_refs: Vec<Vec<NodeId>>,
     until_refs: Vec<NodeId>,
-    /// Whether choosing an edge here reads nothing other branches write:
-    /// a default edge exists (no dead end that depends on other branches),
-    /// and guards read only this node's own output.
-    leave_static: bool,
 }
 
 /// The abstract model of one workflow.
@@ -228,8 +224,9 @@ pub struct Model<'p> {
     workflow_on: Vec<(String, u16)>,
     /// The first slot of the bitset of nodes that have an output.
     done_base: usize,
-    /// Whether to apply the partial-order reduction (on by default; off
-    /// only to test that it changes no verdict).
+    /// Whether a branch's control steps run without interleaving, as in
+    /// the engine (on by default; off only in tests, for the coarser model
+    /// where every step interleaves).
     pub reduce: bool,
 }
 
@@ -329,7 +326,6 @@ impl<'p> Model<'p> {
                 guards_can_fail: true,
                 edge_refs: Vec::new(),
                 until_refs: Vec::new(),
-                leave_static: false,
             });
         }
         let confirm_of =
@@ -454,13 +450,6 @@ impl<'p> Model<'p> {
             if let Some(Value::Expr(e)) = node.props.get("until") {
                 m.nodes[i].until_refs = refs_of(e, &node_index);
             }
-        }
-        for i in 0..m.nodes.len() {
-            let info = &m.nodes[i];
-            let has_default = info.edges.iter().any(|(_, g)| !matches!(g, Guard::When(_)));
-            let own_refs = info.edge_refs.iter().all(|refs| refs.iter().all(|&r| r as usize == i));
-            let plain = !matches!(info.kind, Kind::Parallel) && info.map_of.is_none() && info.in_loop.is_none() && info.join_of.is_none();
-            m.nodes[i].leave_static = has_default && own_refs && plain;
         }
         m.done_base = m.slots;
         m.slots += m.nodes.len().div_ceil(32);
@@ -673,22 +662,17 @@ impl<'p> Model<'p> {
         if st.done {
             return;
         }
+        // The control plane handles one data-plane answer at a time and
+        // runs its consequences to completion before the next: a branch in
+        // a control step (entering a node, taking an edge, a join, a
+        // termination…) moves alone. Only the order in which waiting
+        // branches get their answers interleaves. (With `reduce` off every
+        // step interleaves: a coarser model, for tests.)
         if self.reduce && st.threads.len() > 1 {
-            // Partial-order reduction: a branch whose next steps are all
-            // invisible (no policy event) and local (they touch only its own
-            // place and read nothing another branch writes) commutes with
-            // every step of the other branches, so exploring it alone loses
-            // no policy trace. Every cycle of the model passes a visible step
-            // (a node start), so no step is postponed forever.
-            for t in 0..st.threads.len() {
-                if !self.local_phase(st.threads[t]) {
-                    continue;
-                }
+            if let Some(t) = (0..st.threads.len()).find(|&t| is_control(st.threads[t].1) && st.threads[t].1 != Phase::Terminate(u16::MAX)) {
                 self.thread_moves(st, t, out);
-                if !out.is_empty() && out.iter().all(|(l, _)| matches!(l, None | Some(Label::Edge(..)))) {
-                    return;
-                }
-                out.clear();
+                self.mark_outputs(out);
+                return;
             }
         }
         for t in 0..st.threads.len() {
@@ -698,6 +682,11 @@ impl<'p> Model<'p> {
             }
             self.thread_moves(st, t, out);
         }
+        self.mark_outputs(out);
+    }
+
+    /// Records which nodes now have an output.
+    fn mark_outputs(&self, out: &mut [(Option<Label>, St)]) {
         for (label, s) in out.iter_mut() {
             if let Some(Label::Completed(n)) = label {
                 let slot = self.done_base + *n as usize / 32;
@@ -705,15 +694,6 @@ impl<'p> Model<'p> {
                     *w |= 1 << (*n % 32);
                 }
             }
-        }
-    }
-
-    /// Whether a thread's next steps are local (see `successors`).
-    fn local_phase(&self, (n, phase): (NodeId, Phase)) -> bool {
-        match phase {
-            Phase::Enter(_) | Phase::Jump(..) => true,
-            Phase::Leave => self.nodes[n as usize].leave_static,
-            _ => false,
         }
     }
 
@@ -1358,6 +1338,23 @@ fn refs_of(e: &TExpr, node_index: &impl Fn(&str) -> Option<NodeId>) -> Vec<NodeI
     let mut out = Vec::new();
     walk(e, node_index, &mut out, &mut Vec::new());
     out
+}
+
+/// Whether a thread's next step is the control plane's own (it runs
+/// without waiting for the data plane: models, tools, humans).
+fn is_control(phase: Phase) -> bool {
+    !matches!(
+        phase,
+        Phase::Tools(_)
+            | Phase::ToolConfirm(_)
+            | Phase::NodeConfirm
+            | Phase::Finish
+            | Phase::Retried
+            | Phase::Human
+            | Phase::Gate(_)
+            | Phase::Decide(_)
+            | Phase::Escalate(_)
+    )
 }
 
 fn next_or_dead(next: Option<(NodeId, Phase)>, n: NodeId) -> (NodeId, Phase) {

@@ -111,6 +111,64 @@ enum Command {
         /// A run directory or run id.
         run: String,
     },
+    /// Hold a recorded trace against its plan (`flow trace check`), or explain a deviation code.
+    Trace {
+        #[command(subcommand)]
+        command: TraceCommand,
+    },
+    /// Measure how much of a plan's coverage obligations a set of traces exercises.
+    ///
+    /// The obligations are the verifier's: every reachable agent, every
+    /// allowed tool edge (agent calls tool), every restricted tool edge
+    /// (a call probed and refused), every delegation edge and every gate
+    /// outlet (outcome or decision). A trace covers the obligations of the
+    /// workflow it ran. Prints a percentage per kind and the uncovered
+    /// obligations. Exit status: 0, or 2 on a usage or I/O error.
+    Coverage {
+        /// Traces: `trace.jsonl` files or run directories (one or more).
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        /// The plan: a .flow file (checked and verified) or a plan .json from `flowc build`.
+        #[arg(long)]
+        plan: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TraceCommand {
+    /// Check a trace against a plan: schema, seq, node order, edges, gates,
+    /// deciders, handoffs, budgets, policies and the termination reason.
+    ///
+    /// Every deviation has a stable code (T001…; `flow trace explain`
+    /// lists them). Given a run directory, handoff payloads and delegation
+    /// inputs are also checked against their types from the run's
+    /// artifacts/. Exit status: 0 conformant, 1 deviations found, 2 usage
+    /// or I/O error.
+    Check {
+        /// A `trace.jsonl` file or a run directory (then its trace.jsonl and artifacts/).
+        trace: PathBuf,
+        /// The plan: a .flow file (checked and verified) or a plan .json from `flowc build`.
+        #[arg(long)]
+        plan: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Explain a deviation code of `flow trace check` (all of them without one).
+    Explain {
+        /// A code such as T020.
+        code: Option<String>,
+    },
+}
+
+/// Output format of `flow trace check` and `flow coverage`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    /// Readable text.
+    Human,
+    /// One stable JSON document.
+    Json,
 }
 
 #[derive(clap::Args, Debug)]
@@ -175,6 +233,9 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Approve { run, subject, decision, by, comment } => approve(&run, &subject, &decision, by, comment),
         Command::Status { run } => status(&run),
         Command::Show { run } => show(&run),
+        Command::Trace { command: TraceCommand::Check { trace, plan, format } } => trace_check(&trace, &plan, format),
+        Command::Trace { command: TraceCommand::Explain { code } } => trace_explain(code.as_deref()),
+        Command::Coverage { traces, plan, format } => coverage(&traces, &plan, format),
         Command::Replay { run } => {
             let dir = match run_dir_of(&run) {
                 Ok(d) => d,
@@ -621,6 +682,222 @@ fn show(run: &str) -> u8 {
             _ => continue,
         };
         println!("{:>5} {}  {detail}", event.seq, &event.time.get(11..23).unwrap_or(""));
+    }
+    exit::SUCCESS
+}
+
+/// A trace given as a file or a run directory: the trace file and, when
+/// the run's artifacts/ sits beside it, the artifact directory.
+fn trace_paths(path: &Path) -> (PathBuf, Option<PathBuf>) {
+    let (file, dir) = if path.is_dir() {
+        (path.join("trace.jsonl"), Some(path.to_path_buf()))
+    } else {
+        (path.to_path_buf(), path.parent().map(Path::to_path_buf))
+    };
+    let artifacts = dir.map(|d| d.join("artifacts")).filter(|a| a.is_dir());
+    (file, artifacts)
+}
+
+fn read_trace(path: &Path) -> Result<(PathBuf, String, Option<PathBuf>), u8> {
+    let (file, artifacts) = trace_paths(path);
+    match std::fs::read_to_string(&file) {
+        Ok(text) => Ok((file, text, artifacts)),
+        Err(e) => {
+            eprintln!("flow: cannot read the trace {}: {e}", file.display());
+            Err(exit::USAGE)
+        }
+    }
+}
+
+/// The plan for `--plan`: any compile failure is a usage error here.
+fn plan_for(path: &Path) -> Result<Plan, u8> {
+    compile(path).map(|(plan, _)| plan).map_err(|_| exit::USAGE)
+}
+
+fn trace_check(trace: &Path, plan: &Path, format: Format) -> u8 {
+    use flow_runtime::conformance::{self, Options};
+    use flow_runtime::journal::{ArtifactStore, DirArtifacts};
+    let plan_file = plan;
+    let plan = match plan_for(plan) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let (file, text, artifacts) = match read_trace(trace) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let store = match artifacts.as_deref().map(DirArtifacts::open) {
+        Some(Ok(store)) => Some(store),
+        Some(Err(e)) => {
+            eprintln!("flow: cannot open the artifacts: {e}");
+            return exit::USAGE;
+        }
+        None => None,
+    };
+    let options = Options { artifacts: store.as_ref().map(|s| s as &dyn ArtifactStore), plan_digest: Some(&plan.source.digest) };
+    let report = conformance::check_text(&plan.program, &text, &options);
+    match format {
+        Format::Json => {
+            let mut doc = serde_json::json!({
+                "format_version": 1,
+                "trace_file": file.display().to_string(),
+                "plan": { "file": plan_file.display().to_string(), "digest": plan.source.digest },
+                "artifacts": artifacts.as_ref().map(|a| a.display().to_string()),
+            });
+            if let (Some(obj), Ok(serde_json::Value::Object(rest))) = (doc.as_object_mut(), serde_json::to_value(&report)) {
+                obj.extend(rest);
+            }
+            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        }
+        Format::Human => print_check(&file, &report),
+    }
+    if report.conformant {
+        exit::SUCCESS
+    } else {
+        exit::FAILED
+    }
+}
+
+fn print_check(file: &Path, report: &flow_runtime::conformance::Report) {
+    let t = &report.trace;
+    let ended = match (t.state, &t.status, &t.reason) {
+        ("terminated", Some(status), Some(reason)) => format!("terminated: {status} ({reason})"),
+        (state, _, _) => state.to_string(),
+    };
+    println!(
+        "trace {} — run {} (workflow {}), {} events, {ended}",
+        file.display(),
+        t.run_id.as_deref().unwrap_or("?"),
+        t.workflow.as_deref().unwrap_or("?"),
+        t.events
+    );
+    for d in &report.deviations {
+        let at = match (d.seq, d.line) {
+            (_, Some(line)) => format!("line {line}"),
+            (Some(seq), None) => format!("seq {seq}"),
+            (None, None) => "trace".to_string(),
+        };
+        println!("{} {at}: {}", d.code, d.message);
+        if let Some(e) = &d.expected {
+            println!("    expected: {e}");
+        }
+        if let Some(a) = &d.actual {
+            println!("    actual:   {a}");
+        }
+        let context: Vec<String> = [("node", &d.node), ("attempt", &d.attempt), ("gate", &d.gate), ("reason", &d.reason_code)]
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+            .collect();
+        if !context.is_empty() {
+            println!("    {}", context.join(" · "));
+        }
+    }
+    if !report.policies.is_empty() {
+        println!("policies:");
+        for p in &report.policies {
+            let at = p.seq.map(|s| format!(" at seq {s}")).unwrap_or_default();
+            let owed = p.owed.as_ref().map(|o| format!(" — owes {o}")).unwrap_or_default();
+            println!("  {:<9} {} ({}, response {}){at}{owed}", p.verdict, p.name, p.scope, p.response);
+        }
+    }
+    for note in &report.notes {
+        println!("note: {note}");
+    }
+    if report.conformant {
+        println!("conformant: no deviations");
+    } else {
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for d in &report.deviations {
+            match counts.iter_mut().find(|(c, _)| *c == d.code) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((d.code, 1)),
+            }
+        }
+        counts.sort();
+        let summary: Vec<String> = counts.iter().map(|(c, n)| format!("{c} ×{n}")).collect();
+        println!("not conformant: {} deviation(s) ({})", report.deviations.len(), summary.join(", "));
+    }
+}
+
+fn trace_explain(code: Option<&str>) -> u8 {
+    use flow_runtime::conformance::{explain, CODES};
+    match code {
+        Some(code) => match explain(code) {
+            Some(info) => {
+                println!("{} {}\n\n{}", info.code, info.title, info.explanation);
+                exit::SUCCESS
+            }
+            None => {
+                eprintln!("flow: no deviation code `{code}` (`flow trace explain` lists them)");
+                exit::USAGE
+            }
+        },
+        None => {
+            for info in CODES {
+                println!("{}  {}", info.code, info.title);
+            }
+            exit::SUCCESS
+        }
+    }
+}
+
+fn coverage(traces: &[PathBuf], plan: &Path, format: Format) -> u8 {
+    use flow_runtime::coverage::{self, Goal, Trace};
+    let plan_file = plan;
+    let plan = match plan_for(plan) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let mut loaded = Vec::new();
+    let mut notes = Vec::new();
+    for path in traces {
+        let (file, text, _) = match read_trace(path) {
+            Ok(t) => t,
+            Err(code) => return code,
+        };
+        let parsed = flow_runtime::conformance::parse(&text);
+        if !parsed.deviations.is_empty() {
+            notes.push(format!("{}: {} line(s) are not trace events and were skipped", file.display(), parsed.deviations.len()));
+        }
+        loaded.push((file.display().to_string(), parsed.events));
+    }
+    let goals: Vec<Goal> = flow_verify::obligations::obligations(&plan.program)
+        .into_iter()
+        .map(|o| Goal { kind: o.kind, id: o.id, workflow: o.workflow, subject: o.subject, description: o.description })
+        .collect();
+    let traces: Vec<Trace> = loaded.iter().map(|(name, events)| Trace { name, events }).collect();
+    let report = coverage::coverage(&plan.program, &goals, &traces);
+    match format {
+        Format::Json => {
+            let mut doc = serde_json::json!({
+                "format_version": 1,
+                "plan": { "file": plan_file.display().to_string(), "digest": plan.source.digest },
+                "notes": notes,
+            });
+            if let (Some(obj), Ok(serde_json::Value::Object(rest))) = (doc.as_object_mut(), serde_json::to_value(&report)) {
+                obj.extend(rest);
+            }
+            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        }
+        Format::Human => {
+            println!("coverage of {} trace(s) against {}", report.traces.len(), plan_file.display());
+            let pct = |p: Option<f64>| p.map(|p| format!("{p:.1}%")).unwrap_or_else(|| "n/a".into());
+            for k in &report.kinds {
+                println!("  {:<22} {:>4}/{:<4} {:>7}", k.kind, k.covered, k.total, pct(k.percent));
+            }
+            println!("  {:<22} {:>4}/{:<4} {:>7}", "total", report.total.covered, report.total.total, pct(report.total.percent));
+            if report.uncovered.is_empty() {
+                println!("every obligation is covered");
+            } else {
+                println!("uncovered ({}):", report.uncovered.len());
+                for o in report.obligations.iter().filter(|o| !o.covered) {
+                    println!("  {} ({}): {}", o.id, o.workflow, o.description);
+                }
+            }
+            for note in &notes {
+                println!("note: {note}");
+            }
+        }
     }
     exit::SUCCESS
 }

@@ -15,6 +15,8 @@
 
 pub mod budget;
 pub mod clock;
+pub mod conformance;
+pub mod coverage;
 pub mod driver;
 pub mod engine;
 pub mod eval;

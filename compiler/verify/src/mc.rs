@@ -65,7 +65,7 @@ pub fn obs<'m>(model: &'m Model, label: &Label) -> Option<Obs<'m>> {
         },
         Label::Zone(z) => Obs::Zone(ZONES[*z as usize]),
         Label::Terminated(r) => Obs::Terminated(model.reasons.get_index(*r as usize).map(String::as_str).unwrap_or("")),
-        Label::Edge(..) | Label::Exhausted => return None,
+        Label::Edge(..) | Label::Exhausted(_) => return None,
     })
 }
 
@@ -259,12 +259,43 @@ pub fn cover(model: &Model, wanted: impl Fn(&Label) -> bool, max_states: usize) 
     None
 }
 
+/// The budget a delegate is granted: its contract's limits (as the engine
+/// records them).
+fn granted(props: &indexmap::IndexMap<String, flow_check::ir::Value>) -> Usage {
+    use flow_check::ir::Value;
+    let int = |k: &str| crate::lookup::int(props.get(k)).unwrap_or(0);
+    Usage {
+        steps: int("steps"),
+        tokens: int("tokens"),
+        tool_calls: int("tool_calls"),
+        cost: match props.get("cost") {
+            Some(Value::Money(m)) | Some(Value::Float(m)) => *m,
+            Some(Value::Int(i)) => *i as f64,
+            _ => 0.0,
+        },
+        duration_ms: match props.get("duration") {
+            Some(Value::Duration(ms)) => *ms,
+            _ => 0,
+        },
+    }
+}
+
 /// The witness run as trace events, in the vocabulary of `flow run`.
 pub fn events(model: &Model, labels: &[Label], run_id: &str, plan_digest: &str) -> Vec<Event> {
+    events_with_cycle(model, labels, None, run_id, plan_digest)
+}
+
+/// [`events`] for a lasso: the labels from `cycle_start` on repeat forever.
+/// The trace ends with `run_paused` (reason `cycle`, `waiting_on` the seq
+/// the cycle starts at), which `flow trace check` reads as "the last events
+/// repeat forever": an obligation still open is violated.
+pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<usize>, run_id: &str, plan_digest: &str) -> Vec<Event> {
+    let mut cycle_seq = None;
     let mut out: Vec<Event> = Vec::new();
     let mut visits: FxHashMap<NodeId, u32> = FxHashMap::default();
     let mut zone = 0usize;
     let mut calls = 0u32;
+    let mut open: FxHashMap<NodeId, String> = FxHashMap::default();
     let payload = ArtifactRef { digest: format!("sha256:{}", "0".repeat(64)), size: 0 };
     let push = |out: &mut Vec<Event>, producer: &str, body: Body| {
         let seq = out.len() as u64 + 1;
@@ -285,21 +316,54 @@ pub fn events(model: &Model, labels: &[Label], run_id: &str, plan_digest: &str) 
         Body::RunStarted { schema_version: 1, workflow: model.workflow.name.clone(), plan_digest: plan_digest.to_string(), input: None },
     );
     let name = |n: &NodeId| model.node_name(*n).to_string();
-    for label in labels {
+    for (i, label) in labels.iter().enumerate() {
+        if Some(i) == cycle_start {
+            cycle_seq = Some(out.len() as u64 + 1);
+        }
         match label {
             Label::Started(n) => {
                 let v = visits.entry(*n).or_default();
                 *v += 1;
-                let body = Body::NodeStarted { schema_version: 1, node: name(n), node_kind: model.node_kind(*n).to_string(), visit: *v };
+                let visit = *v;
+                let body = Body::NodeStarted { schema_version: 1, node: name(n), node_kind: model.node_kind(*n).to_string(), visit };
                 push(&mut out, "control", body);
+                if matches!(model.node_kind(*n), "agent" | "tool") {
+                    // One attempt per visit (retries are not policy steps).
+                    let attempt_id = format!("{}#{visit}.1", name(n));
+                    let body = Body::AttemptStarted {
+                        schema_version: 1,
+                        node: name(n),
+                        attempt_id: attempt_id.clone(),
+                        attempt_no: 1,
+                        trigger_reason: "first".into(),
+                    };
+                    push(&mut out, "control", body);
+                    open.insert(*n, attempt_id);
+                }
             }
             Label::Completed(n) => {
                 // Outputs are abstract: one placeholder artifact (the handoffs carry the same).
                 let output = matches!(model.node_kind(*n), "agent" | "tool" | "human" | "join" | "loop" | "map").then(|| payload.clone());
+                if let Some(attempt_id) = open.remove(n) {
+                    let body =
+                        Body::AttemptCompleted { schema_version: 1, node: name(n), attempt_id, attempt_no: 1, output: payload.clone() };
+                    push(&mut out, "control", body);
+                }
                 let body = Body::NodeCompleted { schema_version: 1, node: name(n), status: "completed".into(), output };
                 push(&mut out, "control", body);
             }
             Label::Failed(n) => {
+                if let Some(attempt_id) = open.remove(n) {
+                    let body = Body::AttemptFailed {
+                        schema_version: 1,
+                        node: name(n),
+                        attempt_id,
+                        attempt_no: 1,
+                        error_code: "failure".into(),
+                        message: "the attempt failed (a choice of the model)".into(),
+                    };
+                    push(&mut out, "control", body);
+                }
                 let body = Body::NodeFailed {
                     schema_version: 1,
                     node: name(n),
@@ -408,19 +472,62 @@ pub fn events(model: &Model, labels: &[Label], run_id: &str, plan_digest: &str) 
             }
             Label::Terminated(r) => {
                 let reason = model.reasons.get_index(*r as usize).cloned().unwrap_or_default();
-                let body = Body::RunTerminated { schema_version: 1, reason, status: "success".into(), output: None };
+                let body = Body::RunTerminated { schema_version: 1, reason, status: model.termination_status(*r).into(), output: None };
                 push(&mut out, "control", body);
             }
             Label::Edge(a, b, via) => {
-                let body = Body::EdgeTaken { schema_version: 1, from: name(a), to: name(b), via: model.via(*via) };
+                let via = if *via == 1 {
+                    // A `when` edge: the engine writes the guard's text.
+                    let guard = model.workflow.edges.iter().find_map(|e| match &e.guard {
+                        flow_check::ir::Guard::When(cond) if e.from == name(a) && e.to == name(b) => Some(cond),
+                        _ => None,
+                    });
+                    guard.map(|g| format!("when {}", flow_check::render::render(g))).unwrap_or_else(|| "when".into())
+                } else {
+                    model.via(*via)
+                };
+                let body = Body::EdgeTaken { schema_version: 1, from: name(a), to: name(b), via };
                 push(&mut out, "control", body);
+                // A delegation into `b` is recorded with the crossing.
+                for t in model.workflow.transfers.iter().filter(|t| t.kind == "delegate" && t.to == name(b)) {
+                    let contract = crate::lookup::word(t.props.get("contract")).unwrap_or_default().to_string();
+                    let budget = model
+                        .program
+                        .decls
+                        .get(&contract)
+                        .and_then(|c| crate::lookup::budget_record(c.props.get("budget"), model.program))
+                        .map(granted)
+                        .unwrap_or_default();
+                    let body = Body::Delegation {
+                        schema_version: 1,
+                        from: t.from.clone(),
+                        to: name(b),
+                        contract,
+                        inputs: payload.clone(),
+                        budget,
+                    };
+                    push(&mut out, &format!("node.{}", t.from), body);
+                }
             }
-            Label::Exhausted => {
+            Label::Exhausted(n) => {
                 let body = Body::BudgetExhausted { schema_version: 1, scope: "run".into(), limit: "budget".into() };
                 push(&mut out, "control", body);
+                if let Some(attempt_id) = open.remove(n) {
+                    let body = Body::AttemptFailed {
+                        schema_version: 1,
+                        node: name(n),
+                        attempt_id,
+                        attempt_no: 1,
+                        error_code: "budget_exhausted".into(),
+                        message: "the budget was exhausted (a choice of the model)".into(),
+                    };
+                    push(&mut out, "control", body);
+                }
             }
         }
     }
-    let _ = Usage::default();
+    if let Some(seq) = cycle_seq {
+        push(&mut out, "control", Body::RunPaused { schema_version: 1, reason: "cycle".into(), waiting_on: format!("seq {seq}") });
+    }
     out
 }

@@ -47,8 +47,8 @@ pub enum Label {
     Terminated(u16),
     /// Control moved along an edge (not a policy step): from, to, via index into [`VIAS`].
     Edge(NodeId, NodeId, u8),
-    /// A budget was exhausted (not a policy step).
-    Exhausted,
+    /// A budget was exhausted while the node waited (not a policy step).
+    Exhausted(NodeId),
 }
 
 pub const OUTCOMES: [&str; 3] = ["PASS", "REQUIRES_DECISION", "BLOCK"];
@@ -91,6 +91,8 @@ pub enum Phase {
     Fanout,
     JoinArrive(NodeId),
     Terminate(u16),
+    /// A parallel node completes after its branches started.
+    FanDone,
 }
 
 /// An abstract state.
@@ -638,6 +640,35 @@ impl<'p> Model<'p> {
         self.handoffs.contains(&(from, to))
     }
 
+    /// The run's status when it terminates with reason `r`, as the engine
+    /// gives it: an end node's `status` (default success), partial after
+    /// `fallback` or `return_partial`, escalated after a rejected
+    /// escalation, failure otherwise.
+    pub fn termination_status(&self, r: u16) -> &'static str {
+        let reason = self.reasons.get_index(r as usize).map(String::as_str).unwrap_or("");
+        for (i, info) in self.nodes.iter().enumerate() {
+            if info.kind == Kind::End && info.end_reason == r {
+                let node = self.workflow.nodes.get_index(i).map(|(_, n)| n);
+                return match node.and_then(|n| word(n.props.get("status"))) {
+                    Some("failure") => "failure",
+                    Some("partial") => "partial",
+                    Some("escalated") => "escalated",
+                    Some("cancelled") => "cancelled",
+                    _ => "success",
+                };
+            }
+        }
+        if reason == "partial_result"
+            || self.sites.iter().any(|s| s.action.name == "fallback" && s.action.args.first().map_or("fallback", String::as_str) == reason)
+        {
+            return "partial";
+        }
+        if reason.starts_with("escalation_") {
+            return "escalated";
+        }
+        "failure"
+    }
+
     /// The via text of an edge label.
     pub fn via(&self, via: u8) -> String {
         if via >= VIA_GATE {
@@ -669,7 +700,21 @@ impl<'p> Model<'p> {
         // branches get their answers interleaves. (With `reduce` off every
         // step interleaves: a coarser model, for tests.)
         if self.reduce && st.threads.len() > 1 {
-            if let Some(t) = (0..st.threads.len()).find(|&t| is_control(st.threads[t].1) && st.threads[t].1 != Phase::Terminate(u16::MAX)) {
+            // Among control steps: a branch being started goes on until it
+            // waits before the next branch's fan-out edge, and a parallel
+            // node completes after all its branches started (engine order).
+            let tier = |p: Phase| match p {
+                Phase::Jump(_, 7) => 1,
+                Phase::FanDone => 2,
+                _ => 0,
+            };
+            let pick = (0..3).find_map(|level| {
+                (0..st.threads.len()).find(|&t| {
+                    let p = st.threads[t].1;
+                    is_control(p) && p != Phase::Terminate(u16::MAX) && tier(p) == level
+                })
+            });
+            if let Some(t) = pick {
                 self.thread_moves(st, t, out);
                 self.mark_outputs(out);
                 return;
@@ -818,7 +863,7 @@ impl<'p> Model<'p> {
                 self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
                 if phase == Phase::Finish && self.exhaustible && matches!(info.kind, Kind::Agent | Kind::Tool) {
                     let next = self.exhaust(n);
-                    self.push(out, Some(Label::Exhausted), self.set(st, t, next));
+                    self.push(out, Some(Label::Exhausted(n)), self.set(st, t, next));
                 }
                 if phase == Phase::Finish && matches!(info.kind, Kind::Agent | Kind::Tool) {
                     if let Some(&(z, ends)) = self.zones.iter().find(|(z, _)| *z > st.zone) {
@@ -972,15 +1017,18 @@ impl<'p> Model<'p> {
                 self.push(out, None, self.set(st, t, Some((n, Phase::Complete))));
             }
             Phase::Fanout => {
-                // The parallel node completes; its branches start and interleave.
+                // Each branch is entered by a fan-out edge and started, in
+                // order; then the parallel node completes.
                 let mut s = st.clone();
-                s.threads.remove(t);
+                s.threads[t] = (n, Phase::FanDone);
                 for &b in &info.targets {
-                    // Each branch is entered by a fan-out edge.
                     s.threads.push((n, Phase::Jump(b, 7)));
                 }
                 s.threads.sort_unstable();
-                self.push(out, Some(Label::Completed(n)), s);
+                self.push(out, None, s);
+            }
+            Phase::FanDone => {
+                self.push(out, Some(Label::Completed(n)), self.set(st, t, None));
             }
             Phase::JoinArrive(j) => {
                 let ji = &self.nodes[j as usize];

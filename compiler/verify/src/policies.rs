@@ -118,7 +118,7 @@ fn check_one(model: &Model, policy: &Policy, plan_digest: &str, max_states: usiz
         Verdict::Violated(cx) => {
             report.status = "violated";
             let run_id = format!("witness-{workflow}-{}", policy.name);
-            let events = mc::events(model, &cx.labels, &run_id, plan_digest);
+            let events = mc::events_with_cycle(model, &cx.labels, cx.cycle_start, &run_id, plan_digest);
             let mut witness = steps(model, &cx.labels, policy.loc);
             witness.cycle_start = cx.cycle_start.map(|c| cx.labels[..c].iter().filter(|l| !matches!(l, Label::Edge(..))).count());
             witness.trace = serde_json::to_string(&events).ok();
@@ -198,7 +198,7 @@ fn steps(model: &Model, labels: &[Label], policy_loc: Loc) -> Witness {
                     message: format!("the budget enters zone {}", ZONES[*z as usize]),
                 }
             }
-            Label::Exhausted => {
+            Label::Exhausted(_) => {
                 let (file, span) = loc_span(policy_loc);
                 WitnessStep { name: "budget".into(), file, span, message: "the budget is exhausted".into() }
             }

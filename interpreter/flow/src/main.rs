@@ -411,6 +411,14 @@ fn report(result: Result<Outcome, RunError>, quiet: bool) -> u8 {
 }
 
 fn compile(file: &Path) -> Result<(Plan, PathBuf), u8> {
+    compile_with(file, false)
+}
+
+/// Compiles a `.flow` file (or reads a plan). Checking errors always
+/// refuse; static verification errors refuse unless `for_checking` (holding
+/// a trace against a plan whose static checks failed — a broken twin, a
+/// witness of its violation — is legitimate: the IR is whole).
+fn compile_with(file: &Path, for_checking: bool) -> Result<(Plan, PathBuf), u8> {
     let base = match file.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -454,7 +462,15 @@ fn compile(file: &Path) -> Result<(Plan, PathBuf), u8> {
         diagnostics.extend(flow_verify::verify(&checked.program));
     }
     sort_diagnostics(&mut diagnostics);
-    if diagnostics.iter().any(|d| d.is_error()) {
+    let refuse = if for_checking { checked.has_errors() } else { diagnostics.iter().any(|d| d.is_error()) };
+    if !refuse && diagnostics.iter().any(|d| d.is_error()) {
+        eprintln!(
+            "flow: note: {} has static verification errors ({}); checking against it anyway",
+            file.display(),
+            render::summary_line(&diagnostics)
+        );
+    }
+    if refuse {
         let mut err = StandardStream::stderr(if std::io::stderr().is_terminal() { ColorChoice::Auto } else { ColorChoice::Never });
         let _ = render::emit(&mut err, &db, &diagnostics);
         eprintln!("flow: not running {}: {}", file.display(), render::summary_line(&diagnostics));
@@ -711,7 +727,7 @@ fn read_trace(path: &Path) -> Result<(PathBuf, String, Option<PathBuf>), u8> {
 
 /// The plan for `--plan`: any compile failure is a usage error here.
 fn plan_for(path: &Path) -> Result<Plan, u8> {
-    compile(path).map(|(plan, _)| plan).map_err(|_| exit::USAGE)
+    compile_with(path, true).map(|(plan, _)| plan).map_err(|_| exit::USAGE)
 }
 
 fn trace_check(trace: &Path, plan: &Path, format: Format) -> u8 {

@@ -2067,6 +2067,9 @@ impl<'a> Checker<'a> {
     fn finish(mut self, events: &[Event], plan_digest: Option<&str>) -> Report {
         let terminated = self.run == RunPhase::Terminated;
         let last_seq = events.last().map(|e| e.seq).unwrap_or(0);
+        // A lasso witness (`flowc verify --witness-dir`): the run repeats its
+        // last events forever, so an obligation still open is never met.
+        let cycle = matches!(events.last().map(|e| &e.body), Some(Body::RunPaused { reason, .. }) if reason == "cycle");
         let mut scopes: Vec<String> = self.budgets.keys().cloned().collect();
         scopes.sort();
         for scope in scopes {
@@ -2082,7 +2085,7 @@ impl<'a> Checker<'a> {
                 Some(m) => match m.verdict() {
                     Verdict::Holds => ("holds", None, None),
                     Verdict::Violated { seq, at_end: false, .. } => ("violated", Some(seq), None),
-                    Verdict::Violated { owed, at_end: true, .. } if terminated => ("violated", Some(last_seq), Some(owed)),
+                    Verdict::Violated { owed, at_end: true, .. } if terminated || cycle => ("violated", Some(last_seq), Some(owed)),
                     Verdict::Violated { owed, .. } => ("open", None, Some(owed)),
                 },
             };
@@ -2093,6 +2096,7 @@ impl<'a> Checker<'a> {
                 continue;
             }
             let message = match &p.owed {
+                Some(owed) if cycle => format!("policy `{}` is violated: the run cycles forever owing `{owed}`", p.name),
                 Some(owed) => format!("policy `{}` is violated: the run terminated owing `{owed}`", p.name),
                 None => format!("policy `{}` is violated at this event", p.name),
             };

@@ -1,0 +1,108 @@
+//! One checker for witnesses and runs: the model checker's counterexamples,
+//! held against their plan by `flow trace check`, violate exactly the policy
+//! they witness (a lasso's open obligation included); its positive witnesses
+//! (an example run per coverage obligation) conform to the plan.
+// Tests read and write files: the pure-core lint does not apply.
+#![allow(clippy::disallowed_methods)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn program(file: &str) -> flow_check::ir::Program {
+    let path = repo_root().join(file);
+    let text = std::fs::read_to_string(&path).expect("example source");
+    let mut db = flow_diagnostics::SourceDb::new();
+    let root = db.add(flow_lsp::fs::normalize(&path), text);
+    let checked = flow_check::check_program(&mut db, root, &flow_lsp::fs::FsLoader);
+    assert!(!checked.has_errors(), "{file} checks");
+    checked.program
+}
+
+fn write_jsonl(dir: &Path, name: &str, events: &[flow_trace::Event]) -> PathBuf {
+    let path = dir.join(name);
+    let text: String = events.iter().map(|e| serde_json::to_string(e).expect("event JSON") + "\n").collect();
+    std::fs::write(&path, text).expect("write witness");
+    path
+}
+
+fn trace_check(trace: &Path, plan: &str) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(["trace", "check"])
+        .arg(trace)
+        .args(["--plan", plan, "--format", "json"])
+        .current_dir(repo_root())
+        .output()
+        .expect("flow runs");
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap_or(-1), doc)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("flow-witnesses-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+#[test]
+fn a_counterexample_violates_exactly_the_policy_it_witnesses() {
+    let dir = scratch("counter");
+    let cases = [
+        ("research_writer", "outline_after_evidence", false),
+        ("agent_proxy", "merge_needs_pm", false),
+        ("short_video", "compose_after_audio_gate", false),
+        ("harness", "refund_after_approval", false),
+        ("decision_meeting", "meeting_terminates", true),
+    ];
+    for (name, policy, lasso) in cases {
+        let plan = format!("examples/{name}/{name}.broken.flow");
+        let program = program(&plan);
+        let reports = flow_verify::policies::check_policies(&program, "sha256:test", flow_verify::policies::DEFAULT_MAX_STATES);
+        let report = reports.iter().find(|r| r.name == policy).expect("the policy is checked");
+        assert_eq!(report.status, "violated", "{name}: {policy}");
+        let ends_paused =
+            matches!(report.events.last().map(|e| &e.body), Some(flow_trace::Body::RunPaused { reason, .. }) if reason == "cycle");
+        assert_eq!(ends_paused, lasso, "{name}: a lasso witness ends with run_paused(cycle)");
+        let file = write_jsonl(&dir, &format!("{name}.{policy}.jsonl"), &report.events);
+        let (code, doc) = trace_check(&file, &plan);
+        assert_eq!(code, 1, "{name}: {doc}");
+        let violated: Vec<&str> = doc["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["verdict"] == "violated")
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(violated, [policy], "{name}: exactly the witnessed policy: {doc}");
+        let t050 = doc["deviations"].as_array().unwrap().iter().find(|d| d["code"] == "T050").expect("a T050 deviation");
+        assert!(t050["message"].as_str().unwrap().contains(policy), "{t050}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_positive_witness_of_every_example_conforms() {
+    let dir = scratch("positive");
+    let mut checked = 0;
+    for name in ["agent_proxy", "decision_meeting", "delegation", "harness", "research_writer", "short_video"] {
+        let plan = format!("examples/{name}/{name}.flow");
+        let program = program(&plan);
+        let witnesses = flow_verify::policies::positive_witnesses(&program, "sha256:test", flow_verify::policies::DEFAULT_MAX_STATES);
+        assert!(!witnesses.is_empty(), "{name} has coverage obligations");
+        for (obligation, run) in witnesses {
+            let Some(events) = run else { continue };
+            let file = write_jsonl(&dir, &format!("{name}.{}.jsonl", obligation.id.replace([':', '>', '/'], "_")), &events);
+            let (code, doc) = trace_check(&file, &plan);
+            assert_eq!(code, 0, "{name} {}: {doc}", obligation.id);
+            assert_eq!(doc["conformant"], true);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 50, "{checked} positive witnesses checked");
+    let _ = std::fs::remove_dir_all(&dir);
+}

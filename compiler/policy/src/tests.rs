@@ -75,7 +75,7 @@ fn next(seed: &mut u64) -> u64 {
 
 fn formula(seed: &mut u64, depth: u32) -> Formula {
     let r = next(seed);
-    if depth == 0 || r % 5 == 0 {
+    if depth == 0 || r.is_multiple_of(5) {
         let node = NODES[(r >> 8) as usize % 3];
         return match (r >> 4) % 4 {
             0 => atom("started", node),
@@ -96,7 +96,7 @@ fn formula(seed: &mut u64, depth: u32) -> Formula {
         7 => Formula::Never { body: b(formula(seed, d)), before: Some(b(formula(seed, d))) },
         8 => Formula::Within { steps: (r >> 12) % 4, body: b(formula(seed, d)) },
         9 => Formula::Until { lhs: b(formula(seed, d)), rhs: b(formula(seed, d)) },
-        _ => Formula::Bool { value: r % 2 == 0 },
+        _ => Formula::Bool { value: r.is_multiple_of(2) },
     }
 }
 

@@ -681,24 +681,6 @@ Example:
 Fix: add the missing gate, decision or edge so that no run breaks the
 policy, or correct the policy."#;
 
-    POLICY_UNKNOWN = "W1001", "policy not decided",
-r#"The model checker could not decide a policy: the product of the
-workflow's abstract state space and the policy's automaton exceeds the
-state bound (`--max-states`, default 2,000,000), or the policy has more
-than 64 distinct atoms. Nothing is claimed: the policy is neither proven
-nor refuted (it is never reported as holding).
-
-Example:
-
-    workflow w {
-      start: fan
-      node fan: parallel [a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12]
-      ...
-    }
-
-Fix: raise `--max-states`, reduce parallel branches or loop bounds, or
-split the workflow."#;
-
     UNUSED_DECLARATION = "W0001", "unused declaration",
 r#"A top-level declaration in this file is never referred to: an agent no
 node runs, a tool no agent or node uses, a type nothing mentions, a
@@ -739,6 +721,24 @@ Example:
     agent writer { provider: p }           // no per-turn token ceiling
 
 Fix: give agents (or nodes) a `budget: { tokens: …, cost: … }`."#;
+
+    POLICY_UNKNOWN = "W1001", "policy not decided",
+r#"The model checker could not decide a policy: the product of the
+workflow's abstract state space and the policy's automaton exceeds the
+state bound (`--max-states`, default 2,000,000), or the policy has more
+than 64 distinct atoms. Nothing is claimed: the policy is neither proven
+nor refuted (it is never reported as holding).
+
+Example:
+
+    workflow w {
+      start: fan
+      node fan: parallel [a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12]
+      ...
+    }
+
+Fix: raise `--max-states`, reduce parallel branches or loop bounds, or
+split the workflow."#;
 }
 
 #[cfg(test)]

@@ -204,6 +204,9 @@ pub struct Automaton {
     index: FxHashMap<F, State>,
     init: State,
     steps: FxHashMap<(State, Mask), State>,
+    /// The last step taken, checked before the map: runs of events no atom
+    /// describes repeat the same (state, 0) step.
+    last: (State, Mask, State),
     ends: FxHashMap<State, bool>,
     uses_within: bool,
 }
@@ -217,6 +220,7 @@ impl Automaton {
             index: FxHashMap::default(),
             init: TRUE,
             steps: FxHashMap::default(),
+            last: (FALSE, 0, FALSE),
             ends: FxHashMap::default(),
             uses_within: false,
         };
@@ -402,11 +406,18 @@ impl Automaton {
         if s <= FALSE {
             return s;
         }
-        if let Some(&t) = self.steps.get(&(s, mask)) {
-            return t;
+        if self.last.0 == s && self.last.1 == mask {
+            return self.last.2;
         }
-        let t = self.progress(s, mask);
-        self.steps.insert((s, mask), t);
+        let t = match self.steps.get(&(s, mask)) {
+            Some(&t) => t,
+            None => {
+                let t = self.progress(s, mask);
+                self.steps.insert((s, mask), t);
+                t
+            }
+        };
+        self.last = (s, mask, t);
         t
     }
 
@@ -622,8 +633,17 @@ impl Monitor {
     /// (the first time only).
     pub fn feed(&mut self, seq: u64, body: &Body) -> bool {
         self.last_seq = seq;
-        let Some(obs) = Obs::of(body) else { return false };
-        let m = self.automaton.mask(&obs);
+        match Obs::of(body) {
+            Some(obs) => self.feed_obs(seq, &obs),
+            None => false,
+        }
+    }
+
+    /// [`Monitor::feed`] for an event already observed (a [`MonitorSet`]
+    /// observes each event once for all its monitors).
+    pub fn feed_obs(&mut self, seq: u64, obs: &Obs) -> bool {
+        self.last_seq = seq;
+        let m = self.automaton.mask(obs);
         let before = self.state;
         self.state = self.automaton.step(before, m);
         if Automaton::is_false(self.state) && !Automaton::is_false(before) {
@@ -643,6 +663,43 @@ impl Monitor {
         } else {
             Verdict::Violated { seq: self.last_seq, at_end: true, owed: self.automaton.residual(self.state) }
         }
+    }
+}
+
+/// Several monitors over the same events: each event is observed once.
+#[derive(Debug, Clone, Default)]
+pub struct MonitorSet {
+    pub monitors: Vec<Monitor>,
+    last_seq: u64,
+}
+
+impl MonitorSet {
+    pub fn new(monitors: Vec<Monitor>) -> MonitorSet {
+        MonitorSet { monitors, last_seq: 0 }
+    }
+
+    /// Feeds one event to every monitor; returns the indices of the
+    /// monitors this event violated (usually none: no allocation then).
+    pub fn feed(&mut self, seq: u64, body: &Body, violated: &mut Vec<usize>) {
+        self.last_seq = seq;
+        let Some(obs) = Obs::of(body) else { return };
+        for (i, m) in self.monitors.iter_mut().enumerate() {
+            if m.feed_obs(seq, &obs) {
+                violated.push(i);
+            }
+        }
+    }
+
+    /// Every monitor's verdict if the trace ended now.
+    pub fn verdicts(&mut self) -> Vec<Verdict> {
+        let last = self.last_seq;
+        self.monitors
+            .iter_mut()
+            .map(|m| {
+                m.last_seq = m.last_seq.max(last);
+                m.verdict()
+            })
+            .collect()
     }
 }
 

@@ -171,3 +171,37 @@ fn a_monitor_reports_the_violating_event_or_the_open_obligation() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_monitor_set_gives_each_policy_the_verdict_of_its_own_monitor() {
+    let mut seed = 0x1234_5678_9abc_def1u64;
+    let nodes = ["a", "b", "c"];
+    for _ in 0..200 {
+        let formulas: Vec<Formula> = (0..4).map(|_| formula(&mut seed, 3)).collect();
+        let events: Vec<Body> = (0..12)
+            .map(|i| {
+                let r = next(&mut seed);
+                let node = nodes[(r >> 8) as usize % 3].to_string();
+                match r % 5 {
+                    0 => Body::NodeStarted { schema_version: 1, node, node_kind: "agent".into(), visit: 1 },
+                    1 => Body::NodeCompleted { schema_version: 1, node, status: "completed".into(), output: None },
+                    2 => Body::NodeFailed { schema_version: 1, node, error_code: "x".into(), message: String::new() },
+                    3 => Body::Warning { schema_version: 1, message: format!("not a policy step {i}") },
+                    _ => Body::RunTerminated { schema_version: 1, reason: node, status: "success".into(), output: None },
+                }
+            })
+            .collect();
+        let mut set = MonitorSet::new(formulas.iter().map(|f| Monitor::new(Automaton::new(f).unwrap())).collect());
+        let mut alone: Vec<Monitor> = formulas.iter().map(|f| Monitor::new(Automaton::new(f).unwrap())).collect();
+        let mut violated = Vec::new();
+        for (i, e) in events.iter().enumerate() {
+            violated.clear();
+            set.feed(i as u64 + 1, e, &mut violated);
+            for (k, m) in alone.iter_mut().enumerate() {
+                assert_eq!(m.feed(i as u64 + 1, e), violated.contains(&k));
+            }
+        }
+        let verdicts: Vec<Verdict> = alone.iter_mut().map(|m| m.verdict()).collect();
+        assert_eq!(set.verdicts(), verdicts);
+    }
+}

@@ -25,7 +25,9 @@ use flow_policy::{Automaton, Monitor, Verdict};
 use flow_trace::{ArtifactRef, Body, Event, Usage};
 use indexmap::IndexMap;
 use serde::Serialize;
-use std::collections::{HashMap, HashSet};
+// Keys are the trace's own names and ids: a fast hash, no DoS concern.
+type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+type HashSet<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
 
 /// The stable deviation codes. Never reuse one; add new ones at the end
 /// of their group and explain them in [`CODES`] and `docs/trace-check.md`.
@@ -332,29 +334,64 @@ pub struct Parsed {
 /// Parses a JSONL trace, one event per line; a line that does not parse is
 /// a [`codes::MALFORMED`] deviation.
 pub fn parse(text: &str) -> Parsed {
-    let mut parsed = Parsed::default();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        parsed.lines += 1;
-        match serde_json::from_str::<Event>(line) {
-            Ok(event) => parsed.events.push(event),
-            Err(err) => {
-                // Only on the error path: recover the seq for T002.
-                let seq = serde_json::from_str::<serde_json::Value>(line).ok().and_then(|v| v.get("seq").and_then(|s| s.as_u64()));
-                if let Some(s) = seq {
-                    parsed.malformed_seqs.push(s);
-                }
-                let mut d = Deviation::new(codes::MALFORMED, seq, format!("line {} is not a trace event: {err}", i + 1))
-                    .expected("an event valid against trace-event.schema.json")
-                    .actual(shorten(line, 120));
-                d.line = Some(i + 1);
-                parsed.deviations.push(d);
+    let lines: Vec<(usize, &str)> = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
+    // Each chunk: its events, and its lines that are not events.
+    type Chunk = (Vec<Event>, Vec<(usize, String)>);
+    let read = |chunk: &[(usize, &str)]| -> Chunk {
+        let mut events = Vec::with_capacity(chunk.len());
+        let mut errors = Vec::new();
+        for (i, line) in chunk {
+            match serde_json::from_str::<Event>(line) {
+                Ok(event) => events.push(event),
+                Err(e) => errors.push((*i, e.to_string())),
             }
         }
+        (events, errors)
+    };
+    // Lines are independent: long traces are parsed on every core, in
+    // chunks, and put back in order (the result is the same either way).
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8);
+    let chunks: Vec<Chunk> = if threads > 1 && lines.len() >= 8192 {
+        let size = lines.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = lines.chunks(size).map(|chunk| (chunk, scope.spawn(move || read(chunk)))).collect();
+            handles.into_iter().map(|(chunk, handle)| handle.join().unwrap_or_else(|_| read(chunk))).collect()
+        })
+    } else {
+        vec![read(&lines)]
+    };
+    let mut parsed = Parsed { lines: lines.len(), ..Parsed::default() };
+    let mut chunks = chunks.into_iter();
+    if let Some((events, errors)) = chunks.next() {
+        parsed.events = events;
+        record_malformed(&mut parsed, text, errors);
+    }
+    for (mut events, errors) in chunks {
+        parsed.events.append(&mut events);
+        record_malformed(&mut parsed, text, errors);
     }
     parsed
+}
+
+/// A deviation per line that is not an event (`line` is 0-based).
+fn record_malformed(parsed: &mut Parsed, text: &str, errors: Vec<(usize, String)>) {
+    if errors.is_empty() {
+        return;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, err) in errors {
+        let line = lines.get(i).copied().unwrap_or("");
+        // Only on the error path: recover the seq for T002.
+        let seq = serde_json::from_str::<serde_json::Value>(line).ok().and_then(|v| v.get("seq").and_then(|s| s.as_u64()));
+        if let Some(s) = seq {
+            parsed.malformed_seqs.push(s);
+        }
+        let mut d = Deviation::new(codes::MALFORMED, seq, format!("line {} is not a trace event: {err}", i + 1))
+            .expected("an event valid against trace-event.schema.json")
+            .actual(shorten(line, 120));
+        d.line = Some(i + 1);
+        parsed.deviations.push(d);
+    }
 }
 
 /// Parses and checks a JSONL trace.
@@ -475,7 +512,7 @@ struct PlanView<'a> {
 
 impl<'a> PlanView<'a> {
     fn new(program: &'a Program, wf: &'a Workflow) -> PlanView<'a> {
-        let mut edges: HashMap<(&str, &str), Vec<String>> = HashMap::new();
+        let mut edges: HashMap<(&str, &str), Vec<String>> = HashMap::default();
         for edge in &wf.edges {
             let via = match &edge.guard {
                 Guard::Always => "always".to_string(),
@@ -504,9 +541,9 @@ impl<'a> PlanView<'a> {
         for decl in program.decls.values() {
             decl.props.values().for_each(|v| collect_actions(v, &mut actions));
         }
-        let mut jump_targets = HashSet::new();
-        let mut revise_targets = HashSet::new();
-        let mut replan_targets = HashSet::new();
+        let mut jump_targets = HashSet::default();
+        let mut revise_targets = HashSet::default();
+        let mut replan_targets = HashSet::default();
         for action in actions {
             let Some(arg) = action.args.first() else { continue };
             match action.name.as_str() {
@@ -527,8 +564,8 @@ impl<'a> PlanView<'a> {
                 }
             }
         }
-        let mut handoffs = HashMap::new();
-        let mut delegations = HashMap::new();
+        let mut handoffs = HashMap::default();
+        let mut delegations = HashMap::default();
         for t in &wf.transfers {
             let key = (t.from.as_str(), t.to.as_str());
             match t.kind.as_str() {
@@ -827,14 +864,14 @@ fn run_checks<'a>(program: &'a Program, events: &'a [Event], malformed: &[u64], 
         any_node_started: false,
         next_seq: 1,
         malformed: malformed.iter().copied().collect(),
-        nodes: HashMap::new(),
-        attempts: HashMap::new(),
-        entries: HashMap::new(),
-        gates: HashMap::new(),
-        pending_decisions: HashMap::new(),
-        budgets: HashMap::new(),
-        delegated: HashSet::new(),
-        validators: HashMap::new(),
+        nodes: HashMap::default(),
+        attempts: HashMap::default(),
+        entries: HashMap::default(),
+        gates: HashMap::default(),
+        pending_decisions: HashMap::default(),
+        budgets: HashMap::default(),
+        delegated: HashSet::default(),
+        validators: HashMap::default(),
         policies: Vec::new(),
         payloads_unchecked: 0,
         terminated: None,

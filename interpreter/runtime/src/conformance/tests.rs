@@ -340,7 +340,7 @@ fn docs_explain_every_code() {
 
 #[test]
 fn every_code_is_explained_once() {
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     for info in CODES {
         assert!(seen.insert(info.code), "{} twice", info.code);
         assert!(info.explanation.len() > 40, "{} needs an explanation", info.code);

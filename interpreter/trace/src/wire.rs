@@ -1,0 +1,218 @@
+//! Reading events without buffering: the envelope fields are read as they
+//! come, and the payload is handed to [`Body`]'s own (adjacently tagged)
+//! deserializer together with the `kind` read before it. A payload that
+//! precedes its `kind` (not what this crate writes, but valid JSON) is
+//! buffered and read afterwards.
+
+use crate::{Body, Event};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, IntoDeserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum Field {
+    RunId,
+    ExecutionId,
+    Seq,
+    EventId,
+    ParentEventId,
+    Producer,
+    Kind,
+    Payload,
+    Time,
+    #[serde(other)]
+    Other,
+}
+
+/// A deserializer presenting `{"kind": KIND, "payload": PAYLOAD}` to
+/// [`Body`]'s derived deserializer, with the payload still unread.
+struct Tagged<'a, D> {
+    kind: &'a str,
+    payload: D,
+}
+
+struct TaggedMap<'a, D> {
+    kind: &'a str,
+    payload: Option<D>,
+    stage: u8,
+}
+
+impl<'de, D: Deserializer<'de>> MapAccess<'de> for TaggedMap<'_, D> {
+    type Error = D::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, D::Error> {
+        match self.stage {
+            0 => seed.deserialize(IntoDeserializer::<D::Error>::into_deserializer("kind")).map(Some),
+            1 => seed.deserialize(IntoDeserializer::<D::Error>::into_deserializer("payload")).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, D::Error> {
+        self.stage += 1;
+        if self.stage == 1 {
+            return seed.deserialize(IntoDeserializer::<D::Error>::into_deserializer(self.kind));
+        }
+        match self.payload.take() {
+            Some(payload) => seed.deserialize(payload),
+            None => Err(de::Error::custom("the payload was already read")),
+        }
+    }
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for Tagged<'_, D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        visitor.visit_map(TaggedMap { kind: self.kind, payload: Some(self.payload), stage: 0 })
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+/// Reads a payload as the body of `kind`.
+struct BodySeed<'a>(&'a str);
+
+impl<'de> DeserializeSeed<'de> for BodySeed<'_> {
+    type Value = Body;
+
+    fn deserialize<D: Deserializer<'de>>(self, payload: D) -> Result<Body, D::Error> {
+        Body::deserialize(Tagged { kind: self.0, payload })
+    }
+}
+
+struct EventVisitor;
+
+impl<'de> Visitor<'de> for EventVisitor {
+    type Value = Event;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a trace event")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Event, M::Error> {
+        let mut run_id = None;
+        let mut execution_id = None;
+        let mut seq = None;
+        let mut event_id = None;
+        let mut parent_event_id = None;
+        let mut producer = None;
+        let mut kind: Option<String> = None;
+        let mut body = None;
+        let mut early_payload: Option<serde_json::Value> = None;
+        let mut time = None;
+        while let Some(field) = map.next_key::<Field>()? {
+            match field {
+                Field::RunId => run_id = Some(map.next_value::<String>()?),
+                Field::ExecutionId => execution_id = Some(map.next_value::<String>()?),
+                Field::Seq => seq = Some(map.next_value::<u64>()?),
+                Field::EventId => event_id = Some(map.next_value::<String>()?),
+                Field::ParentEventId => parent_event_id = map.next_value::<Option<String>>()?,
+                Field::Producer => producer = Some(map.next_value::<String>()?),
+                Field::Kind => kind = Some(map.next_value::<String>()?),
+                Field::Payload => match &kind {
+                    Some(k) => body = Some(map.next_value_seed(BodySeed(k))?),
+                    None => early_payload = Some(map.next_value::<serde_json::Value>()?),
+                },
+                Field::Time => time = Some(map.next_value::<String>()?),
+                Field::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let kind = kind.ok_or_else(|| de::Error::missing_field("kind"))?;
+        let body = match (body, early_payload) {
+            (Some(body), _) => body,
+            (None, Some(payload)) => BodySeed(&kind).deserialize(payload).map_err(de::Error::custom)?,
+            // A kind with no payload: let the body say whether that is valid.
+            (None, None) => BodySeed(&kind).deserialize(serde_json::Value::Null).map_err(de::Error::custom)?,
+        };
+        Ok(Event {
+            run_id: run_id.ok_or_else(|| de::Error::missing_field("run_id"))?,
+            execution_id: execution_id.ok_or_else(|| de::Error::missing_field("execution_id"))?,
+            seq: seq.ok_or_else(|| de::Error::missing_field("seq"))?,
+            event_id: event_id.ok_or_else(|| de::Error::missing_field("event_id"))?,
+            parent_event_id,
+            producer: producer.ok_or_else(|| de::Error::missing_field("producer"))?,
+            body,
+            time: time.ok_or_else(|| de::Error::missing_field("time"))?,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Event, D::Error> {
+        deserializer.deserialize_map(EventVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ArtifactRef;
+
+    fn sample() -> Vec<Event> {
+        let bodies = vec![
+            Body::NodeStarted { schema_version: 1, node: "a".into(), node_kind: "agent".into(), visit: 1 },
+            Body::RunTerminated { schema_version: 1, reason: "done".into(), status: "success".into(), output: None },
+            Body::Handoff {
+                schema_version: 1,
+                from: "a".into(),
+                to: "b".into(),
+                reason: Some("r".into()),
+                context: "filtered".into(),
+                context_fields: vec!["x".into()],
+                payload: ArtifactRef { digest: "sha256:00".into(), size: 2 },
+                accepted: true,
+            },
+        ];
+        bodies
+            .into_iter()
+            .enumerate()
+            .map(|(i, body)| Event {
+                run_id: "r".into(),
+                execution_id: "exec-1".into(),
+                seq: i as u64 + 1,
+                event_id: Event::id_for("r", i as u64 + 1),
+                parent_event_id: (i > 0).then(|| "r/1".into()),
+                producer: "control".into(),
+                body,
+                time: "1970-01-01T00:00:00Z".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn events_round_trip_through_json_text_and_values() {
+        for event in sample() {
+            let text = serde_json::to_string(&event).unwrap();
+            assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), event, "{text}");
+            let value = serde_json::to_value(&event).unwrap();
+            assert_eq!(serde_json::from_value::<Event>(value).unwrap(), event);
+        }
+    }
+
+    #[test]
+    fn a_payload_before_its_kind_and_unknown_fields_are_read() {
+        let text = r#"{"payload":{"schema_version":1,"node":"a","node_kind":"agent","visit":1},"extra":[1,2],"run_id":"r","execution_id":"exec-1","seq":1,"event_id":"r/1","producer":"control","kind":"node_started","time":"t"}"#;
+        let event: Event = serde_json::from_str(text).unwrap();
+        assert_eq!(event.body, Body::NodeStarted { schema_version: 1, node: "a".into(), node_kind: "agent".into(), visit: 1 });
+    }
+
+    #[test]
+    fn a_wrong_payload_or_a_missing_field_is_an_error() {
+        let wrong = r#"{"run_id":"r","execution_id":"e","seq":1,"event_id":"r/1","producer":"p","kind":"node_started","payload":{"node":3},"time":"t"}"#;
+        assert!(serde_json::from_str::<Event>(wrong).is_err());
+        let unknown =
+            r#"{"run_id":"r","execution_id":"e","seq":1,"event_id":"r/1","producer":"p","kind":"no_such_kind","payload":{},"time":"t"}"#;
+        assert!(serde_json::from_str::<Event>(unknown).is_err());
+        let missing = r#"{"run_id":"r","execution_id":"e","event_id":"r/1","producer":"p","kind":"node_started","payload":{"schema_version":1,"node":"a","node_kind":"agent","visit":1},"time":"t"}"#;
+        let err = serde_json::from_str::<Event>(missing).unwrap_err().to_string();
+        assert!(err.contains("seq"), "{err}");
+    }
+}

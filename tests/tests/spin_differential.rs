@@ -484,7 +484,7 @@ fn the_model_checker_agrees_with_spin_on_500_generated_cases() {
                     std::fs::create_dir_all(&dir).expect("scratch dir");
                     let (mut agree, mut violated, mut witnesses, mut total) = (0, 0, 0, 0);
                     for i in mine {
-                        let mut rng = Rng(0x5eed_0000_0000_0001 ^ ((i as u64 + 1) * 0x9e37_79b9_7f4a_7c15));
+                        let mut rng = Rng(0x5eed_0000_0000_0001 ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
                         let case = if i % 5 < 3 { sequential(&mut rng, i) } else { parallel(&mut rng, i) };
                         let flow = flow_verdicts(&case);
                         let spin = spin_verdicts(&case, &dir);

@@ -521,9 +521,23 @@ impl Automaton {
     }
 
     /// The residual formula of a state, for messages: what is still owed.
+    /// The policy itself, when it is one of the conjuncts still to hold
+    /// (an `always` re-armed at every step), is left out: the message names
+    /// the open obligation.
     pub fn residual(&self, s: State) -> String {
         let mut out = String::new();
-        self.render(s, &mut out);
+        match &self.nodes[s as usize] {
+            F::And(xs) if xs.contains(&self.init) && xs.len() > 1 => {
+                let rest: Vec<State> = xs.iter().copied().filter(|&x| x != self.init).collect();
+                for (i, x) in rest.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(" and ");
+                    }
+                    self.render(*x, &mut out);
+                }
+            }
+            _ => self.render(s, &mut out),
+        }
         out
     }
 

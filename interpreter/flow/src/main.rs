@@ -355,6 +355,7 @@ fn observer(quiet: bool) -> Option<driver::Observer> {
                 }
                 Body::AgentTurn { usage, .. } => tokens += usage.tokens,
                 Body::GateRecorded { gate, outcome, .. } => bar.println(format!("  gate {gate}: {outcome}")),
+                Body::PolicyViolated { policy, response, .. } => bar.println(format!("  policy {policy} violated ({response})")),
                 Body::RunTerminated { .. } | Body::RunPaused { .. } => bar.finish_and_clear(),
                 _ => {}
             }
@@ -373,6 +374,7 @@ fn observer(quiet: bool) -> Option<driver::Observer> {
             Body::BudgetZoneChanged { scope, to, .. } => format!("budget {scope}: entered zone {to}"),
             Body::BudgetExhausted { scope, limit, .. } => format!("budget {scope}: {limit} exhausted"),
             Body::ReconciliationRequired { attempt_id, tool, .. } => format!("reconciliation needed: {tool} in {attempt_id}"),
+            Body::PolicyViolated { policy, response, message, .. } => format!("policy {policy} violated ({response}): {message}"),
             _ => return,
         };
         eprintln!("flow: [{}] {line}", event.seq);
@@ -699,6 +701,9 @@ fn show(run: &str) -> u8 {
             Body::ReconciliationRequired { attempt_id, tool, .. } => format!("  reconciliation: {tool} in {attempt_id}"),
             Body::StateChanged { machine, from, to, .. } => format!("  {machine}: {from} → {to}"),
             Body::Warning { message, .. } => format!("  warning: {message}"),
+            Body::PolicyViolated { policy, response, offending, message, .. } => {
+                format!("‼ policy {policy} violated by {offending} ({response}): {message}")
+            }
             _ => continue,
         };
         println!("{:>5} {}  {detail}", event.seq, &event.time.get(11..23).unwrap_or(""));

@@ -149,6 +149,10 @@ fn warn_records_the_violation_and_the_run_goes_on_reporting_each_policy_once() {
     assert_eq!(std::fs::read_to_string(dir.path().join("ledger.txt")).unwrap(), "x\n");
     assert_eq!(last(&trace)["payload"]["reason"], "shipped");
     assert_eq!(last(&trace)["payload"]["status"], "success");
+    // The violations show in the run's timeline.
+    let show = flow(&["show", run_dir.to_str().unwrap()], dir.path(), &[]);
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(shown.contains("policy no_ship violated by node_started (warn)"), "{shown}");
 }
 
 #[test]

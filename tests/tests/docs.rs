@@ -81,6 +81,11 @@ fn reference_examples_verify_clean() {
 }
 
 #[test]
+fn tutorial_examples_verify_clean() {
+    assert!(check_document("docs/tutorial.md") >= 1);
+}
+
+#[test]
 fn readme_examples_verify_clean() {
     check_document("README.md");
 }

@@ -465,7 +465,17 @@ fn compile_with(file: &Path, for_checking: bool) -> Result<(Plan, PathBuf), u8> 
     let checked = flow_check::check_program(&mut db, root, &flow_lsp::fs::FsLoader);
     let mut diagnostics = checked.diagnostics.clone();
     if !checked.has_errors() {
-        diagnostics.extend(flow_verify::verify(&checked.program));
+        if for_checking {
+            diagnostics.extend(flow_verify::verify(&checked.program));
+        } else {
+            // As `flowc verify`: the static checks, then the model checker —
+            // a flow whose policy a run can break does not start.
+            let files: Vec<(&str, &str)> =
+                (0..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
+            let (digest, _) = flow_check::plan::source_digest(&files);
+            let (found, _) = flow_verify::verify_with_policies(&checked.program, &digest, flow_verify::policies::DEFAULT_MAX_STATES);
+            diagnostics.extend(found);
+        }
     }
     sort_diagnostics(&mut diagnostics);
     let refuse = if for_checking { checked.has_errors() } else { diagnostics.iter().any(|d| d.is_error()) };

@@ -106,3 +106,29 @@ fn every_positive_witness_of_every_example_conforms() {
     assert!(checked >= 50, "{checked} positive witnesses checked");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn flow_run_refuses_a_flow_whose_policy_a_run_can_break() {
+    let dir = scratch("refuse");
+    let source = r#"provider local: scripted
+principal editor
+tool deploy: builtin { description: "Deploys", input: any, output: any, function: "noop" }
+agent coder { provider: local }
+workflow release {
+  start: build
+  node build: agent coder { output: { tag: string } }
+  node ship: tool deploy { args: { tag: build.tag } }
+  node done: end shipped
+  build -> ship -> done
+  policy reviewed_first: never started(ship) before approved(editor)
+}
+"#;
+    std::fs::write(dir.join("release.flow"), source).unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_flow")).args(["run", "release.flow", "--run-dir", "r", "-q"]).current_dir(&dir).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("E1001") && stderr.contains("reviewed_first"), "{stderr}");
+    assert!(!dir.join("r").join("trace.jsonl").exists(), "nothing ran");
+    let _ = std::fs::remove_dir_all(&dir);
+}

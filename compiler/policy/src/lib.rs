@@ -208,7 +208,6 @@ pub struct Automaton {
     /// describes repeat the same (state, 0) step.
     last: (State, Mask, State),
     ends: FxHashMap<State, bool>,
-    uses_within: bool,
 }
 
 impl Automaton {
@@ -222,7 +221,6 @@ impl Automaton {
             steps: FxHashMap::default(),
             last: (FALSE, 0, FALSE),
             ends: FxHashMap::default(),
-            uses_within: false,
         };
         a.intern(F::True);
         a.intern(F::False);
@@ -287,7 +285,6 @@ impl Automaton {
                 self.intern(F::Eventually(b))
             }
             Formula::Within { steps, body } => {
-                self.uses_within = true;
                 let b = self.lower(body)?;
                 self.intern(F::Within(*steps, b))
             }
@@ -382,12 +379,6 @@ impl Automaton {
     /// The atoms, in bit order.
     pub fn atoms(&self) -> &[Atom] {
         &self.atoms
-    }
-
-    /// Whether the formula counts steps (`within`): then every step of
-    /// the policy trace matters, even one that no atom describes.
-    pub fn uses_within(&self) -> bool {
-        self.uses_within
     }
 
     /// Which atoms hold at an event.

@@ -280,6 +280,11 @@ fn granted(props: &indexmap::IndexMap<String, flow_check::ir::Value>) -> Usage {
     }
 }
 
+/// A witness run's one attempt of a visit, failed.
+fn attempt_failed(node: String, attempt_id: String, error_code: &str, message: &str) -> Body {
+    Body::AttemptFailed { schema_version: 1, node, attempt_id, attempt_no: 1, error_code: error_code.into(), message: message.into() }
+}
+
 /// The witness run as trace events, in the vocabulary of `flow run`.
 pub fn events(model: &Model, labels: &[Label], run_id: &str, plan_digest: &str) -> Vec<Event> {
     events_with_cycle(model, labels, None, run_id, plan_digest)
@@ -354,15 +359,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             }
             Label::Failed(n) => {
                 if let Some(attempt_id) = open.remove(n) {
-                    let body = Body::AttemptFailed {
-                        schema_version: 1,
-                        node: name(n),
-                        attempt_id,
-                        attempt_no: 1,
-                        error_code: "failure".into(),
-                        message: "the attempt failed (a choice of the model)".into(),
-                    };
-                    push(&mut out, "control", body);
+                    push(&mut out, "control", attempt_failed(name(n), attempt_id, "failure", "the attempt failed (a choice of the model)"));
                 }
                 let body = Body::NodeFailed {
                     schema_version: 1,
@@ -513,15 +510,8 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 let body = Body::BudgetExhausted { schema_version: 1, scope: "run".into(), limit: "budget".into() };
                 push(&mut out, "control", body);
                 if let Some(attempt_id) = open.remove(n) {
-                    let body = Body::AttemptFailed {
-                        schema_version: 1,
-                        node: name(n),
-                        attempt_id,
-                        attempt_no: 1,
-                        error_code: "budget_exhausted".into(),
-                        message: "the budget was exhausted (a choice of the model)".into(),
-                    };
-                    push(&mut out, "control", body);
+                    let why = "the budget was exhausted (a choice of the model)";
+                    push(&mut out, "control", attempt_failed(name(n), attempt_id, "budget_exhausted", why));
                 }
             }
         }

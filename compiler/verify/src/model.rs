@@ -222,7 +222,6 @@ pub struct Model<'p> {
     zones: Vec<(u8, bool)>,
     escalate_to: Vec<u16>,
     handoffs: Vec<(NodeId, NodeId)>,
-    delegations: Vec<(NodeId, NodeId)>,
     workflow_on: Vec<(String, u16)>,
     /// The first slot of the bitset of nodes that have an output.
     done_base: usize,
@@ -268,7 +267,6 @@ impl<'p> Model<'p> {
             zones: Vec::new(),
             escalate_to: Vec::new(),
             handoffs: Vec::new(),
-            delegations: Vec::new(),
             workflow_on: Vec::new(),
             done_base: 0,
             reduce: true,
@@ -459,8 +457,6 @@ impl<'p> Model<'p> {
             if let (Some(a), Some(b)) = (node_index(&t.from), node_index(&t.to)) {
                 if t.kind == "handoff" {
                     m.handoffs.push((a, b));
-                } else {
-                    m.delegations.push((a, b));
                 }
             }
         }
@@ -634,10 +630,6 @@ impl<'p> Model<'p> {
 
     pub fn node_agent(&self, n: NodeId) -> Option<&str> {
         self.nodes[n as usize].agent.map(|a| self.agents[a as usize].as_str())
-    }
-
-    pub fn has_handoff(&self, from: NodeId, to: NodeId) -> bool {
-        self.handoffs.contains(&(from, to))
     }
 
     /// The run's status when it terminates with reason `r`, as the engine

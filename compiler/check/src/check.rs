@@ -1107,7 +1107,7 @@ impl<'a> Checker<'a> {
                 ExprKind::Name(n) => (n, callee.span, args.as_slice()),
                 _ => return self.invalid(expr, "an evaluator call"),
             },
-            _ => return self.invalid(expr, "an evaluator call such as `predicate(…)` or `audio_probe(video.scenes)`"),
+            _ => return self.invalid(expr, "an evaluator call such as `predicate(…)` or `audio_present(video.scenes)`"),
         };
         let scope = self.env_scope(Env::Nodes);
         let builtin = spec::BUILTIN_EVALUATORS.iter().any(|(n, _)| *n == name) && !self.globals.contains_key(name);

@@ -7,6 +7,7 @@ pub const MODULES: &[(&str, &str)] = &[
     ("std.delegation", include_str!("../../../stdlib/delegation.flow")),
     ("std.evaluators", include_str!("../../../stdlib/evaluators.flow")),
     ("std.evidence", include_str!("../../../stdlib/evidence.flow")),
+    ("std.media", include_str!("../../../stdlib/media.flow")),
     ("std.messages", include_str!("../../../stdlib/messages.flow")),
 ];
 

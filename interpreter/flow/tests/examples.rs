@@ -126,7 +126,7 @@ fn short_video_a_silent_scene_needs_a_decision() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|e| e["evaluator"].as_str().unwrap().starts_with("audio_probe"))
+            .find(|e| e["evaluator"].as_str().unwrap().starts_with("audio_present"))
             .unwrap();
         assert_eq!(audio["outcome"], "REQUIRES_DECISION");
         let approve = flow(&["approve", rd, "workflow_video_audio_delivery", "--decision", decision], dir.path());

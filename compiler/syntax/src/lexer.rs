@@ -255,25 +255,55 @@ pub struct Token {
 
 /// Splits `source` into tokens, trivia included. Total: never fails.
 pub fn lex(source: &str) -> Vec<Token> {
-    let mut tokens = Vec::with_capacity(source.len() / 4);
-    let mut lexer = TokenKind::lexer(source);
-    while let Some(result) = lexer.next() {
-        let range = lexer.span();
-        let kind = result.unwrap_or(TokenKind::Error);
-        // Merge adjacent error bytes into one token so one bad character
-        // sequence gives one diagnostic.
-        if kind == TokenKind::Error {
-            if let Some(last) = tokens.last_mut() {
-                let last: &mut Token = last;
-                if last.kind == TokenKind::Error && last.span.end as usize == range.start {
-                    last.span.end = range.end as u32;
-                    continue;
-                }
+    let mut tokens = Vec::with_capacity(source.len() / 3);
+    tokens.extend(Tokens::new(source));
+    tokens
+}
+
+/// The tokens of a source, trivia included, as [`lex`] returns them but
+/// without collecting them (the parser filters trivia as it goes).
+pub struct Tokens<'s> {
+    lexer: logos::Lexer<'s, TokenKind>,
+    /// An error token that may still grow with the next adjacent error
+    /// bytes, or the token that ended one (returned next).
+    pending: Option<Token>,
+}
+
+impl std::fmt::Debug for Tokens<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens").field("at", &self.lexer.span().end).field("pending", &self.pending).finish()
+    }
+}
+
+impl<'s> Tokens<'s> {
+    pub fn new(source: &'s str) -> Self {
+        Tokens { lexer: TokenKind::lexer(source), pending: None }
+    }
+}
+
+impl Iterator for Tokens<'_> {
+    type Item = Token;
+
+    fn next(&mut self) -> Option<Token> {
+        // A token held back behind an error token goes out first.
+        if matches!(self.pending, Some(t) if t.kind != TokenKind::Error) {
+            return self.pending.take();
+        }
+        loop {
+            let Some(result) = self.lexer.next() else { return self.pending.take() };
+            let range = self.lexer.span();
+            let kind = result.unwrap_or(TokenKind::Error);
+            let token = Token { kind, span: Span::new(range.start, range.end) };
+            match &mut self.pending {
+                // Merge adjacent error bytes into one token so one bad
+                // character sequence gives one diagnostic.
+                Some(last) if kind == TokenKind::Error && last.span.end as usize == range.start => last.span.end = range.end as u32,
+                Some(_) => return self.pending.replace(token),
+                None if kind == TokenKind::Error => self.pending = Some(token),
+                None => return Some(token),
             }
         }
-        tokens.push(Token { kind, span: Span::new(range.start, range.end) });
     }
-    tokens
 }
 
 #[cfg(test)]
@@ -289,6 +319,22 @@ mod tests {
         use TokenKind::*;
         assert_eq!(kinds("node nodes 30s 400k $5.00 10%"), vec![KwNode, Ident, Number, Number, Money, Number]);
         assert_eq!(kinds("a->b => = == -x"), vec![Ident, Arrow, Ident, FatArrow, Assign, EqEq, Minus, Ident]);
+    }
+
+    #[test]
+    fn error_runs_merge_and_every_byte_is_covered() {
+        for source in ["§", "a§", "§a", "a §§ b §", "§§\n§ x", "\"open", "x \"open §"] {
+            let tokens = lex(source);
+            let text: String = tokens.iter().map(|t| &source[t.span.range()]).collect();
+            assert_eq!(text, source, "tokens cover {source:?}");
+            for pair in tokens.windows(2) {
+                assert_eq!(pair[0].span.end, pair[1].span.start, "{source:?}");
+                assert!(!(pair[0].kind == TokenKind::Error && pair[1].kind == TokenKind::Error), "adjacent errors in {source:?}");
+            }
+        }
+        let errors = |s: &str| lex(s).iter().filter(|t| t.kind == TokenKind::Error).count();
+        assert_eq!(errors("a §§ b §"), 2);
+        assert_eq!(errors("§§§"), 1);
     }
 
     #[test]

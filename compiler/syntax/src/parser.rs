@@ -13,7 +13,7 @@
 //! on mutated inputs.
 
 use crate::ast::*;
-use crate::lexer::{lex, Token, TokenKind};
+use crate::lexer::{Token, TokenKind, Tokens};
 use flow_diagnostics::{codes, Diagnostic, FileId, Label, Span};
 
 /// The result of parsing one file: a tree, always, and the syntax errors.
@@ -25,23 +25,17 @@ pub struct Parse {
 
 /// Parses `source` (the text of `file`). Never fails, never panics.
 pub fn parse(file: FileId, source: &str) -> Parse {
-    let all_tokens = lex(source);
     let mut diagnostics = Vec::new();
-    let mut tokens = Vec::with_capacity(all_tokens.len());
+    // About one significant token per six bytes of source.
+    let mut tokens = Vec::with_capacity(source.len() / 6 + 16);
     // Whether each significant token is the first on its line at column 0;
     // used by recovery to spot the next top-level item.
-    let mut at_line_start = Vec::with_capacity(all_tokens.len());
+    let mut at_line_start = Vec::with_capacity(source.len() / 6 + 16);
     let mut line_start = true;
-    for token in &all_tokens {
+    for token in Tokens::new(source) {
         match token.kind {
-            TokenKind::Whitespace => {
-                let text = &source[token.span.range()];
-                if let Some(last_newline) = text.rfind('\n') {
-                    line_start = last_newline == text.len() - 1;
-                } else {
-                    line_start = false;
-                }
-            }
+            // At column 0 when the whitespace ends with its last newline.
+            TokenKind::Whitespace => line_start = source.as_bytes()[token.span.end as usize - 1] == b'\n',
             TokenKind::LineComment | TokenKind::BlockComment => line_start = false,
             TokenKind::Error => {
                 let text = &source[token.span.range()];
@@ -54,7 +48,7 @@ pub fn parse(file: FileId, source: &str) -> Parse {
                 line_start = false;
             }
             _ => {
-                tokens.push(*token);
+                tokens.push(token);
                 at_line_start.push(line_start);
                 line_start = false;
             }

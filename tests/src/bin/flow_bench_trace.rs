@@ -2,8 +2,9 @@
 //! it prints figures and asserts nothing about time).
 //!
 //! * `flow_bench_trace source N` prints a chain of N no-op tool nodes with
-//!   four policies (safety, `never … before`, an implication with
-//!   `eventually`, and `within`); `flow run` of it writes a real trace of
+//!   four policies that the model checker proves (two `never … before`, an
+//!   implication with `eventually`, and `within`; `flow run` refuses a flow
+//!   whose policy is refuted); `flow run` of it writes a real trace of
 //!   about 12 events per node.
 //! * `flow_bench_trace check TRACE.jsonl PLAN.flow [REPS]` times, on that
 //!   trace: reading and parsing the JSONL; the whole `flow trace check`
@@ -37,8 +38,8 @@ fn source(n: usize) -> String {
     }
     let _ = writeln!(s, "  n{n} -> done");
     let _ = writeln!(s, "  policy no_early_end: never terminated(ok) before completed(n{n})");
-    s.push_str("  policy first_ends: started(n1) => eventually terminated(ok)\n");
-    s.push_str("  policy no_failures: never (failed(n1) or failed(n2))\n");
+    s.push_str("  policy first_settles: started(n1) => eventually (completed(n1) or failed(n1))\n");
+    s.push_str("  policy in_order: never started(n2) before completed(n1)\n");
     s.push_str("  policy prompt: completed(n1) => within 3 steps started(n2)\n");
     s.push_str("}\n");
     s

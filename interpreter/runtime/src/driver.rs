@@ -326,7 +326,9 @@ impl Driver {
 
     fn feed(&mut self, key: &str, response: Response, persist: bool) -> Result<(), RunError> {
         tracing::debug!(key, persist, "response");
-        if persist {
+        // An in-memory run retains nothing to resume from: its proposals
+        // would never be read.
+        if persist && !self.opts.in_memory {
             // This driver is the run's only writer: it knows the next
             // position without reading the others back.
             let proposal = Proposal { key: key.to_string(), response: response.clone() };

@@ -785,9 +785,10 @@ impl Engine {
     fn store(&mut self, value: &Value, produced_by: &str, parent: Option<&str>) -> ArtifactRef {
         let (artifact, bytes) = artifact_ref(value);
         // Content-addressed: recorded once per run, however often it recurs.
-        if !self.recorded_digests.insert(artifact.digest.clone()) {
+        if self.recorded_digests.contains(&artifact.digest) {
             return artifact;
         }
+        self.recorded_digests.insert(artifact.digest.clone());
         self.artifacts.push((artifact.clone(), bytes));
         self.emit(
             "control",
@@ -1184,7 +1185,9 @@ impl Engine {
         cause: &str,
     ) {
         let Some(node) = self.attempts.get(attempt_id).and_then(|a| self.node(&a.node)) else { return };
-        let Some(decl) = self.decl(tool).cloned() else {
+        // The program is shared: the declaration is borrowed through its own handle.
+        let program = self.program.clone();
+        let Some(decl) = program.decls.get(tool) else {
             self.attempt_failed(attempt_id, "unknown_tool", &format!("no tool `{tool}`"), cause);
             return;
         };
@@ -1275,7 +1278,7 @@ impl Engine {
             None => None,
         };
         let request = ToolRequest { tool: tool.to_string(), input: input.clone(), idempotency_key: idempotency_key.clone() };
-        let request_key = Request::Tool(request.clone()).key();
+        let request_key = request.key();
         let input_ref = self.store(&input, &format!("{attempt_id}/input"), Some(cause));
         // Reserved against every enclosing scope (none: nothing to record).
         let reserved_ev = if present.is_empty() {
@@ -1699,26 +1702,21 @@ impl Engine {
 
     fn release(&mut self, attempt_id: &str, cause: &str) {
         if let Some(a) = self.attempts.remove(attempt_id) {
-            self.emit("control", Body::LeaseReleased { schema_version: V, attempt_id: a.id.clone(), lease: a.lease.clone() }, Some(cause));
+            self.emit("control", Body::LeaseReleased { schema_version: V, attempt_id: a.id, lease: a.lease }, Some(cause));
         }
     }
 
     fn attempt_succeeded(&mut self, attempt_id: &str, output: Value, cause: &str) {
-        let Some(a) = self.attempts.get(attempt_id).cloned() else { return };
-        let artifact = self.store(&output, &a.node, Some(cause));
+        let Some(a) = self.attempts.get(attempt_id) else { return };
+        let (node, id, attempt_no) = (a.node.clone(), a.id.clone(), a.attempt_no);
+        let artifact = self.store(&output, &node, Some(cause));
         let done = self.emit(
             "control",
-            Body::AttemptCompleted {
-                schema_version: V,
-                node: a.node.clone(),
-                attempt_id: a.id.clone(),
-                attempt_no: a.attempt_no,
-                output: artifact,
-            },
+            Body::AttemptCompleted { schema_version: V, node: node.clone(), attempt_id: id, attempt_no, output: artifact.clone() },
             Some(cause),
         );
         self.release(attempt_id, &done);
-        self.complete_node(&a.node, output, "completed", &done);
+        self.complete_node_as(&node, output, "completed", &done, Some(artifact));
     }
 
     fn attempt_failed(&mut self, attempt_id: &str, code: &str, message: &str, cause: &str) {
@@ -1812,6 +1810,12 @@ impl Engine {
     }
 
     fn complete_node(&mut self, name: &str, output: Value, status: &str, cause: &str) {
+        self.complete_node_as(name, output, status, cause, None)
+    }
+
+    /// [`Engine::complete_node`], with the output's reference when it is
+    /// already known (not digested again).
+    fn complete_node_as(&mut self, name: &str, output: Value, status: &str, cause: &str, known: Option<ArtifactRef>) {
         if !self.running() {
             return;
         }
@@ -1829,7 +1833,7 @@ impl Engine {
         if !self.admit(Obs::Completed(name), "node_completed", cause, held) {
             return;
         }
-        let artifact = if output.is_null() { None } else { Some(artifact_ref(&output).0) };
+        let artifact = if output.is_null() { None } else { Some(known.unwrap_or_else(|| artifact_ref(&output).0)) };
         let done = self.emit(
             "control",
             Body::NodeCompleted { schema_version: V, node: name.to_string(), status: status.to_string(), output: artifact.clone() },
@@ -1981,21 +1985,23 @@ impl Engine {
 
     fn try_join(&mut self, join: &str, cause: &str) {
         let Some(node) = self.node(join) else { return };
-        let done: IndexSet<String> = self.joins.get(join).cloned().unwrap_or_default();
         let total = node.target.len();
         let rule = match node.props.get("rule") {
-            Some(IrValue::JoinRule { rule, .. }) => rule.clone(),
-            Some(IrValue::Word(w)) => w.clone(),
-            _ => "all".into(),
+            Some(IrValue::JoinRule { rule, .. }) => rule.as_str(),
+            Some(IrValue::Word(w)) => w.as_str(),
+            _ => "all",
         };
-        let ready = match rule.as_str() {
-            "any" | "first" => !done.is_empty(),
-            "majority" => done.len() * 2 > total,
-            _ => done.len() == total,
+        // Readiness needs only the count: the set is taken once it is ready.
+        let arrived = self.joins.get(join).map_or(0, IndexSet::len);
+        let ready = match rule {
+            "any" | "first" => arrived > 0,
+            "majority" => arrived * 2 > total,
+            _ => arrived == total,
         };
         if !ready {
             return;
         }
+        let done: IndexSet<String> = self.joins.get(join).cloned().unwrap_or_default();
         // The merged output: every result in branch order, the branches by
         // name, and their conflicts kept side by side (never averaged).
         let mut results = Vec::new();

@@ -323,7 +323,11 @@ impl MemoryJournal {
     }
 
     fn keep(&mut self, event: &Event) {
-        let run = self.runs.entry(event.run_id.clone()).or_default();
+        // The run exists after its first event: no key allocation per event.
+        let run = match self.runs.get_mut(&event.run_id) {
+            Some(run) => run,
+            None => self.runs.entry(event.run_id.clone()).or_default(),
+        };
         if self.sequence_only {
             run.dropped += 1;
         } else {
@@ -352,28 +356,48 @@ impl Journal for MemoryJournal {
 
     fn append_batch(&mut self, events: &[Event]) -> Result<(), JournalError> {
         // Check the whole batch against the journal plus its own earlier
-        // events, then apply: all or nothing.
-        let mut pending: Vec<&Event> = Vec::new();
-        let mut last: HashMap<&str, u64> = HashMap::new();
+        // events, then apply: all or nothing. A run's pending events have
+        // consecutive seqs, so an earlier one is found by its offset (no
+        // scan of the batch per event).
+        struct Pending<'e> {
+            run_id: &'e str,
+            last: u64,
+            /// The first pending seq, and the pending events from there on.
+            first: u64,
+            events: Vec<&'e Event>,
+        }
+        let mut runs: Vec<Pending> = Vec::new();
+        let mut order: Vec<(usize, usize)> = Vec::with_capacity(events.len());
         for event in events {
-            let existing = self
-                .recorded(&event.run_id, event.seq)
-                .or_else(|| pending.iter().find(|e| e.run_id == event.run_id && e.seq == event.seq).copied());
+            let slot = match runs.iter().position(|p| p.run_id == event.run_id) {
+                Some(i) => i,
+                None => {
+                    let last = self.last(&event.run_id);
+                    runs.push(Pending { run_id: &event.run_id, last, first: last + 1, events: Vec::new() });
+                    runs.len() - 1
+                }
+            };
+            let pending = &runs[slot];
+            let existing = self.recorded(&event.run_id, event.seq).or_else(|| {
+                let offset = event.seq.checked_sub(pending.first)?;
+                pending.events.get(usize::try_from(offset).ok()?).copied()
+            });
             if let Some(existing) = existing {
                 if existing == event {
                     continue;
                 }
                 return Err(JournalError::Conflict { run_id: event.run_id.clone(), seq: event.seq });
             }
-            let run_last = *last.entry(event.run_id.as_str()).or_insert_with(|| self.last(&event.run_id));
-            if event.seq != run_last + 1 {
-                return Err(JournalError::Stale { run_id: event.run_id.clone(), expected: run_last + 1, got: event.seq });
+            if event.seq != pending.last + 1 {
+                return Err(JournalError::Stale { run_id: event.run_id.clone(), expected: pending.last + 1, got: event.seq });
             }
-            last.insert(event.run_id.as_str(), event.seq);
-            pending.push(event);
+            let pending = &mut runs[slot];
+            pending.last = event.seq;
+            order.push((slot, pending.events.len()));
+            pending.events.push(event);
         }
-        for event in pending {
-            self.keep(event);
+        for (slot, index) in order {
+            self.keep(runs[slot].events[index]);
         }
         Ok(())
     }
@@ -406,8 +430,10 @@ impl Journal for MemoryJournal {
 pub fn artifact_ref(value: &serde_json::Value) -> (ArtifactRef, Vec<u8>) {
     // Serializing a `Value` cannot fail: its map keys are strings.
     let bytes = serde_json::to_vec(value).unwrap_or_default();
-    let hex = sha256_hex(&bytes);
-    (ArtifactRef { digest: format!("sha256:{hex}"), size: bytes.len() as u64 }, bytes)
+    let mut digest = String::with_capacity(7 + 64);
+    digest.push_str("sha256:");
+    crate::proto::push_hex(&Sha256::digest(&bytes), &mut digest);
+    (ArtifactRef { digest, size: bytes.len() as u64 }, bytes)
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

@@ -33,9 +33,14 @@ pub enum Request {
 impl Request {
     /// The cassette key: sha256 over the request's canonical JSON.
     pub fn key(&self) -> String {
-        let value = canonical(serde_json::to_value(self).unwrap_or(Value::Null));
-        let bytes = serde_json::to_vec(&value).unwrap_or_default();
-        format!("sha256:{}", hex(&Sha256::digest(&bytes)))
+        match self {
+            Request::Tool(t) => t.key(),
+            _ => {
+                let mut bytes = Vec::with_capacity(256);
+                write_canonical(&serde_json::to_value(self).unwrap_or(Value::Null), &mut bytes);
+                sha256_key(&bytes)
+            }
+        }
     }
 
     /// `model`, `tool`, `human` or `probe`.
@@ -63,15 +68,94 @@ pub fn canonical(value: Value) -> Value {
     }
 }
 
+/// Appends the canonical JSON of `value` to `out`: compact, every
+/// object's keys sorted. The same bytes as
+/// `serde_json::to_vec(&canonical(value.clone()))`, without the copy.
+pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_json_str(k, out);
+                out.push(b':');
+                write_canonical(v, out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(b']');
+        }
+        leaf => {
+            // Writing to a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *out, leaf);
+        }
+    }
+}
+
+/// Appends `s` as a JSON string.
+fn write_json_str(s: &str, out: &mut Vec<u8>) {
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// `sha256:` and the lower-case hex digest of `bytes`.
+fn sha256_key(bytes: &[u8]) -> String {
+    let mut key = String::with_capacity(7 + 64);
+    key.push_str("sha256:");
+    push_hex(&Sha256::digest(bytes), &mut key);
+    key
+}
+
+impl ToolRequest {
+    /// The cassette key of this request as a [`Request::Tool`] (see
+    /// [`Request::key`]), written directly: the canonical JSON of
+    /// `{"type": "tool", "tool": …, "input": …, "idempotency_key": …}`.
+    pub fn key(&self) -> String {
+        let mut bytes = Vec::with_capacity(64 + self.tool.len());
+        bytes.push(b'{');
+        if let Some(k) = &self.idempotency_key {
+            bytes.extend_from_slice(b"\"idempotency_key\":");
+            write_json_str(k, &mut bytes);
+            bytes.push(b',');
+        }
+        bytes.extend_from_slice(b"\"input\":");
+        write_canonical(&self.input, &mut bytes);
+        bytes.extend_from_slice(b",\"tool\":");
+        write_json_str(&self.tool, &mut bytes);
+        bytes.extend_from_slice(b",\"type\":\"tool\"}");
+        sha256_key(&bytes)
+    }
+}
+
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
 /// Lower-case hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
-    }
+    push_hex(bytes, &mut out);
     out
+}
+
+/// Appends the lower-case hex of bytes to `out`.
+pub fn push_hex(bytes: &[u8], out: &mut String) {
+    let mut digits = Vec::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        digits.push(HEX_DIGITS[(b >> 4) as usize]);
+        digits.push(HEX_DIGITS[(b & 15) as usize]);
+    }
+    // Hex digits are ASCII.
+    out.push_str(std::str::from_utf8(&digits).unwrap_or_default());
 }
 
 /// One model turn of an agent.
@@ -238,4 +322,44 @@ pub struct ProbeResult {
     /// The probe could not run or timed out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The key as first defined: sha256 over `canonical(to_value(request))`.
+    fn reference_key(request: &Request) -> String {
+        let value = canonical(serde_json::to_value(request).unwrap());
+        format!("sha256:{}", hex(&Sha256::digest(serde_json::to_vec(&value).unwrap())))
+    }
+
+    #[test]
+    fn keys_are_sha256_of_the_canonical_request() {
+        let inputs = [
+            Value::Null,
+            json!({"z": 1, "a": {"y": [3, {"k": "v", "b": 2.5}], "x": "q\"uote\n"}, "m": [true, null]}),
+            json!("héllo \u{1} ✓"),
+            json!([{"b": 1, "a": 2}, -7, 1e300]),
+        ];
+        for input in inputs {
+            for idempotency_key in [None, Some("run/n#1.1".to_string())] {
+                let request = Request::Tool(ToolRequest { tool: "noop".into(), input: input.clone(), idempotency_key });
+                assert_eq!(request.key(), reference_key(&request));
+            }
+        }
+        let human = Request::Human(HumanRequest {
+            subject: "gate".into(),
+            principals: vec!["ops".into()],
+            prompt: None,
+            decisions: vec!["approve".into(), "reject".into()],
+            round: 1,
+        });
+        assert_eq!(human.key(), reference_key(&human));
+        let mut bytes = Vec::new();
+        write_canonical(&json!({"b": {"d": 1, "c": 2}, "a": []}), &mut bytes);
+        assert_eq!(bytes, br#"{"a":[],"b":{"c":2,"d":1}}"#);
+        assert_eq!(hex(&[0x00, 0xab, 0x7f]), "00ab7f");
+    }
 }

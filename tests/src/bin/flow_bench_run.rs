@@ -35,6 +35,10 @@
 // A benchmark reads the clock, the environment and /proc: the pure-core lints do not apply.
 #![allow(clippy::disallowed_methods)]
 
+// The allocator of the `flow` binary, so the figures are those of `flow run`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use flow_check::plan::Plan;
 use flow_runtime::clock::SystemClock;
 use flow_runtime::driver::{self, Options};

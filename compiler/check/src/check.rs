@@ -75,6 +75,12 @@ pub(crate) struct Checker<'a> {
     /// `input` in an evaluator, `task` in an agent's routes.
     pub extra_vars: IndexMap<String, Ty>,
     pub symbols: crate::Symbols,
+    /// The properties each node kind accepts (the common ones, then its
+    /// own), built once per kind rather than once per node.
+    pub node_props: HashMap<&'static str, std::rc::Rc<[crate::spec::P]>>,
+    /// Whether to record [`crate::Symbols`] (editors need them; `flowc`
+    /// and `flow` do not, and skip the cost).
+    pub index_symbols: bool,
 }
 
 fn loc(file: FileId, span: Span) -> Loc {
@@ -96,6 +102,8 @@ impl<'a> Checker<'a> {
             workflow: None,
             machines: IndexMap::new(),
             tool_input: None,
+            node_props: HashMap::new(),
+            index_symbols: false,
             extra_vars: IndexMap::new(),
             symbols: crate::Symbols::default(),
         }
@@ -253,6 +261,9 @@ impl<'a> Checker<'a> {
                 }
                 self.globals
                     .insert(name.text.clone(), Global { kind, file, name_span: name.span, item: (file_index, item_index), imported });
+                if !self.index_symbols {
+                    continue;
+                }
                 let text = self.db.text(file);
                 let line_start = text[..name.span.start as usize].rfind('\n').map(|i| i + 1).unwrap_or(0);
                 let line_end = text[name.span.start as usize..].find('\n').map(|i| i + name.span.start as usize).unwrap_or(text.len());
@@ -288,6 +299,9 @@ impl<'a> Checker<'a> {
 
     /// Records a use of the symbol `key` at `span` in the current file.
     pub fn reference(&mut self, key: impl Into<String>, span: Span) {
+        if !self.index_symbols {
+            return;
+        }
         self.symbols.refs.push(crate::SymbolRef { key: key.into(), file: self.file, span });
     }
 

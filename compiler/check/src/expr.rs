@@ -64,7 +64,11 @@ impl Checker<'_> {
             ExprKind::Null => texpr(TExprKind::Literal { value: Box::new(Value::Str(String::new())) }, Ty::Null),
             ExprKind::Name(name) => match self.lookup(scope, name) {
                 Some(ty) => {
-                    let node_key = self.workflow.as_ref().filter(|w| w.nodes.contains_key(name)).map(|w| format!("{}::{name}", w.name));
+                    let node_key = self
+                        .workflow
+                        .as_ref()
+                        .filter(|w| self.index_symbols && w.nodes.contains_key(name))
+                        .map(|w| format!("{}::{name}", w.name));
                     if let Some(key) = node_key {
                         self.reference(key, expr.span);
                     }

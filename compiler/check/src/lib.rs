@@ -46,7 +46,8 @@ pub struct Checked {
     pub program: ir::Program,
     /// Every diagnostic, syntax included, in the one deterministic order.
     pub diagnostics: Vec<Diagnostic>,
-    /// Where every name is declared and used (for editors).
+    /// Where every name is declared and used (for editors): recorded by
+    /// [`check_program_indexed`] only, empty otherwise.
     pub symbols: Symbols,
 }
 
@@ -108,7 +109,17 @@ impl Checked {
 }
 
 /// Checks the program rooted at `root` (already in `db`). Imported modules
-/// and schema files are added to `db` as they are loaded.
+/// and schema files are added to `db` as they are loaded. The result's
+/// [`Checked::symbols`] is empty: see [`check_program_indexed`].
 pub fn check_program(db: &mut SourceDb, root: FileId, loader: &dyn Loader) -> Checked {
     check::Checker::new(db, loader).run(root)
+}
+
+/// [`check_program`], also recording where every name is declared and used
+/// ([`Checked::symbols`], for editors). The diagnostics and the IR are the
+/// same.
+pub fn check_program_indexed(db: &mut SourceDb, root: FileId, loader: &dyn Loader) -> Checked {
+    let mut checker = check::Checker::new(db, loader);
+    checker.index_symbols = true;
+    checker.run(root)
 }

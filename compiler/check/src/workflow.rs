@@ -2,7 +2,7 @@
 
 use crate::check::{Checker, WorkflowCtx};
 use crate::ir::{self, Loc, Value};
-use crate::spec::{self, AtomArgKind, BlockSpec, Kind, Target, P, V};
+use crate::spec::{self, AtomArgKind, BlockSpec, Kind, Target, V};
 use crate::types::{FieldTy, Ty};
 use flow_diagnostics::{closest_name, codes, Diagnostic, DiagnosticMut, FileId, Label, Span};
 use flow_syntax::ast::{self, Entry, ExprKind, FormulaKind, NodeTarget};
@@ -83,17 +83,26 @@ impl Checker<'_> {
             let (kind, detail) = match entry {
                 Entry::Node(node) => {
                     let output = self.node_output(node);
-                    let target = match &node.target {
-                        NodeTarget::Name(t) => t.text.clone(),
-                        NodeTarget::List(items, _) => format!("[{}]", items.iter().map(|i| i.text.as_str()).collect::<Vec<_>>().join(", ")),
+                    let detail = if self.index_symbols {
+                        let target = match &node.target {
+                            NodeTarget::Name(t) => t.text.clone(),
+                            NodeTarget::List(items, _) => {
+                                format!("[{}]", items.iter().map(|i| i.text.as_str()).collect::<Vec<_>>().join(", "))
+                            }
+                        };
+                        format!("node {name}: {} {target} — output {output}", node.kind.text)
+                    } else {
+                        String::new()
                     };
-                    let detail = format!("node {name}: {} {target} — output {output}", node.kind.text);
                     ctx.nodes.insert(name.clone(), (span, output, node.kind.text.clone()));
                     ("node", detail)
                 }
                 Entry::Gate(gate) => ("gate", format!("gate {name}: {} -> {}", gate.from.text, gate.to.text)),
                 _ => continue,
             };
+            if !self.index_symbols {
+                continue;
+            }
             self.symbols.defs.push(crate::SymbolDef {
                 key: format!("{}::{name}", decl.name.text),
                 name: name.clone(),
@@ -243,8 +252,9 @@ impl Checker<'_> {
                 self.tool_input = self.decl_prop_type(tool, "input");
             }
         }
-        let mut props_spec: Vec<P> = spec::NODE_COMMON.to_vec();
-        props_spec.extend_from_slice(spec.props);
+        let props_spec = std::rc::Rc::clone(
+            self.node_props.entry(spec.kind).or_insert_with(|| spec::NODE_COMMON.iter().chain(spec.props).cloned().collect()),
+        );
         let entries: &[spec::EntryKind] = if spec.events.is_empty() { &[] } else { &[spec::EntryKind::Handler] };
         let block_spec = BlockSpec { props: &props_spec, entries, events: spec.events };
         let empty = ast::Block { entries: Vec::new(), span: node.name.span };
@@ -312,8 +322,10 @@ impl Checker<'_> {
     pub(crate) fn node_exists(&mut self, name: &str, span: Span) -> bool {
         let Some(workflow) = &self.workflow else { return false };
         if workflow.nodes.contains_key(name) {
-            let key = format!("{}::{name}", workflow.name);
-            self.reference(key, span);
+            if self.index_symbols {
+                let key = format!("{}::{name}", workflow.name);
+                self.reference(key, span);
+            }
             return true;
         }
         let candidates: Vec<String> = workflow.nodes.keys().cloned().collect();
@@ -613,6 +625,9 @@ impl Checker<'_> {
 
     fn name_in(&mut self, name: &str, span: Span, what: &str, names: &IndexSet<String>) -> bool {
         if names.contains(name) {
+            if !self.index_symbols {
+                return true;
+            }
             let key = self.symbols.defs.iter().find(|d| d.kind == what && d.name == name).map(|d| d.key.clone());
             if let Some(key) = key {
                 self.reference(key, span);

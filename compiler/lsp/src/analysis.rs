@@ -66,7 +66,7 @@ impl Analysis {
         let mut db = SourceDb::new();
         let name = uri_path(uri).unwrap_or_else(|| uri.as_str().to_string());
         let root = db.add(name, text.to_string());
-        let checked = flow_check::check_program(&mut db, root, &FsLoader);
+        let checked = flow_check::check_program_indexed(&mut db, root, &FsLoader);
         let mut diagnostics = checked.diagnostics.clone();
         if !checked.has_errors() {
             diagnostics.extend(flow_verify::verify(&checked.program));

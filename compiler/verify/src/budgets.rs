@@ -7,7 +7,7 @@
 //! expensive path, where a `parallel` node pays for all its branches, a
 //! `loop` for its round and a `map` for its items, before going on.
 
-use crate::flowgraph::{loc_span, EdgeKind, FlowGraph, Parents};
+use crate::flowgraph::{loc_span, EdgeKind, FastHash, FlowGraph, Parents};
 use crate::lookup::{agent_of, budget_record};
 use flow_check::ir::{Loc, Node, Program, Value};
 use flow_diagnostics::{codes, Diagnostic, Label};
@@ -29,6 +29,10 @@ fn int(v: Option<&Value>) -> Option<f64> {
 
 /// The budget records delegation contracts give the nodes they delegate
 /// to, by node name (computed once per workflow).
+/// Maps keyed by the graph's own node indices: a fast hash, the order kept.
+type NodeMap<V> = IndexMap<NodeIndex, V, FastHash>;
+type NodeSet = IndexSet<NodeIndex, FastHash>;
+
 type Delegated<'p> = IndexMap<&'p str, &'p IndexMap<String, Value>>;
 
 fn delegated<'p>(workflow: &'p flow_check::ir::Workflow, program: &'p Program) -> Delegated<'p> {
@@ -114,9 +118,9 @@ fn attempts(node: &Node) -> f64 {
 }
 
 /// How often each node can run: loop rounds, map items, rework bounds.
-fn multipliers(flow: &FlowGraph<'_>) -> IndexMap<NodeIndex, Option<f64>> {
+fn multipliers(flow: &FlowGraph<'_>) -> NodeMap<Option<f64>> {
     let workflow = flow.workflow;
-    let mut mult: IndexMap<NodeIndex, Option<f64>> = flow.graph.node_indices().map(|n| (n, Some(1.0))).collect();
+    let mut mult: NodeMap<Option<f64>> = flow.graph.node_indices().map(|n| (n, Some(1.0))).collect();
     // Loops and maps, nested ones multiplying (a few passes settle nesting).
     for _ in 0..4 {
         for node in workflow.nodes.values() {
@@ -143,10 +147,10 @@ fn multipliers(flow: &FlowGraph<'_>) -> IndexMap<NodeIndex, Option<f64>> {
             continue;
         }
         let visits: f64 = scc.iter().filter_map(|&n| int(flow.node(n).props.get("max_visits"))).sum();
-        let unannotated: IndexSet<NodeIndex> = scc.iter().copied().filter(|&n| !flow.node(n).props.contains_key("max_visits")).collect();
+        let unannotated: NodeSet = scc.iter().copied().filter(|&n| !flow.node(n).props.contains_key("max_visits")).collect();
         let breaks = unannotated.len() < scc.len() && {
             let mut sub = petgraph::Graph::<(), ()>::new();
-            let map: IndexMap<NodeIndex, NodeIndex> = unannotated.iter().map(|&n| (n, sub.add_node(()))).collect();
+            let map: NodeMap<NodeIndex> = unannotated.iter().map(|&n| (n, sub.add_node(()))).collect();
             for &n in &unannotated {
                 for e in filtered.edges_directed(n, Direction::Outgoing) {
                     if let Some(&t) = map.get(&e.target()) {
@@ -176,7 +180,7 @@ struct Worst {
 
 struct Dp<'a, 'w> {
     flow: &'a FlowGraph<'w>,
-    weight: IndexMap<NodeIndex, Option<f64>>,
+    weight: NodeMap<Option<f64>>,
 }
 
 fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -267,9 +271,9 @@ impl Dp<'_, '_> {
     /// (`true`: a parallel branch's share, stopping before join nodes).
     /// Iterative (post-order), so long workflows cannot exhaust the stack;
     /// edges closing a cycle are ignored (cycles are priced by multipliers).
-    fn solve(&self, start: NodeIndex) -> IndexMap<(NodeIndex, bool), Best> {
+    fn solve(&self, start: NodeIndex) -> IndexMap<(NodeIndex, bool), Best, FastHash> {
         let mut order: Vec<NodeIndex> = Vec::new();
-        let mut seen: IndexSet<NodeIndex> = IndexSet::new();
+        let mut seen: NodeSet = NodeSet::default();
         let mut stack: Vec<(NodeIndex, Vec<NodeIndex>)> = vec![(start, self.deps(start))];
         seen.insert(start);
         while let Some((n, deps)) = stack.last_mut() {
@@ -287,10 +291,11 @@ impl Dp<'_, '_> {
                 }
             }
         }
-        let mut memo: IndexMap<(NodeIndex, bool), Best> = IndexMap::new();
+        let mut memo: IndexMap<(NodeIndex, bool), Best, FastHash> = IndexMap::default();
         // A node not yet computed is on a cycle through this one: free.
-        let total_of =
-            |memo: &IndexMap<(NodeIndex, bool), Best>, n: NodeIndex, mode: bool| memo.get(&(n, mode)).map(|b| b.0).unwrap_or(Some(0.0));
+        let total_of = |memo: &IndexMap<(NodeIndex, bool), Best, FastHash>, n: NodeIndex, mode: bool| {
+            memo.get(&(n, mode)).map(|b| b.0).unwrap_or(Some(0.0))
+        };
         for &n in &order {
             for mode in [false, true] {
                 let (inner, successors) = self.parts(n, mode);
@@ -315,7 +320,7 @@ impl Dp<'_, '_> {
     }
 
     /// The worst path from `start`, rebuilt from the choices.
-    fn path(&self, memo: &IndexMap<(NodeIndex, bool), Best>, start: NodeIndex) -> Vec<NodeIndex> {
+    fn path(&self, memo: &IndexMap<(NodeIndex, bool), Best, FastHash>, start: NodeIndex) -> Vec<NodeIndex> {
         let mut path = Vec::new();
         let mut work: Vec<(NodeIndex, bool)> = vec![(start, false)];
         let limit = memo.len() + 1;
@@ -341,7 +346,7 @@ fn worst(
     flow: &FlowGraph<'_>,
     program: &Program,
     q: &str,
-    mult: &IndexMap<NodeIndex, Option<f64>>,
+    mult: &NodeMap<Option<f64>>,
     reached: &Parents,
     delegated: &Delegated<'_>,
 ) -> Worst {
@@ -386,7 +391,7 @@ fn unbounded_reason(
     program: &Program,
     q: &str,
     path: &[NodeIndex],
-    mult: &IndexMap<NodeIndex, Option<f64>>,
+    mult: &NodeMap<Option<f64>>,
     delegated: &Delegated<'_>,
 ) -> String {
     for &n in path {

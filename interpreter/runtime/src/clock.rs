@@ -62,7 +62,26 @@ pub fn rfc3339(ms: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, (rem % 3600) / 60, rem % 60, ms % 1000)
+    if !(0..=9999).contains(&y) {
+        return format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, (rem % 3600) / 60, rem % 60, ms % 1000);
+    }
+    // Fixed width: the digits are written directly (this runs for events
+    // and leases, without the formatting machinery).
+    let mut out = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, mut n: u64| {
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+    };
+    put(0, 4, y as u64);
+    put(5, 2, m as u64);
+    put(8, 2, d as u64);
+    put(11, 2, rem / 3600);
+    put(14, 2, (rem % 3600) / 60);
+    put(17, 2, rem % 60);
+    put(20, 3, ms % 1000);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -74,6 +93,8 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(FakeClock::DEFAULT_START), "2026-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339(1_798_761_599_999), "2026-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339(253_402_300_800_000), "10000-01-01T00:00:00.000Z");
     }
 
     #[test]

@@ -251,7 +251,7 @@ struct Driver {
     exec: Arc<Executors>,
     run_id: String,
     /// Commands issued and not answered, by key.
-    known: IndexMap<String, Command>,
+    known: IndexMap<String, Arc<Command>>,
     /// Keys of commands not dispatched yet, in issue order.
     queue: VecDeque<String>,
     /// Journal events to match while replaying.
@@ -267,12 +267,14 @@ impl Driver {
         for (artifact, bytes) in self.engine.take_artifacts() {
             self.artifacts.put_encoded(&artifact, &bytes)?;
         }
-        let events = self.engine.take_events();
-        let mut fresh = Vec::new();
-        for event in events {
+        let mut fresh = self.engine.take_events();
+        // Events the journal already holds (a replay) come first: they are
+        // checked against it, not appended again. The rest stay in place.
+        let replayed = fresh.iter().take_while(|e| (e.seq as usize) <= self.recorded.len()).count();
+        for event in &fresh[..replayed] {
             let index = event.seq as usize - 1;
             if let Some(recorded) = self.recorded.get(index) {
-                if comparable(recorded) != comparable(&event) {
+                if comparable(recorded) != comparable(event) {
                     return Err(RunError::Diverged(format!(
                         "event {} was `{}` {} but replaying gives `{}` {}",
                         event.seq,
@@ -282,10 +284,9 @@ impl Driver {
                         serde_json::to_string(&event.body).unwrap_or_default()
                     )));
                 }
-                continue;
             }
-            fresh.push(event);
         }
+        fresh.drain(..replayed);
         if !fresh.is_empty() {
             tracing::debug!(first = fresh[0].seq, count = fresh.len(), "persisting events");
             match self.opts.crash_after_seq {
@@ -310,9 +311,10 @@ impl Driver {
                 }
             }
         }
+        self.engine.recycle_events(fresh);
         for command in self.engine.take_commands() {
             self.queue.push_back(command.key.clone());
-            self.known.insert(command.key.clone(), command);
+            self.known.insert(command.key.clone(), Arc::new(command));
         }
         // Commands leave the engine's outstanding set only when answered
         // (removed here as they are fed) or dropped at once (termination,
@@ -493,7 +495,7 @@ impl Driver {
                         },
                         None => exec.execute(&command.request, None).await,
                     };
-                    (command.key, result)
+                    (command.key.clone(), result)
                 });
             }
             parked.retain(|k| self.known.contains_key(k));

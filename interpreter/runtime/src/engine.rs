@@ -10,7 +10,7 @@
 use crate::budget::{Budgets, Exhausted, Scope, ZoneChange};
 use crate::clock::{rfc3339, Clock};
 use crate::eval::{self, Env};
-use crate::journal::artifact_ref;
+use crate::journal::{artifact_ref, artifact_ref_of};
 use crate::proto::*;
 use crate::validate::{ty_to_schema, Validator};
 use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as IrValue, Workflow};
@@ -18,6 +18,7 @@ use flow_check::types::Ty;
 use flow_policy::{Automaton, Monitor, Obs};
 use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Usage, SCHEMA_VERSION};
 use indexmap::{IndexMap, IndexSet};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -267,7 +268,8 @@ struct GateRt {
 #[derive(Debug)]
 pub struct Engine {
     program: Arc<Program>,
-    wf: Workflow,
+    /// The workflow run: its index in the program's workflows (see [`Engine::wf`]).
+    wf_index: usize,
     cfg: RunConfig,
     seq: u64,
     start_ms: u64,
@@ -275,18 +277,18 @@ pub struct Engine {
     commands: Vec<Command>,
     artifacts: Vec<(ArtifactRef, Vec<u8>)>,
     env: Env,
-    nodes: IndexMap<String, NodeRt>,
-    attempts: HashMap<String, Attempt>,
-    waiting: IndexMap<String, Waiting>,
+    nodes: IndexMap<String, NodeRt, FxBuildHasher>,
+    attempts: FxHashMap<String, Attempt>,
+    waiting: IndexMap<String, Waiting, FxBuildHasher>,
     loops: HashMap<String, LoopRt>,
-    loop_of: HashMap<String, String>,
+    loop_of: FxHashMap<String, String>,
     maps: HashMap<String, MapRt>,
-    map_of: HashMap<String, String>,
+    map_of: FxHashMap<String, String>,
     joins: HashMap<String, IndexSet<String>>,
     gates: HashMap<String, GateRt>,
     decision_rounds: HashMap<String, u32>,
     task_state: HashMap<String, String>,
-    validators: HashMap<&'static str, HashMap<String, Arc<Validator>>>,
+    validators: FxHashMap<&'static str, FxHashMap<String, Arc<Validator>>>,
     budgets: Budgets,
     flags: Vec<String>,
     provider_override: Option<String>,
@@ -294,17 +296,19 @@ pub struct Engine {
     status: RunStatus,
     budget_hit: bool,
     hops: HashMap<(String, String), u64>,
-    /// Lookups built once: nodes, outgoing edges, gates by boundary,
+    /// Lookups built once: outgoing edges, gates by boundary,
     /// transfers by source, the join each branch reaches.
-    node_arcs: HashMap<String, Arc<Node>>,
-    out_edges: HashMap<String, Arc<Vec<flow_check::ir::Edge>>>,
+    out_start: Vec<usize>,
+    out_order: Vec<usize>,
     gate_on: HashMap<(String, String), Gate>,
     transfers_from: HashMap<String, Vec<flow_check::ir::Transfer>>,
-    join_of: HashMap<String, String>,
+    join_of: FxHashMap<String, String>,
     node_turns: HashMap<String, u32>,
     last_time: (u64, String),
     mcp_calls: HashMap<String, u64>,
-    recorded_digests: std::collections::HashSet<String>,
+    recorded_digests: FxHashSet<String>,
+    /// Digests of small values by their bytes (see [`Engine::artifact_of`]).
+    small_artifacts: FxHashMap<Vec<u8>, ArtifactRef>,
     pending_slice: HashMap<String, Value>,
     pending_contract: HashMap<String, String>,
     /// Approve decisions applied so far (confirmation of `confirm` tools).
@@ -314,6 +318,32 @@ pub struct Engine {
     /// Set while a resumed run replays its journal: wall-clock limits are
     /// not re-checked (the journal says what happened).
     pub replaying: bool,
+}
+
+/// A node of the run's workflow: a handle on the shared program (cheap to
+/// hold across `&mut self` calls; nothing is copied).
+#[derive(Debug, Clone)]
+struct NodeRef {
+    program: Arc<Program>,
+    wf: usize,
+    index: usize,
+}
+
+impl std::ops::Deref for NodeRef {
+    type Target = Node;
+
+    fn deref(&self) -> &Node {
+        &self.program.workflows[self.wf].nodes[self.index]
+    }
+}
+
+/// The concatenation of `parts`, allocated once.
+fn concat(parts: &[&str]) -> String {
+    let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for part in parts {
+        out.push_str(part);
+    }
+    out
 }
 
 fn word(v: Option<&IrValue>) -> Option<&str> {
@@ -391,10 +421,12 @@ pub fn template_with(text: &str, input: &Value, encode: impl Fn(&str) -> String)
 impl Engine {
     /// An engine for `workflow` of `program` (the first workflow when `None`).
     pub fn new(program: Arc<Program>, workflow: Option<&str>, cfg: RunConfig) -> Result<Engine, String> {
-        let wf = match workflow {
-            Some(name) => program.workflows.get(name).cloned().ok_or_else(|| format!("no workflow named `{name}` in the plan"))?,
-            None => program.workflows.values().next().cloned().ok_or("the plan declares no workflow")?,
+        let wf_index = match workflow {
+            Some(name) => program.workflows.get_index_of(name).ok_or_else(|| format!("no workflow named `{name}` in the plan"))?,
+            None if program.workflows.is_empty() => return Err("the plan declares no workflow".into()),
+            None => 0,
         };
+        let wf = &program.workflows[wf_index];
         let mut budgets = Budgets::default();
         if let Some(props) = Self::budget_props(&program, wf.props.get("budget")) {
             budgets.add(Scope::from_props("run", props));
@@ -410,8 +442,8 @@ impl Engine {
                 }
             }
         }
-        let mut loop_of = HashMap::new();
-        let mut map_of = HashMap::new();
+        let mut loop_of = FxHashMap::default();
+        let mut map_of = FxHashMap::default();
         for node in wf.nodes.values() {
             match node.kind.as_str() {
                 "loop" => {
@@ -428,18 +460,27 @@ impl Engine {
             }
         }
         let nodes = wf.nodes.keys().map(|n| (n.clone(), NodeRt::default())).collect();
-        let node_arcs = wf.nodes.iter().map(|(k, n)| (k.clone(), Arc::new(n.clone()))).collect();
-        let mut out: HashMap<String, Vec<flow_check::ir::Edge>> = HashMap::new();
-        for edge in &wf.edges {
-            out.entry(edge.from.clone()).or_default().push(edge.clone());
+        // Outgoing edges by source node, in declaration order: the edges of
+        // node `i` are `out_order[out_start[i]..out_start[i + 1]]`.
+        let mut by_source: Vec<Vec<usize>> = vec![Vec::new(); wf.nodes.len()];
+        for (i, edge) in wf.edges.iter().enumerate() {
+            if let Some(from) = wf.nodes.get_index_of(&edge.from) {
+                by_source[from].push(i);
+            }
         }
-        let out_edges = out.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
+        let mut out_start = Vec::with_capacity(wf.nodes.len() + 1);
+        let mut out_order = Vec::with_capacity(wf.edges.len());
+        for edges in by_source {
+            out_start.push(out_order.len());
+            out_order.extend(edges);
+        }
+        out_start.push(out_order.len());
         let gate_on = wf.gates.values().map(|g| ((g.from.clone(), g.to.clone()), g.clone())).collect();
         let mut transfers_from: HashMap<String, Vec<flow_check::ir::Transfer>> = HashMap::new();
         for t in &wf.transfers {
             transfers_from.entry(t.from.clone()).or_default().push(t.clone());
         }
-        let mut join_of = HashMap::new();
+        let mut join_of = FxHashMap::default();
         for n in wf.nodes.values().filter(|n| n.kind == "join") {
             for branch in &n.target {
                 join_of.entry(branch.clone()).or_insert_with(|| n.name.clone());
@@ -464,8 +505,6 @@ impl Engine {
         }
         let start_ms = cfg.clock.now_ms();
         Ok(Engine {
-            program,
-            wf,
             cfg,
             seq: 0,
             start_ms,
@@ -474,8 +513,8 @@ impl Engine {
             artifacts: Vec::new(),
             env: Env::new(),
             nodes,
-            attempts: HashMap::new(),
-            waiting: IndexMap::new(),
+            attempts: FxHashMap::default(),
+            waiting: IndexMap::default(),
             loops: HashMap::new(),
             loop_of,
             maps: HashMap::new(),
@@ -484,7 +523,7 @@ impl Engine {
             gates: HashMap::new(),
             decision_rounds: HashMap::new(),
             task_state: HashMap::new(),
-            validators: HashMap::new(),
+            validators: FxHashMap::default(),
             budgets,
             flags: Vec::new(),
             provider_override: None,
@@ -492,20 +531,23 @@ impl Engine {
             status: RunStatus::Running,
             budget_hit: false,
             hops: HashMap::new(),
-            node_arcs,
-            out_edges,
+            out_start,
+            out_order,
             gate_on,
             transfers_from,
             join_of,
             node_turns: HashMap::new(),
             last_time: (0, String::new()),
             mcp_calls: HashMap::new(),
-            recorded_digests: std::collections::HashSet::new(),
+            recorded_digests: FxHashSet::default(),
+            small_artifacts: FxHashMap::default(),
             pending_slice: HashMap::new(),
             pending_contract: HashMap::new(),
             approvals: 0,
             policies,
             replaying: false,
+            program,
+            wf_index,
         })
     }
 
@@ -518,7 +560,12 @@ impl Engine {
     }
 
     pub fn workflow(&self) -> &Workflow {
-        &self.wf
+        self.wf()
+    }
+
+    /// The workflow run (held by the shared program, never copied).
+    fn wf(&self) -> &Workflow {
+        &self.program.workflows[self.wf_index]
     }
 
     pub fn status(&self) -> &RunStatus {
@@ -533,6 +580,15 @@ impl Engine {
     /// Events emitted since the last call, in `seq` order.
     pub fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)
+    }
+
+    /// Hands back a buffer [`Engine::take_events`] gave, emptied, so the
+    /// next events reuse its capacity.
+    pub fn recycle_events(&mut self, mut buffer: Vec<Event>) {
+        buffer.clear();
+        if self.events.is_empty() && buffer.capacity() > self.events.capacity() {
+            self.events = buffer;
+        }
     }
 
     /// Commands for the data plane issued since the last call.
@@ -584,6 +640,11 @@ impl Engine {
     }
 
     fn emit(&mut self, producer: &str, body: Body, parent: Option<&str>) -> String {
+        self.emit_as(producer.to_string(), body, parent)
+    }
+
+    /// [`Engine::emit`] with a producer already built.
+    fn emit_as(&mut self, producer: String, body: Body, parent: Option<&str>) -> String {
         // Nothing is recorded after the run terminated (what was still
         // unwinding when it did changes nothing).
         if matches!(self.status, RunStatus::Terminated { .. }) {
@@ -603,7 +664,7 @@ impl Engine {
             seq: self.seq,
             event_id: event_id.clone(),
             parent_event_id: parent.map(str::to_string),
-            producer: producer.to_string(),
+            producer,
             body,
             time,
         });
@@ -783,19 +844,37 @@ impl Engine {
     }
 
     fn store(&mut self, value: &Value, produced_by: &str, parent: Option<&str>) -> ArtifactRef {
-        let (artifact, bytes) = artifact_ref(value);
+        self.store_as(value, || produced_by.to_string(), parent)
+    }
+
+    /// [`Engine::store`], naming the producer only when the artifact is new.
+    fn store_as(&mut self, value: &Value, produced_by: impl FnOnce() -> String, parent: Option<&str>) -> ArtifactRef {
+        let (artifact, bytes) = self.artifact_of(value);
         // Content-addressed: recorded once per run, however often it recurs.
         if self.recorded_digests.contains(&artifact.digest) {
             return artifact;
         }
         self.recorded_digests.insert(artifact.digest.clone());
         self.artifacts.push((artifact.clone(), bytes));
-        self.emit(
-            "control",
-            Body::ArtifactRecorded { schema_version: V, artifact: artifact.clone(), produced_by: produced_by.to_string() },
-            parent,
-        );
+        self.emit("control", Body::ArtifactRecorded { schema_version: V, artifact: artifact.clone(), produced_by: produced_by() }, parent);
         artifact
+    }
+
+    /// The reference and bytes of `value` ([`artifact_ref`]). Small values
+    /// recur (nulls, flags, counts): their digests are remembered by their
+    /// bytes, so each is hashed with sha256 once per run.
+    fn artifact_of(&mut self, value: &Value) -> (ArtifactRef, Vec<u8>) {
+        const SMALL: usize = 64;
+        let bytes = serde_json::to_vec(value).unwrap_or_default();
+        if bytes.len() > SMALL {
+            return (artifact_ref_of(&bytes), bytes);
+        }
+        if let Some(artifact) = self.small_artifacts.get(&bytes) {
+            return (artifact.clone(), bytes);
+        }
+        let artifact = artifact_ref_of(&bytes);
+        self.small_artifacts.insert(bytes.clone(), artifact.clone());
+        (artifact, bytes)
     }
 
     fn running(&self) -> bool {
@@ -803,8 +882,9 @@ impl Engine {
     }
 
     /// A node of the workflow (shared, cheap to hold across `&mut self` calls).
-    fn node(&self, name: &str) -> Option<Arc<Node>> {
-        self.node_arcs.get(name).cloned()
+    fn node(&self, name: &str) -> Option<NodeRef> {
+        let index = self.wf().nodes.get_index_of(name)?;
+        Some(NodeRef { program: self.program.clone(), wf: self.wf_index, index })
     }
 
     fn decl(&self, name: &str) -> Option<&Decl> {
@@ -831,7 +911,7 @@ impl Engine {
             "control",
             Body::RunStarted {
                 schema_version: V,
-                workflow: self.wf.name.clone(),
+                workflow: self.wf().name.clone(),
                 plan_digest: self.cfg.plan_digest.clone(),
                 input: input_ref,
             },
@@ -840,7 +920,7 @@ impl Engine {
         if !input.is_null() {
             self.store(&input, "input", Some(&started));
         }
-        if let Some(IrValue::Type(ty)) = self.wf.props.get("input").cloned() {
+        if let Some(IrValue::Type(ty)) = self.wf().props.get("input").cloned() {
             if let Ok(v) = self.validator("workflow.input", "", &ty) {
                 if let Err(errors) = v.validate(&input) {
                     self.terminate("invalid_input", "failure", &started, Some(&errors.join("; ")));
@@ -849,7 +929,7 @@ impl Engine {
             }
         }
         self.env.insert("input".into(), input.clone());
-        let Some(start) = ref_name(self.wf.props.get("start")).map(str::to_string) else {
+        let Some(start) = ref_name(self.wf().props.get("start")).map(str::to_string) else {
             self.terminate("no_start", "failure", &started, None);
             return;
         };
@@ -870,9 +950,12 @@ impl Engine {
         if !self.admit(Obs::Started(name), "node_started", cause, held) {
             return;
         }
-        let slice = self.pending_slice.remove(name);
-        let contract = self.pending_contract.remove(name);
-        let rt = self.nodes.entry(name.to_string()).or_default();
+        let slice = if self.pending_slice.is_empty() { None } else { self.pending_slice.remove(name) };
+        let contract = if self.pending_contract.is_empty() { None } else { self.pending_contract.remove(name) };
+        if !self.nodes.contains_key(name) {
+            self.nodes.insert(name.to_string(), NodeRt::default());
+        }
+        let rt = &mut self.nodes[name];
         rt.visits += 1;
         rt.attempt_no = 0;
         rt.running = true;
@@ -921,7 +1004,7 @@ impl Engine {
                     );
                     // A delegation to a branch comes from whoever led to the fan-out.
                     let delegator = self
-                        .wf
+                        .wf()
                         .transfers
                         .iter()
                         .find(|t| t.to == branch && (t.from == name || self.env.contains_key(&t.from)))
@@ -1018,7 +1101,7 @@ impl Engine {
         let index = rt.results.len();
         if index < rt.items.len() {
             let item = rt.items[index].clone();
-            if let Some(target) = self.wf.nodes.get(map).and_then(|n| n.target.first()).cloned() {
+            if let Some(target) = self.wf().nodes.get(map).and_then(|n| n.target.first()).cloned() {
                 let edge = self.emit(
                     "control",
                     Body::EdgeTaken {
@@ -1083,7 +1166,9 @@ impl Engine {
         // One control-plane step per attempt.
         let scopes = self.scopes_for(node, agent.as_deref());
         let step = Usage { steps: 1, ..Usage::default() };
-        match self.budgets.reserve(&scopes, &step, false) {
+        // No scopes (no budgets): nothing to reserve or settle.
+        match if scopes.is_empty() { Ok(Vec::new()) } else { self.budgets.reserve(&scopes, &step, false) } {
+            Ok(present) if present.is_empty() => {}
             Ok(present) => {
                 let changes = self.budgets.settle(&present, &step, &step, self.elapsed());
                 self.zone_changes(changes, cause);
@@ -1100,7 +1185,7 @@ impl Engine {
         rt.attempt_no += 1;
         let attempt_no = rt.attempt_no;
         let visit = rt.visits;
-        let id = format!("{}#{}.{}", node.name, visit, attempt_no);
+        let id = concat(&[&node.name, "#", &visit.to_string(), ".", &attempt_no.to_string()]);
         let started = self.emit(
             "control",
             Body::AttemptStarted {
@@ -1112,7 +1197,7 @@ impl Engine {
             },
             Some(cause),
         );
-        let lease = format!("lease:{id}");
+        let lease = concat(&["lease:", &id]);
         let expires = rfc3339(self.now() + self.cfg.lease_ttl_ms);
         self.emit(
             "control",
@@ -1215,7 +1300,7 @@ impl Engine {
         // something in this run (an approval node or a gate decision);
         // otherwise the control plane asks first.
         if decl.props.get("confirm").is_some_and(|v| matches!(v, IrValue::Bool(true))) && self.approvals == 0 {
-            let mut deciders = names(self.wf.props.get("escalate_to"));
+            let mut deciders = names(self.wf().props.get("escalate_to"));
             if let Some(IrValue::Record(audit)) = decl.props.get("audit") {
                 deciders.extend(names(audit.get("visible_to")));
             }
@@ -1279,7 +1364,7 @@ impl Engine {
         };
         let request = ToolRequest { tool: tool.to_string(), input: input.clone(), idempotency_key: idempotency_key.clone() };
         let request_key = request.key();
-        let input_ref = self.store(&input, &format!("{attempt_id}/input"), Some(cause));
+        let input_ref = self.store_as(&input, || format!("{attempt_id}/input"), Some(cause));
         // Reserved against every enclosing scope (none: nothing to record).
         let reserved_ev = if present.is_empty() {
             cause.to_string()
@@ -1300,8 +1385,8 @@ impl Engine {
             a.tool_calls += 1;
             a.tool_calls
         };
-        let started = self.emit(
-            &format!("tool.{tool}"),
+        let started = self.emit_as(
+            concat(&["tool.", tool]),
             Body::ToolCallStarted {
                 schema_version: V,
                 tool: tool.to_string(),
@@ -1314,7 +1399,7 @@ impl Engine {
             },
             Some(&reserved_ev),
         );
-        let key = format!("{attempt_id}/c{n}");
+        let key = concat(&[attempt_id, "/c", &n.to_string()]);
         self.waiting.insert(
             key.clone(),
             Waiting::Tool {
@@ -1355,7 +1440,7 @@ impl Engine {
     }
 
     fn agent_of(&self, node: &str) -> Option<(String, Decl)> {
-        let agent = self.wf.nodes.get(node)?.target.first()?.clone();
+        let agent = self.wf().nodes.get(node)?.target.first()?.clone();
         let decl = self.decl(&agent)?.clone();
         Some((agent, decl))
     }
@@ -1636,9 +1721,9 @@ impl Engine {
         tool: &str,
         result: ToolResult,
     ) {
-        let output_ref = result.output.as_ref().map(|v| self.store(v, &format!("{attempt_id}/{tool}"), Some(started)));
-        let done = self.emit(
-            &format!("tool.{tool}"),
+        let output_ref = result.output.as_ref().map(|v| self.store_as(v, || format!("{attempt_id}/{tool}"), Some(started)));
+        let done = self.emit_as(
+            concat(&["tool.", tool]),
             Body::ToolCallCompleted {
                 schema_version: V,
                 tool: tool.to_string(),
@@ -1651,7 +1736,7 @@ impl Engine {
             Some(started),
         );
         let used = Usage { tool_calls: 1, ..Usage::default() };
-        let changes = self.budgets.settle(scopes, reserved, &used, self.elapsed());
+        let changes = if scopes.is_empty() { Vec::new() } else { self.budgets.settle(scopes, reserved, &used, self.elapsed()) };
         if let Some(first) = scopes.first() {
             let remaining = self.budgets.scopes[first].remaining();
             self.emit(
@@ -1667,11 +1752,11 @@ impl Engine {
         // Output validation against the tool's output type.
         let mut result = result;
         if result.ok {
-            if let Some(IrValue::Type(ty)) = self.decl(tool).and_then(|d| d.props.get("output")).cloned() {
-                let output = result.output.clone().unwrap_or(Value::Null);
-                match self.validator("tool.output", tool, &ty) {
+            let program = self.program.clone();
+            if let Some(IrValue::Type(ty)) = program.decls.get(tool).and_then(|d| d.props.get("output")) {
+                match self.validator("tool.output", tool, ty) {
                     Ok(v) => {
-                        if let Err(errors) = v.validate(&output) {
+                        if let Err(errors) = v.validate(result.output.as_ref().unwrap_or(&Value::Null)) {
                             result.ok = false;
                             result.error = Some(format!("output of `{tool}` is invalid: {}", errors.join("; ")));
                             result.error_code = Some("invalid_output".into());
@@ -1799,7 +1884,7 @@ impl Engine {
     }
 
     fn workflow_event(&mut self, event: &str, node: Option<&str>, cause: &str, default_reason: &str, message: &str) {
-        let handler = self.wf.handlers.iter().find(|h| h.events.iter().any(|e| e == event)).map(|h| h.action.clone());
+        let handler = self.wf().handlers.iter().find(|h| h.events.iter().any(|e| e == event)).map(|h| h.action.clone());
         match handler {
             Some(action) => {
                 let ctx = Ctx { node: node.map(str::to_string), gate: None, event: event.to_string() };
@@ -1833,7 +1918,7 @@ impl Engine {
         if !self.admit(Obs::Completed(name), "node_completed", cause, held) {
             return;
         }
-        let artifact = if output.is_null() { None } else { Some(known.unwrap_or_else(|| artifact_ref(&output).0)) };
+        let artifact = if output.is_null() { None } else { Some(known.unwrap_or_else(|| self.artifact_of(&output).0)) };
         let done = self.emit(
             "control",
             Body::NodeCompleted { schema_version: V, node: name.to_string(), status: status.to_string(), output: artifact.clone() },
@@ -1850,7 +1935,7 @@ impl Engine {
             self.budgets.scopes.shift_remove(&format!("node.{name}"));
         }
         // Task state machine.
-        if let Some(IrValue::State { machine, state }) = self.wf.nodes.get(name).and_then(|n| n.props.get("state")).cloned() {
+        if let Some(IrValue::State { machine, state }) = self.wf().nodes.get(name).and_then(|n| n.props.get("state")).cloned() {
             if let Some(m) = self.program.machines.get(&machine).cloned() {
                 let from = self.task_state.get(&machine).cloned().unwrap_or_else(|| m.initial.clone());
                 let legal = from == state || m.transitions.iter().any(|(a, b)| *a == from && *b == state);
@@ -1891,8 +1976,14 @@ impl Engine {
         }
         let mut chosen: Option<(String, String)> = None;
         let mut else_edge = None;
-        let edges = self.out_edges.get(from).cloned().unwrap_or_default();
-        for edge in edges.iter() {
+        let program = self.program.clone();
+        let wf = &program.workflows[self.wf_index];
+        let (lo, hi) = match wf.nodes.get_index_of(from) {
+            Some(i) => (self.out_start[i], self.out_start[i + 1]),
+            None => (0, 0),
+        };
+        for k in lo..hi {
+            let edge = &wf.edges[self.out_order[k]];
             match &edge.guard {
                 Guard::Always => {
                     chosen = Some((edge.to.clone(), "always".into()));
@@ -1919,7 +2010,7 @@ impl Engine {
         if let Some((to, via)) = chosen {
             // Leaving a loop body for a node outside the loop ends the round.
             if let Some(lp) = &in_loop {
-                let inside = self.wf.nodes.get(lp).is_some_and(|l| l.target.contains(&to));
+                let inside = self.wf().nodes.get(lp).is_some_and(|l| l.target.contains(&to));
                 if !inside {
                     self.round_end(lp, cause);
                     return;
@@ -2110,7 +2201,8 @@ impl Engine {
 
     /// Crosses the boundary `from -> to`: its gate, its handoff, then `to`.
     fn cross(&mut self, from: &str, to: &str, via: &str, cause: &str) {
-        if let Some(gate) = self.gate_on.get(&(from.to_string(), to.to_string())).cloned() {
+        let gate = if self.gate_on.is_empty() { None } else { self.gate_on.get(&(from.to_string(), to.to_string())).cloned() };
+        if let Some(gate) = gate {
             self.evaluate_gate(&gate, cause);
             return;
         }
@@ -2486,7 +2578,7 @@ impl Engine {
     }
 
     fn on_probe(&mut self, gate: &str, index: usize, item: usize, res: ProbeResult) {
-        let Some(g) = self.wf.gates.get(gate).cloned() else { return };
+        let Some(g) = self.wf().gates.get(gate).cloned() else { return };
         let on_error = word(g.props.get("on_error")).unwrap_or("BLOCK").to_string();
         let evaluator = match g.props.get("evaluate") {
             Some(IrValue::List(items)) => items.get(index).cloned(),
@@ -2528,7 +2620,7 @@ impl Engine {
     }
 
     fn finish_gate(&mut self, name: &str) {
-        let Some(gate) = self.wf.gates.get(name).cloned() else { return };
+        let Some(gate) = self.wf().gates.get(name).cloned() else { return };
         let Some(mut rt) = self.gates.remove(name) else { return };
         let reason_prop = word(gate.props.get("reason")).map(str::to_string);
         let labels: Vec<String> = match gate.props.get("evaluate") {
@@ -2568,7 +2660,7 @@ impl Engine {
             outcome = worst(&outcome, &r.outcome);
         }
         // Trigger authorisation: only declared agents may trigger.
-        let from_agent = self.wf.nodes.get(&gate.from).filter(|n| n.kind == "agent").and_then(|n| n.target.first().cloned());
+        let from_agent = self.wf().nodes.get(&gate.from).filter(|n| n.kind == "agent").and_then(|n| n.target.first().cloned());
         let trigger = match &from_agent {
             Some(a) => format!("agent.{a} on node_completed"),
             None => "control on node_completed".to_string(),
@@ -2684,7 +2776,7 @@ impl Engine {
         let producer = format!("human.{who}");
         match decision {
             Decision::Gate { gate, .. } => {
-                let Some(g) = self.wf.gates.get(&gate).cloned() else { return };
+                let Some(g) = self.wf().gates.get(&gate).cloned() else { return };
                 let handler = g.handlers.iter().find(|h| h.events.contains(&answer.decision)).map(|h| h.action.clone());
                 let action = handler.unwrap_or_else(|| match answer.decision.as_str() {
                     "approve" => Action { name: "continue".into(), args: vec![] },
@@ -2829,7 +2921,7 @@ impl Engine {
             Some(cause),
         );
         let arg = action.args.first().cloned();
-        let gate = ctx.gate.as_ref().and_then(|g| self.wf.gates.get(g)).cloned();
+        let gate = ctx.gate.as_ref().and_then(|g| self.wf().gates.get(g)).cloned();
         match action.name.as_str() {
             "continue" | "skip" | "degrade" | "warn" => {
                 if action.name == "warn" {
@@ -2862,7 +2954,7 @@ impl Engine {
                 if let Some(g) = gate {
                     let deciders = match g.props.get("decided_by") {
                         Some(v) => names(Some(v)),
-                        None => names(self.wf.props.get("escalate_to")),
+                        None => names(self.wf().props.get("escalate_to")),
                     };
                     let decisions = match g.props.get("decisions") {
                         Some(v) => names(Some(v)),
@@ -2896,7 +2988,7 @@ impl Engine {
                 let target = arg.or_else(|| {
                     if action.name == "replan" {
                         let scope = gate.as_ref().map(|g| names(g.props.get("replan_scope"))).unwrap_or_default();
-                        scope.first().cloned().or_else(|| ref_name(self.wf.props.get("start")).map(str::to_string))
+                        scope.first().cloned().or_else(|| ref_name(self.wf().props.get("start")).map(str::to_string))
                     } else {
                         ctx.node.clone()
                     }
@@ -2998,7 +3090,7 @@ impl Engine {
         }
         let mut status = status.to_string();
         if status == "success" {
-            if let Some(IrValue::Expr(cond)) = self.wf.props.get("success").cloned() {
+            if let Some(IrValue::Expr(cond)) = self.wf().props.get("success").cloned() {
                 if !eval::eval_bool(&cond, &self.env).unwrap_or(false) {
                     status = "failure".into();
                     self.emit(
@@ -3106,7 +3198,7 @@ impl Engine {
                 Body::ReconciliationRequired { schema_version: V, attempt_id: a.id.clone(), tool, idempotency_key: key },
                 Some(&expired),
             );
-            let deciders = names(self.wf.props.get("escalate_to"));
+            let deciders = names(self.wf().props.get("escalate_to"));
             self.ask(
                 Decision::Reconcile { attempt: a.id.clone() },
                 deciders,
@@ -3132,7 +3224,7 @@ impl Engine {
         }
         self.waiting.clear();
         self.commands.clear();
-        let handler = self.wf.handlers.iter().find(|h| h.events.iter().any(|e| e == "cancelled")).map(|h| h.action.clone());
+        let handler = self.wf().handlers.iter().find(|h| h.events.iter().any(|e| e == "cancelled")).map(|h| h.action.clone());
         match handler {
             Some(action) if !matches!(action.name.as_str(), "continue" | "retry" | "goto" | "activate" | "revise" | "replan") => {
                 let ctx = Ctx { node: None, gate: None, event: "cancelled".into() };

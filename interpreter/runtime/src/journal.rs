@@ -430,10 +430,15 @@ impl Journal for MemoryJournal {
 pub fn artifact_ref(value: &serde_json::Value) -> (ArtifactRef, Vec<u8>) {
     // Serializing a `Value` cannot fail: its map keys are strings.
     let bytes = serde_json::to_vec(value).unwrap_or_default();
+    (artifact_ref_of(&bytes), bytes)
+}
+
+/// The reference of an artifact from its bytes (as [`artifact_ref`] encoded them).
+pub fn artifact_ref_of(bytes: &[u8]) -> ArtifactRef {
     let mut digest = String::with_capacity(7 + 64);
     digest.push_str("sha256:");
-    crate::proto::push_hex(&Sha256::digest(&bytes), &mut digest);
-    (ArtifactRef { digest, size: bytes.len() as u64 }, bytes)
+    crate::proto::push_hex(&Sha256::digest(bytes), &mut digest);
+    ArtifactRef { digest, size: bytes.len() as u64 }
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

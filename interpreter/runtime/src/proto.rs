@@ -149,13 +149,16 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// Appends the lower-case hex of bytes to `out`.
 pub fn push_hex(bytes: &[u8], out: &mut String) {
-    let mut digits = Vec::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        digits.push(HEX_DIGITS[(b >> 4) as usize]);
-        digits.push(HEX_DIGITS[(b & 15) as usize]);
+    // In chunks through a buffer on the stack (a digest is one chunk).
+    let mut digits = [0u8; 64];
+    for chunk in bytes.chunks(32) {
+        for (i, b) in chunk.iter().enumerate() {
+            digits[2 * i] = HEX_DIGITS[(b >> 4) as usize];
+            digits[2 * i + 1] = HEX_DIGITS[(b & 15) as usize];
+        }
+        // Hex digits are ASCII.
+        out.push_str(std::str::from_utf8(&digits[..2 * chunk.len()]).unwrap_or_default());
     }
-    // Hex digits are ASCII.
-    out.push_str(std::str::from_utf8(&digits).unwrap_or_default());
 }
 
 /// One model turn of an agent.
@@ -361,5 +364,7 @@ mod tests {
         write_canonical(&json!({"b": {"d": 1, "c": 2}, "a": []}), &mut bytes);
         assert_eq!(bytes, br#"{"a":[],"b":{"c":2,"d":1}}"#);
         assert_eq!(hex(&[0x00, 0xab, 0x7f]), "00ab7f");
+        let long: Vec<u8> = (0..=255).collect();
+        assert_eq!(hex(&long), long.iter().map(|b| format!("{b:02x}")).collect::<String>());
     }
 }

@@ -757,9 +757,14 @@ fn trace_check(trace: &Path, plan: &Path, format: Format) -> u8 {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let (file, text, artifacts) = match read_trace(trace) {
-        Ok(t) => t,
-        Err(code) => return code,
+    // Read as it is checked: memory stays bounded however long the trace.
+    let (file, artifacts) = trace_paths(trace);
+    let reader = match std::fs::File::open(&file) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("flow: cannot read the trace {}: {e}", file.display());
+            return exit::USAGE;
+        }
     };
     let store = match artifacts.as_deref().map(DirArtifacts::open) {
         Some(Ok(store)) => Some(store),
@@ -770,7 +775,13 @@ fn trace_check(trace: &Path, plan: &Path, format: Format) -> u8 {
         None => None,
     };
     let options = Options { artifacts: store.as_ref().map(|s| s as &dyn ArtifactStore), plan_digest: Some(&plan.source.digest) };
-    let report = conformance::check_text(&plan.program, &text, &options);
+    let report = match conformance::check_reader(&plan.program, reader, &options) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("flow: cannot read the trace {}: {e}", file.display());
+            return exit::USAGE;
+        }
+    };
     match format {
         Format::Json => {
             let mut doc = serde_json::json!({

@@ -25,6 +25,7 @@ use flow_policy::{Automaton, Monitor, Verdict};
 use flow_trace::{ArtifactRef, Body, Event, Usage};
 use indexmap::IndexMap;
 use serde::Serialize;
+use std::io::Read;
 // Keys are the trace's own names and ids: a fast hash, no DoS concern.
 type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 type HashSet<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
@@ -396,8 +397,198 @@ fn record_malformed(parsed: &mut Parsed, text: &str, errors: Vec<(usize, String)
 
 /// Parses and checks a JSONL trace.
 pub fn check_text(program: &Program, text: &str, options: &Options) -> Report {
-    let parsed = parse(text);
-    check_parsed(program, parsed, options)
+    match check_reader(program, text.as_bytes(), options) {
+        Ok(report) => report,
+        // Reading a byte slice cannot fail; parse it whole if it did.
+        Err(_) => check_parsed(program, parse(text), options),
+    }
+}
+
+/// How much of a trace is read and parsed at a time by [`check_reader`].
+const BLOCK: usize = 4 << 20;
+
+/// The events of one block of lines, and its lines that are not events.
+struct Batch {
+    events: Vec<Event>,
+    deviations: Vec<Deviation>,
+    malformed_seqs: Vec<u64>,
+    /// Non-blank lines.
+    lines: usize,
+}
+
+/// Parses the lines of a block (split at `\n`; the last may be empty);
+/// `first` is the 0-based number of the first line. Returns the batch and
+/// the number of line breaks passed.
+fn parse_block(block: &[u8], first: usize) -> (Batch, usize) {
+    let mut batch = Batch { events: Vec::with_capacity(block.len() / 256), deviations: Vec::new(), malformed_seqs: Vec::new(), lines: 0 };
+    let mut count = 0;
+    // One UTF-8 check for the whole block (and a fast search for line
+    // breaks); a block that is not UTF-8 is read line by line.
+    match std::str::from_utf8(block) {
+        Ok(text) => {
+            for (i, line) in text.split('\n').enumerate() {
+                count += 1;
+                parse_line(&mut batch, Ok(line), first + i);
+            }
+        }
+        Err(_) => {
+            for (i, line) in block.split(|&b| b == b'\n').enumerate() {
+                count += 1;
+                parse_line(&mut batch, std::str::from_utf8(line).map_err(|_| line), first + i);
+            }
+        }
+    }
+    (batch, count.max(1) - 1)
+}
+
+/// One line (`i`: 0-based), or its bytes when they are not UTF-8.
+fn parse_line(batch: &mut Batch, line: Result<&str, &[u8]>, i: usize) {
+    let (parsed, text) = match line {
+        Ok(line) => {
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            if line.trim().is_empty() {
+                return;
+            }
+            (serde_json::from_str::<Event>(line).map_err(|e| e.to_string()), std::borrow::Cow::Borrowed(line))
+        }
+        Err(bytes) => (Err("the line is not UTF-8".to_string()), String::from_utf8_lossy(bytes)),
+    };
+    batch.lines += 1;
+    match parsed {
+        Ok(event) => batch.events.push(event),
+        Err(err) => {
+            let seq = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| v.get("seq").and_then(|s| s.as_u64()));
+            batch.malformed_seqs.extend(seq);
+            let mut d = Deviation::new(codes::MALFORMED, seq, format!("line {} is not a trace event: {err}", i + 1))
+                .expected("an event valid against trace-event.schema.json")
+                .actual(shorten(&text, 120));
+            d.line = Some(i + 1);
+            batch.deviations.push(d);
+        }
+    }
+}
+
+/// Reads `reader` in blocks of whole lines and sends each parsed block on.
+/// Checked batches come back on `used` to be freed here: memory allocated
+/// and freed on one thread is reused at once (freed across threads, the
+/// allocator would take fresh pages from the system).
+fn read_batches(
+    mut reader: impl Read,
+    block: usize,
+    batches: &std::sync::mpsc::SyncSender<std::io::Result<Batch>>,
+    used: &std::sync::mpsc::Receiver<Batch>,
+) {
+    let mut buffer: Vec<u8> = Vec::with_capacity(block + (64 << 10));
+    let mut line = 0;
+    loop {
+        // Fill up to `block` bytes past what is carried over.
+        let start = buffer.len();
+        buffer.resize(start + block, 0);
+        let mut filled = start;
+        let eof = loop {
+            match reader.read(&mut buffer[filled..]) {
+                Ok(0) => break true,
+                Ok(n) => {
+                    filled += n;
+                    if filled == buffer.len() {
+                        break false;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let _ = batches.send(Err(e));
+                    return;
+                }
+            }
+        };
+        buffer.truncate(filled);
+        // Parse up to the last newline; the rest waits for more (or is the
+        // last line, at the end).
+        let end = if eof { buffer.len() } else { buffer.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) };
+        if end > 0 || eof {
+            while let Ok(done) = used.try_recv() {
+                drop(done);
+            }
+            let (batch, breaks) = parse_block(&buffer[..end], line);
+            line += breaks;
+            if batches.send(Ok(batch)).is_err() {
+                return;
+            }
+            buffer.drain(..end);
+        }
+        if eof {
+            return;
+        }
+    }
+}
+
+/// Checks a JSONL trace as it is read, with bounded memory whatever its
+/// length: one thread reads and parses blocks of lines while this one
+/// checks the events of the blocks before. The report is that of
+/// [`check_text`] on the whole text, except that a line that is not an
+/// event excuses a gap in `seq` only from its own block on.
+pub fn check_reader(program: &Program, reader: impl Read + Send, options: &Options) -> std::io::Result<Report> {
+    check_blocks(program, reader, options, BLOCK)
+}
+
+/// [`check_reader`], reading `block` bytes at a time.
+fn check_blocks(program: &Program, reader: impl Read + Send, options: &Options, block: usize) -> std::io::Result<Report> {
+    std::thread::scope(|scope| {
+        let (send, receive) = std::sync::mpsc::sync_channel::<std::io::Result<Batch>>(2);
+        let (give_back, used) = std::sync::mpsc::channel::<Batch>();
+        scope.spawn(move || read_batches(reader, block, &send, &used));
+        let mut lines = 0;
+        let mut parse_deviations = Vec::new();
+        let mut checker: Option<Checker<'_>> = None;
+        // Blocks held back until the first `run_started` (it chooses the
+        // workflow), or the end.
+        let mut waiting: Vec<Batch> = Vec::new();
+        let feed = |checker: &mut Checker<'_>, mut batch: Batch, lines: &mut usize, parse_deviations: &mut Vec<Deviation>| {
+            *lines += batch.lines;
+            checker.malformed.extend(batch.malformed_seqs.drain(..));
+            parse_deviations.append(&mut batch.deviations);
+            for event in &batch.events {
+                checker.event(event);
+            }
+            // Freed by the thread that made it (or here, once it is gone).
+            let _ = give_back.send(batch);
+        };
+        for batch in receive {
+            let batch = batch?;
+            match &mut checker {
+                Some(c) => feed(c, batch, &mut lines, &mut parse_deviations),
+                None => {
+                    let started = started_of(&batch.events).map(|(w, d)| (w.to_string(), d.to_string()));
+                    waiting.push(batch);
+                    if let Some((workflow, digest)) = started {
+                        let mut c = Checker::new(program, Some((&workflow, &digest)), options);
+                        for batch in waiting.drain(..) {
+                            feed(&mut c, batch, &mut lines, &mut parse_deviations);
+                        }
+                        checker = Some(c);
+                    }
+                }
+            }
+        }
+        let mut c = match checker {
+            Some(c) => c,
+            None => {
+                let mut c = Checker::new(program, None, options);
+                for batch in waiting.drain(..) {
+                    feed(&mut c, batch, &mut lines, &mut parse_deviations);
+                }
+                c
+            }
+        };
+        c.malformed.shrink_to_fit();
+        let mut report = c.finish();
+        report.trace.lines = lines;
+        parse_deviations.append(&mut report.deviations);
+        sort(&mut parse_deviations);
+        report.conformant = parse_deviations.is_empty();
+        report.deviations = parse_deviations;
+        Ok(report)
+    })
 }
 
 /// Checks events already parsed (from [`parse`]).
@@ -707,31 +898,31 @@ enum Phase {
 }
 
 #[derive(Debug, Default)]
-struct NodeRt<'a> {
+struct NodeRt {
     visits: u32,
     phase: Phase,
     attempt_no: u32,
     completed_once: bool,
     /// The digest of the last completion's output.
-    output: Option<&'a str>,
+    output: Option<String>,
 }
 
 #[derive(Debug)]
-struct AttemptRt<'a> {
-    node: &'a str,
+struct AttemptRt {
+    node: String,
     open: bool,
     calls: u32,
     /// Reservations not yet settled: their scopes and amounts.
-    reservations: Vec<(&'a str, &'a Usage)>,
+    reservations: Vec<(String, Usage)>,
 }
 
 /// An edge taken into a node that has not started yet.
 #[derive(Debug)]
-struct Entry<'a> {
-    from: &'a str,
-    via: &'a str,
+struct Entry {
+    from: String,
+    via: String,
     /// Transfers seen on the way: (is a handoff, from).
-    transfers: Vec<(bool, &'a str)>,
+    transfers: Vec<(bool, String)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -815,76 +1006,110 @@ struct Checker<'a> {
     options: &'a Options<'a>,
     deviations: Vec<Deviation>,
     notes: Vec<String>,
-    run_id: Option<&'a str>,
+    run_id: Option<String>,
     run: RunPhase,
     after_end_reported: bool,
     any_node_started: bool,
     next_seq: u64,
     malformed: HashSet<u64>,
-    nodes: HashMap<&'a str, NodeRt<'a>>,
-    attempts: HashMap<&'a str, AttemptRt<'a>>,
-    entries: HashMap<&'a str, Vec<Entry<'a>>>,
-    gates: HashMap<&'a str, GateRt>,
-    pending_decisions: HashMap<&'a str, &'a Body>,
+    nodes: HashMap<String, NodeRt>,
+    attempts: HashMap<String, AttemptRt>,
+    entries: HashMap<String, Vec<Entry>>,
+    gates: HashMap<String, GateRt>,
+    pending_decisions: HashMap<String, Body>,
     budgets: HashMap<String, ScopeAcc>,
-    delegated: HashSet<&'a str>,
+    delegated: HashSet<String>,
     validators: HashMap<String, Option<Validator>>,
     policies: Vec<PolicyRt>,
     payloads_unchecked: usize,
-    terminated: Option<(&'a str, &'a str)>,
+    terminated: Option<(String, String)>,
+    /// The plan digest the first `run_started` recorded.
+    started_digest: Option<String>,
+    /// Events seen so far, and the last one's seq and whether it paused
+    /// the run on a cycle.
+    count: usize,
+    last: Option<(u64, bool)>,
+    /// The seq of the event before the one being checked.
+    previous: Option<u64>,
+    /// The first `run_started`'s workflow.
+    workflow_started: Option<String>,
+    /// Events a termination can follow from (by seq: position, body): only
+    /// the kinds that imply a reason, so nothing else is kept.
+    causes: HashMap<u64, (usize, Body)>,
+    /// Position of the last policy violation that was not a warning.
+    last_policy_stop: Option<usize>,
 }
 
-fn run_checks<'a>(program: &'a Program, events: &'a [Event], malformed: &[u64], options: &'a Options<'a>) -> Report {
-    let started = events.iter().find_map(|e| match &e.body {
+/// The workflow and plan digest of the first `run_started`.
+fn started_of(events: &[Event]) -> Option<(&str, &str)> {
+    events.iter().find_map(|e| match &e.body {
         Body::RunStarted { workflow, plan_digest, .. } => Some((workflow.as_str(), plan_digest.as_str())),
         _ => None,
-    });
-    let mut notes = Vec::new();
-    let wf = match started {
-        Some((name, _)) => program.workflows.get(name),
-        None if program.workflows.len() == 1 => program.workflows.values().next(),
-        None => None,
-    };
-    if let (Some((_, recorded)), Some(given)) = (started, options.plan_digest) {
-        if recorded != given {
-            notes.push(format!(
-                "the run recorded plan {recorded}; the plan given is {given} (other sources, or the same under other paths)"
-            ));
-        }
+    })
+}
+
+fn run_checks<'a>(program: &'a Program, events: &[Event], malformed: &[u64], options: &'a Options<'a>) -> Report {
+    let mut checker = Checker::new(program, started_of(events), options);
+    checker.malformed.extend(malformed.iter().copied());
+    for event in events {
+        checker.event(event);
     }
-    let mut checker = Checker {
-        program,
-        plan: wf.map(|wf| PlanView::new(program, wf)),
-        options,
-        deviations: Vec::new(),
-        notes,
-        run_id: None,
-        run: RunPhase::NotStarted,
-        after_end_reported: false,
-        any_node_started: false,
-        next_seq: 1,
-        malformed: malformed.iter().copied().collect(),
-        nodes: HashMap::default(),
-        attempts: HashMap::default(),
-        entries: HashMap::default(),
-        gates: HashMap::default(),
-        pending_decisions: HashMap::default(),
-        budgets: HashMap::default(),
-        delegated: HashSet::default(),
-        validators: HashMap::default(),
-        policies: Vec::new(),
-        payloads_unchecked: 0,
-        terminated: None,
-    };
-    checker.init_budgets();
-    checker.init_policies(wf);
-    for (i, event) in events.iter().enumerate() {
-        checker.event(events, i, event);
-    }
-    checker.finish(events, started.map(|(_, d)| d))
+    checker.finish()
 }
 
 impl<'a> Checker<'a> {
+    /// A checker for a run whose first `run_started` names `started`
+    /// (workflow, plan digest).
+    fn new(program: &'a Program, started: Option<(&str, &str)>, options: &'a Options<'a>) -> Checker<'a> {
+        let mut notes = Vec::new();
+        let wf = match started {
+            Some((name, _)) => program.workflows.get(name),
+            None if program.workflows.len() == 1 => program.workflows.values().next(),
+            None => None,
+        };
+        if let (Some((_, recorded)), Some(given)) = (started, options.plan_digest) {
+            if recorded != given {
+                notes.push(format!(
+                    "the run recorded plan {recorded}; the plan given is {given} (other sources, or the same under other paths)"
+                ));
+            }
+        }
+        let mut checker = Checker {
+            program,
+            plan: wf.map(|wf| PlanView::new(program, wf)),
+            options,
+            deviations: Vec::new(),
+            notes,
+            run_id: None,
+            run: RunPhase::NotStarted,
+            after_end_reported: false,
+            any_node_started: false,
+            next_seq: 1,
+            malformed: HashSet::default(),
+            nodes: HashMap::default(),
+            attempts: HashMap::default(),
+            entries: HashMap::default(),
+            gates: HashMap::default(),
+            pending_decisions: HashMap::default(),
+            budgets: HashMap::default(),
+            delegated: HashSet::default(),
+            validators: HashMap::default(),
+            policies: Vec::new(),
+            payloads_unchecked: 0,
+            terminated: None,
+            started_digest: started.map(|(_, d)| d.to_string()),
+            count: 0,
+            last: None,
+            previous: None,
+            workflow_started: None,
+            causes: HashMap::default(),
+            last_policy_stop: None,
+        };
+        checker.init_budgets();
+        checker.init_policies(wf);
+        checker
+    }
+
     fn push(&mut self, d: Deviation) {
         self.deviations.push(d);
     }
@@ -930,8 +1155,15 @@ impl<'a> Checker<'a> {
 
     // ------------------------------------------------------------ per event
 
-    fn event(&mut self, events: &'a [Event], i: usize, e: &'a Event) {
+    /// Checks the next event of the trace. Nothing of the event is kept
+    /// beyond what the checks still need, so a trace can be checked as it
+    /// is read.
+    fn event(&mut self, e: &Event) {
         let seq = e.seq;
+        let position = self.count;
+        self.count += 1;
+        self.previous = self.last.map(|(s, _)| s);
+        self.last = Some((seq, matches!(&e.body, Body::RunPaused { reason, .. } if reason == "cycle")));
         self.envelope(e);
         self.run_lifecycle(e);
         // The policy path: no allocation per event (the automaton caches steps).
@@ -940,10 +1172,12 @@ impl<'a> Checker<'a> {
                 m.feed(seq, &e.body);
             }
         }
+        self.remember_cause(position, e);
         match &e.body {
+            Body::RunStarted { workflow, .. } if self.workflow_started.is_none() => self.workflow_started = Some(workflow.clone()),
             Body::RunTerminated { reason, status, .. } => {
-                self.terminated = Some((reason, status));
-                self.termination(events, i, e, reason, status);
+                self.terminated = Some((reason.clone(), status.clone()));
+                self.termination(position, e, reason, status);
             }
             Body::NodeStarted { node, node_kind, visit, .. } => self.node_started(seq, node, node_kind, *visit),
             Body::NodeCompleted { node, status, output, .. } => self.node_completed(seq, node, status, output.as_ref()),
@@ -1022,7 +1256,7 @@ impl<'a> Checker<'a> {
                 self.flush_overruns(scope, "work went on in the scope without a budget_exhausted");
                 self.reservation_fits(seq, scope, attempt_id, amount);
                 match self.attempts.get_mut(attempt_id.as_str()) {
-                    Some(a) => a.reservations.push((scope, amount)),
+                    Some(a) => a.reservations.push((scope.clone(), amount.clone())),
                     None => self.push(
                         Deviation::new(
                             codes::BUDGET_ACCOUNTING,
@@ -1071,7 +1305,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn envelope(&mut self, e: &'a Event) {
+    fn envelope(&mut self, e: &Event) {
         let seq = e.seq;
         // seq: 1, 2, 3 … in file order.
         if seq == self.next_seq {
@@ -1095,8 +1329,19 @@ impl<'a> Checker<'a> {
                     .actual(format!("seq {seq}")),
             );
         }
-        let run_id = *self.run_id.get_or_insert(e.run_id.as_str());
-        if e.run_id != run_id {
+        let run_id = self.run_id.get_or_insert_with(|| e.run_id.clone()).as_str();
+        let other_run = e.run_id != run_id;
+        // The parent is named under the run's first id.
+        let parent_seq = e
+            .parent_event_id
+            .as_deref()
+            .map(|parent| parent.strip_prefix(run_id).and_then(|r| r.strip_prefix('/')).and_then(|n| n.parse::<u64>().ok()));
+        let run_id = if other_run || matches!(parent_seq, Some(None)) || parent_seq.flatten().is_some_and(|p| p < 1 || p >= seq) {
+            run_id.to_string()
+        } else {
+            String::new()
+        };
+        if other_run {
             self.push(
                 Deviation::new(codes::ENVELOPE, Some(seq), "the event belongs to another run")
                     .expected(format!("run_id {run_id}"))
@@ -1112,8 +1357,7 @@ impl<'a> Checker<'a> {
                     .actual(e.event_id.clone()),
             );
         }
-        if let Some(parent) = &e.parent_event_id {
-            let parent_seq = parent.strip_prefix(run_id).and_then(|r| r.strip_prefix('/')).and_then(|n| n.parse::<u64>().ok());
+        if let (Some(parent), Some(parent_seq)) = (&e.parent_event_id, parent_seq) {
             match parent_seq {
                 Some(p) if p >= 1 && p < seq => {}
                 _ => self.push(
@@ -1125,7 +1369,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn run_lifecycle(&mut self, e: &'a Event) {
+    fn run_lifecycle(&mut self, e: &Event) {
         let seq = e.seq;
         let kind = e.kind();
         match self.run {
@@ -1191,7 +1435,7 @@ impl<'a> Checker<'a> {
 
     // --------------------------------------------------------------- nodes
 
-    fn node_started(&mut self, seq: u64, node: &'a str, kind: &str, visit: u32) {
+    fn node_started(&mut self, seq: u64, node: &str, kind: &str, visit: u32) {
         let first = !self.any_node_started;
         self.any_node_started = true;
         let Some(plan) = &self.plan else { return };
@@ -1210,7 +1454,7 @@ impl<'a> Checker<'a> {
                     .node(node),
             );
         }
-        let rt = self.nodes.entry(node).or_default();
+        let rt = slot(&mut self.nodes, node);
         if rt.phase == Phase::Running {
             found.push(
                 Deviation::new(codes::NODE_LIFECYCLE, Some(seq), format!("node `{node}` started again while visit {} runs", rt.visits))
@@ -1258,8 +1502,8 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn node_completed(&mut self, seq: u64, node: &'a str, status: &str, output: Option<&'a ArtifactRef>) {
-        let rt = self.nodes.entry(node).or_default();
+    fn node_completed(&mut self, seq: u64, node: &str, status: &str, output: Option<&ArtifactRef>) {
+        let rt = slot(&mut self.nodes, node);
         let ok = match rt.phase {
             Phase::Running => true,
             // A handler's continue/skip/degrade after a failure.
@@ -1270,7 +1514,7 @@ impl<'a> Checker<'a> {
         if ok {
             rt.phase = Phase::Completed;
             rt.completed_once = true;
-            rt.output = output.map(|a| a.digest.as_str());
+            rt.output = output.map(|a| a.digest.clone());
         }
         if !ok {
             let why = match phase {
@@ -1287,8 +1531,8 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn node_failed(&mut self, seq: u64, node: &'a str, error_code: &str) {
-        let rt = self.nodes.entry(node).or_default();
+    fn node_failed(&mut self, seq: u64, node: &str, error_code: &str) {
+        let rt = slot(&mut self.nodes, node);
         match rt.phase {
             // A guard or a state transition can fail a node that completed.
             Phase::Running | Phase::Completed => rt.phase = Phase::Failed,
@@ -1309,8 +1553,8 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn attempt_started(&mut self, seq: u64, node: &'a str, attempt: &'a str, attempt_no: u32) {
-        let rt = self.nodes.entry(node).or_default();
+    fn attempt_started(&mut self, seq: u64, node: &str, attempt: &str, attempt_no: u32) {
+        let rt = slot(&mut self.nodes, node);
         let mut found = Vec::new();
         if rt.phase != Phase::Running {
             found.push(
@@ -1341,7 +1585,7 @@ impl<'a> Checker<'a> {
                     .attempt(attempt),
             );
         }
-        self.attempts.insert(attempt, AttemptRt { node, open: true, calls: 0, reservations: Vec::new() });
+        self.attempts.insert(attempt.to_string(), AttemptRt { node: node.to_string(), open: true, calls: 0, reservations: Vec::new() });
         self.deviations.append(&mut found);
         // One step per attempt, against every scope that covers it.
         let agent = self.plan.as_ref().and_then(|p| p.agent_of(node));
@@ -1383,7 +1627,7 @@ impl<'a> Checker<'a> {
         match self.attempts.get_mut(attempt) {
             Some(a) if a.open => {
                 a.open = false;
-                let owner = a.node;
+                let owner = std::mem::take(&mut a.node);
                 let held = std::mem::take(&mut a.reservations);
                 let unsettled = held.len();
                 self.release(&held);
@@ -1479,7 +1723,7 @@ impl<'a> Checker<'a> {
 
     // --------------------------------------------------------------- edges
 
-    fn edge_taken(&mut self, seq: u64, from: &'a str, to: &'a str, via: &'a str) {
+    fn edge_taken(&mut self, seq: u64, from: &str, to: &str, via: &str) {
         let Some(plan) = &self.plan else { return };
         let mut found = Vec::new();
         if let Some(problem) = plan.edge_problem(from, to, via) {
@@ -1512,7 +1756,7 @@ impl<'a> Checker<'a> {
         }
         // A gated boundary opens only by a PASS or an approve.
         if let Some(&gate) = plan.gate_on.get(&(from, to)) {
-            let rt = self.gates.entry(gate).or_default();
+            let rt = slot(&mut self.gates, gate);
             if !rt.open {
                 found.push(
                     Deviation::new(
@@ -1530,15 +1774,16 @@ impl<'a> Checker<'a> {
             rt.awaiting = false;
         }
         self.deviations.append(&mut found);
-        self.entries.entry(to).or_default().push(Entry { from, via, transfers: Vec::new() });
+        slot(&mut self.entries, to).push(Entry { from: from.to_string(), via: via.to_string(), transfers: Vec::new() });
     }
 
     /// The declared transfers of the edge that led to `node` happened.
-    fn transfers_present(&mut self, seq: u64, node: &str, entry: &Entry<'a>) {
+    fn transfers_present(&mut self, seq: u64, node: &str, entry: &Entry) {
         let Some(plan) = &self.plan else { return };
-        let graph_edge = matches!(entry.via, "always" | "else") || entry.via.starts_with("when ") || entry.via.starts_with("gate ");
+        let graph_edge =
+            matches!(entry.via.as_str(), "always" | "else") || entry.via.starts_with("when ") || entry.via.starts_with("gate ");
         let source = if graph_edge {
-            Some(entry.from)
+            Some(entry.from.as_str())
         } else if entry.via == "fanout" {
             // The engine's rule: the first transfer into the branch from
             // the fan-out node or from a node that completed earlier.
@@ -1570,17 +1815,17 @@ impl<'a> Checker<'a> {
         self.deviations.append(&mut found);
     }
 
-    fn note_transfer(&mut self, handoff: bool, from: &'a str, to: &str) -> bool {
+    fn note_transfer(&mut self, handoff: bool, from: &str, to: &str) -> bool {
         match self.entries.get_mut(to).and_then(|list| list.last_mut()) {
             Some(entry) => {
-                entry.transfers.push((handoff, from));
+                entry.transfers.push((handoff, from.to_string()));
                 true
             }
             None => false,
         }
     }
 
-    fn handoff(&mut self, seq: u64, from: &'a str, to: &str, context: &str, fields: &[String], payload: &ArtifactRef) {
+    fn handoff(&mut self, seq: u64, from: &str, to: &str, context: &str, fields: &[String], payload: &ArtifactRef) {
         let on_edge = self.note_transfer(true, from, to);
         let Some(plan) = &self.plan else { return };
         let mut found = Vec::new();
@@ -1611,7 +1856,7 @@ impl<'a> Checker<'a> {
             );
         }
         // The payload is what `from` produced.
-        if let Some(made) = self.nodes.get(from).and_then(|n| n.output) {
+        if let Some(made) = self.nodes.get(from).and_then(|n| n.output.as_deref()) {
             if made != payload.digest {
                 found.push(
                     Deviation::new(
@@ -1632,9 +1877,9 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn delegation(&mut self, seq: u64, from: &'a str, to: &'a str, contract: &str, inputs: &ArtifactRef, granted: &Usage) {
+    fn delegation(&mut self, seq: u64, from: &str, to: &str, contract: &str, inputs: &ArtifactRef, granted: &Usage) {
         let on_edge = self.note_transfer(false, from, to);
-        self.delegated.insert(to);
+        self.delegated.insert(to.to_string());
         let Some(plan) = &self.plan else { return };
         let program = self.program;
         let mut found = Vec::new();
@@ -1756,7 +2001,7 @@ impl<'a> Checker<'a> {
 
     // --------------------------------------------------------------- gates
 
-    fn gate_recorded(&mut self, seq: u64, gate: &'a str, from: &str, to: &str, outcome: &str, trigger: &str) {
+    fn gate_recorded(&mut self, seq: u64, gate: &str, from: &str, to: &str, outcome: &str, trigger: &str) {
         let Some(plan) = &self.plan else { return };
         let Some(g) = plan.wf.gates.get(gate) else {
             self.push(
@@ -1808,13 +2053,13 @@ impl<'a> Checker<'a> {
             }
         }
         self.deviations.append(&mut found);
-        let rt = self.gates.entry(gate).or_default();
+        let rt = slot(&mut self.gates, gate);
         rt.open = outcome == "PASS";
         rt.awaiting = outcome == "REQUIRES_DECISION";
     }
 
-    fn decision_requested(&mut self, seq: u64, subject: &'a str, request: &'a Body) {
-        if self.pending_decisions.insert(subject, request).is_some() {
+    fn decision_requested(&mut self, seq: u64, subject: &str, request: &Body) {
+        if self.pending_decisions.insert(subject.to_string(), request.clone()).is_some() {
             self.push(
                 Deviation::new(
                     codes::DECISION_UNREQUESTED,
@@ -1826,11 +2071,11 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn decision_applied(&mut self, seq: u64, subject: &'a str, decision: &str, by: &str) {
+    fn decision_applied(&mut self, seq: u64, subject: &str, decision: &str, by: &str) {
         let request = self.pending_decisions.remove(subject);
         let mut found = Vec::new();
         let is_gate = self.plan.as_ref().is_some_and(|p| p.wf.gates.contains_key(subject));
-        match request {
+        match &request {
             Some(Body::DecisionRequested { deciders, decisions, .. }) => {
                 if !decisions.is_empty() && !decisions.iter().any(|d| d == decision) {
                     found.push(
@@ -1886,7 +2131,7 @@ impl<'a> Checker<'a> {
             }
         }
         if is_gate {
-            let rt = self.gates.entry(subject).or_default();
+            let rt = slot(&mut self.gates, subject);
             if !rt.awaiting {
                 found.push(
                     Deviation::new(
@@ -1924,7 +2169,7 @@ impl<'a> Checker<'a> {
     }
 
     /// Gives back what reservations held.
-    fn release(&mut self, held: &[(&str, &Usage)]) {
+    fn release(&mut self, held: &[(String, Usage)]) {
         for (scopes, amount) in held {
             for name in scopes.split(',') {
                 if let Some(acc) = self.budgets.get_mut(name) {
@@ -2005,7 +2250,32 @@ impl<'a> Checker<'a> {
 
     // --------------------------------------------------------- termination
 
-    fn termination(&mut self, events: &'a [Event], i: usize, e: &'a Event, reason: &str, status: &str) {
+    /// Keeps what a later `run_terminated` may follow from: the events
+    /// whose kind implies a termination reason (an `end` node's completion,
+    /// a handler's action, a failure, an exhausted budget, an escalation's
+    /// decision), and where the last halting policy violation was.
+    fn remember_cause(&mut self, position: usize, e: &Event) {
+        let keep = match &e.body {
+            Body::NodeCompleted { node, .. } => self.plan.as_ref().and_then(|p| p.node(node)).is_some_and(|n| n.kind == "end"),
+            Body::ActionTaken { .. } | Body::NodeFailed { .. } | Body::BudgetExhausted { .. } => true,
+            Body::DecisionApplied { subject, .. } => subject.starts_with("escalation."),
+            Body::PolicyViolated { response, .. } => {
+                if response != "warn" {
+                    self.last_policy_stop = Some(position);
+                }
+                false
+            }
+            _ => false,
+        };
+        if keep {
+            self.causes.insert(e.seq, (position, e.body.clone()));
+        } else if !self.causes.is_empty() {
+            // The latest event with a seq is the one a parent names.
+            self.causes.remove(&e.seq);
+        }
+    }
+
+    fn termination(&mut self, i: usize, e: &Event, reason: &str, status: &str) {
         let seq = e.seq;
         if !matches!(status, "success" | "failure" | "partial" | "escalated" | "cancelled") {
             self.push(
@@ -2019,18 +2289,25 @@ impl<'a> Checker<'a> {
         // What it follows from: its parent, else the event before it.
         let parent_seq =
             e.parent_event_id.as_deref().and_then(|p| p.rsplit_once('/')).and_then(|(_, n)| n.parse::<u64>().ok()).filter(|&p| p < seq);
-        let cause_at = match parent_seq {
-            Some(p) => events[..i].iter().rposition(|c| c.seq == p),
-            None => i.checked_sub(1),
+        // Only causes that imply a reason were kept: any other cause
+        // implies nothing to check.
+        let cause_seq = match parent_seq {
+            Some(p) => p,
+            None => match self.previous {
+                Some(previous) => previous,
+                None => return,
+            },
         };
-        let Some(cause_at) = cause_at else { return };
-        let cause = &events[cause_at];
+        let Some((cause_at, cause)) = self.causes.get(&cause_seq).filter(|(at, _)| *at < i).map(|(at, b)| (*at, b.clone())) else {
+            return;
+        };
+        let cause_kind = cause.kind();
+        let cause = &cause;
         // A run monitor's halt (or block, or escalation) on the way fails
         // a run that would have ended as its cause says.
-        let policy_stop =
-            events[cause_at..i].iter().any(|e| matches!(&e.body, Body::PolicyViolated { response, .. } if response != "warn"));
+        let policy_stop = self.last_policy_stop.is_some_and(|at| at >= cause_at && at < i);
         // (reason, statuses) the cause implies; `None`: anything goes.
-        let expected: Option<(String, &[&str])> = match &cause.body {
+        let expected: Option<(String, &[&str])> = match cause {
             Body::NodeCompleted { node, .. } => match plan.node(node).filter(|n| n.kind == "end") {
                 Some(n) => {
                     let want = n.target.first().cloned().unwrap_or_else(|| n.name.clone());
@@ -2072,7 +2349,7 @@ impl<'a> Checker<'a> {
             _ => None,
         };
         if let Some((want, statuses)) = expected {
-            let cause_text = format!("{} at seq {}", cause.kind(), cause.seq);
+            let cause_text = format!("{cause_kind} at seq {cause_seq}");
             if want != reason {
                 self.push(
                     Deviation::new(
@@ -2101,18 +2378,18 @@ impl<'a> Checker<'a> {
 
     // --------------------------------------------------------------- end
 
-    fn finish(mut self, events: &[Event], plan_digest: Option<&str>) -> Report {
+    fn finish(mut self) -> Report {
         let terminated = self.run == RunPhase::Terminated;
-        let last_seq = events.last().map(|e| e.seq).unwrap_or(0);
+        let last_seq = self.last.map(|(seq, _)| seq).unwrap_or(0);
         // A lasso witness (`flowc verify --witness-dir`): the run repeats its
         // last events forever, so an obligation still open is never met.
-        let cycle = matches!(events.last().map(|e| &e.body), Some(Body::RunPaused { reason, .. }) if reason == "cycle");
+        let cycle = self.last.is_some_and(|(_, cycle)| cycle);
         let mut scopes: Vec<String> = self.budgets.keys().cloned().collect();
         scopes.sort();
         for scope in scopes {
             self.flush_overruns(&scope, "the trace ends without a budget_exhausted");
         }
-        if events.is_empty() {
+        if self.count == 0 {
             self.push(Deviation::new(codes::RUN_LIFECYCLE, None, "the trace holds no events").expected("run_started …"));
         }
         let mut policies = Vec::new();
@@ -2163,22 +2440,27 @@ impl<'a> Checker<'a> {
             RunPhase::Paused => "paused",
             _ => "unfinished",
         };
-        let workflow = events.iter().find_map(|e| match &e.body {
-            Body::RunStarted { workflow, .. } => Some(workflow.clone()),
-            _ => None,
-        });
+        let workflow = self.workflow_started.take();
         let trace = TraceSummary {
-            run_id: self.run_id.map(str::to_string),
+            run_id: self.run_id.take(),
             workflow,
-            plan_digest: plan_digest.map(str::to_string),
+            plan_digest: self.started_digest.take(),
             lines: 0,
-            events: events.len(),
+            events: self.count,
             state,
-            reason: self.terminated.map(|(r, _)| r.to_string()),
-            status: self.terminated.map(|(_, s)| s.to_string()),
+            reason: self.terminated.as_ref().map(|(r, _)| r.clone()),
+            status: self.terminated.take().map(|(_, s)| s),
         };
         Report { conformant: self.deviations.is_empty(), trace, deviations: self.deviations, policies, notes: self.notes }
     }
+}
+
+/// The entry of `key`, made on first use (the key is copied only then).
+fn slot<'m, V: Default>(map: &'m mut HashMap<String, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), V::default());
+    }
+    map.get_mut(key).expect("just inserted")
 }
 
 fn phase_name(phase: Phase) -> &'static str {

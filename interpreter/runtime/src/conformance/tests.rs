@@ -319,6 +319,67 @@ fn envelope_seq_and_malformed_lines() {
     assert_eq!(codes_of(&check(&program(), &e, &Options::default())), ["T003"]);
 }
 
+/// The report as `flow trace check` gives it (streamed in blocks of
+/// `block` bytes), and as the whole text parsed at once gives it.
+fn streamed_and_whole(text: &str, block: usize) -> (Report, Report) {
+    let streamed = check_blocks(&program(), text.as_bytes(), &Options::default(), block).unwrap();
+    let whole = check_parsed(&program(), parse(text), &Options::default());
+    (streamed, whole)
+}
+
+#[test]
+fn a_trace_read_in_blocks_is_checked_as_a_whole() {
+    let events = events(&good());
+    let mut lines: Vec<String> = events.iter().map(|e| serde_json::to_string(e).unwrap()).collect();
+    // A line nothing else depends on (the action the gate's PASS ran).
+    lines[9] = lines[9].replace("\"action_taken\"", "\"action_token\"");
+    lines[7] = format!("{}\r", lines[7]);
+    lines.insert(5, "   ".into());
+    let text = lines.join("\n") + "\n";
+    // Blocks smaller than a line, of a few lines, and larger than the trace.
+    for block in [7, 100, 700, 1 << 20] {
+        let (streamed, whole) = streamed_and_whole(&text, block);
+        assert_eq!(codes_of(&streamed), ["T001"], "block {block}: {:#?}", streamed.deviations);
+        assert_eq!(streamed.deviations[0].line, Some(11), "block {block}: after the blank line");
+        assert_eq!(format!("{:?}", streamed.deviations), format!("{:?}", whole.deviations), "block {block}");
+        assert_eq!(format!("{:?}", streamed.trace), format!("{:?}", whole.trace), "block {block}");
+        assert_eq!(streamed.trace.lines, lines.len() - 1, "blank lines are not counted");
+        assert_eq!(format!("{:?}", streamed.policies), format!("{:?}", whole.policies));
+    }
+    // A line that is not UTF-8 is one malformed line; the rest is checked.
+    let mut bytes = text.clone().into_bytes();
+    let at = text.find("action_token").unwrap();
+    bytes[at] = 0xff;
+    let report = check_blocks(&program(), bytes.as_slice(), &Options::default(), 64).unwrap();
+    assert_eq!(codes_of(&report), ["T001"], "{:#?}", report.deviations);
+    assert_eq!(report.deviations[0].line, Some(11));
+    assert!(report.deviations[0].message.contains("not UTF-8"), "{:#?}", report.deviations);
+    // An empty trace, and one whose last line has no line break.
+    let (streamed, whole) = streamed_and_whole("", 16);
+    assert!(streamed.deviations[0].message.contains("no events"), "{:#?}", streamed.deviations);
+    assert_eq!(format!("{:?}", streamed.deviations), format!("{:?}", whole.deviations));
+    let (streamed, whole) = streamed_and_whole(text.trim_end(), 50);
+    assert_eq!(format!("{:?}", streamed.deviations), format!("{:?}", whole.deviations));
+}
+
+#[test]
+fn a_failure_ends_the_run_with_its_reason_even_far_back() {
+    // A node fails; the run terminates, with the parent naming the failure.
+    let mut spec = good();
+    let completed = find(&spec, "node_completed", 0);
+    spec.truncate(completed);
+    spec.push(("node_failed", json!({ "schema_version": 1, "node": "draft", "error_code": "boom", "message": "it broke" })));
+    spec.push(("run_terminated", json!({ "schema_version": 1, "reason": "draft_failed", "status": "failure" })));
+    let report = run(&spec);
+    assert!(!codes_of(&report).contains(&"T060"), "{:#?}", report.deviations);
+    let last = spec.len() - 1;
+    spec[last].1["reason"] = json!("review_failed");
+    assert_eq!(codes_of(&run(&spec)).iter().filter(|c| **c == "T060").count(), 1, "the reason does not follow from node_failed");
+    spec[last].1["reason"] = json!("draft_failed");
+    spec[last].1["status"] = json!("success");
+    assert!(codes_of(&run(&spec)).contains(&"T060"), "the status does not follow from node_failed");
+}
+
 #[test]
 fn an_unfinished_trace_leaves_obligations_open() {
     let spec = good();

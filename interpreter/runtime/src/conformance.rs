@@ -410,17 +410,17 @@ const BLOCK: usize = 4 << 20;
 /// The events of one block of lines, and its lines that are not events.
 struct Batch {
     events: Vec<Event>,
-    deviations: Vec<Deviation>,
-    malformed_seqs: Vec<u64>,
+    /// Lines that are not events: (0-based line in the block, seq, why, text).
+    malformed: Vec<(usize, Option<u64>, String, String)>,
     /// Non-blank lines.
     lines: usize,
+    /// Line breaks in the block.
+    breaks: usize,
 }
 
-/// Parses the lines of a block (split at `\n`; the last may be empty);
-/// `first` is the 0-based number of the first line. Returns the batch and
-/// the number of line breaks passed.
-fn parse_block(block: &[u8], first: usize) -> (Batch, usize) {
-    let mut batch = Batch { events: Vec::with_capacity(block.len() / 256), deviations: Vec::new(), malformed_seqs: Vec::new(), lines: 0 };
+/// Parses the lines of a block (split at `\n`; the last may be empty).
+fn parse_block(block: &[u8]) -> Batch {
+    let mut batch = Batch { events: Vec::with_capacity(block.len() / 256), malformed: Vec::new(), lines: 0, breaks: 0 };
     let mut count = 0;
     // One UTF-8 check for the whole block (and a fast search for line
     // breaks); a block that is not UTF-8 is read line by line.
@@ -428,20 +428,21 @@ fn parse_block(block: &[u8], first: usize) -> (Batch, usize) {
         Ok(text) => {
             for (i, line) in text.split('\n').enumerate() {
                 count += 1;
-                parse_line(&mut batch, Ok(line), first + i);
+                parse_line(&mut batch, Ok(line), i);
             }
         }
         Err(_) => {
             for (i, line) in block.split(|&b| b == b'\n').enumerate() {
                 count += 1;
-                parse_line(&mut batch, std::str::from_utf8(line).map_err(|_| line), first + i);
+                parse_line(&mut batch, std::str::from_utf8(line).map_err(|_| line), i);
             }
         }
     }
-    (batch, count.max(1) - 1)
+    batch.breaks = count.max(1) - 1;
+    batch
 }
 
-/// One line (`i`: 0-based), or its bytes when they are not UTF-8.
+/// One line (`i`: 0-based in its block), or its bytes when they are not UTF-8.
 fn parse_line(batch: &mut Batch, line: Result<&str, &[u8]>, i: usize) {
     let (parsed, text) = match line {
         Ok(line) => {
@@ -458,30 +459,29 @@ fn parse_line(batch: &mut Batch, line: Result<&str, &[u8]>, i: usize) {
         Ok(event) => batch.events.push(event),
         Err(err) => {
             let seq = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| v.get("seq").and_then(|s| s.as_u64()));
-            batch.malformed_seqs.extend(seq);
-            let mut d = Deviation::new(codes::MALFORMED, seq, format!("line {} is not a trace event: {err}", i + 1))
-                .expected("an event valid against trace-event.schema.json")
-                .actual(shorten(&text, 120));
-            d.line = Some(i + 1);
-            batch.deviations.push(d);
+            batch.malformed.push((i, seq, err, shorten(&text, 120)));
         }
     }
 }
 
-/// Reads `reader` in blocks of whole lines and sends each parsed block on.
-/// Checked batches come back on `used` to be freed here: memory allocated
-/// and freed on one thread is reused at once (freed across threads, the
-/// allocator would take fresh pages from the system).
-fn read_batches(
-    mut reader: impl Read,
-    block: usize,
-    batches: &std::sync::mpsc::SyncSender<std::io::Result<Batch>>,
-    used: &std::sync::mpsc::Receiver<Batch>,
-) {
-    let mut buffer: Vec<u8> = Vec::with_capacity(block + (64 << 10));
-    let mut line = 0;
+/// The deviation of a line that is not an event (`line`: 1-based).
+fn malformed_line(line: usize, seq: Option<u64>, err: &str, text: String) -> Deviation {
+    let mut d = Deviation::new(codes::MALFORMED, seq, format!("line {line} is not a trace event: {err}"))
+        .expected("an event valid against trace-event.schema.json")
+        .actual(text);
+    d.line = Some(line);
+    d
+}
+
+/// Reads `reader` in blocks of about `block` bytes of whole lines and
+/// hands them out in turn to the parsers.
+fn read_blocks(mut reader: impl Read, block: usize, parsers: &[std::sync::mpsc::SyncSender<std::io::Result<Vec<u8>>>]) {
+    let mut carry: Vec<u8> = Vec::new();
+    // Whose turn it is: blocks go to the parsers strictly in turn.
+    let mut turn = 0;
     loop {
-        // Fill up to `block` bytes past what is carried over.
+        let mut buffer = Vec::with_capacity(block + carry.len());
+        buffer.append(&mut carry);
         let start = buffer.len();
         buffer.resize(start + block, 0);
         let mut filled = start;
@@ -496,25 +496,20 @@ fn read_batches(
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    let _ = batches.send(Err(e));
+                    let _ = parsers[turn % parsers.len()].send(Err(e));
                     return;
                 }
             }
         };
         buffer.truncate(filled);
-        // Parse up to the last newline; the rest waits for more (or is the
-        // last line, at the end).
+        // Whole lines only; the rest waits for more (or is the last line).
         let end = if eof { buffer.len() } else { buffer.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) };
+        carry = buffer.split_off(end);
         if end > 0 || eof {
-            while let Ok(done) = used.try_recv() {
-                drop(done);
-            }
-            let (batch, breaks) = parse_block(&buffer[..end], line);
-            line += breaks;
-            if batches.send(Ok(batch)).is_err() {
+            if parsers[turn % parsers.len()].send(Ok(buffer)).is_err() {
                 return;
             }
-            buffer.drain(..end);
+            turn += 1;
         }
         if eof {
             return;
@@ -523,47 +518,76 @@ fn read_batches(
 }
 
 /// Checks a JSONL trace as it is read, with bounded memory whatever its
-/// length: one thread reads and parses blocks of lines while this one
-/// checks the events of the blocks before. The report is that of
-/// [`check_text`] on the whole text, except that a line that is not an
-/// event excuses a gap in `seq` only from its own block on.
+/// length: a thread reads blocks of lines, two parse them in turn, and this
+/// one checks the events in order. The report is that of [`check_text`] on
+/// the whole text, except that a line that is not an event excuses a gap in
+/// `seq` only from its own block on.
 pub fn check_reader(program: &Program, reader: impl Read + Send, options: &Options) -> std::io::Result<Report> {
     check_blocks(program, reader, options, BLOCK)
 }
 
 /// [`check_reader`], reading `block` bytes at a time.
 fn check_blocks(program: &Program, reader: impl Read + Send, options: &Options, block: usize) -> std::io::Result<Report> {
+    use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+    const PARSERS: usize = 2;
     std::thread::scope(|scope| {
-        let (send, receive) = std::sync::mpsc::sync_channel::<std::io::Result<Batch>>(2);
-        let (give_back, used) = std::sync::mpsc::channel::<Batch>();
-        scope.spawn(move || read_batches(reader, block, &send, &used));
+        let mut to_parsers: Vec<SyncSender<std::io::Result<Vec<u8>>>> = Vec::new();
+        let mut parsed: Vec<Receiver<std::io::Result<Batch>>> = Vec::new();
+        let mut give_back: Vec<Sender<Batch>> = Vec::new();
+        for _ in 0..PARSERS {
+            let (send_block, blocks) = sync_channel::<std::io::Result<Vec<u8>>>(1);
+            let (send_batch, batches) = sync_channel::<std::io::Result<Batch>>(2);
+            let (back, used) = channel::<Batch>();
+            scope.spawn(move || {
+                for block in blocks {
+                    // Checked batches are freed here, by the thread that
+                    // made them: freed across threads, the allocator would
+                    // take fresh pages from the system.
+                    while let Ok(done) = used.try_recv() {
+                        drop(done);
+                    }
+                    if send_batch.send(block.map(|b| parse_block(&b))).is_err() {
+                        return;
+                    }
+                }
+            });
+            to_parsers.push(send_block);
+            parsed.push(batches);
+            give_back.push(back);
+        }
+        scope.spawn(move || read_blocks(reader, block, &to_parsers));
         let mut lines = 0;
+        let mut line_breaks = 0;
         let mut parse_deviations = Vec::new();
         let mut checker: Option<Checker<'_>> = None;
         // Blocks held back until the first `run_started` (it chooses the
         // workflow), or the end.
-        let mut waiting: Vec<Batch> = Vec::new();
-        let feed = |checker: &mut Checker<'_>, mut batch: Batch, lines: &mut usize, parse_deviations: &mut Vec<Deviation>| {
-            *lines += batch.lines;
-            checker.malformed.extend(batch.malformed_seqs.drain(..));
-            parse_deviations.append(&mut batch.deviations);
+        let mut waiting: Vec<(usize, Batch)> = Vec::new();
+        let mut feed = |checker: &mut Checker<'_>, turn: usize, mut batch: Batch, parse_deviations: &mut Vec<Deviation>| {
+            lines += batch.lines;
+            for (i, seq, err, text) in batch.malformed.drain(..) {
+                checker.malformed.extend(seq);
+                parse_deviations.push(malformed_line(line_breaks + i + 1, seq, &err, text));
+            }
+            line_breaks += batch.breaks;
             for event in &batch.events {
                 checker.event(event);
             }
-            // Freed by the thread that made it (or here, once it is gone).
-            let _ = give_back.send(batch);
+            let _ = give_back[turn % PARSERS].send(batch);
         };
-        for batch in receive {
+        // Blocks went to the parsers in turn: take them back in turn.
+        for turn in 0.. {
+            let Ok(batch) = parsed[turn % PARSERS].recv() else { break };
             let batch = batch?;
             match &mut checker {
-                Some(c) => feed(c, batch, &mut lines, &mut parse_deviations),
+                Some(c) => feed(c, turn, batch, &mut parse_deviations),
                 None => {
                     let started = started_of(&batch.events).map(|(w, d)| (w.to_string(), d.to_string()));
-                    waiting.push(batch);
+                    waiting.push((turn, batch));
                     if let Some((workflow, digest)) = started {
                         let mut c = Checker::new(program, Some((&workflow, &digest)), options);
-                        for batch in waiting.drain(..) {
-                            feed(&mut c, batch, &mut lines, &mut parse_deviations);
+                        for (turn, batch) in waiting.drain(..) {
+                            feed(&mut c, turn, batch, &mut parse_deviations);
                         }
                         checker = Some(c);
                     }
@@ -574,8 +598,8 @@ fn check_blocks(program: &Program, reader: impl Read + Send, options: &Options, 
             Some(c) => c,
             None => {
                 let mut c = Checker::new(program, None, options);
-                for batch in waiting.drain(..) {
-                    feed(&mut c, batch, &mut lines, &mut parse_deviations);
+                for (turn, batch) in waiting.drain(..) {
+                    feed(&mut c, turn, batch, &mut parse_deviations);
                 }
                 c
             }

@@ -54,13 +54,14 @@ impl EdgeKind {
 /// its position in `workflow.nodes`.
 #[derive(Debug)]
 pub struct NodeNames<'w> {
-    nodes: &'w IndexMap<String, Node>,
-    ids: Vec<NodeIndex>,
+    /// Built once per graph with a fast hash: the checks look names up
+    /// many times per node.
+    ids: std::collections::HashMap<&'w str, NodeIndex, FastHash>,
 }
 
 impl NodeNames<'_> {
     pub fn get<Q: AsRef<str> + ?Sized>(&self, name: &Q) -> Option<&NodeIndex> {
-        self.nodes.get_index_of(name.as_ref()).map(|i| &self.ids[i])
+        self.ids.get(name.as_ref())
     }
 }
 
@@ -92,8 +93,8 @@ pub fn loc_span(loc: Loc) -> (FileId, Span) {
 impl<'w> FlowGraph<'w> {
     pub fn new(workflow: &'w Workflow) -> FlowGraph<'w> {
         let mut graph = DiGraph::with_capacity(workflow.nodes.len(), workflow.edges.len() + workflow.nodes.len() / 4);
-        let ids: Vec<NodeIndex> = workflow.nodes.keys().map(|_| graph.add_node(())).collect();
-        let index = NodeNames { nodes: &workflow.nodes, ids };
+        let ids = workflow.nodes.keys().map(|name| (name.as_str(), graph.add_node(()))).collect();
+        let index = NodeNames { ids };
         let mut flow = FlowGraph { workflow, graph, index, start: None, handler_roots: Vec::new() };
         if let Some(flow_check::ir::Value::Node(start)) = workflow.props.get("start") {
             flow.start = flow.index.get(start).copied();

@@ -38,8 +38,8 @@ fn unreachable(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic
     }
 }
 
-fn dead_ends(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) -> IndexSet<NodeIndex> {
-    let mut found = IndexSet::new();
+fn dead_ends(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) -> IndexSet<NodeIndex, FastHash> {
+    let mut found = IndexSet::default();
     for (&index, _) in reached {
         if flow.is_terminal(index) || flow.has_terminating_handler(index) {
             continue;
@@ -61,8 +61,8 @@ fn dead_ends(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>)
 }
 
 /// Nodes from which an end (or a terminating handler) is reachable.
-fn can_terminate(flow: &FlowGraph<'_>) -> IndexSet<NodeIndex> {
-    let mut done: IndexSet<NodeIndex> =
+fn can_terminate(flow: &FlowGraph<'_>) -> IndexSet<NodeIndex, FastHash> {
+    let mut done: IndexSet<NodeIndex, FastHash> =
         flow.graph.node_indices().filter(|&n| flow.is_terminal(n) || flow.has_terminating_handler(n)).collect();
     let mut queue: VecDeque<NodeIndex> = done.iter().copied().collect();
     while let Some(n) = queue.pop_front() {
@@ -75,9 +75,9 @@ fn can_terminate(flow: &FlowGraph<'_>) -> IndexSet<NodeIndex> {
     done
 }
 
-fn cannot_terminate(flow: &FlowGraph<'_>, reached: &Parents, dead_ends: &IndexSet<NodeIndex>, out: &mut Vec<Diagnostic>) {
+fn cannot_terminate(flow: &FlowGraph<'_>, reached: &Parents, dead_ends: &IndexSet<NodeIndex, FastHash>, out: &mut Vec<Diagnostic>) {
     let ok = can_terminate(flow);
-    let stuck: IndexSet<NodeIndex> = reached.keys().copied().filter(|n| !ok.contains(n)).collect();
+    let stuck: IndexSet<NodeIndex, FastHash> = reached.keys().copied().filter(|n| !ok.contains(n)).collect();
     for &index in &stuck {
         // Report where the run enters a stuck region, once; dead ends
         // already have their own error.
@@ -136,12 +136,12 @@ fn has_budget_limit(flow: &FlowGraph<'_>) -> bool {
 /// Whether removing the nodes that declare `max_visits` leaves the
 /// component acyclic: then every cycle passes a bounded node.
 fn visits_break_cycles(flow: &FlowGraph<'_>, filtered: &petgraph::Graph<(), ()>, scc: &[NodeIndex]) -> bool {
-    let members: IndexSet<NodeIndex> = scc.iter().copied().filter(|&n| !flow.node(n).props.contains_key("max_visits")).collect();
+    let members: IndexSet<NodeIndex, FastHash> = scc.iter().copied().filter(|&n| !flow.node(n).props.contains_key("max_visits")).collect();
     if members.len() == scc.len() {
         return false;
     }
     let mut sub = petgraph::Graph::<(), ()>::new();
-    let map: IndexMap<NodeIndex, NodeIndex> = members.iter().map(|&n| (n, sub.add_node(()))).collect();
+    let map: IndexMap<NodeIndex, NodeIndex, FastHash> = members.iter().map(|&n| (n, sub.add_node(()))).collect();
     for &n in &members {
         for edge in filtered.edges_directed(n, Direction::Outgoing) {
             if let Some(&t) = map.get(&edge.target()) {
@@ -154,10 +154,10 @@ fn visits_break_cycles(flow: &FlowGraph<'_>, filtered: &petgraph::Graph<(), ()>,
 
 /// One simple cycle inside a strongly connected component.
 fn find_cycle(graph: &petgraph::Graph<(), ()>, scc: &[NodeIndex]) -> Vec<NodeIndex> {
-    let members: IndexSet<NodeIndex> = scc.iter().copied().collect();
+    let members: IndexSet<NodeIndex, FastHash> = scc.iter().copied().collect();
     let start = *scc.iter().min().expect("non-empty component");
     // BFS inside the component from `start` back to `start`.
-    let mut parent: IndexMap<NodeIndex, NodeIndex> = IndexMap::new();
+    let mut parent: IndexMap<NodeIndex, NodeIndex, FastHash> = IndexMap::default();
     let mut queue = VecDeque::from([start]);
     while let Some(n) = queue.pop_front() {
         let mut next: Vec<NodeIndex> =

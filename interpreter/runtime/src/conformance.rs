@@ -335,64 +335,37 @@ pub struct Parsed {
 /// Parses a JSONL trace, one event per line; a line that does not parse is
 /// a [`codes::MALFORMED`] deviation.
 pub fn parse(text: &str) -> Parsed {
-    let lines: Vec<(usize, &str)> = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).collect();
-    // Each chunk: its events, and its lines that are not events.
-    type Chunk = (Vec<Event>, Vec<(usize, String)>);
-    let read = |chunk: &[(usize, &str)]| -> Chunk {
-        let mut events = Vec::with_capacity(chunk.len());
-        let mut errors = Vec::new();
-        for (i, line) in chunk {
-            match serde_json::from_str::<Event>(line) {
-                Ok(event) => events.push(event),
-                Err(e) => errors.push((*i, e.to_string())),
-            }
-        }
-        (events, errors)
-    };
     // Lines are independent: long traces are parsed on every core, in
-    // chunks, and put back in order (the result is the same either way).
+    // blocks of whole lines, and put back in order (the same result).
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8);
-    let chunks: Vec<Chunk> = if threads > 1 && lines.len() >= 8192 {
-        let size = lines.len().div_ceil(threads);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = lines.chunks(size).map(|chunk| (chunk, scope.spawn(move || read(chunk)))).collect();
-            handles.into_iter().map(|(chunk, handle)| handle.join().unwrap_or_else(|_| read(chunk))).collect()
-        })
-    } else {
-        vec![read(&lines)]
-    };
-    let mut parsed = Parsed { lines: lines.len(), ..Parsed::default() };
-    let mut chunks = chunks.into_iter();
-    if let Some((events, errors)) = chunks.next() {
-        parsed.events = events;
-        record_malformed(&mut parsed, text, errors);
+    let size = if text.len() >= (1 << 20) { text.len().div_ceil(threads) } else { text.len() };
+    let mut blocks = Vec::new();
+    let mut rest = text.as_bytes();
+    while !rest.is_empty() {
+        let end = match rest.get(size..).and_then(|tail| tail.iter().position(|&b| b == b'\n')) {
+            Some(i) => size + i + 1,
+            None => rest.len(),
+        };
+        let (block, tail) = rest.split_at(end);
+        blocks.push(block);
+        rest = tail;
     }
-    for (mut events, errors) in chunks {
-        parsed.events.append(&mut events);
-        record_malformed(&mut parsed, text, errors);
+    let batches: Vec<Batch> = std::thread::scope(|scope| {
+        let handles: Vec<_> = blocks.iter().map(|&block| (block, scope.spawn(move || parse_block(block)))).collect();
+        handles.into_iter().map(|(block, handle)| handle.join().unwrap_or_else(|_| parse_block(block))).collect()
+    });
+    let mut parsed = Parsed::default();
+    let mut line_breaks = 0;
+    for mut batch in batches {
+        parsed.lines += batch.lines;
+        parsed.events.append(&mut batch.events);
+        for (i, seq, err, text) in batch.malformed {
+            parsed.malformed_seqs.extend(seq);
+            parsed.deviations.push(malformed_line(line_breaks + i + 1, seq, &err, text));
+        }
+        line_breaks += batch.breaks;
     }
     parsed
-}
-
-/// A deviation per line that is not an event (`line` is 0-based).
-fn record_malformed(parsed: &mut Parsed, text: &str, errors: Vec<(usize, String)>) {
-    if errors.is_empty() {
-        return;
-    }
-    let lines: Vec<&str> = text.lines().collect();
-    for (i, err) in errors {
-        let line = lines.get(i).copied().unwrap_or("");
-        // Only on the error path: recover the seq for T002.
-        let seq = serde_json::from_str::<serde_json::Value>(line).ok().and_then(|v| v.get("seq").and_then(|s| s.as_u64()));
-        if let Some(s) = seq {
-            parsed.malformed_seqs.push(s);
-        }
-        let mut d = Deviation::new(codes::MALFORMED, seq, format!("line {} is not a trace event: {err}", i + 1))
-            .expected("an event valid against trace-event.schema.json")
-            .actual(shorten(line, 120));
-        d.line = Some(i + 1);
-        parsed.deviations.push(d);
-    }
 }
 
 /// Parses and checks a JSONL trace.
@@ -594,7 +567,7 @@ fn check_blocks(program: &Program, reader: impl Read + Send, options: &Options, 
                 }
             }
         }
-        let mut c = match checker {
+        let c = match checker {
             Some(c) => c,
             None => {
                 let mut c = Checker::new(program, None, options);
@@ -604,7 +577,6 @@ fn check_blocks(program: &Program, reader: impl Read + Send, options: &Options, 
                 c
             }
         };
-        c.malformed.shrink_to_fit();
         let mut report = c.finish();
         report.trace.lines = lines;
         parse_deviations.append(&mut report.deviations);

@@ -346,6 +346,12 @@ fn a_trace_read_in_blocks_is_checked_as_a_whole() {
         assert_eq!(streamed.trace.lines, lines.len() - 1, "blank lines are not counted");
         assert_eq!(format!("{:?}", streamed.policies), format!("{:?}", whole.policies));
     }
+    // Over a mebibyte, `parse` splits the text across threads too: the
+    // same report still.
+    let big = text.repeat((1 << 20) / text.len() + 2);
+    let (streamed, whole) = streamed_and_whole(&big, 1 << 16);
+    assert_eq!(streamed.trace.lines, whole.trace.lines);
+    assert_eq!(format!("{:?}", streamed.deviations), format!("{:?}", whole.deviations));
     // A line that is not UTF-8 is one malformed line; the rest is checked.
     let mut bytes = text.clone().into_bytes();
     let at = text.find("action_token").unwrap();

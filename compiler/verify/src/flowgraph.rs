@@ -13,17 +13,73 @@
 
 use flow_check::ir::{Guard, Loc, Node, Workflow};
 use flow_diagnostics::{FileId, Span, Witness, WitnessStep};
-use indexmap::{IndexMap, IndexSet};
+use indexmap::IndexMap;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
-use std::collections::VecDeque;
+use std::hash::Hasher;
 
 /// A fast hasher for maps keyed by our own indices and names.
 pub type FastHash = std::hash::BuildHasherDefault<rustc_hash::FxHasher>;
 
-/// Each reached node and the node it was reached from (`None` for a root).
-pub type Parents = IndexMap<NodeIndex, Option<NodeIndex>, FastHash>;
+/// Each reached node and the node it was reached from (`None` for a
+/// root), in the order the nodes were reached. Dense: one slot per graph
+/// node, so membership and parent look-ups are array reads.
+#[derive(Debug, Clone)]
+pub struct Parents {
+    /// Per node: `UNREACHED`, `ROOT`, or the parent's index.
+    parent: Vec<u32>,
+    /// The reached nodes, in the order they were reached.
+    order: Vec<NodeIndex>,
+}
+
+const UNREACHED: u32 = u32::MAX;
+const ROOT: u32 = u32::MAX - 1;
+
+impl Parents {
+    /// No node reached yet, over a graph of `nodes` nodes.
+    pub fn new(nodes: usize) -> Parents {
+        Parents { parent: vec![UNREACHED; nodes], order: Vec::new() }
+    }
+
+    /// Records `node` as reached from `parent`, unless it was reached
+    /// already; returns whether it is new.
+    pub fn insert(&mut self, node: NodeIndex, parent: Option<NodeIndex>) -> bool {
+        let slot = &mut self.parent[node.index()];
+        if *slot != UNREACHED {
+            return false;
+        }
+        *slot = parent.map_or(ROOT, |p| p.index() as u32);
+        self.order.push(node);
+        true
+    }
+
+    pub fn contains_key(&self, node: &NodeIndex) -> bool {
+        self.parent.get(node.index()).is_some_and(|&p| p != UNREACHED)
+    }
+
+    /// `None` when `node` was not reached, `Some(None)` for a root.
+    pub fn get(&self, node: &NodeIndex) -> Option<Option<NodeIndex>> {
+        match self.parent.get(node.index()).copied() {
+            None | Some(UNREACHED) => None,
+            Some(ROOT) => Some(None),
+            Some(p) => Some(Some(NodeIndex::new(p as usize))),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The reached nodes, in the order they were reached.
+    pub fn keys(&self) -> impl Iterator<Item = NodeIndex> + '_ {
+        self.order.iter().copied()
+    }
+}
 
 /// Why an edge of the control-flow graph exists.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,16 +108,60 @@ impl EdgeKind {
 
 /// Node indices by node name, without copying the names: a node's index is
 /// its position in `workflow.nodes`.
+///
+/// Built once per graph (the checks look names up many times per node) as
+/// an open-addressing table of node indices with a fast hash; a slot's name
+/// is the workflow's own key at that index.
 #[derive(Debug)]
 pub struct NodeNames<'w> {
-    /// Built once per graph with a fast hash: the checks look names up
-    /// many times per node.
-    ids: std::collections::HashMap<&'w str, NodeIndex, FastHash>,
+    nodes: &'w IndexMap<String, Node>,
+    /// Linear probing; `NodeIndex::end()` marks an empty slot. At most
+    /// half full.
+    slots: Vec<NodeIndex>,
+    /// Per slot, the high half of its name's hash: most probes that miss
+    /// are told apart without comparing names.
+    tags: Vec<u32>,
 }
 
-impl NodeNames<'_> {
+impl<'w> NodeNames<'w> {
+    fn new(nodes: &'w IndexMap<String, Node>) -> NodeNames<'w> {
+        let size = (nodes.len() * 2).next_power_of_two().max(8);
+        let mut names = NodeNames { nodes, slots: vec![NodeIndex::end(); size], tags: vec![0; size] };
+        let mask = size - 1;
+        // Keys of an index map are distinct: no need to compare names.
+        for (i, name) in nodes.keys().enumerate() {
+            let (mut at, tag) = names.home(name);
+            while names.slots[at] != NodeIndex::end() {
+                at = (at + 1) & mask;
+            }
+            names.slots[at] = NodeIndex::new(i);
+            names.tags[at] = tag;
+        }
+        names
+    }
+
+    /// A name's first slot and its tag.
+    fn home(&self, name: &str) -> (usize, u32) {
+        let mut hasher = rustc_hash::FxHasher::default();
+        hasher.write(name.as_bytes());
+        let hash = hasher.finish();
+        ((hash as usize) & (self.slots.len() - 1), (hash >> 32) as u32)
+    }
+
     pub fn get<Q: AsRef<str> + ?Sized>(&self, name: &Q) -> Option<&NodeIndex> {
-        self.ids.get(name.as_ref())
+        let name = name.as_ref();
+        let mask = self.slots.len() - 1;
+        let (mut at, tag) = self.home(name);
+        loop {
+            let slot = &self.slots[at];
+            if *slot == NodeIndex::end() {
+                return None;
+            }
+            if self.tags[at] == tag && self.nodes.get_index(slot.index()).is_some_and(|(key, _)| key == name) {
+                return Some(slot);
+            }
+            at = (at + 1) & mask;
+        }
     }
 }
 
@@ -72,6 +172,10 @@ impl<Q: AsRef<str> + ?Sized> std::ops::Index<&Q> for NodeNames<'_> {
         self.get(name).expect("a node of this workflow")
     }
 }
+
+/// A written edge's source and target nodes, when they name nodes of the
+/// workflow.
+pub type EdgeEnds = (Option<NodeIndex>, Option<NodeIndex>);
 
 #[derive(Debug)]
 pub struct FlowGraph<'w> {
@@ -84,6 +188,9 @@ pub struct FlowGraph<'w> {
     pub start: Option<NodeIndex>,
     /// Nodes a workflow-level handler may jump to from anywhere.
     pub handler_roots: Vec<NodeIndex>,
+    /// Per written edge (`Workflow::edges` order): its source and target
+    /// nodes, when they name nodes of this workflow.
+    pub edge_ends: Vec<EdgeEnds>,
 }
 
 pub fn loc_span(loc: Loc) -> (FileId, Span) {
@@ -93,17 +200,40 @@ pub fn loc_span(loc: Loc) -> (FileId, Span) {
 impl<'w> FlowGraph<'w> {
     pub fn new(workflow: &'w Workflow) -> FlowGraph<'w> {
         let mut graph = DiGraph::with_capacity(workflow.nodes.len(), workflow.edges.len() + workflow.nodes.len() / 4);
-        let ids = workflow.nodes.keys().map(|name| (name.as_str(), graph.add_node(()))).collect();
-        let index = NodeNames { ids };
-        let mut flow = FlowGraph { workflow, graph, index, start: None, handler_roots: Vec::new() };
+        for _ in 0..workflow.nodes.len() {
+            graph.add_node(());
+        }
+        let index = NodeNames::new(&workflow.nodes);
+        let mut flow = FlowGraph {
+            workflow,
+            graph,
+            index,
+            start: None,
+            handler_roots: Vec::new(),
+            edge_ends: Vec::with_capacity(workflow.edges.len()),
+        };
         if let Some(flow_check::ir::Value::Node(start)) = workflow.props.get("start") {
             flow.start = flow.index.get(start).copied();
         }
+        // Edges are usually written grouped by source or as chains
+        // (`a -> b`, `b -> c`): try the previous edge's ends before hashing.
+        let mut previous: Option<(&str, &str, EdgeEnds)> = None;
         for (i, edge) in workflow.edges.iter().enumerate() {
-            flow.add(&edge.from, &edge.to, EdgeKind::Written(i));
+            let from = match previous {
+                Some((from, _, (a, _))) if from == edge.from => a,
+                Some((_, to, (_, b))) if to == edge.from => b,
+                _ => flow.index.get(&edge.from).copied(),
+            };
+            let ends = (from, flow.index.get(&edge.to).copied());
+            previous = Some((&edge.from, &edge.to, ends));
+            if let (Some(a), Some(b)) = ends {
+                flow.graph.add_edge(a, b, EdgeKind::Written(i));
+            }
+            flow.edge_ends.push(ends);
         }
-        for node in workflow.nodes.values() {
-            flow.add_implicit(node);
+        // Graph nodes are added in the workflow's node order.
+        for (i, node) in workflow.nodes.values().enumerate() {
+            flow.add_implicit(NodeIndex::new(i), node);
         }
         for gate in workflow.gates.values() {
             for handler in &gate.handlers {
@@ -128,56 +258,63 @@ impl<'w> FlowGraph<'w> {
         }
     }
 
-    fn has_written_edge(&self, from: &str, to: &str) -> bool {
-        match (self.index.get(from), self.index.get(to)) {
-            (Some(&a), Some(&b)) => self.graph.edges_connecting(a, b).any(|e| matches!(e.weight(), EdgeKind::Written(_))),
-            _ => false,
-        }
+    fn has_written_edge(&self, a: NodeIndex, b: NodeIndex) -> bool {
+        self.graph.edges_connecting(a, b).any(|e| matches!(e.weight(), EdgeKind::Written(_)))
     }
 
-    fn add_implicit(&mut self, node: &Node) {
+    /// The implicit edges of `node`, the graph node `me`.
+    fn add_implicit(&mut self, me: NodeIndex, node: &Node) {
         match node.kind.as_str() {
             "parallel" => {
                 for branch in &node.target {
-                    if !self.has_written_edge(&node.name, branch) {
-                        self.add(&node.name, branch, EdgeKind::Fanout);
+                    if let Some(&b) = self.index.get(branch) {
+                        if !self.has_written_edge(me, b) {
+                            self.graph.add_edge(me, b, EdgeKind::Fanout);
+                        }
                     }
                 }
             }
             "join" => {
                 for branch in &node.target {
-                    if !self.has_written_edge(branch, &node.name) {
-                        self.add(branch, &node.name, EdgeKind::Join);
+                    if let Some(&b) = self.index.get(branch) {
+                        if !self.has_written_edge(b, me) {
+                            self.graph.add_edge(b, me, EdgeKind::Join);
+                        }
                     }
                 }
             }
             "loop" => {
-                if let Some(first) = node.target.first() {
-                    self.add(&node.name, first, EdgeKind::LoopEnter);
+                let members: Vec<Option<NodeIndex>> = node.target.iter().map(|m| self.index.get(m).copied()).collect();
+                if let Some(&Some(first)) = members.first() {
+                    self.graph.add_edge(me, first, EdgeKind::LoopEnter);
                 }
-                let body: IndexSet<NodeIndex> = node.target.iter().filter_map(|m| self.index.get(m).copied()).collect();
-                for member in &node.target {
-                    let Some(&m) = self.index.get(member) else { continue };
+                let mut body: Vec<NodeIndex> = members.iter().flatten().copied().collect();
+                body.sort_unstable();
+                for &m in members.iter().flatten() {
                     let stays_inside = self
                         .graph
                         .edges_directed(m, Direction::Outgoing)
-                        .any(|e| matches!(e.weight(), EdgeKind::Written(_)) && body.contains(&e.target()));
+                        .any(|e| matches!(e.weight(), EdgeKind::Written(_)) && body.binary_search(&e.target()).is_ok());
                     if !stays_inside {
-                        self.add(member, &node.name, EdgeKind::LoopBack);
+                        self.graph.add_edge(m, me, EdgeKind::LoopBack);
                     }
                 }
             }
             "map" => {
                 if let Some(item) = node.target.first() {
-                    self.add(&node.name, item, EdgeKind::MapEnter);
-                    self.add(item, &node.name, EdgeKind::MapReturn);
+                    if let Some(&x) = self.index.get(item) {
+                        self.graph.add_edge(me, x, EdgeKind::MapEnter);
+                        self.graph.add_edge(x, me, EdgeKind::MapReturn);
+                    }
                 }
             }
             _ => {}
         }
         for handler in &node.handlers {
             if let Some(target) = node_target(&handler.action) {
-                self.add(&node.name, target, EdgeKind::Handler { action: handler.action.name.clone(), gate: None });
+                if let Some(&t) = self.index.get(target) {
+                    self.graph.add_edge(me, t, EdgeKind::Handler { action: handler.action.name.clone(), gate: None });
+                }
             }
         }
     }
@@ -222,26 +359,25 @@ impl<'w> FlowGraph<'w> {
     /// targets), skipping edges `skip` rejects. Returns each reached node's
     /// parent, for shortest witness paths.
     pub fn bfs(&self, skip: impl Fn(&EdgeKind, NodeIndex, NodeIndex) -> bool) -> Parents {
-        let mut parent: Parents = Parents::default();
-        let mut queue = VecDeque::new();
+        let mut parent = Parents::new(self.graph.node_count());
+        parent.order.reserve(self.graph.node_count());
         if let Some(start) = self.start {
             parent.insert(start, None);
-            queue.push_back(start);
         }
         for &root in &self.handler_roots {
-            if !parent.contains_key(&root) {
-                parent.insert(root, None);
-                queue.push_back(root);
-            }
+            parent.insert(root, None);
         }
-        while let Some(n) = queue.pop_front() {
+        // The queue is the reached order itself: nodes are reached in the
+        // order they are dequeued.
+        let mut next = 0;
+        while let Some(&n) = parent.order.get(next) {
+            next += 1;
             for edge in self.graph.edges_directed(n, Direction::Outgoing) {
                 let target = edge.target();
-                if skip(edge.weight(), n, target) || parent.contains_key(&target) {
+                if parent.contains_key(&target) || skip(edge.weight(), n, target) {
                     continue;
                 }
                 parent.insert(target, Some(n));
-                queue.push_back(target);
             }
         }
         parent
@@ -261,8 +397,8 @@ impl<'w> FlowGraph<'w> {
             if path.len() > parents.len() {
                 break;
             }
-            path.push(*p);
-            current = *p;
+            path.push(p);
+            current = p;
         }
         path.reverse();
         path

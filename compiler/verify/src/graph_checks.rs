@@ -15,8 +15,11 @@ use std::collections::VecDeque;
 pub fn check(flow: &FlowGraph<'_>, types: &Types<'_>, out: &mut Vec<Diagnostic>) {
     let reached = flow.reachable();
     unreachable(flow, &reached, out);
-    let dead_ends = dead_ends(flow, &reached, out);
-    cannot_terminate(flow, &reached, &dead_ends, out);
+    // Per node: whether reaching it ends the run (an end, or a terminating
+    // handler).
+    let ends: Vec<bool> = flow.graph.node_indices().map(|n| flow.is_terminal(n) || flow.has_terminating_handler(n)).collect();
+    let dead_ends = dead_ends(flow, &reached, &ends, out);
+    cannot_terminate(flow, &reached, &ends, &dead_ends, out);
     unbounded_cycles(flow, &reached, out);
     routers(flow, types, &reached, out);
     fanouts(flow, &reached, out);
@@ -38,14 +41,15 @@ fn unreachable(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic
     }
 }
 
-fn dead_ends(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) -> IndexSet<NodeIndex, FastHash> {
-    let mut found = IndexSet::default();
-    for (&index, _) in reached {
-        if flow.is_terminal(index) || flow.has_terminating_handler(index) {
+/// The dead ends found, as a per-node flag.
+fn dead_ends(flow: &FlowGraph<'_>, reached: &Parents, ends: &[bool], out: &mut Vec<Diagnostic>) -> Vec<bool> {
+    let mut found = vec![false; flow.graph.node_count()];
+    for index in reached.keys() {
+        if ends[index.index()] {
             continue;
         }
         if flow.graph.edges_directed(index, Direction::Outgoing).next().is_none() {
-            found.insert(index);
+            found[index.index()] = true;
             let node = flow.node(index);
             let (file, span) = loc_span(node.loc);
             let path = flow.path_to(reached, index);
@@ -60,29 +64,34 @@ fn dead_ends(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>)
     found
 }
 
-/// Nodes from which an end (or a terminating handler) is reachable.
-fn can_terminate(flow: &FlowGraph<'_>) -> IndexSet<NodeIndex, FastHash> {
-    let mut done: IndexSet<NodeIndex, FastHash> =
-        flow.graph.node_indices().filter(|&n| flow.is_terminal(n) || flow.has_terminating_handler(n)).collect();
-    let mut queue: VecDeque<NodeIndex> = done.iter().copied().collect();
-    while let Some(n) = queue.pop_front() {
+/// Per node: whether an end (or a terminating handler) is reachable from it.
+fn can_terminate(flow: &FlowGraph<'_>, ends: &[bool]) -> Vec<bool> {
+    let mut done = ends.to_vec();
+    let mut queue: Vec<NodeIndex> = flow.graph.node_indices().filter(|n| ends[n.index()]).collect();
+    let mut next = 0;
+    while let Some(&n) = queue.get(next) {
+        next += 1;
         for edge in flow.graph.edges_directed(n, Direction::Incoming) {
-            if done.insert(edge.source()) {
-                queue.push_back(edge.source());
+            let source = edge.source();
+            if !done[source.index()] {
+                done[source.index()] = true;
+                queue.push(source);
             }
         }
     }
     done
 }
 
-fn cannot_terminate(flow: &FlowGraph<'_>, reached: &Parents, dead_ends: &IndexSet<NodeIndex, FastHash>, out: &mut Vec<Diagnostic>) {
-    let ok = can_terminate(flow);
-    let stuck: IndexSet<NodeIndex, FastHash> = reached.keys().copied().filter(|n| !ok.contains(n)).collect();
+fn cannot_terminate(flow: &FlowGraph<'_>, reached: &Parents, ends: &[bool], dead_ends: &[bool], out: &mut Vec<Diagnostic>) {
+    let ok = can_terminate(flow, ends);
+    // The reached nodes that cannot terminate, in the order reached.
+    let stuck: Vec<NodeIndex> = reached.keys().filter(|n| !ok[n.index()]).collect();
     for &index in &stuck {
         // Report where the run enters a stuck region, once; dead ends
-        // already have their own error.
-        let parent_stuck = reached.get(&index).copied().flatten().is_some_and(|p| stuck.contains(&p));
-        if parent_stuck || dead_ends.contains(&index) || stuck.iter().any(|d| dead_ends.contains(d) && reaches(flow, index, *d)) {
+        // already have their own error. (A parent is reached: it is stuck
+        // when it cannot terminate.)
+        let parent_stuck = reached.get(&index).flatten().is_some_and(|p| !ok[p.index()]);
+        if parent_stuck || dead_ends[index.index()] || stuck.iter().any(|d| dead_ends[d.index()] && reaches(flow, index, *d)) {
             continue;
         }
         let node = flow.node(index);
@@ -103,8 +112,12 @@ fn reaches(flow: &FlowGraph<'_>, from: NodeIndex, to: NodeIndex) -> bool {
 
 /// E0403: cycles outside loop rounds with nothing bounding them.
 fn unbounded_cycles(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
-    let filtered = flow.without_bounded_back_edges();
+    // A budget bounds every cycle: nothing to find.
     let budget_bound = has_budget_limit(flow);
+    if budget_bound {
+        return;
+    }
+    let filtered = flow.without_bounded_back_edges();
     for scc in petgraph::algo::tarjan_scc(&filtered) {
         let cyclic = scc.len() > 1 || filtered.contains_edge(scc[0], scc[0]);
         if !cyclic || !scc.iter().any(|n| reached.contains_key(n)) {
@@ -385,22 +398,39 @@ fn overlap(a: &Cover, b: &Cover) -> bool {
 fn routers(flow: &FlowGraph<'_>, types: &Types<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
     let workflow = flow.workflow;
     // Only nodes with a guarded edge can have a gap or an overlap: group
-    // the edges of those nodes alone.
-    let guarded: IndexSet<&str, FastHash> =
-        workflow.edges.iter().filter(|e| matches!(e.guard, Guard::When(_))).map(|e| e.from.as_str()).collect();
+    // the edges of those nodes alone, by source node, in the order the
+    // sources first appear. (An edge from no node of the workflow has no
+    // node to report on.)
+    let sources = || workflow.edges.iter().zip(&flow.edge_ends).filter_map(|(e, &(from, _))| Some((e, from?)));
+    let mut guarded: Vec<bool> = Vec::new();
+    for (_, from) in sources().filter(|(e, _)| matches!(e.guard, Guard::When(_))) {
+        if guarded.is_empty() {
+            guarded = vec![false; flow.graph.node_count()];
+        }
+        guarded[from.index()] = true;
+    }
     if guarded.is_empty() {
         return;
     }
-    let mut by_source: IndexMap<&str, Vec<&flow_check::ir::Edge>, FastHash> = IndexMap::default();
-    for edge in workflow.edges.iter().filter(|e| guarded.contains(e.from.as_str())) {
-        by_source.entry(edge.from.as_str()).or_default().push(edge);
+    // Per node, its position in `by_source` (or `u32::MAX`).
+    let mut slot = vec![u32::MAX; flow.graph.node_count()];
+    let mut by_source: Vec<(NodeIndex, Vec<&flow_check::ir::Edge>)> = Vec::new();
+    for (edge, from) in sources().filter(|&(_, from)| guarded[from.index()]) {
+        let at = &mut slot[from.index()];
+        if *at == u32::MAX {
+            *at = by_source.len() as u32;
+            by_source.push((from, Vec::new()));
+        }
+        by_source[*at as usize].1.push(edge);
     }
-    for (name, edges) in by_source {
-        // Only nodes with a guarded edge can have a gap or an overlap.
-        if !edges.iter().any(|e| matches!(e.guard, Guard::When(_))) {
+    for (index, edges) in by_source {
+        let (name, node) = (flow.name(index), flow.node(index));
+        let has_default = edges.iter().any(|e| !matches!(e.guard, Guard::When(_)));
+        let exclusive = matches!(node.props.get("exclusive"), Some(Value::Bool(true)));
+        // With a default way on, only exclusivity is left to check.
+        if has_default && !exclusive {
             continue;
         }
-        let Some((name, node)) = workflow.nodes.get_key_value(name) else { continue };
         let guards: Vec<&TExpr> = edges
             .iter()
             .filter_map(|e| match &e.guard {
@@ -411,14 +441,10 @@ fn routers(flow: &FlowGraph<'_>, types: &Types<'_>, reached: &Parents, out: &mut
         if guards.is_empty() {
             continue;
         }
-        let index = flow.index[name];
         let witness = || reached.contains_key(&index).then(|| flow.witness(&flow.path_to(reached, index)));
         let (file, span) = loc_span(node.loc);
-        let has_default = edges.iter().any(|e| !matches!(e.guard, Guard::When(_)));
-        let exclusive = matches!(node.props.get("exclusive"), Some(Value::Bool(true)));
-        // The guards are analysed only when something depends on them.
-        let covers: Vec<Option<(String, Ty, Cover)>> =
-            if has_default && !exclusive { Vec::new() } else { guards.iter().map(|g| cover(types, g)).collect() };
+        // Something depends on the guards now: analyse them.
+        let covers: Vec<Option<(String, Ty, Cover)>> = guards.iter().map(|g| cover(types, g)).collect();
         // Implicit ways on (loop rounds, map items, fan-out) also count.
         let implicit = flow
             .graph
@@ -519,8 +545,9 @@ fn exhaustive_gap(types: &Types<'_>, covers: &[Option<(String, Ty, Cover)>]) -> 
 
 /// E0406: every parallel branch must reach a join that lists it.
 fn fanouts(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
-    for (name, node) in flow.workflow.nodes.iter().filter(|(_, n)| n.kind == "parallel") {
-        let index = flow.index[name];
+    // Graph nodes are in the workflow's node order.
+    for (i, (name, node)) in flow.workflow.nodes.iter().enumerate().filter(|(_, (_, n))| n.kind == "parallel") {
+        let index = NodeIndex::new(i);
         if !reached.contains_key(&index) {
             continue;
         }

@@ -29,7 +29,7 @@ pub fn obligations(program: &Program) -> Vec<Obligation> {
         let flow = FlowGraph::new(workflow);
         let reached = flow.reachable();
         let mut agents: Vec<String> = Vec::new();
-        for (&n, _) in &reached {
+        for n in reached.keys() {
             let node = flow.node(n);
             if node.kind == "agent" {
                 if let Some(agent) = node.target.first() {

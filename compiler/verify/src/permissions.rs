@@ -378,7 +378,7 @@ fn information_flow(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagn
     let workflow = flow.workflow;
     let mut reported: IndexSet<NodeIndex> = IndexSet::new();
     for source in flow.graph.node_indices().filter(|&n| is_private_source(flow.node(n), program)) {
-        let mut parent: Parents = Parents::default();
+        let mut parent = Parents::new(flow.graph.node_count());
         parent.insert(source, None);
         let mut queue = VecDeque::from([source]);
         while let Some(n) = queue.pop_front() {
@@ -386,13 +386,12 @@ fn information_flow(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagn
             let name = flow.name(n).to_string();
             next.extend(workflow.transfers.iter().filter(|t| t.from == name).filter_map(|t| flow.index.get(&t.to).copied()));
             for t in next {
-                if let indexmap::map::Entry::Vacant(slot) = parent.entry(t) {
-                    slot.insert(Some(n));
+                if parent.insert(t, Some(n)) {
                     queue.push_back(t);
                 }
             }
         }
-        for (&n, _) in &parent {
+        for n in parent.keys() {
             let node = flow.node(n);
             if let Some(tool) = public_sink(node, program) {
                 if !reported.insert(n) {

@@ -83,7 +83,7 @@ impl Parents {
 
 /// Why an edge of the control-flow graph exists.
 #[derive(Debug, Clone, PartialEq)]
-pub enum EdgeKind {
+pub enum EdgeKind<'w> {
     /// A written edge; the index is into `Workflow::edges`.
     Written(usize),
     Fanout,
@@ -94,12 +94,12 @@ pub enum EdgeKind {
     MapReturn,
     /// A handler action naming a node; `gate` is set for gate handlers.
     Handler {
-        action: String,
-        gate: Option<String>,
+        action: &'w str,
+        gate: Option<&'w str>,
     },
 }
 
-impl EdgeKind {
+impl EdgeKind<'_> {
     /// Edges that close a bounded iteration (a loop's or a map's).
     pub fn is_bounded_back_edge(&self) -> bool {
         matches!(self, EdgeKind::LoopBack | EdgeKind::MapReturn)
@@ -182,7 +182,7 @@ pub struct FlowGraph<'w> {
     pub workflow: &'w Workflow,
     /// Node weights are unit: a node's index is its position in
     /// `workflow.nodes`, where its name and data live.
-    pub graph: DiGraph<(), EdgeKind>,
+    pub graph: DiGraph<(), EdgeKind<'w>>,
     /// Node indices by name, looked up in the workflow's own node map.
     pub index: NodeNames<'w>,
     pub start: Option<NodeIndex>,
@@ -238,7 +238,7 @@ impl<'w> FlowGraph<'w> {
         for gate in workflow.gates.values() {
             for handler in &gate.handlers {
                 if let Some(target) = node_target(&handler.action) {
-                    flow.add(&gate.from, target, EdgeKind::Handler { action: handler.action.name.clone(), gate: Some(gate.name.clone()) });
+                    flow.add(&gate.from, target, EdgeKind::Handler { action: &handler.action.name, gate: Some(&gate.name) });
                 }
             }
         }
@@ -252,7 +252,7 @@ impl<'w> FlowGraph<'w> {
         flow
     }
 
-    fn add(&mut self, from: &str, to: &str, kind: EdgeKind) {
+    fn add(&mut self, from: &str, to: &str, kind: EdgeKind<'w>) {
         if let (Some(&a), Some(&b)) = (self.index.get(from), self.index.get(to)) {
             self.graph.add_edge(a, b, kind);
         }
@@ -263,7 +263,7 @@ impl<'w> FlowGraph<'w> {
     }
 
     /// The implicit edges of `node`, the graph node `me`.
-    fn add_implicit(&mut self, me: NodeIndex, node: &Node) {
+    fn add_implicit(&mut self, me: NodeIndex, node: &'w Node) {
         match node.kind.as_str() {
             "parallel" => {
                 for branch in &node.target {
@@ -313,7 +313,7 @@ impl<'w> FlowGraph<'w> {
         for handler in &node.handlers {
             if let Some(target) = node_target(&handler.action) {
                 if let Some(&t) = self.index.get(target) {
-                    self.graph.add_edge(me, t, EdgeKind::Handler { action: handler.action.name.clone(), gate: None });
+                    self.graph.add_edge(me, t, EdgeKind::Handler { action: &handler.action.name, gate: None });
                 }
             }
         }
@@ -358,7 +358,7 @@ impl<'w> FlowGraph<'w> {
     /// Breadth-first search from the start (and workflow-level handler
     /// targets), skipping edges `skip` rejects. Returns each reached node's
     /// parent, for shortest witness paths.
-    pub fn bfs(&self, skip: impl Fn(&EdgeKind, NodeIndex, NodeIndex) -> bool) -> Parents {
+    pub fn bfs(&self, skip: impl Fn(&EdgeKind<'w>, NodeIndex, NodeIndex) -> bool) -> Parents {
         let mut parent = Parents::new(self.graph.node_count());
         parent.order.reserve(self.graph.node_count());
         if let Some(start) = self.start {

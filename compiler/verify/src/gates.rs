@@ -134,7 +134,7 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
             .filter(|e| {
                 let kind = e.weight();
                 let gated_edge = e.source() == from && matches!(kind, EdgeKind::Written(_));
-                let behind_gate = matches!(kind, EdgeKind::Handler { gate: Some(g), .. } if g == &gate.name);
+                let behind_gate = matches!(kind, EdgeKind::Handler { gate: Some(g), .. } if *g == gate.name);
                 !gated_edge && !behind_gate
             })
             .count();
@@ -143,7 +143,7 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
         }
         let parents = flow.bfs(|kind, a, b| {
             (a == from && b == to && matches!(kind, EdgeKind::Written(_)))
-                || matches!(kind, EdgeKind::Handler { gate: Some(g), .. } if g == &gate.name)
+                || matches!(kind, EdgeKind::Handler { gate: Some(g), .. } if *g == gate.name)
         });
         if parents.contains_key(&to) {
             let path = flow.path_to(&parents, to);

@@ -30,7 +30,7 @@ fn node_label(flow: &FlowGraph<'_>, name: &str) -> String {
     label
 }
 
-fn edge_label(flow: &FlowGraph<'_>, kind: &EdgeKind, from: &str, to: &str) -> String {
+fn edge_label(flow: &FlowGraph<'_>, kind: &EdgeKind<'_>, from: &str, to: &str) -> String {
     let mut parts = Vec::new();
     match kind {
         EdgeKind::Written(i) => match &flow.workflow.edges[*i].guard {
@@ -38,7 +38,7 @@ fn edge_label(flow: &FlowGraph<'_>, kind: &EdgeKind, from: &str, to: &str) -> St
             Guard::Else => parts.push("else".to_string()),
             Guard::Always => {}
         },
-        EdgeKind::Handler { action, .. } => parts.push(action.clone()),
+        EdgeKind::Handler { action, .. } => parts.push(action.to_string()),
         EdgeKind::LoopBack => parts.push("round".into()),
         EdgeKind::MapReturn => parts.push("item".into()),
         _ => {}

@@ -725,8 +725,10 @@ Fix: give agents (or nodes) a `budget: { tokens: …, cost: … }`."#;
     POLICY_UNKNOWN = "W1001", "policy not decided",
 r#"The model checker could not decide a policy: the product of the
 workflow's abstract state space and the policy's automaton exceeds the
-state bound (`--max-states`, default 2,000,000), or the policy has more
-than 64 distinct atoms. Nothing is claimed: the policy is neither proven
+state bound (`--max-states`, default 2,000,000), the policy has more
+than 64 distinct atoms, or the workflow has more than 65,534 nodes (or
+gates, tools, agents, handler sites), past the model's 16-bit numbering.
+Nothing is claimed: the policy is neither proven
 nor refuted (it is never reported as holding).
 
 Example:

@@ -61,7 +61,7 @@ pub fn obs<'m>(model: &'m Model, label: &Label) -> Option<Obs<'m>> {
         Label::Decided(s, d, p) => Obs::Decided {
             subject: &model.subjects[*s as usize],
             decision: DECISIONS[*d as usize],
-            by: model.principals.get(*p as usize).map(String::as_str).unwrap_or(""),
+            by: model.principals.get_index(*p as usize).map(String::as_str).unwrap_or(""),
         },
         Label::Zone(z) => Obs::Zone(ZONES[*z as usize]),
         Label::Terminated(r) => Obs::Terminated(model.reasons.get_index(*r as usize).map(String::as_str).unwrap_or("")),
@@ -444,7 +444,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             }
             Label::Decided(s, d, p) => {
                 let subject = model.subjects[*s as usize].clone();
-                let by = model.principals.get(*p as usize).cloned().unwrap_or_default();
+                let by = model.principals.get_index(*p as usize).cloned().unwrap_or_default();
                 let decision = DECISIONS[*d as usize].to_string();
                 let requested = Body::DecisionRequested {
                     schema_version: 1,

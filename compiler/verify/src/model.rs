@@ -206,10 +206,10 @@ pub struct Model<'p> {
     nodes: Vec<NodeInfo>,
     gates: Vec<GateInfo>,
     pub gate_names: Vec<String>,
-    pub tools: Vec<String>,
-    pub agents: Vec<String>,
-    pub principals: Vec<String>,
-    pub subjects: Vec<String>,
+    pub tools: IndexSet<String>,
+    pub agents: IndexSet<String>,
+    pub principals: IndexSet<String>,
+    pub subjects: IndexSet<String>,
     pub reasons: IndexSet<String>,
     sites: Vec<Site>,
     start: Option<NodeId>,
@@ -231,13 +231,10 @@ pub struct Model<'p> {
     pub reduce: bool,
 }
 
-fn intern(list: &mut Vec<String>, name: &str) -> u16 {
-    match list.iter().position(|n| n == name) {
+fn intern(list: &mut IndexSet<String>, name: &str) -> u16 {
+    match list.get_index_of(name) {
         Some(i) => i as u16,
-        None => {
-            list.push(name.to_string());
-            (list.len() - 1) as u16
-        }
+        None => list.insert_full(name.to_string()).0 as u16,
     }
 }
 
@@ -253,10 +250,10 @@ impl<'p> Model<'p> {
             nodes: Vec::new(),
             gates: Vec::new(),
             gate_names: Vec::new(),
-            tools: Vec::new(),
-            agents: Vec::new(),
-            principals: Vec::new(),
-            subjects: Vec::new(),
+            tools: IndexSet::new(),
+            agents: IndexSet::new(),
+            principals: IndexSet::new(),
+            subjects: IndexSet::new(),
             reasons: IndexSet::new(),
             sites: Vec::new(),
             start: None,
@@ -606,6 +603,29 @@ impl<'p> Model<'p> {
 
     fn has_output(&self, st: &St, n: NodeId) -> bool {
         st.vars.get(self.done_base + n as usize / 32).is_some_and(|w| w & (1 << (n % 32)) != 0)
+    }
+
+    /// Why this workflow is too large for the model's compact indices
+    /// (nodes, gates, tools, agents and the rest are numbered in 16 bits),
+    /// if it is. A model past that size would confuse two nodes, so its
+    /// verdicts are not given: the policies are reported unknown instead.
+    pub fn too_large(&self) -> Option<String> {
+        // u16::MAX itself is a sentinel (`Terminate(u16::MAX)`).
+        let limit = u16::MAX as usize;
+        let counts = [
+            (self.workflow.nodes.len(), "nodes"),
+            (self.gates.len(), "gates"),
+            (self.tools.len(), "tools"),
+            (self.agents.len(), "agents"),
+            (self.principals.len(), "principals"),
+            (self.subjects.len(), "decision subjects"),
+            (self.reasons.len(), "termination reasons"),
+            (self.sites.len(), "handler sites"),
+        ];
+        counts
+            .iter()
+            .find(|(n, _)| *n >= limit)
+            .map(|(n, what)| format!("the workflow has {n} {what}, and the model checker handles at most {}", limit - 1))
     }
 
     pub fn node_name(&self, n: NodeId) -> &str {
@@ -958,7 +978,7 @@ impl<'p> Model<'p> {
                 self.push(out, Some(Label::Edge(n, to, via)), self.set(st, t, Some((to, Phase::Start))));
             }
             Phase::Escalate(site) => {
-                let principal = self.sites[site as usize].action.args.first().map(|p| self.principals.iter().position(|x| x == p));
+                let principal = self.sites[site as usize].action.args.first().map(|p| self.principals.get_index_of(p.as_str()));
                 let p = principal.flatten().unwrap_or(0) as u16;
                 let subject = self.escalation_subject(site);
                 let ctx = &self.sites[site as usize];
@@ -1059,13 +1079,13 @@ impl<'p> Model<'p> {
 
     fn confirm_subject(&self, tool: u16) -> u16 {
         let name = format!("confirm.{}", self.tools[tool as usize]);
-        self.subjects.iter().position(|s| *s == name).unwrap_or(0) as u16
+        self.subjects.get_index_of(name.as_str()).unwrap_or(0) as u16
     }
 
     fn escalation_subject(&self, site: u16) -> u16 {
         let p = self.sites[site as usize].action.args.first().cloned().unwrap_or_default();
         let name = format!("escalation.{p}");
-        self.subjects.iter().position(|s| *s == name).unwrap_or(0) as u16
+        self.subjects.get_index_of(name.as_str()).unwrap_or(0) as u16
     }
 
     fn decision_of(&self, s: &St, n: NodeId) -> Option<&'static str> {

@@ -99,6 +99,19 @@ fn check_one(model: &Model, policy: &Policy, plan_digest: &str, max_states: usiz
             return report;
         }
     };
+    if let Some(why) = model.too_large() {
+        report.diagnostic = Some(
+            Diagnostic::new(
+                codes::POLICY_UNKNOWN,
+                file,
+                span,
+                format!("policy `{}` is not decided in workflow `{workflow}`: {why}", policy.name),
+            )
+            .with_primary_message("unknown")
+            .with_help("split the workflow into sub-flows; the run monitors still check the policy at run time"),
+        );
+        return report;
+    }
     let outcome = mc::check(model, &mut automaton, max_states);
     report.states = outcome.states;
     match outcome.verdict {
@@ -181,7 +194,7 @@ fn steps(model: &Model, labels: &[Label], policy_loc: Loc) -> Witness {
                     },
                 };
                 let (file, span) = loc_span(loc);
-                let by = model.principals.get(*p as usize).map(String::as_str).unwrap_or("a human");
+                let by = model.principals.get_index(*p as usize).map(String::as_str).unwrap_or("a human");
                 WitnessStep {
                     name: subject.clone(),
                     file,
@@ -221,7 +234,12 @@ pub fn positive_witnesses(program: &Program, plan_digest: &str, max_states: usiz
     let mut out = Vec::new();
     for workflow in program.workflows.values() {
         let model = model_for(program, workflow, &obligations);
+        let too_large = model.too_large().is_some();
         for o in obligations.iter().filter(|o| o.workflow == workflow.name) {
+            if too_large {
+                out.push((o.clone(), None));
+                continue;
+            }
             let subject = |i: usize| o.subject.get(i).map(String::as_str).unwrap_or("");
             let wanted =
                 |l: &Label| -> bool {

@@ -393,7 +393,12 @@ struct Batch {
 
 /// Parses the lines of a block (split at `\n`; the last may be empty).
 fn parse_block(block: &[u8]) -> Batch {
-    let mut batch = Batch { events: Vec::with_capacity(block.len() / 256), malformed: Vec::new(), lines: 0, breaks: 0 };
+    parse_block_into(block, Vec::with_capacity(block.len() / 256))
+}
+
+/// [`parse_block`], appending to `events` (empty; its capacity is reused).
+fn parse_block_into(block: &[u8], events: Vec<Event>) -> Batch {
+    let mut batch = Batch { events, malformed: Vec::new(), lines: 0, breaks: 0 };
     let mut count = 0;
     // One UTF-8 check for the whole block (and a fast search for line
     // breaks); a block that is not UTF-8 is read line by line.
@@ -447,13 +452,22 @@ fn malformed_line(line: usize, seq: Option<u64>, err: &str, text: String) -> Dev
 }
 
 /// Reads `reader` in blocks of about `block` bytes of whole lines and
-/// hands them out in turn to the parsers.
-fn read_blocks(mut reader: impl Read, block: usize, parsers: &[std::sync::mpsc::SyncSender<std::io::Result<Vec<u8>>>]) {
+/// hands them out in turn to the parsers. Buffers the parsers are done
+/// with come back on `spare` and are filled again: fresh ones would cost
+/// the kernel a page fault and a page of zeroes every 4 KiB.
+fn read_blocks(
+    mut reader: impl Read,
+    block: usize,
+    parsers: &[std::sync::mpsc::SyncSender<std::io::Result<Vec<u8>>>],
+    spare: &std::sync::mpsc::Receiver<Vec<u8>>,
+) {
     let mut carry: Vec<u8> = Vec::new();
     // Whose turn it is: blocks go to the parsers strictly in turn.
     let mut turn = 0;
     loop {
-        let mut buffer = Vec::with_capacity(block + carry.len());
+        let mut buffer = spare.try_recv().unwrap_or_default();
+        buffer.clear();
+        buffer.reserve(block + carry.len());
         buffer.append(&mut carry);
         let start = buffer.len();
         buffer.resize(start + block, 0);
@@ -507,19 +521,31 @@ fn check_blocks(program: &Program, reader: impl Read + Send, options: &Options, 
         let mut to_parsers: Vec<SyncSender<std::io::Result<Vec<u8>>>> = Vec::new();
         let mut parsed: Vec<Receiver<std::io::Result<Batch>>> = Vec::new();
         let mut give_back: Vec<Sender<Batch>> = Vec::new();
+        let (spare_block, spare_blocks) = channel::<Vec<u8>>();
         for _ in 0..PARSERS {
             let (send_block, blocks) = sync_channel::<std::io::Result<Vec<u8>>>(1);
             let (send_batch, batches) = sync_channel::<std::io::Result<Batch>>(2);
             let (back, used) = channel::<Batch>();
+            let spare_block = spare_block.clone();
             scope.spawn(move || {
+                let mut spare_events: Vec<Event> = Vec::new();
                 for block in blocks {
                     // Checked batches are freed here, by the thread that
                     // made them: freed across threads, the allocator would
-                    // take fresh pages from the system.
-                    while let Ok(done) = used.try_recv() {
-                        drop(done);
+                    // take fresh pages from the system. Their event vector
+                    // is filled again.
+                    while let Ok(mut done) = used.try_recv() {
+                        done.events.clear();
+                        if done.events.capacity() > spare_events.capacity() {
+                            spare_events = done.events;
+                        }
                     }
-                    if send_batch.send(block.map(|b| parse_block(&b))).is_err() {
+                    let batch = block.map(|b| {
+                        let batch = parse_block_into(&b, std::mem::take(&mut spare_events));
+                        let _ = spare_block.send(b);
+                        batch
+                    });
+                    if send_batch.send(batch).is_err() {
                         return;
                     }
                 }
@@ -528,7 +554,8 @@ fn check_blocks(program: &Program, reader: impl Read + Send, options: &Options, 
             parsed.push(batches);
             give_back.push(back);
         }
-        scope.spawn(move || read_blocks(reader, block, &to_parsers));
+        drop(spare_block);
+        scope.spawn(move || read_blocks(reader, block, &to_parsers, &spare_blocks));
         let mut lines = 0;
         let mut line_breaks = 0;
         let mut parse_deviations = Vec::new();

@@ -86,6 +86,46 @@ impl<'de> DeserializeSeed<'de> for BodySeed<'_> {
     }
 }
 
+/// An event's `kind`, read without allocating when it is short (every
+/// kind this crate knows is).
+enum KindText {
+    Inline([u8; 32], u8),
+    Heap(String),
+}
+
+impl KindText {
+    fn as_str(&self) -> &str {
+        match self {
+            // Only whole `&str`s are copied in, so the bytes are UTF-8.
+            KindText::Inline(bytes, len) => std::str::from_utf8(&bytes[..*len as usize]).unwrap_or(""),
+            KindText::Heap(text) => text,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for KindText {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<KindText, D::Error> {
+        struct KindVisitor;
+        impl Visitor<'_> for KindVisitor {
+            type Value = KindText;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an event kind")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<KindText, E> {
+                let mut bytes = [0u8; 32];
+                match bytes.get_mut(..v.len()) {
+                    Some(head) => {
+                        head.copy_from_slice(v.as_bytes());
+                        Ok(KindText::Inline(bytes, v.len() as u8))
+                    }
+                    None => Ok(KindText::Heap(v.to_string())),
+                }
+            }
+        }
+        deserializer.deserialize_str(KindVisitor)
+    }
+}
+
 struct EventVisitor;
 
 impl<'de> Visitor<'de> for EventVisitor {
@@ -102,7 +142,7 @@ impl<'de> Visitor<'de> for EventVisitor {
         let mut event_id = None;
         let mut parent_event_id = None;
         let mut producer = None;
-        let mut kind: Option<String> = None;
+        let mut kind: Option<KindText> = None;
         let mut body = None;
         let mut early_payload: Option<serde_json::Value> = None;
         let mut time = None;
@@ -114,9 +154,9 @@ impl<'de> Visitor<'de> for EventVisitor {
                 Field::EventId => event_id = Some(map.next_value::<String>()?),
                 Field::ParentEventId => parent_event_id = map.next_value::<Option<String>>()?,
                 Field::Producer => producer = Some(map.next_value::<String>()?),
-                Field::Kind => kind = Some(map.next_value::<String>()?),
+                Field::Kind => kind = Some(map.next_value::<KindText>()?),
                 Field::Payload => match &kind {
-                    Some(k) => body = Some(map.next_value_seed(BodySeed(k))?),
+                    Some(k) => body = Some(map.next_value_seed(BodySeed(k.as_str()))?),
                     None => early_payload = Some(map.next_value::<serde_json::Value>()?),
                 },
                 Field::Time => time = Some(map.next_value::<String>()?),
@@ -126,11 +166,12 @@ impl<'de> Visitor<'de> for EventVisitor {
             }
         }
         let kind = kind.ok_or_else(|| de::Error::missing_field("kind"))?;
+        let kind = kind.as_str();
         let body = match (body, early_payload) {
             (Some(body), _) => body,
-            (None, Some(payload)) => BodySeed(&kind).deserialize(payload).map_err(de::Error::custom)?,
+            (None, Some(payload)) => BodySeed(kind).deserialize(payload).map_err(de::Error::custom)?,
             // A kind with no payload: let the body say whether that is valid.
-            (None, None) => BodySeed(&kind).deserialize(serde_json::Value::Null).map_err(de::Error::custom)?,
+            (None, None) => BodySeed(kind).deserialize(serde_json::Value::Null).map_err(de::Error::custom)?,
         };
         Ok(Event {
             run_id: run_id.ok_or_else(|| de::Error::missing_field("run_id"))?,
@@ -211,6 +252,11 @@ mod tests {
         let unknown =
             r#"{"run_id":"r","execution_id":"e","seq":1,"event_id":"r/1","producer":"p","kind":"no_such_kind","payload":{},"time":"t"}"#;
         assert!(serde_json::from_str::<Event>(unknown).is_err());
+        let long = r#"{"run_id":"r","execution_id":"e","seq":1,"event_id":"r/1","producer":"p","kind":"a_kind_name_longer_than_thirty_two_bytes","payload":{},"time":"t"}"#;
+        let err = serde_json::from_str::<Event>(long).unwrap_err().to_string();
+        assert!(err.contains("a_kind_name_longer_than_thirty_two_bytes"), "{err}");
+        let escaped = r#"{"run_id":"r","execution_id":"e","seq":1,"event_id":"r/1","producer":"p","kind":"node\u005fstarted","payload":{"schema_version":1,"node":"a","node_kind":"agent","visit":1},"time":"t"}"#;
+        assert_eq!(serde_json::from_str::<Event>(escaped).unwrap().kind(), "node_started");
         let missing = r#"{"run_id":"r","execution_id":"e","event_id":"r/1","producer":"p","kind":"node_started","payload":{"schema_version":1,"node":"a","node_kind":"agent","visit":1},"time":"t"}"#;
         let err = serde_json::from_str::<Event>(missing).unwrap_err().to_string();
         assert!(err.contains("seq"), "{err}");

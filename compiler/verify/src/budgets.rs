@@ -141,7 +141,7 @@ fn multipliers(flow: &FlowGraph<'_>) -> NodeMap<Option<f64>> {
     }
     // Rework cycles outside loops.
     let filtered = flow.without_bounded_back_edges();
-    for scc in petgraph::algo::tarjan_scc(&filtered) {
+    for scc in petgraph::algo::kosaraju_scc(&filtered) {
         let cyclic = scc.len() > 1 || filtered.contains_edge(scc[0], scc[0]);
         if !cyclic {
             continue;
@@ -158,7 +158,7 @@ fn multipliers(flow: &FlowGraph<'_>) -> NodeMap<Option<f64>> {
                     }
                 }
             }
-            !petgraph::algo::is_cyclic_directed(&sub)
+            petgraph::algo::toposort(&sub, None).is_ok()
         };
         for &n in &scc {
             let own = int(flow.node(n).props.get("max_visits"));

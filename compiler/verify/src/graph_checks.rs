@@ -118,7 +118,7 @@ fn unbounded_cycles(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagn
         return;
     }
     let filtered = flow.without_bounded_back_edges();
-    for scc in petgraph::algo::tarjan_scc(&filtered) {
+    for scc in petgraph::algo::kosaraju_scc(&filtered) {
         let cyclic = scc.len() > 1 || filtered.contains_edge(scc[0], scc[0]);
         if !cyclic || !scc.iter().any(|n| reached.contains_key(n)) {
             continue;
@@ -162,7 +162,7 @@ fn visits_break_cycles(flow: &FlowGraph<'_>, filtered: &petgraph::Graph<(), ()>,
             }
         }
     }
-    !petgraph::algo::is_cyclic_directed(&sub)
+    petgraph::algo::toposort(&sub, None).is_ok()
 }
 
 /// One simple cycle inside a strongly connected component.

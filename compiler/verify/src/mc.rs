@@ -172,7 +172,7 @@ fn find_lasso(
             graph.add_edge(NodeIndex::new(a as usize), NodeIndex::new(b as usize), label);
         }
     }
-    let sccs = petgraph::algo::tarjan_scc(&graph);
+    let sccs = petgraph::algo::kosaraju_scc(&graph);
     let cyclic = sccs
         .into_iter()
         .filter(|c| c.len() > 1 || graph.find_edge(c[0], c[0]).is_some())

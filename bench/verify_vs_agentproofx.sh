@@ -8,10 +8,10 @@
 # structural checks (bench/bench_apx.py). Prints both timings and the ratio.
 # Machines are shared and noisy: compare ratios, not absolute times.
 #
-# Usage: bench/verify_vs_agentproofx.sh [SIZES]   (default "1000 5000 20000")
+# Usage: bench/verify_vs_agentproofx.sh [SIZE…]   (default 1000 5000 20000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SIZES="${1:-1000 5000 20000}"
+SIZES="${*:-1000 5000 20000}"
 WORK="${TMPDIR:-/tmp}/flow-bench-apx"
 mkdir -p "$WORK"
 

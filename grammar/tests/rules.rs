@@ -64,6 +64,10 @@ fn block_entries() {
     yes(Rule::transfer_stmt, &["handoff a -> b", "delegate m -> w { contract: c }"]);
     yes(Rule::edge_stmt, &["a -> b", "a -> b -> c", "a -> b when x > 1", "a -> b else"]);
     no(Rule::edge_stmt, &["a", "a ->", "a -> b when"]);
+    // `when:` after an edge is no guard: the edge ends and a property keyed
+    // `when` follows (the production parser must agree; see differential.rs).
+    no(Rule::edge_stmt, &["a -> b when: 1"]);
+    yes(Rule::block, &["{ a -> b when: 1 }", "{ a -> b\n when: x > 1 }", "{ a -> b when c when: 1 }"]);
 }
 
 #[test]

@@ -140,9 +140,9 @@ impl<'s> Parser<'s> {
         self.peek() == Some(kind)
     }
 
-    /// A binary keyword operator (`and`, `or`, `in`, `until`, `before`) is
-    /// one only when no `:` follows: `and:` starts a property, and the PEG
-    /// grammar backtracks out of the operator there.
+    /// A binary keyword operator (`and`, `or`, `in`, `until`, `before`), or
+    /// an edge's `when` guard, is one only when no `:` follows: `and:` starts
+    /// a property, and the PEG grammar backtracks out of the operator there.
     fn at_operator_keyword(&self, kind: TokenKind) -> bool {
         self.at(kind) && self.peek_at(1) != Some(TokenKind::Colon)
     }
@@ -544,8 +544,12 @@ impl<'s> Parser<'s> {
                 while self.eat(TokenKind::Arrow).is_some() {
                     path.push(self.ident("a node name after `->`")?);
                 }
-                let guard = if let Some(when) = self.eat(TokenKind::KwWhen) {
-                    let _ = when;
+                // Grammar: `edge_guard?` with `edge_guard = kw_when ~ expr | kw_else`.
+                // `when:` is not a guard but the next entry, a property keyed
+                // `when` (the PEG grammar backtracks out of the optional guard
+                // there, since no expression starts with `:`).
+                let guard = if self.at_operator_keyword(TokenKind::KwWhen) {
+                    self.bump();
                     Some(EdgeGuard::When(self.expr()?))
                 } else {
                     self.eat(TokenKind::KwElse).map(|token| EdgeGuard::Else(token.span))
@@ -1140,6 +1144,11 @@ mod tests {
     fn keyword_operator_followed_by_colon_starts_a_property() {
         assert!(errors("agent a { x: b\n and: 1 }").is_empty());
         assert!(errors("policy p: started(a)\npolicy q: never failed(a)").is_empty());
+        // `when:` after an edge is the next entry (a property), not a guard.
+        assert!(errors("workflow w { a -> b\n when: 1 }").is_empty());
+        assert!(errors("workflow w { a -> b when: x > 1 }").is_empty());
+        assert!(errors("workflow w { a -> b when x > 1\n when: 1 }").is_empty());
+        assert!(!errors("workflow w { a -> b when }").is_empty());
     }
 
     #[test]

@@ -466,18 +466,21 @@ fn read_blocks(
     let mut turn = 0;
     loop {
         let mut buffer = spare.try_recv().unwrap_or_default();
-        buffer.clear();
-        buffer.reserve(block + carry.len());
-        buffer.append(&mut carry);
-        let start = buffer.len();
-        buffer.resize(start + block, 0);
+        let start = carry.len();
+        let full = start + block;
+        // A reused buffer's bytes are overwritten, not zeroed again.
+        if buffer.len() < full {
+            buffer.resize(full, 0);
+        }
+        buffer[..start].copy_from_slice(&carry);
+        carry.clear();
         let mut filled = start;
         let eof = loop {
-            match reader.read(&mut buffer[filled..]) {
+            match reader.read(&mut buffer[filled..full]) {
                 Ok(0) => break true,
                 Ok(n) => {
                     filled += n;
-                    if filled == buffer.len() {
+                    if filled == full {
                         break false;
                     }
                 }
@@ -491,7 +494,8 @@ fn read_blocks(
         buffer.truncate(filled);
         // Whole lines only; the rest waits for more (or is the last line).
         let end = if eof { buffer.len() } else { buffer.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) };
-        carry = buffer.split_off(end);
+        carry.extend_from_slice(&buffer[end..]);
+        buffer.truncate(end);
         if end > 0 || eof {
             if parsers[turn % parsers.len()].send(Ok(buffer)).is_err() {
                 return;

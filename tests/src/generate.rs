@@ -202,3 +202,27 @@ pub fn workflow(nodes: usize, seed: u64) -> String {
     }
     s
 }
+
+/// The builtin no-op tool the generated workflows use.
+pub const NOOP_TOOL: &str = "tool noop: builtin { description: \"Does nothing\", input: any, output: any, function: \"noop\" }\n";
+
+/// A workflow `chain` of `n` no-op tool nodes, `n1 -> … -> nN -> done`
+/// (`done`: `end ok`), with `extra` (edges, policies; whole lines) before
+/// its closing brace.
+pub fn chain_source(n: usize, extra: &str) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(n * 48 + extra.len());
+    s.push_str(NOOP_TOOL);
+    s.push_str("workflow chain {\n  start: n1\n");
+    for i in 1..=n {
+        let _ = writeln!(s, "  node n{i}: tool noop");
+    }
+    s.push_str("  node done: end ok\n");
+    for i in 1..n {
+        let _ = writeln!(s, "  n{i} -> n{}", i + 1);
+    }
+    let _ = writeln!(s, "  n{n} -> done");
+    s.push_str(extra);
+    s.push_str("}\n");
+    s
+}

@@ -49,30 +49,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-const NOOP_TOOL: &str = "tool noop: builtin { description: \"Does nothing\", input: any, output: any, function: \"noop\" }\n";
-
-/// A chain of `n` no-op tool nodes.
-fn chain_source(n: usize) -> String {
-    let mut s = String::with_capacity(n * 48);
-    s.push_str(NOOP_TOOL);
-    s.push_str("workflow chain {\n  start: n1\n");
-    for i in 1..=n {
-        let _ = writeln!(s, "  node n{i}: tool noop");
-    }
-    s.push_str("  node done: end ok\n");
-    for i in 1..n {
-        let _ = writeln!(s, "  n{i} -> n{}", i + 1);
-    }
-    let _ = writeln!(s, "  n{n} -> done\n}}");
-    s
-}
-
 /// A `parallel` node over `w` no-op branches, joined.
 fn fanout_source(w: usize) -> String {
     let branches: Vec<String> = (1..=w).map(|i| format!("b{i}")).collect();
     let list = branches.join(", ");
     let mut s = String::with_capacity(w * 40);
-    s.push_str(NOOP_TOOL);
+    s.push_str(flow_tests::generate::NOOP_TOOL);
     // Every branch may run at once, as in LangGraph's one superstep (the default is 8).
     let _ = writeln!(s, "workflow fanout {{\n  start: split\n  concurrency: {w}");
     let _ = writeln!(s, "  node split: parallel [{list}]");
@@ -203,7 +185,7 @@ fn peak_mem(nodes: usize, mode: Mode, threads: usize) {
     let rt = runtime(threads);
     let scratch = scratch_dir();
     let (_, before_compile) = rss_mib();
-    let plan = compile("peak.flow", chain_source(nodes));
+    let plan = compile("peak.flow", flow_tests::generate::chain_source(nodes, ""));
     let (hwm_compiled, _) = rss_mib();
     let (secs, events) = run_once(&rt, &plan, mode, scratch.path(), 0);
     let (hwm, rss) = rss_mib();
@@ -295,7 +277,7 @@ fn main() {
     eprintln!("flow_bench_run: tokio {runtime_name}, scratch {}", scratch.path().display());
     let mut workloads = Vec::new();
     if args.chain > 0 {
-        workloads.push(("chain", args.chain, compile("chain.flow", chain_source(args.chain))));
+        workloads.push(("chain", args.chain, compile("chain.flow", flow_tests::generate::chain_source(args.chain, ""))));
     }
     if args.fanout > 0 {
         workloads.push(("fanout", args.fanout + 2, compile("fanout.flow", fanout_source(args.fanout))));

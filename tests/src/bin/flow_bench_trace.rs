@@ -24,27 +24,14 @@ use flow_policy::{Automaton, Monitor, MonitorSet};
 // The allocator of the `flow` binary, so the figures are those of `flow trace check`.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use std::fmt::Write as _;
 use std::time::Instant;
 
 fn source(n: usize) -> String {
-    let mut s = String::with_capacity(n * 48);
-    s.push_str("tool noop: builtin { description: \"Does nothing\", input: any, output: any, function: \"noop\" }\n");
-    s.push_str("workflow chain {\n  start: n1\n");
-    for i in 1..=n {
-        let _ = writeln!(s, "  node n{i}: tool noop");
-    }
-    s.push_str("  node done: end ok\n");
-    for i in 1..n {
-        let _ = writeln!(s, "  n{i} -> n{}", i + 1);
-    }
-    let _ = writeln!(s, "  n{n} -> done");
-    let _ = writeln!(s, "  policy no_early_end: never terminated(ok) before completed(n{n})");
-    s.push_str("  policy first_settles: started(n1) => eventually (completed(n1) or failed(n1))\n");
-    s.push_str("  policy in_order: never started(n2) before completed(n1)\n");
-    s.push_str("  policy prompt: completed(n1) => within 3 steps started(n2)\n");
-    s.push_str("}\n");
-    s
+    let policies = format!("  policy no_early_end: never terminated(ok) before completed(n{n})\n")
+        + "  policy first_settles: started(n1) => eventually (completed(n1) or failed(n1))\n"
+        + "  policy in_order: never started(n2) before completed(n1)\n"
+        + "  policy prompt: completed(n1) => within 3 steps started(n2)\n";
+    flow_tests::generate::chain_source(n, &policies)
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {

@@ -99,17 +99,19 @@ fn check_one(model: &Model, policy: &Policy, plan_digest: &str, max_states: usiz
             return report;
         }
     };
+    // W1001: neither proven nor refuted, with why and what to do.
+    let undecided = |why: &str, help: &str| {
+        Diagnostic::new(
+            codes::POLICY_UNKNOWN,
+            file,
+            span,
+            format!("policy `{}` is not decided in workflow `{workflow}`: {why}", policy.name),
+        )
+        .with_primary_message("unknown")
+        .with_help(help)
+    };
     if let Some(why) = model.too_large() {
-        report.diagnostic = Some(
-            Diagnostic::new(
-                codes::POLICY_UNKNOWN,
-                file,
-                span,
-                format!("policy `{}` is not decided in workflow `{workflow}`: {why}", policy.name),
-            )
-            .with_primary_message("unknown")
-            .with_help("split the workflow into sub-flows; the run monitors still check the policy at run time"),
-        );
+        report.diagnostic = Some(undecided(&why, "split the workflow into sub-flows; the run monitors still check the policy at run time"));
         return report;
     }
     let outcome = mc::check(model, &mut automaton, max_states);
@@ -117,16 +119,10 @@ fn check_one(model: &Model, policy: &Policy, plan_digest: &str, max_states: usiz
     match outcome.verdict {
         Verdict::Holds => report.status = "holds",
         Verdict::Unknown(bound) => {
-            report.diagnostic = Some(
-                Diagnostic::new(
-                    codes::POLICY_UNKNOWN,
-                    file,
-                    span,
-                    format!("policy `{}` is not decided in workflow `{workflow}`: the state space exceeds {bound} states", policy.name),
-                )
-                .with_primary_message("unknown")
-                .with_help("simplify the workflow (fewer parallel branches, smaller loop bounds) or raise `--max-states`"),
-            );
+            report.diagnostic = Some(undecided(
+                &format!("the state space exceeds {bound} states"),
+                "simplify the workflow (fewer parallel branches, smaller loop bounds) or raise `--max-states`",
+            ));
         }
         Verdict::Violated(cx) => {
             report.status = "violated";

@@ -378,7 +378,7 @@ pub fn check_text(program: &Program, text: &str, options: &Options) -> Report {
 }
 
 /// How much of a trace is read and parsed at a time by [`check_reader`].
-const BLOCK: usize = 4 << 20;
+const BLOCK: usize = 1 << 20;
 
 /// The events of one block of lines, and its lines that are not events.
 struct Batch {
@@ -428,7 +428,7 @@ fn parse_line(batch: &mut Batch, line: Result<&str, &[u8]>, i: usize) {
             if line.trim().is_empty() {
                 return;
             }
-            (serde_json::from_str::<Event>(line).map_err(|e| e.to_string()), std::borrow::Cow::Borrowed(line))
+            (flow_trace::event_from_str(line).map_err(|e| e.to_string()), std::borrow::Cow::Borrowed(line))
         }
         Err(bytes) => (Err("the line is not UTF-8".to_string()), String::from_utf8_lossy(bytes)),
     };

@@ -14,6 +14,9 @@
 //! event; Flow's own detail goes under `flow.*` attributes (see
 //! [`otel_name`]).
 
+mod fast;
+
+pub use fast::event_from_str;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -522,7 +525,7 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<Event>, String> {
         if line.trim().is_empty() {
             continue;
         }
-        let event: Event = serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+        let event = event_from_str(line).map_err(|e| format!("line {}: {e}", i + 1))?;
         events.push(event);
     }
     Ok(events)

@@ -6,6 +6,9 @@
 //!   implication with `eventually`, and `within`; `flow run` refuses a flow
 //!   whose policy is refuted); `flow run` of it writes a real trace of
 //!   about 12 events per node.
+//! * `flow_bench_trace source-loop ROUNDS` prints a loop of four no-op tool
+//!   nodes with four policies, run ROUNDS times (36 events a round): a small
+//!   plan with a long trace, for timing the whole `flow trace check` command.
 //! * `flow_bench_trace check TRACE.jsonl PLAN.flow [REPS]` times, on that
 //!   trace: what `flow trace check` does after compiling the plan (read,
 //!   parse and check, streamed: `conformance::check_reader`); apart, reading
@@ -34,6 +37,20 @@ fn source(n: usize) -> String {
     flow_tests::generate::chain_source(n, &policies)
 }
 
+/// A loop of four no-op tool nodes run `rounds` times, with four policies:
+/// a small plan whose trace is long (36 events a round).
+fn loop_source(rounds: usize) -> String {
+    format!(
+        "{}\nworkflow spin {{\n  start: l\n  node a: tool noop\n  node b: tool noop\n  node c: tool noop\n  node d: tool noop\n  \
+         node l: loop [a, b, c, d] {{ max_rounds: {rounds} }}\n  a -> b\n  b -> c\n  c -> d\n  l -> done\n  node done: end completed\n  \
+         policy in_order: never started(b) before completed(a)\n  \
+         policy first_settles: started(a) => eventually (completed(a) or failed(a))\n  \
+         policy prompt: completed(a) => within 3 steps started(b)\n  \
+         policy no_early_end: never terminated(completed) before completed(d)\n}}\n",
+        flow_tests::generate::NOOP_TOOL
+    )
+}
+
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
     xs[xs.len() / 2]
@@ -45,6 +62,10 @@ fn main() {
         Some("source") => {
             let n = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(1000);
             print!("{}", source(n));
+        }
+        Some("source-loop") => {
+            let rounds = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(100);
+            print!("{}", loop_source(rounds));
         }
         Some("check") => {
             let (Some(trace), Some(plan)) = (args.get(2), args.get(3)) else {
@@ -122,7 +143,7 @@ fn main() {
             println!("ratio to Agentproof's reported runtime monitors (247,000 events/s): {:.0}x", n / m / 247_000.0);
         }
         _ => {
-            eprintln!("usage: flow_bench_trace source N | check TRACE.jsonl PLAN.flow [REPS]");
+            eprintln!("usage: flow_bench_trace source N | source-loop ROUNDS | check TRACE.jsonl PLAN.flow [REPS]");
             std::process::exit(2);
         }
     }

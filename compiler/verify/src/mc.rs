@@ -305,12 +305,12 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
     let push = |out: &mut Vec<Event>, producer: &str, body: Body| {
         let seq = out.len() as u64 + 1;
         out.push(Event {
-            run_id: run_id.to_string(),
+            run_id: run_id.into(),
             execution_id: "exec-1".into(),
             seq,
-            event_id: Event::id_for(run_id, seq),
+            event_id: Event::id_for(run_id, seq).into(),
             parent_event_id: None,
-            producer: producer.to_string(),
+            producer: producer.into(),
             body,
             time: "1970-01-01T00:00:00Z".into(),
         });

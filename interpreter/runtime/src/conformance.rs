@@ -1356,8 +1356,8 @@ impl<'a> Checker<'a> {
                     .actual(format!("seq {seq}")),
             );
         }
-        let run_id = self.run_id.get_or_insert_with(|| e.run_id.clone()).as_str();
-        let other_run = e.run_id != run_id;
+        let run_id = self.run_id.get_or_insert_with(|| e.run_id.to_string()).as_str();
+        let other_run = *e.run_id != *run_id;
         // The parent is named under the run's first id.
         let parent_seq = e
             .parent_event_id
@@ -1375,13 +1375,12 @@ impl<'a> Checker<'a> {
                     .actual(format!("run_id {}", e.run_id)),
             );
         }
-        let id_ok =
-            e.event_id.strip_prefix(e.run_id.as_str()).and_then(|r| r.strip_prefix('/')).and_then(|n| n.parse::<u64>().ok()) == Some(seq);
+        let id_ok = e.event_id.strip_prefix(&*e.run_id).and_then(|r| r.strip_prefix('/')).and_then(|n| n.parse::<u64>().ok()) == Some(seq);
         if !id_ok {
             self.push(
                 Deviation::new(codes::ENVELOPE, Some(seq), "event_id is not {run_id}/{seq}")
                     .expected(Event::id_for(&e.run_id, seq))
-                    .actual(e.event_id.clone()),
+                    .actual(e.event_id.to_string()),
             );
         }
         if let (Some(parent), Some(parent_seq)) = (&e.parent_event_id, parent_seq) {
@@ -1390,7 +1389,7 @@ impl<'a> Checker<'a> {
                 _ => self.push(
                     Deviation::new(codes::ENVELOPE, Some(seq), "parent_event_id does not name an earlier event of this run")
                         .expected(format!("{run_id}/N with N < {seq}"))
-                        .actual(parent.clone()),
+                        .actual(parent.to_string()),
                 ),
             }
         }

@@ -185,7 +185,7 @@ mod tests {
             run_id: "r".into(),
             execution_id: "exec-1".into(),
             seq,
-            event_id: Event::id_for("r", seq),
+            event_id: Event::id_for("r", seq).into(),
             parent_event_id: None,
             producer: "control".into(),
             body,

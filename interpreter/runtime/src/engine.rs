@@ -16,7 +16,7 @@ use crate::validate::{ty_to_schema, Validator};
 use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as IrValue, Workflow};
 use flow_check::types::Ty;
 use flow_policy::{Automaton, Monitor, Obs};
-use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Usage, SCHEMA_VERSION};
+use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Str, Usage, SCHEMA_VERSION};
 use indexmap::{IndexMap, IndexSet};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use serde_json::{json, Value};
@@ -173,7 +173,7 @@ struct PolicyRt {
 #[derive(Debug)]
 enum Crossing {
     /// Enter the target with this input, after this event.
-    Enter(Value, String),
+    Enter(Value, Str),
     /// A handoff refused what crossed (the failure is handled).
     Refused,
     /// A policy holds the handoff: it blocked the run or waits for a human.
@@ -202,7 +202,7 @@ enum Waiting {
         from_agent: bool,
         scopes: Vec<String>,
         reserved: Usage,
-        started: String,
+        started: Str,
         tool: String,
     },
     Human {
@@ -225,7 +225,7 @@ struct Attempt {
     repair_left: u32,
     tool_results: Vec<Value>,
     tool_calls: u32,
-    started: String,
+    started: Str,
     lease: String,
     repair: Option<String>,
 }
@@ -235,7 +235,7 @@ struct NodeRt {
     visits: u32,
     attempt_no: u32,
     running: bool,
-    started_event: String,
+    started_event: Str,
     input: Value,
     /// The context slice a filtered handoff passed (what the agent sees).
     slice: Option<Value>,
@@ -304,7 +304,8 @@ pub struct Engine {
     transfers_from: HashMap<String, Vec<flow_check::ir::Transfer>>,
     join_of: FxHashMap<String, String>,
     node_turns: HashMap<String, u32>,
-    last_time: (u64, String),
+    /// The envelope strings every event shares (see [`Engine::emit_as`]).
+    envelope: Envelope,
     mcp_calls: HashMap<String, u64>,
     recorded_digests: FxHashSet<String>,
     /// Digests of small values by their bytes (see [`Engine::artifact_of`]).
@@ -504,6 +505,7 @@ impl Engine {
             });
         }
         let start_ms = cfg.clock.now_ms();
+        let envelope = Envelope::new(&cfg.run_id, &cfg.execution_id);
         Ok(Engine {
             cfg,
             seq: 0,
@@ -537,7 +539,7 @@ impl Engine {
             transfers_from,
             join_of,
             node_turns: HashMap::new(),
-            last_time: (0, String::new()),
+            envelope,
             mcp_calls: HashMap::new(),
             recorded_digests: FxHashSet::default(),
             small_artifacts: FxHashMap::default(),
@@ -639,34 +641,35 @@ impl Engine {
         self.now().saturating_sub(self.start_ms)
     }
 
-    fn emit(&mut self, producer: &str, body: Body, parent: Option<&str>) -> String {
-        self.emit_as(producer.to_string(), body, parent)
+    fn emit(&mut self, producer: &str, body: Body, parent: Option<&str>) -> Str {
+        let producer = self.envelope.producer("", producer);
+        self.emit_as(producer, body, parent)
     }
 
     /// [`Engine::emit`] with a producer already built.
-    fn emit_as(&mut self, producer: String, body: Body, parent: Option<&str>) -> String {
+    fn emit_as(&mut self, producer: Str, body: Body, parent: Option<&str>) -> Str {
         // Nothing is recorded after the run terminated (what was still
         // unwinding when it did changes nothing).
         if matches!(self.status, RunStatus::Terminated { .. }) {
-            return String::new();
+            return Str::from("");
         }
         self.seq += 1;
-        let event_id = Event::id_for(&self.cfg.run_id, self.seq);
-        // Events recorded within the same millisecond share its rendering.
         let now = self.now();
-        if self.last_time.0 != now || self.last_time.1.is_empty() {
-            self.last_time = (now, rfc3339(now));
+        let envelope = &mut self.envelope;
+        let event_id = envelope.id(self.seq);
+        // Events recorded within the same millisecond share its rendering.
+        if envelope.time.0 != now || envelope.time.1.is_empty() {
+            envelope.time = (now, Str::from(rfc3339(now)));
         }
-        let time = self.last_time.1.clone();
         self.events.push(Event {
-            run_id: self.cfg.run_id.clone(),
-            execution_id: self.cfg.execution_id.clone(),
+            run_id: envelope.run_id.clone(),
+            execution_id: envelope.execution_id.clone(),
             seq: self.seq,
             event_id: event_id.clone(),
-            parent_event_id: parent.map(str::to_string),
+            parent_event_id: parent.map(|p| envelope.parent(p)),
             producer,
             body,
-            time,
+            time: envelope.time.1.clone(),
         });
         if !self.policies.is_empty() {
             self.monitor_last(&event_id);
@@ -755,7 +758,7 @@ impl Engine {
         }
         if !blocked.is_empty() {
             let what = obs_text(&obs);
-            let mut last = cause.to_string();
+            let mut last = Str::from(cause);
             for (i, required) in blocked {
                 let message = self.violation_message(i, &what, &required, ": blocked, it did not happen");
                 last = self.report(i, PolicyResponse::Block, offending, message, None, cause);
@@ -790,15 +793,7 @@ impl Engine {
     }
 
     /// Records a policy violation (once per policy).
-    fn report(
-        &mut self,
-        i: usize,
-        response: PolicyResponse,
-        offending: &str,
-        message: String,
-        owed: Option<String>,
-        parent: &str,
-    ) -> String {
+    fn report(&mut self, i: usize, response: PolicyResponse, offending: &str, message: String, owed: Option<String>, parent: &str) -> Str {
         self.policies[i].reported = true;
         let policy = self.policies[i].name.clone();
         self.emit(
@@ -823,7 +818,7 @@ impl Engine {
                 self.call_tool(&attempt, &tool, input, key_template, agent.as_deref(), delay, cause)
             }
             Held::Transfer { from, to, input } => {
-                if let Crossing::Enter(input, parent) = self.transfer(&from, &to, input, cause.to_string()) {
+                if let Crossing::Enter(input, parent) = self.transfer(&from, &to, input, Str::from(cause)) {
                     self.start_node(&to, input, "first", &parent);
                 }
             }
@@ -1367,7 +1362,7 @@ impl Engine {
         let input_ref = self.store_as(&input, || format!("{attempt_id}/input"), Some(cause));
         // Reserved against every enclosing scope (none: nothing to record).
         let reserved_ev = if present.is_empty() {
-            cause.to_string()
+            Str::from(cause)
         } else {
             self.emit(
                 "control",
@@ -1385,8 +1380,9 @@ impl Engine {
             a.tool_calls += 1;
             a.tool_calls
         };
+        let producer = self.envelope.producer("tool.", tool);
         let started = self.emit_as(
-            concat(&["tool.", tool]),
+            producer,
             Body::ToolCallStarted {
                 schema_version: V,
                 tool: tool.to_string(),
@@ -1722,8 +1718,9 @@ impl Engine {
         result: ToolResult,
     ) {
         let output_ref = result.output.as_ref().map(|v| self.store_as(v, || format!("{attempt_id}/{tool}"), Some(started)));
+        let producer = self.envelope.producer("tool.", tool);
         let done = self.emit_as(
-            concat(&["tool.", tool]),
+            producer,
             Body::ToolCallCompleted {
                 schema_version: V,
                 tool: tool.to_string(),
@@ -2226,7 +2223,7 @@ impl Engine {
     }
 
     /// Applies the handoffs and delegations of `from -> to` to what crosses.
-    fn transfer(&mut self, from: &str, to: &str, input: Value, edge: String) -> Crossing {
+    fn transfer(&mut self, from: &str, to: &str, input: Value, edge: Str) -> Crossing {
         let transfers: Vec<_> = match self.transfers_from.get(from) {
             Some(list) => list.iter().filter(|t| t.to == to).cloned().collect(),
             None => Vec::new(),
@@ -2752,7 +2749,7 @@ impl Engine {
             );
         }
         let key = format!("decision/{subject}/{round}");
-        self.waiting.insert(key.clone(), Waiting::Human { decision, request_event: requested });
+        self.waiting.insert(key.clone(), Waiting::Human { decision, request_event: requested.to_string() });
         self.commands.push(Command {
             key,
             request: Request::Human(HumanRequest { subject, principals, prompt, decisions, round }),
@@ -3240,7 +3237,7 @@ impl Engine {
         if !self.running() {
             return;
         }
-        let mut ids: Vec<(String, String, String)> =
+        let mut ids: Vec<(String, String, Str)> =
             self.attempts.values().map(|a| (a.id.clone(), a.lease.clone(), a.started.clone())).collect();
         ids.sort();
         let expires = rfc3339(self.now() + self.cfg.lease_ttl_ms);
@@ -3314,6 +3311,68 @@ pub fn render_action(action: &Action) -> String {
         action.name.clone()
     } else {
         format!("{}({})", action.name, action.args.join(", "))
+    }
+}
+
+/// The strings of the event envelope, shared between events: the run and
+/// execution ids, the time of the current millisecond, producers, and the
+/// ids of recent events (which later events name as parent).
+#[derive(Debug)]
+struct Envelope {
+    run_id: Str,
+    execution_id: Str,
+    time: (u64, Str),
+    producers: Vec<Str>,
+    recent: std::collections::VecDeque<Str>,
+    scratch: String,
+}
+
+/// How many recent event ids [`Envelope`] keeps for parents to share.
+const RECENT_IDS: usize = 32;
+/// How many producers [`Envelope`] keeps (a run has few: control, its
+/// agents, tools, gates and humans).
+const PRODUCERS: usize = 256;
+
+impl Envelope {
+    fn new(run_id: &str, execution_id: &str) -> Envelope {
+        Envelope {
+            run_id: Str::from(run_id),
+            execution_id: Str::from(execution_id),
+            time: (0, Str::from("")),
+            producers: Vec::new(),
+            recent: std::collections::VecDeque::with_capacity(RECENT_IDS),
+            scratch: String::new(),
+        }
+    }
+
+    /// The id of event `seq`, remembered as recent.
+    fn id(&mut self, seq: u64) -> Str {
+        self.scratch.clear();
+        Event::push_id(&mut self.scratch, &self.run_id, seq);
+        let id = Str::from(self.scratch.as_str());
+        if self.recent.len() == RECENT_IDS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(id.clone());
+        id
+    }
+
+    /// `parent` as a shared string: the recent event id it is, if any.
+    fn parent(&self, parent: &str) -> Str {
+        self.recent.iter().rev().find(|id| &***id == parent).cloned().unwrap_or_else(|| Str::from(parent))
+    }
+
+    /// The producer `prefix` + `name`, shared.
+    fn producer(&mut self, prefix: &str, name: &str) -> Str {
+        let found =
+            self.producers.iter().find(|p| p.len() == prefix.len() + name.len() && p.starts_with(prefix) && p.ends_with(name)).cloned();
+        found.unwrap_or_else(|| {
+            let p = Str::from(concat(&[prefix, name]).as_str());
+            if self.producers.len() < PRODUCERS {
+                self.producers.push(p.clone());
+            }
+            p
+        })
     }
 }
 

@@ -176,7 +176,7 @@ impl SqliteJournal {
     fn append_in(conn: &Connection, event: &Event, lasts: &mut Vec<(String, u64)>) -> Result<Appended, JournalError> {
         let json = event_json(event)?;
         let seq = seq_to_sql(event.seq)?;
-        let cached = lasts.iter().position(|(run, _)| *run == event.run_id);
+        let cached = lasts.iter().position(|(run, _)| **run == *event.run_id);
         let last = match cached {
             Some(i) => lasts[i].1,
             None => Self::last_seq_in(conn, &event.run_id)?,
@@ -187,12 +187,12 @@ impl SqliteJournal {
                 .map_err(storage)?;
             match cached {
                 Some(i) => lasts[i].1 = event.seq,
-                None => lasts.push((event.run_id.clone(), event.seq)),
+                None => lasts.push((event.run_id.to_string(), event.seq)),
             }
             return Ok(Appended::New);
         }
         if event.seq == 0 || event.seq > last {
-            return Err(JournalError::Stale { run_id: event.run_id.clone(), expected: last + 1, got: event.seq });
+            return Err(JournalError::Stale { run_id: event.run_id.to_string(), expected: last + 1, got: event.seq });
         }
         // 1 <= seq <= last: the seq is taken (seqs have no gaps).
         let existing: Option<String> = conn
@@ -201,7 +201,7 @@ impl SqliteJournal {
             .map_err(storage)?;
         match existing {
             Some(existing) if existing == json => Ok(Appended::Duplicate),
-            Some(_) => Err(JournalError::Conflict { run_id: event.run_id.clone(), seq: event.seq }),
+            Some(_) => Err(JournalError::Conflict { run_id: event.run_id.to_string(), seq: event.seq }),
             None => Err(JournalError::Corrupt(format!("run `{}` has a gap at seq {}", event.run_id, event.seq))),
         }
     }
@@ -324,9 +324,9 @@ impl MemoryJournal {
 
     fn keep(&mut self, event: &Event) {
         // The run exists after its first event: no key allocation per event.
-        let run = match self.runs.get_mut(&event.run_id) {
+        let run = match self.runs.get_mut(&*event.run_id) {
             Some(run) => run,
-            None => self.runs.entry(event.run_id.clone()).or_default(),
+            None => self.runs.entry(event.run_id.to_string()).or_default(),
         };
         if self.sequence_only {
             run.dropped += 1;
@@ -343,12 +343,12 @@ impl Journal for MemoryJournal {
             return if existing == event {
                 Ok(Appended::Duplicate)
             } else {
-                Err(JournalError::Conflict { run_id: event.run_id.clone(), seq: event.seq })
+                Err(JournalError::Conflict { run_id: event.run_id.to_string(), seq: event.seq })
             };
         }
         let last = self.last(&event.run_id);
         if event.seq != last + 1 {
-            return Err(JournalError::Stale { run_id: event.run_id.clone(), expected: last + 1, got: event.seq });
+            return Err(JournalError::Stale { run_id: event.run_id.to_string(), expected: last + 1, got: event.seq });
         }
         self.keep(event);
         Ok(Appended::New)
@@ -369,7 +369,7 @@ impl Journal for MemoryJournal {
         let mut runs: Vec<Pending> = Vec::new();
         let mut order: Vec<(usize, usize)> = Vec::with_capacity(events.len());
         for event in events {
-            let slot = match runs.iter().position(|p| p.run_id == event.run_id) {
+            let slot = match runs.iter().position(|p| *p.run_id == *event.run_id) {
                 Some(i) => i,
                 None => {
                     let last = self.last(&event.run_id);
@@ -386,10 +386,10 @@ impl Journal for MemoryJournal {
                 if existing == event {
                     continue;
                 }
-                return Err(JournalError::Conflict { run_id: event.run_id.clone(), seq: event.seq });
+                return Err(JournalError::Conflict { run_id: event.run_id.to_string(), seq: event.seq });
             }
             if event.seq != pending.last + 1 {
-                return Err(JournalError::Stale { run_id: event.run_id.clone(), expected: pending.last + 1, got: event.seq });
+                return Err(JournalError::Stale { run_id: event.run_id.to_string(), expected: pending.last + 1, got: event.seq });
             }
             let pending = &mut runs[slot];
             pending.last = event.seq;
@@ -639,7 +639,7 @@ mod tests {
             run_id: run.into(),
             execution_id: "exec-1".into(),
             seq,
-            event_id: Event::id_for(run, seq),
+            event_id: Event::id_for(run, seq).into(),
             parent_event_id: None,
             producer: "control".into(),
             body: Body::Warning { schema_version: SCHEMA_VERSION, message: message.into() },

@@ -128,7 +128,9 @@ fn collect_names(ty: &Ty, names: &mut IndexSet<String>) {
 /// A compiled validator for one type: compile once, validate many values.
 pub struct Validator {
     schema: Json,
-    compiled: jsonschema::Validator,
+    /// `None` for `any`: every value is valid, and nothing is compiled
+    /// (compiling even an empty schema checks it against the meta-schema).
+    compiled: Option<jsonschema::Validator>,
 }
 
 impl fmt::Debug for Validator {
@@ -154,7 +156,10 @@ impl Validator {
             }
         }
         let schema = ty_to_schema(ty, types);
-        let compiled = jsonschema::validator_for(&schema).map_err(|e| format!("cannot compile the schema of {ty}: {e}"))?;
+        let compiled = match ty {
+            Ty::Any => None,
+            _ => Some(jsonschema::validator_for(&schema).map_err(|e| format!("cannot compile the schema of {ty}: {e}"))?),
+        };
         Ok(Validator { schema, compiled })
     }
 
@@ -167,11 +172,11 @@ impl Validator {
     /// `at /path: message` (`at /` for the value itself), in a
     /// deterministic order.
     pub fn validate(&self, value: &Json) -> Result<(), Vec<String>> {
-        if self.compiled.is_valid(value) {
+        let Some(compiled) = &self.compiled else { return Ok(()) };
+        if compiled.is_valid(value) {
             return Ok(());
         }
-        let mut errors: Vec<String> = self
-            .compiled
+        let mut errors: Vec<String> = compiled
             .iter_errors(value)
             .take(MAX_ERRORS)
             .map(|error| {

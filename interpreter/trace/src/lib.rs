@@ -21,6 +21,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// A shared string of the event envelope: cloning it is a reference-count
+/// increment, so the run id, execution id, producer and time that every
+/// event repeats are held once, and a parent id is the event id it names.
+pub type Str = std::sync::Arc<str>;
+
 /// The version of every payload this crate writes.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -31,24 +36,24 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Event {
     /// The run (trace id): one per `flow run`, kept across resumes.
-    pub run_id: String,
+    pub run_id: Str,
     /// One process execution of the run: `exec-1`, then `exec-2` after a
     /// resume, and so on.
-    pub execution_id: String,
+    pub execution_id: Str,
     /// Position in the run: 1, 2, 3 … without gaps, assigned by the
     /// control plane only.
     pub seq: u64,
     /// Unique id of this event: `{run_id}/{seq}`.
-    pub event_id: String,
+    pub event_id: Str,
     /// The event this one is a consequence of, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_event_id: Option<String>,
+    pub parent_event_id: Option<Str>,
     /// Who produced it: `control`, `agent.X`, `tool.Y`, `gate.Z`, `human.U`.
-    pub producer: String,
+    pub producer: Str,
     #[serde(flatten)]
     pub body: Body,
     /// RFC 3339 UTC time at which the control plane recorded it.
-    pub time: String,
+    pub time: Str,
 }
 
 impl Event {
@@ -59,6 +64,12 @@ impl Event {
     /// The event id for `seq` in `run_id`.
     pub fn id_for(run_id: &str, seq: u64) -> String {
         let mut id = String::with_capacity(run_id.len() + 8);
+        Event::push_id(&mut id, run_id, seq);
+        id
+    }
+
+    /// Appends the event id for `seq` in `run_id` to `id`.
+    pub fn push_id(id: &mut String, run_id: &str, seq: u64) {
         id.push_str(run_id);
         id.push('/');
         // Digits without the formatting machinery: this runs for every event.
@@ -74,7 +85,6 @@ impl Event {
             }
         }
         id.push_str(std::str::from_utf8(&digits[i..]).unwrap_or("0"));
-        id
     }
 }
 
@@ -541,7 +551,7 @@ mod tests {
             run_id: "r".into(),
             execution_id: "exec-1".into(),
             seq: 1,
-            event_id: Event::id_for("r", 1),
+            event_id: Event::id_for("r", 1).into(),
             parent_event_id: None,
             producer: "control".into(),
             body: Body::RunStarted { schema_version: SCHEMA_VERSION, workflow: "w".into(), plan_digest: "sha256:x".into(), input: None },

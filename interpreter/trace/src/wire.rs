@@ -4,9 +4,10 @@
 //! precedes its `kind` (not what this crate writes, but valid JSON) is
 //! buffered and read afterwards.
 
-use crate::{Body, Event};
+use crate::{Body, Event, Str};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, IntoDeserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use std::cell::RefCell;
 use std::fmt;
 
 #[derive(Deserialize)]
@@ -126,6 +127,127 @@ impl<'de> Deserialize<'de> for KindText {
     }
 }
 
+/// The envelope strings read last on this thread: consecutive events
+/// repeat their run id, execution id, producer and (often) time, and name a
+/// recent event as parent, so those are shared instead of allocated again.
+#[derive(Default)]
+struct Recent {
+    run_id: Option<Str>,
+    execution_id: Option<Str>,
+    time: Option<Str>,
+    producers: Vec<Str>,
+    /// The last event ids read, oldest first.
+    ids: std::collections::VecDeque<Str>,
+}
+
+/// How many event ids [`Recent`] keeps (a parent is usually a few events back).
+const RECENT_IDS: usize = 16;
+/// How many producers [`Recent`] keeps.
+const RECENT_PRODUCERS: usize = 32;
+
+thread_local! {
+    static RECENT: RefCell<Recent> = RefCell::new(Recent::default());
+}
+
+/// Which envelope field a string is read for.
+#[derive(Clone, Copy)]
+enum Slot {
+    RunId,
+    ExecutionId,
+    EventId,
+    Parent,
+    Producer,
+    Time,
+}
+
+/// `text` as a shared string: the one read before for the same field when
+/// equal, else a new one (remembered).
+fn share(slot: Slot, text: &str) -> Str {
+    RECENT.with(|recent| {
+        let mut recent = recent.borrow_mut();
+        let last = match slot {
+            Slot::RunId => &mut recent.run_id,
+            Slot::ExecutionId => &mut recent.execution_id,
+            Slot::Time => &mut recent.time,
+            Slot::EventId => {
+                let id = Str::from(text);
+                if recent.ids.len() == RECENT_IDS {
+                    recent.ids.pop_front();
+                }
+                recent.ids.push_back(id.clone());
+                return id;
+            }
+            Slot::Parent => return recent.ids.iter().rev().find(|id| &***id == text).cloned().unwrap_or_else(|| Str::from(text)),
+            Slot::Producer => {
+                if let Some(p) = recent.producers.iter().find(|p| &***p == text) {
+                    return p.clone();
+                }
+                let p = Str::from(text);
+                if recent.producers.len() < RECENT_PRODUCERS {
+                    recent.producers.push(p.clone());
+                }
+                return p;
+            }
+        };
+        match last {
+            Some(value) if &**value == text => value.clone(),
+            _ => {
+                let value = Str::from(text);
+                *last = Some(value.clone());
+                value
+            }
+        }
+    })
+}
+
+/// Reads a string for an envelope field through [`share`].
+struct Shared(Slot);
+
+impl<'de> DeserializeSeed<'de> for Shared {
+    type Value = Str;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Str, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for Shared {
+    type Value = Str;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Str, E> {
+        Ok(share(self.0, v))
+    }
+}
+
+/// Reads `null` or a string through [`share`].
+struct SharedOption(Slot);
+
+impl<'de> DeserializeSeed<'de> for SharedOption {
+    type Value = Option<Str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<Str>, D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SharedOption {
+    type Value = Option<Str>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string or null")
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Option<Str>, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Option<Str>, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<Str>, D::Error> {
+        Shared(self.0).deserialize(d).map(Some)
+    }
+}
+
 struct EventVisitor;
 
 impl<'de> Visitor<'de> for EventVisitor {
@@ -148,18 +270,18 @@ impl<'de> Visitor<'de> for EventVisitor {
         let mut time = None;
         while let Some(field) = map.next_key::<Field>()? {
             match field {
-                Field::RunId => run_id = Some(map.next_value::<String>()?),
-                Field::ExecutionId => execution_id = Some(map.next_value::<String>()?),
+                Field::RunId => run_id = Some(map.next_value_seed(Shared(Slot::RunId))?),
+                Field::ExecutionId => execution_id = Some(map.next_value_seed(Shared(Slot::ExecutionId))?),
                 Field::Seq => seq = Some(map.next_value::<u64>()?),
-                Field::EventId => event_id = Some(map.next_value::<String>()?),
-                Field::ParentEventId => parent_event_id = map.next_value::<Option<String>>()?,
-                Field::Producer => producer = Some(map.next_value::<String>()?),
+                Field::EventId => event_id = Some(map.next_value_seed(Shared(Slot::EventId))?),
+                Field::ParentEventId => parent_event_id = map.next_value_seed(SharedOption(Slot::Parent))?,
+                Field::Producer => producer = Some(map.next_value_seed(Shared(Slot::Producer))?),
                 Field::Kind => kind = Some(map.next_value::<KindText>()?),
                 Field::Payload => match &kind {
                     Some(k) => body = Some(map.next_value_seed(BodySeed(k.as_str()))?),
                     None => early_payload = Some(map.next_value::<serde_json::Value>()?),
                 },
-                Field::Time => time = Some(map.next_value::<String>()?),
+                Field::Time => time = Some(map.next_value_seed(Shared(Slot::Time))?),
                 Field::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -219,7 +341,7 @@ mod tests {
                 run_id: "r".into(),
                 execution_id: "exec-1".into(),
                 seq: i as u64 + 1,
-                event_id: Event::id_for("r", i as u64 + 1),
+                event_id: Event::id_for("r", i as u64 + 1).into(),
                 parent_event_id: (i > 0).then(|| "r/1".into()),
                 producer: "control".into(),
                 body,
@@ -236,6 +358,25 @@ mod tests {
             let value = serde_json::to_value(&event).unwrap();
             assert_eq!(serde_json::from_value::<Event>(value).unwrap(), event);
         }
+    }
+
+    #[test]
+    fn envelope_strings_are_shared_between_events_and_never_mixed_up() {
+        let events = sample();
+        let read: Vec<Event> = events.iter().map(|e| serde_json::from_str(&serde_json::to_string(e).unwrap()).unwrap()).collect();
+        assert_eq!(read, events);
+        // The same run id, and a parent naming a recent event, are one allocation.
+        assert!(std::sync::Arc::ptr_eq(&read[0].run_id, &read[1].run_id));
+        assert!(std::sync::Arc::ptr_eq(read[2].parent_event_id.as_ref().unwrap(), &read[0].event_id));
+        // Another run's event gets its own strings, equal to what it says.
+        let mut other = events[1].clone();
+        other.run_id = "other".into();
+        other.event_id = "other/2".into();
+        other.parent_event_id = Some("r/9".into());
+        let back: Event = serde_json::from_str(&serde_json::to_string(&other).unwrap()).unwrap();
+        assert_eq!(back, other);
+        let again: Event = serde_json::from_str(&serde_json::to_string(&events[0]).unwrap()).unwrap();
+        assert_eq!(again, events[0]);
     }
 
     #[test]

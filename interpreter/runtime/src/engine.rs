@@ -616,6 +616,7 @@ impl Engine {
     /// Sets the execution id of events emitted from now on (after a resume).
     pub fn set_execution(&mut self, execution_id: &str) {
         self.cfg.execution_id = execution_id.to_string();
+        self.envelope.execution_id = Str::from(execution_id);
     }
 
     /// Node outputs so far (the run's state).
@@ -3407,6 +3408,27 @@ mod tests {
         let delays: Vec<u64> = (1..=5).map(|a| Engine::backoff(&node, a)).collect();
         assert_eq!(delays, [0, 1000, 2000, 3000, 3000]);
         assert_eq!(Engine::max_attempts(&node), 5);
+    }
+
+    #[test]
+    fn the_envelope_shares_ids_parents_and_producers() {
+        let mut envelope = Envelope::new("run-1", "exec-1");
+        let first = envelope.id(1);
+        assert_eq!(&*first, "run-1/1");
+        assert!(Arc::ptr_eq(&envelope.parent("run-1/1"), &first));
+        // A parent that is not recent is still the id it names.
+        assert_eq!(&*envelope.parent("run-0/7"), "run-0/7");
+        for seq in 2..=(RECENT_IDS as u64 + 1) {
+            envelope.id(seq);
+        }
+        assert!(!Arc::ptr_eq(&envelope.parent("run-1/1"), &first));
+        assert_eq!(&*envelope.parent("run-1/1"), "run-1/1");
+        let tool = envelope.producer("tool.", "noop");
+        assert_eq!(&*tool, "tool.noop");
+        assert!(Arc::ptr_eq(&envelope.producer("tool.", "noop"), &tool));
+        assert!(Arc::ptr_eq(&envelope.producer("", "tool.noop"), &tool));
+        assert_eq!(&*envelope.producer("tool.", "noo"), "tool.noo");
+        assert_eq!(&*envelope.producer("agent.", "noop"), "agent.noop");
     }
 
     #[test]

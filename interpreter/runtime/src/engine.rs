@@ -306,6 +306,8 @@ pub struct Engine {
     node_turns: HashMap<String, u32>,
     /// The envelope strings every event shares (see [`Engine::emit_as`]).
     envelope: Envelope,
+    /// The instant of the response being handled (see [`Engine::now`]).
+    step_ms: Option<u64>,
     mcp_calls: HashMap<String, u64>,
     recorded_digests: FxHashSet<String>,
     /// Digests of small values by their bytes (see [`Engine::artifact_of`]).
@@ -540,6 +542,7 @@ impl Engine {
             join_of,
             node_turns: HashMap::new(),
             envelope,
+            step_ms: None,
             mcp_calls: HashMap::new(),
             recorded_digests: FxHashSet::default(),
             small_artifacts: FxHashMap::default(),
@@ -634,8 +637,10 @@ impl Engine {
         self.start_ms
     }
 
+    /// The time: the instant of the response being handled (every event a
+    /// response leads to is recorded at that instant), else the clock.
     fn now(&self) -> u64 {
-        self.cfg.clock.now_ms()
+        self.step_ms.unwrap_or_else(|| self.cfg.clock.now_ms())
     }
 
     fn elapsed(&self) -> u64 {
@@ -1584,8 +1589,16 @@ impl Engine {
 
     // ------------------------------------------------------------- responses
 
-    /// Feeds a data-plane response to the command `key`.
+    /// Feeds a data-plane response to the command `key`. The clock is read
+    /// once: what the response leads to happens at that instant.
     pub fn on_response(&mut self, key: &str, response: Response) -> Result<(), String> {
+        self.step_ms = Some(self.cfg.clock.now_ms());
+        let result = self.handle_response(key, response);
+        self.step_ms = None;
+        result
+    }
+
+    fn handle_response(&mut self, key: &str, response: Response) -> Result<(), String> {
         let Some(waiting) = self.waiting.shift_remove(key) else {
             return Err(format!("no outstanding command `{key}`"));
         };

@@ -188,6 +188,45 @@ struct Ctx {
     event: String,
 }
 
+/// The commands issued and not answered, with what each waits for.
+/// Removal is O(1) (answers come in any order, and a fan-out has many
+/// outstanding); [`Outstanding::entries`] gives them in issue order.
+#[derive(Debug, Default)]
+struct Outstanding {
+    by_key: FxHashMap<String, (u64, Waiting)>,
+    issued: u64,
+}
+
+impl Outstanding {
+    fn insert(&mut self, key: String, waiting: Waiting) {
+        self.issued += 1;
+        self.by_key.insert(key, (self.issued, waiting));
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Waiting> {
+        self.by_key.remove(key).map(|(_, w)| w)
+    }
+
+    fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.by_key.clear();
+    }
+
+    /// Every outstanding command, in issue order.
+    fn entries(&self) -> Vec<(String, Waiting)> {
+        let mut all: Vec<(u64, &String, &Waiting)> = self.by_key.iter().map(|(k, (n, w))| (*n, k, w)).collect();
+        all.sort_unstable_by_key(|(n, _, _)| *n);
+        all.into_iter().map(|(_, k, w)| (k.clone(), w.clone())).collect()
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Waiting {
     /// A model turn, with what was reserved for it (settled on the reply).
@@ -279,7 +318,7 @@ pub struct Engine {
     env: Env,
     nodes: IndexMap<String, NodeRt, FxBuildHasher>,
     attempts: FxHashMap<String, Attempt>,
-    waiting: IndexMap<String, Waiting, FxBuildHasher>,
+    waiting: Outstanding,
     loops: HashMap<String, LoopRt>,
     loop_of: FxHashMap<String, String>,
     maps: HashMap<String, MapRt>,
@@ -518,7 +557,7 @@ impl Engine {
             env: Env::new(),
             nodes,
             attempts: FxHashMap::default(),
-            waiting: IndexMap::default(),
+            waiting: Outstanding::default(),
             loops: HashMap::new(),
             loop_of,
             maps: HashMap::new(),
@@ -608,7 +647,7 @@ impl Engine {
 
     /// Commands issued and not yet answered.
     pub fn outstanding(&self) -> Vec<String> {
-        self.waiting.keys().cloned().collect()
+        self.waiting.entries().into_iter().map(|(k, _)| k).collect()
     }
 
     /// How many commands are issued and not answered.
@@ -637,8 +676,9 @@ impl Engine {
         self.start_ms
     }
 
-    /// The time: the instant of the response being handled (every event a
-    /// response leads to is recorded at that instant), else the clock.
+    /// The time: the instant of the step being taken (the start, a
+    /// response, a recovery, a cancellation: every event a step records has
+    /// its instant; see [`Engine::at_one_instant`]), else the clock.
     fn now(&self) -> u64 {
         self.step_ms.unwrap_or_else(|| self.cfg.clock.now_ms())
     }
@@ -905,8 +945,12 @@ impl Engine {
 
     // ----------------------------------------------------------------- start
 
-    /// Starts the run with its input.
+    /// Starts the run with its input (at one instant).
     pub fn start(&mut self, input: Value) {
+        self.at_one_instant(|engine| engine.start_at(input))
+    }
+
+    fn start_at(&mut self, input: Value) {
         let input_ref = if input.is_null() { None } else { Some(artifact_ref(&input).0) };
         let started = self.emit(
             "control",
@@ -1592,14 +1636,25 @@ impl Engine {
     /// Feeds a data-plane response to the command `key`. The clock is read
     /// once: what the response leads to happens at that instant.
     pub fn on_response(&mut self, key: &str, response: Response) -> Result<(), String> {
-        self.step_ms = Some(self.cfg.clock.now_ms());
-        let result = self.handle_response(key, response);
-        self.step_ms = None;
+        self.at_one_instant(|engine| engine.handle_response(key, response))
+    }
+
+    /// Runs `step` with the clock read once: every event it records has
+    /// the same time (see [`Engine::now`]).
+    fn at_one_instant<R>(&mut self, step: impl FnOnce(&mut Engine) -> R) -> R {
+        let outer = self.step_ms.is_none();
+        if outer {
+            self.step_ms = Some(self.cfg.clock.now_ms());
+        }
+        let result = step(self);
+        if outer {
+            self.step_ms = None;
+        }
         result
     }
 
     fn handle_response(&mut self, key: &str, response: Response) -> Result<(), String> {
-        let Some(waiting) = self.waiting.shift_remove(key) else {
+        let Some(waiting) = self.waiting.remove(key) else {
             return Err(format!("no outstanding command `{key}`"));
         };
         if !self.running() {
@@ -3170,11 +3225,15 @@ impl Engine {
     /// expire and they are issued again, except non-idempotent tool calls,
     /// whose outcome is unknown: those go to reconciliation.
     pub fn recover(&mut self, after_seq: u64, answered: &[String]) {
+        self.at_one_instant(|engine| engine.recover_at(after_seq, answered))
+    }
+
+    fn recover_at(&mut self, after_seq: u64, answered: &[String]) {
         if !self.running() {
             return;
         }
         let resumed = self.emit("control", Body::RunResumed { schema_version: V, after_seq }, None);
-        let lost: Vec<(String, Waiting)> = self.waiting.iter().map(|(k, w)| (k.clone(), w.clone())).collect();
+        let lost = self.waiting.entries();
         for (key, waiting) in lost {
             if answered.contains(&key) {
                 continue;
@@ -3184,11 +3243,11 @@ impl Engine {
                 // again under the same key.
                 Waiting::Human { .. } | Waiting::Probe { .. } => {}
                 Waiting::Turn { attempt, .. } => {
-                    self.waiting.shift_remove(&key);
+                    self.waiting.remove(&key);
                     self.expire(&attempt, &resumed, None);
                 }
                 Waiting::Tool { attempt, tool, .. } => {
-                    self.waiting.shift_remove(&key);
+                    self.waiting.remove(&key);
                     let effect = self.decl(&tool).and_then(|d| word(d.props.get("effect"))).unwrap_or("none").to_string();
                     self.expire(&attempt, &resumed, (effect == "non_idempotent").then_some(tool));
                 }
@@ -3225,6 +3284,10 @@ impl Engine {
     /// Cancels the run: the workflow's `cancelled` handler, else the run
     /// terminates as `cancelled`. Nothing more is dispatched either way.
     pub fn cancel(&mut self) {
+        self.at_one_instant(Engine::cancel_at)
+    }
+
+    fn cancel_at(&mut self) {
         if !self.running() {
             return;
         }
@@ -3336,16 +3399,16 @@ struct Envelope {
     run_id: Str,
     execution_id: Str,
     time: (u64, Str),
-    producers: Vec<Str>,
+    producers: FxHashSet<Str>,
     recent: std::collections::VecDeque<Str>,
     scratch: String,
 }
 
 /// How many recent event ids [`Envelope`] keeps for parents to share.
 const RECENT_IDS: usize = 32;
-/// How many producers [`Envelope`] keeps (a run has few: control, its
-/// agents, tools, gates and humans).
-const PRODUCERS: usize = 256;
+/// How many producers [`Envelope`] keeps (control, agents, tools, gates,
+/// humans and nodes: one per node, so a large workflow has thousands).
+const PRODUCERS: usize = 16_384;
 
 impl Envelope {
     fn new(run_id: &str, execution_id: &str) -> Envelope {
@@ -3353,7 +3416,7 @@ impl Envelope {
             run_id: Str::from(run_id),
             execution_id: Str::from(execution_id),
             time: (0, Str::from("")),
-            producers: Vec::new(),
+            producers: FxHashSet::default(),
             recent: std::collections::VecDeque::with_capacity(RECENT_IDS),
             scratch: String::new(),
         }
@@ -3378,15 +3441,17 @@ impl Envelope {
 
     /// The producer `prefix` + `name`, shared.
     fn producer(&mut self, prefix: &str, name: &str) -> Str {
-        let found =
-            self.producers.iter().find(|p| p.len() == prefix.len() + name.len() && p.starts_with(prefix) && p.ends_with(name)).cloned();
-        found.unwrap_or_else(|| {
-            let p = Str::from(concat(&[prefix, name]).as_str());
-            if self.producers.len() < PRODUCERS {
-                self.producers.push(p.clone());
-            }
-            p
-        })
+        self.scratch.clear();
+        self.scratch.push_str(prefix);
+        self.scratch.push_str(name);
+        if let Some(p) = self.producers.get(self.scratch.as_str()) {
+            return p.clone();
+        }
+        let p = Str::from(self.scratch.as_str());
+        if self.producers.len() < PRODUCERS {
+            self.producers.insert(p.clone());
+        }
+        p
     }
 }
 
@@ -3442,6 +3507,24 @@ mod tests {
         assert!(Arc::ptr_eq(&envelope.producer("", "tool.noop"), &tool));
         assert_eq!(&*envelope.producer("tool.", "noo"), "tool.noo");
         assert_eq!(&*envelope.producer("agent.", "noop"), "agent.noop");
+    }
+
+    #[test]
+    fn outstanding_commands_leave_in_any_order_and_list_in_issue_order() {
+        let probe = |index| Waiting::Probe { gate: "g".into(), index, item: 0 };
+        let mut out = Outstanding::default();
+        for (i, key) in ["c", "a", "d", "b", "e"].iter().enumerate() {
+            out.insert(key.to_string(), probe(i));
+        }
+        assert!(matches!(out.remove("a"), Some(Waiting::Probe { index: 1, .. })));
+        assert!(out.remove("a").is_none());
+        assert!(out.remove("e").is_some());
+        out.insert("a".into(), probe(9));
+        let keys: Vec<String> = out.entries().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["c", "d", "b", "a"]);
+        assert_eq!(out.len(), 4);
+        out.clear();
+        assert!(out.is_empty());
     }
 
     #[test]

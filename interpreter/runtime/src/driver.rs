@@ -24,6 +24,7 @@ use flow_check::ir::{Program, Value as IrValue};
 use flow_check::plan::Plan;
 use flow_trace::{Body, Event};
 use indexmap::IndexMap;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -251,7 +252,7 @@ struct Driver {
     exec: Arc<Executors>,
     run_id: String,
     /// Commands issued and not answered, by key.
-    known: IndexMap<String, Arc<Command>>,
+    known: FxHashMap<String, Arc<Command>>,
     /// Keys of commands not dispatched yet, in issue order.
     queue: VecDeque<String>,
     /// Journal events to match while replaying.
@@ -338,7 +339,7 @@ impl Driver {
             self.proposals_written += 1;
             self.journal.set_meta(&self.run_id, &proposal_key(self.proposals_written), &text)?;
         }
-        self.known.shift_remove(key);
+        self.known.remove(key);
         self.engine.on_response(key, response).map_err(RunError::Diverged)?;
         self.flush()
     }
@@ -436,6 +437,8 @@ impl Driver {
                 break;
             }
             let mut answered = None;
+            // Answers computed at once (pure builtin tools), in issue order.
+            let mut ready: Vec<(String, Result<Response, Miss>)> = Vec::new();
             // Commands in issue order; a question nobody can answer now is
             // parked (the run pauses on it when nothing else is running).
             while let Some(key) = self.queue.front().cloned() {
@@ -481,6 +484,14 @@ impl Driver {
                 if self.opts.clock.is_fake() {
                     delay = 0;
                 }
+                // A call that needs no waiting is answered here, without a task.
+                if delay == 0 {
+                    if let Some(result) = self.exec.execute_now(&command.request) {
+                        tracing::debug!(key = %command.key, kind = command.request.kind(), "answered at once");
+                        ready.push((key, result));
+                        continue;
+                    }
+                }
                 let timeout = self.timeout_for(&command);
                 tracing::debug!(key = %command.key, kind = command.request.kind(), delay, "dispatching");
                 let exec = self.exec.clone();
@@ -500,8 +511,20 @@ impl Driver {
             }
             parked.retain(|k| self.known.contains_key(k));
             let waiting_on_human = parked.first().cloned();
-            if let Some((key, response)) = answered {
-                self.feed(&key, response, true)?;
+            if !ready.is_empty() || answered.is_some() {
+                for (key, result) in ready.into_iter().chain(answered.map(|(key, response)| (key, Ok(response)))) {
+                    // What the run does after it stopped changes nothing.
+                    if !matches!(self.engine.status(), RunStatus::Running) {
+                        break;
+                    }
+                    match result {
+                        Ok(response) => self.feed(&key, response, true)?,
+                        Err(Miss(m)) => {
+                            inflight.abort_all();
+                            return Err(RunError::ReplayMiss(m));
+                        }
+                    }
+                }
                 continue;
             }
             if inflight.is_empty() {
@@ -686,7 +709,7 @@ pub async fn run(
         trace,
         exec,
         run_id: run_id.to_string(),
-        known: IndexMap::new(),
+        known: FxHashMap::default(),
         queue: VecDeque::new(),
         recorded: Vec::new(),
         proposals_written: 0,
@@ -753,7 +776,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
         trace,
         exec,
         run_id: run_id.clone(),
-        known: IndexMap::new(),
+        known: FxHashMap::default(),
         queue: VecDeque::new(),
         recorded,
         proposals_written: proposals.len() as u64,

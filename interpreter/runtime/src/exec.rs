@@ -367,11 +367,51 @@ impl Executors {
                 return Err(Miss(format!("no answer for the decision on `{}` (humans are asked by the driver)", h.subject)))
             }
         };
-        // Secrets never get past the data plane: not into the journal, the
-        // trace, the artifacts or a cassette.
+        Ok(self.settle(request, response))
+    }
+
+    /// A computed response as it leaves the data plane: redacted (secrets
+    /// never get past the data plane: not into the journal, the trace, the
+    /// artifacts or a cassette) and recorded.
+    fn settle(&self, request: &Request, response: Response) -> Response {
         let response = self.redact(response);
         self.record(request, &response);
-        Ok(response)
+        response
+    }
+
+    /// Executes `request` at once when it needs no waiting: a tool whose
+    /// function is a pure in-memory builtin ([`PURE_BUILTINS`]). Replayed
+    /// answers, redaction and recording are those of [`Executors::execute`].
+    /// `None`: the request must be awaited with `execute`.
+    pub fn execute_now(&self, request: &Request) -> Option<Result<Response, Miss>> {
+        let Request::Tool(t) = request else { return None };
+        let decl = self.program.decls.get(&t.tool)?;
+        if decl.variant.as_deref() != Some("builtin") || !PURE_BUILTINS.contains(&word(decl, "function").unwrap_or(&t.tool)) {
+            return None;
+        }
+        Some(self.answer(request, |_| Response::Tool(self.builtin(decl, t))))
+    }
+
+    /// Answers `request`: its replayed answer, else `compute`d; redacted and
+    /// recorded.
+    fn answer(&self, request: &Request, compute: impl FnOnce(&Request) -> Response) -> Result<Response, Miss> {
+        if let Some(response) = self.replayed(request)? {
+            self.record(request, &response);
+            return Ok(response);
+        }
+        Ok(self.settle(request, compute(request)))
+    }
+
+    /// A call of a `builtin` tool.
+    fn builtin(&self, decl: &Decl, request: &ToolRequest) -> ToolResult {
+        let started = std::time::Instant::now();
+        let function = word(decl, "function").unwrap_or(&request.tool);
+        let mut result = match builtin_tool(function, &request.input, &self.base_dir) {
+            Ok(output) => ToolResult { ok: true, output: Some(output), ..ToolResult::default() },
+            Err(e) => ToolResult { ok: false, error: Some(e), ..ToolResult::default() },
+        };
+        result.duration_ms = started.elapsed().as_millis() as u64;
+        result
     }
 
     fn script(&self, provider: &Decl) -> Result<Script, String> {
@@ -482,13 +522,7 @@ impl Executors {
                     Err((code, message)) => ToolResult { ok: false, error: Some(message), error_code: Some(code), ..ToolResult::default() },
                 }
             }
-            Some("builtin") => {
-                let function = word(decl, "function").unwrap_or(&request.tool).to_string();
-                match builtin_tool(&function, &request.input, &self.base_dir) {
-                    Ok(output) => ToolResult { ok: true, output: Some(output), ..ToolResult::default() },
-                    Err(e) => ToolResult { ok: false, error: Some(e), ..ToolResult::default() },
-                }
-            }
+            Some("builtin") => self.builtin(decl, request),
             Some("http") => self.http_tool(decl, request, timeout_ms).await,
             Some("mcp") => {
                 let server = strings(decl, "server");
@@ -658,6 +692,10 @@ pub const BUILTIN_TOOLS: &[(&str, &str)] = &[
     ("read_json", "{ path } -> the file parsed as JSON."),
 ];
 
+/// The builtin functions that compute in memory from their input alone:
+/// the driver runs their calls at once instead of awaiting them.
+pub const PURE_BUILTINS: &[&str] = &["noop", "identity", "word_count"];
+
 /// The native evaluators behind `builtin` evaluators (declared in
 /// `std.evaluators`): name and what passes.
 pub const NATIVE_EVALUATORS: &[(&str, &str)] = &[
@@ -710,6 +748,91 @@ pub fn builtin_tool(function: &str, input: &Value, base_dir: &Path) -> Result<Va
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use indexmap::IndexMap;
+
+    /// A program of tools: (name, variant, function).
+    fn tools(list: &[(&str, &str, Option<&str>)]) -> Arc<Program> {
+        let mut program = Program::default();
+        for (name, variant, function) in list {
+            let mut props = IndexMap::new();
+            if let Some(f) = function {
+                props.insert("function".to_string(), IrValue::Word(f.to_string()));
+            }
+            let decl = Decl {
+                kind: flow_check::spec::Kind::Tool,
+                name: name.to_string(),
+                variant: Some(variant.to_string()),
+                props,
+                loc: Default::default(),
+                imported: false,
+            };
+            program.decls.insert(name.to_string(), decl);
+        }
+        Arc::new(program)
+    }
+
+    fn call(tool: &str, input: Value) -> Request {
+        Request::Tool(ToolRequest { tool: tool.into(), input, idempotency_key: None })
+    }
+
+    fn output(result: Option<Result<Response, Miss>>) -> Option<Value> {
+        match result {
+            Some(Ok(Response::Tool(t))) => Some(t.output.unwrap_or(Value::Null)),
+            other => panic!("not a tool answer: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn pure_builtins_are_answered_at_once_and_nothing_else_is() {
+        let program = tools(&[
+            ("n", "builtin", Some("noop")),
+            ("count", "builtin", Some("word_count")),
+            ("word_count", "builtin", None),
+            ("read", "builtin", Some("read_text")),
+            ("sh", "command", None),
+        ]);
+        let exec = Executors::new(program, PathBuf::from(".")).recording();
+        assert_eq!(output(exec.execute_now(&call("n", json!({})))), Some(Value::Null));
+        assert_eq!(output(exec.execute_now(&call("count", json!({"text": "a b c"})))), Some(json!(3)));
+        // The function defaults to the tool's name.
+        assert_eq!(output(exec.execute_now(&call("word_count", json!({"text": "a b"})))), Some(json!(2)));
+        // Files, commands, unknown tools and other requests are awaited.
+        assert!(exec.execute_now(&call("read", json!({"path": "x"}))).is_none());
+        assert!(exec.execute_now(&call("sh", json!({}))).is_none());
+        assert!(exec.execute_now(&call("missing", json!({}))).is_none());
+        let probe = Request::Probe(ProbeRequest {
+            evaluator: "n".into(),
+            argv: Vec::new(),
+            native: Some("file_exists".into()),
+            input: Some(json!({"path": "x"})),
+            timeout_ms: None,
+        });
+        assert!(exec.execute_now(&probe).is_none());
+        // What is answered at once is recorded like any answer.
+        let recorded = exec.recorded();
+        assert_eq!(recorded.entries.len(), 3);
+        assert_eq!(recorded.entries[1].key, call("count", json!({"text": "a b c"})).key());
+    }
+
+    #[test]
+    fn answers_at_once_replay_and_redact_like_awaited_ones() {
+        let program = tools(&[("echo", "builtin", Some("identity"))]);
+        let recorded = call("echo", json!({"x": 1}));
+        let answer = Response::Tool(ToolResult { ok: true, output: Some(json!("from the cassette")), ..ToolResult::default() });
+        let cassette = Cassette {
+            flow_cassette: 1,
+            entries: vec![Entry { kind: "tool".into(), key: recorded.key(), request: recorded.clone(), response: answer }],
+        };
+        let exec =
+            Executors::new(program, PathBuf::from(".")).with_cassette(cassette, ReplayMode::Strict).with_secrets(vec!["hunter22".into()]);
+        assert_eq!(output(exec.execute_now(&recorded)), Some(json!("from the cassette")));
+        // A strict replay misses loudly, at once too.
+        assert!(matches!(exec.execute_now(&call("echo", json!({"x": 2}))), Some(Err(Miss(_)))));
+        let exec =
+            Executors::new(tools(&[("echo", "builtin", Some("identity"))]), PathBuf::from(".")).with_secrets(vec!["hunter22".into()]);
+        assert_eq!(output(exec.execute_now(&call("echo", json!({"key": "hunter22"})))), Some(json!({"key": "[REDACTED]"})));
+    }
 
     #[test]
     fn synthesizes_minimal_values() {

@@ -3400,12 +3400,13 @@ struct Envelope {
     execution_id: Str,
     time: (u64, Str),
     producers: FxHashSet<Str>,
-    recent: std::collections::VecDeque<Str>,
+    /// Recent event ids, each at its `seq` modulo [`RECENT_IDS`].
+    recent: Vec<(u64, Str)>,
     scratch: String,
 }
 
 /// How many recent event ids [`Envelope`] keeps for parents to share.
-const RECENT_IDS: usize = 32;
+const RECENT_IDS: u64 = 32;
 /// How many producers [`Envelope`] keeps (control, agents, tools, gates,
 /// humans and nodes: one per node, so a large workflow has thousands).
 const PRODUCERS: usize = 16_384;
@@ -3417,7 +3418,7 @@ impl Envelope {
             execution_id: Str::from(execution_id),
             time: (0, Str::from("")),
             producers: FxHashSet::default(),
-            recent: std::collections::VecDeque::with_capacity(RECENT_IDS),
+            recent: vec![(0, Str::from("")); RECENT_IDS as usize],
             scratch: String::new(),
         }
     }
@@ -3427,16 +3428,21 @@ impl Envelope {
         self.scratch.clear();
         Event::push_id(&mut self.scratch, &self.run_id, seq);
         let id = Str::from(self.scratch.as_str());
-        if self.recent.len() == RECENT_IDS {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(id.clone());
+        self.recent[(seq % RECENT_IDS) as usize] = (seq, id.clone());
         id
     }
 
-    /// `parent` as a shared string: the recent event id it is, if any.
+    /// `parent` as a shared string: the recent event id it is, if any (an
+    /// id ends with its `seq`, which says where it would be kept).
     fn parent(&self, parent: &str) -> Str {
-        self.recent.iter().rev().find(|id| &***id == parent).cloned().unwrap_or_else(|| Str::from(parent))
+        let seq = parent.rsplit_once('/').and_then(|(_, n)| n.parse::<u64>().ok());
+        if let Some(seq) = seq {
+            let (kept, id) = &self.recent[(seq % RECENT_IDS) as usize];
+            if *kept == seq && &**id == parent {
+                return id.clone();
+            }
+        }
+        Str::from(parent)
     }
 
     /// The producer `prefix` + `name`, shared.
@@ -3496,11 +3502,14 @@ mod tests {
         assert!(Arc::ptr_eq(&envelope.parent("run-1/1"), &first));
         // A parent that is not recent is still the id it names.
         assert_eq!(&*envelope.parent("run-0/7"), "run-0/7");
-        for seq in 2..=(RECENT_IDS as u64 + 1) {
-            envelope.id(seq);
-        }
+        assert_eq!(&*envelope.parent("run-0/1"), "run-0/1");
+        assert_eq!(&*envelope.parent("odd"), "odd");
+        let ids: Vec<Str> = (2..=(RECENT_IDS + 1)).map(|seq| envelope.id(seq)).collect();
         assert!(!Arc::ptr_eq(&envelope.parent("run-1/1"), &first));
         assert_eq!(&*envelope.parent("run-1/1"), "run-1/1");
+        // The last RECENT_IDS ids are shared, the oldest of them too.
+        assert!(Arc::ptr_eq(&envelope.parent("run-1/2"), &ids[0]));
+        assert!(Arc::ptr_eq(&envelope.parent(&format!("run-1/{}", RECENT_IDS + 1)), ids.last().unwrap()));
         let tool = envelope.producer("tool.", "noop");
         assert_eq!(&*tool, "tool.noop");
         assert!(Arc::ptr_eq(&envelope.producer("tool.", "noop"), &tool));

@@ -6,6 +6,7 @@ use crate::ir::Program;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 
 /// The plan format version. Bump on any incompatible change of the IR.
 pub const PLAN_VERSION: u32 = 1;
@@ -17,7 +18,8 @@ pub struct Plan {
     /// The compiler that built it, e.g. `flowc 0.1.0`.
     pub compiler: String,
     pub source: SourceInfo,
-    pub program: Program,
+    // Shared: every run of the plan reads the same program.
+    pub program: Arc<Program>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -50,7 +52,7 @@ impl Plan {
             flow_plan_version: PLAN_VERSION,
             compiler: compiler.to_string(),
             source: SourceInfo { root: files.first().map(|f| f.name.clone()).unwrap_or_default(), digest, files },
-            program,
+            program: Arc::new(program),
         }
     }
 }

@@ -519,7 +519,7 @@ async fn run(
             eprintln!("flow: --provider-url takes NAME=URL, not `{spec}`");
             return exit::USAGE;
         };
-        match plan.program.decls.get_mut(name) {
+        match std::sync::Arc::make_mut(&mut plan.program).decls.get_mut(name) {
             Some(decl) if decl.kind == flow_check::spec::Kind::Provider => {
                 decl.props.insert("base_url".into(), flow_check::ir::Value::Str(url.to_string()));
             }

@@ -672,7 +672,7 @@ pub async fn run(
     run_id: &str,
     opts: Options,
 ) -> Result<Outcome, RunError> {
-    let program = Arc::new(plan.program.clone());
+    let program = plan.program.clone();
     let (mut journal, artifacts) = storage(&opts)?;
     if journal.last_seq(run_id)? > 0 {
         return Err(RunError::Usage(format!("{} already holds run {run_id}; use `flow resume`", opts.run_dir.display())));
@@ -739,7 +739,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
     let (mut meta, plan) = load_meta(&journal, &run_id)?;
     let recorded = journal.events(&run_id)?;
     let proposals = proposals(&journal, &run_id)?;
-    let program = Arc::new(plan.program.clone());
+    let program = plan.program.clone();
     if opts.replay.is_none() {
         opts.replay = meta.replay.as_ref().map(|(p, strict)| (p.clone(), if *strict { ReplayMode::Strict } else { ReplayMode::Lenient }));
     }

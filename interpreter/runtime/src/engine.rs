@@ -3400,6 +3400,7 @@ struct Envelope {
     execution_id: Str,
     time: (u64, Str),
     producers: FxHashSet<Str>,
+    control: Str,
     /// Recent event ids, each at its `seq` modulo [`RECENT_IDS`].
     recent: Vec<(u64, Str)>,
     scratch: String,
@@ -3418,6 +3419,7 @@ impl Envelope {
             execution_id: Str::from(execution_id),
             time: (0, Str::from("")),
             producers: FxHashSet::default(),
+            control: Str::from("control"),
             recent: vec![(0, Str::from("")); RECENT_IDS as usize],
             scratch: String::new(),
         }
@@ -3447,6 +3449,10 @@ impl Envelope {
 
     /// The producer `prefix` + `name`, shared.
     fn producer(&mut self, prefix: &str, name: &str) -> Str {
+        // Most events are the control plane's own.
+        if prefix.is_empty() && name == "control" {
+            return self.control.clone();
+        }
         self.scratch.clear();
         self.scratch.push_str(prefix);
         self.scratch.push_str(name);
@@ -3516,6 +3522,10 @@ mod tests {
         assert!(Arc::ptr_eq(&envelope.producer("", "tool.noop"), &tool));
         assert_eq!(&*envelope.producer("tool.", "noo"), "tool.noo");
         assert_eq!(&*envelope.producer("agent.", "noop"), "agent.noop");
+        let control = envelope.producer("", "control");
+        assert_eq!(&*control, "control");
+        assert!(Arc::ptr_eq(&envelope.producer("", "control"), &control));
+        assert_eq!(&*envelope.producer("tool.", "control"), "tool.control");
     }
 
     #[test]

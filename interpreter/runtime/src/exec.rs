@@ -88,7 +88,8 @@ pub struct Executors {
     replay: Option<Mutex<Replayer>>,
     recorded: Mutex<Vec<Entry>>,
     recording: bool,
-    client: reqwest::Client,
+    /// Made on the first HTTP call (most runs make none).
+    client: std::sync::OnceLock<reqwest::Client>,
     mcp: crate::mcp::McpPool,
     /// Values that must never be written anywhere (API keys).
     secrets: Vec<String>,
@@ -244,10 +245,14 @@ impl Executors {
             replay: None,
             recorded: Mutex::new(Vec::new()),
             recording: false,
-            client: reqwest::Client::new(),
+            client: std::sync::OnceLock::new(),
             mcp: crate::mcp::McpPool::new(base_dir.clone()),
             secrets: Vec::new(),
         }
+    }
+
+    fn client(&self) -> &reqwest::Client {
+        self.client.get_or_init(reqwest::Client::new)
     }
 
     /// Replays from a cassette.
@@ -435,7 +440,7 @@ impl Executors {
             Some("scripted") => {}
             Some("openai") => {
                 return match crate::openai::OpenAiProvider::from_decl(provider) {
-                    Ok(p) => crate::openai::chat(&self.client, &p, request).await,
+                    Ok(p) => crate::openai::chat(self.client(), &p, request).await,
                     Err(e) => AgentReply { error: Some(e), ..AgentReply::default() },
                 };
             }
@@ -575,7 +580,7 @@ impl Executors {
             Ok(m) => m,
             Err(_) => return fail(format!("unknown HTTP method `{method}`"), None),
         };
-        let mut builder = self.client.request(method.clone(), &url);
+        let mut builder = self.client().request(method.clone(), &url);
         if let Some(IrValue::Record(headers)) = decl.props.get("headers") {
             for (name, value) in headers {
                 if let IrValue::Str(v) | IrValue::Word(v) = value {

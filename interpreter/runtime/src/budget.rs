@@ -225,7 +225,8 @@ impl Scope {
     }
 }
 
-fn add(a: &mut Usage, b: &Usage) {
+/// `a += b`, every limit.
+pub(crate) fn add_usage(a: &mut Usage, b: &Usage) {
     a.steps += b.steps;
     a.tokens += b.tokens;
     a.tool_calls += b.tool_calls;
@@ -233,7 +234,8 @@ fn add(a: &mut Usage, b: &Usage) {
     a.duration_ms += b.duration_ms;
 }
 
-fn sub(a: &mut Usage, b: &Usage) {
+/// `a -= b`, every limit, never below zero.
+pub(crate) fn sub_usage(a: &mut Usage, b: &Usage) {
     a.steps = a.steps.saturating_sub(b.steps);
     a.tokens = a.tokens.saturating_sub(b.tokens);
     a.tool_calls = a.tool_calls.saturating_sub(b.tool_calls);
@@ -263,7 +265,7 @@ impl Budgets {
         }
         for name in &present {
             if let Some(scope) = self.scopes.get_mut(name) {
-                add(&mut scope.reserved, amount);
+                add_usage(&mut scope.reserved, amount);
             }
         }
         Ok(present)
@@ -274,8 +276,8 @@ impl Budgets {
         let mut changes = Vec::new();
         for name in scopes {
             if let Some(scope) = self.scopes.get_mut(name) {
-                sub(&mut scope.reserved, reserved);
-                add(&mut scope.used, used);
+                sub_usage(&mut scope.reserved, reserved);
+                add_usage(&mut scope.used, used);
                 if let Some(change) = scope.update_zone(elapsed_ms) {
                     changes.push(change);
                 }

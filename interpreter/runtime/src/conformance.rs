@@ -16,14 +16,14 @@
 //! policies (the `flow-policy` monitors: the one implementation of their
 //! semantics) and the termination reason.
 
-use crate::budget::{Limits, Scope};
+use crate::budget::{add_usage, sub_usage, Limits, Scope};
 use crate::journal::ArtifactStore;
+use crate::lookup::{budget_props, names, ref_name, word};
 use crate::validate::Validator;
 use flow_check::ir::{Guard, Node, Program, Transfer, Value as IrValue, Workflow};
 use flow_check::spec::Kind;
 use flow_policy::{Automaton, Monitor, Verdict};
 use flow_trace::{ArtifactRef, Body, Event, Usage};
-use indexmap::IndexMap;
 use serde::Serialize;
 use std::io::Read;
 // Keys are the trace's own names and ids: a fast hash, no DoS concern.
@@ -654,42 +654,6 @@ fn shorten(text: &str, max: usize) -> String {
 
 // ------------------------------------------------------------ plan lookups
 
-fn word(v: Option<&IrValue>) -> Option<&str> {
-    match v {
-        Some(IrValue::Word(w)) | Some(IrValue::Str(w)) => Some(w),
-        _ => None,
-    }
-}
-
-fn names(v: Option<&IrValue>) -> Vec<String> {
-    match v {
-        Some(IrValue::List(items)) => items
-            .iter()
-            .filter_map(|i| match i {
-                IrValue::Ref { name, .. } | IrValue::Node(name) | IrValue::Word(name) | IrValue::Str(name) => Some(name.clone()),
-                _ => None,
-            })
-            .collect(),
-        Some(IrValue::Ref { name, .. }) | Some(IrValue::Node(name)) | Some(IrValue::Word(name)) => vec![name.clone()],
-        _ => Vec::new(),
-    }
-}
-
-fn ref_name(v: Option<&IrValue>) -> Option<&str> {
-    match v {
-        Some(IrValue::Ref { name, .. }) | Some(IrValue::Node(name)) => Some(name),
-        _ => None,
-    }
-}
-
-fn budget_props<'a>(program: &'a Program, value: Option<&'a IrValue>) -> Option<&'a IndexMap<String, IrValue>> {
-    match value? {
-        IrValue::Record(r) => Some(r),
-        IrValue::Ref { name, .. } => program.decls.get(name).map(|d| &d.props),
-        _ => None,
-    }
-}
-
 /// Every action a value holds (handlers' actions are added separately).
 fn collect_actions<'a>(value: &'a IrValue, out: &mut Vec<&'a flow_check::ir::Action>) {
     match value {
@@ -994,20 +958,6 @@ impl ScopeAcc {
     fn new(limits: Limits) -> ScopeAcc {
         ScopeAcc { limits, used: Usage::default(), reserved: Usage::default(), reported: [false; 4], pending: Vec::new() }
     }
-}
-
-fn add_usage(a: &mut Usage, b: &Usage) {
-    a.steps += b.steps;
-    a.tokens += b.tokens;
-    a.tool_calls += b.tool_calls;
-    a.cost += b.cost;
-}
-
-fn sub_usage(a: &mut Usage, b: &Usage) {
-    a.steps = a.steps.saturating_sub(b.steps);
-    a.tokens = a.tokens.saturating_sub(b.tokens);
-    a.tool_calls = a.tool_calls.saturating_sub(b.tool_calls);
-    a.cost = (a.cost - b.cost).max(0.0);
 }
 
 /// The limits `u` is over: (index, limit, maximum, amount).

@@ -11,6 +11,7 @@ use crate::budget::{Budgets, Exhausted, Scope, ZoneChange};
 use crate::clock::{rfc3339, Clock};
 use crate::eval::{self, Env};
 use crate::journal::{artifact_ref, artifact_ref_of};
+use crate::lookup::{budget_props, int, names, ref_name, word};
 use crate::proto::*;
 use crate::validate::{ty_to_schema, Validator};
 use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as IrValue, Workflow};
@@ -388,41 +389,6 @@ fn concat(parts: &[&str]) -> String {
     out
 }
 
-fn word(v: Option<&IrValue>) -> Option<&str> {
-    match v {
-        Some(IrValue::Word(w)) | Some(IrValue::Str(w)) => Some(w),
-        _ => None,
-    }
-}
-
-fn int(v: Option<&IrValue>) -> Option<u64> {
-    match v {
-        Some(IrValue::Int(i)) => Some((*i).max(0) as u64),
-        _ => None,
-    }
-}
-
-fn names(v: Option<&IrValue>) -> Vec<String> {
-    match v {
-        Some(IrValue::List(items)) => items
-            .iter()
-            .filter_map(|i| match i {
-                IrValue::Ref { name, .. } | IrValue::Node(name) | IrValue::Word(name) | IrValue::Str(name) => Some(name.clone()),
-                _ => None,
-            })
-            .collect(),
-        Some(IrValue::Ref { name, .. }) | Some(IrValue::Node(name)) => vec![name.clone()],
-        _ => Vec::new(),
-    }
-}
-
-fn ref_name(v: Option<&IrValue>) -> Option<&str> {
-    match v {
-        Some(IrValue::Ref { name, .. }) | Some(IrValue::Node(name)) => Some(name),
-        _ => None,
-    }
-}
-
 /// Replaces `{field}` in a template with the input's fields.
 pub fn template(text: &str, input: &Value) -> String {
     template_with(text, input, |s| s.to_string())
@@ -470,7 +436,7 @@ impl Engine {
         };
         let wf = &program.workflows[wf_index];
         let mut budgets = Budgets::default();
-        if let Some(props) = Self::budget_props(&program, wf.props.get("budget")) {
+        if let Some(props) = budget_props(&program, wf.props.get("budget")) {
             budgets.add(Scope::from_props("run", props));
         }
         if let Some(IrValue::Duration(ms)) = wf.props.get("deadline") {
@@ -479,7 +445,7 @@ impl Engine {
         }
         for (name, decl) in &program.decls {
             if decl.kind == flow_check::spec::Kind::Agent {
-                if let Some(props) = Self::budget_props(&program, decl.props.get("budget")) {
+                if let Some(props) = budget_props(&program, decl.props.get("budget")) {
                     budgets.add(Scope::from_props(&format!("agent.{name}"), props));
                 }
             }
@@ -593,14 +559,6 @@ impl Engine {
             program,
             wf_index,
         })
-    }
-
-    fn budget_props<'p>(program: &'p Program, value: Option<&'p IrValue>) -> Option<&'p IndexMap<String, IrValue>> {
-        match value? {
-            IrValue::Record(r) => Some(r),
-            IrValue::Ref { name, .. } => program.decls.get(name).map(|d| &d.props),
-            _ => None,
-        }
     }
 
     pub fn workflow(&self) -> &Workflow {
@@ -1021,7 +979,7 @@ impl Engine {
             }
         }
         // A node budget covers one visit.
-        if let Some(props) = Self::budget_props(&self.program, node.props.get("budget")).cloned() {
+        if let Some(props) = budget_props(&self.program, node.props.get("budget")).cloned() {
             self.budgets.add(Scope::from_props(&format!("node.{name}"), &props));
         }
         match node.kind.as_str() {
@@ -2411,7 +2369,7 @@ impl Engine {
                 let inputs = Value::Object(inputs);
                 let contract = ref_name(transfer.props.get("contract")).unwrap_or_default().to_string();
                 let contract_name = contract.clone();
-                let budget_props = self.decl(&contract).and_then(|c| Self::budget_props(&self.program, c.props.get("budget"))).cloned();
+                let budget_props = self.decl(&contract).and_then(|c| budget_props(&self.program, c.props.get("budget"))).cloned();
                 let mut granted = Usage::default();
                 if let Some(props) = budget_props {
                     let scope = Scope::from_props(&format!("delegation.{to}"), &props);
@@ -2834,12 +2792,10 @@ impl Engine {
         if !self.admit(obs, "decision_applied", request_event, held) {
             return;
         }
-        let who = answer.by.clone();
         if answer.decision == "approve" && matches!(decision, Decision::Gate { .. } | Decision::HumanNode { .. } | Decision::Confirm { .. })
         {
             self.approvals += 1;
         }
-        let producer = format!("human.{who}");
         match decision {
             Decision::Gate { gate, .. } => {
                 let Some(g) = self.wf().gates.get(&gate).cloned() else { return };
@@ -2850,32 +2806,12 @@ impl Engine {
                     "replan" => Action { name: "replan".into(), args: vec![] },
                     _ => Action { name: "terminate".into(), args: vec![] },
                 });
-                let applied = self.emit(
-                    &producer,
-                    Body::DecisionApplied {
-                        schema_version: V,
-                        subject: gate.clone(),
-                        decision: answer.decision.clone(),
-                        by: who,
-                        action: render_action(&action),
-                    },
-                    Some(request_event),
-                );
+                let applied = self.record_applied(&subject, &answer, render_action(&action), request_event);
                 let ctx = Ctx { node: Some(g.from.clone()), gate: Some(gate.clone()), event: answer.decision.clone() };
                 self.act(&action, &ctx, &format!("gate.{gate}"), &applied);
             }
             Decision::HumanNode { node } => {
-                let applied = self.emit(
-                    &producer,
-                    Body::DecisionApplied {
-                        schema_version: V,
-                        subject: node.clone(),
-                        decision: answer.decision.clone(),
-                        by: who,
-                        action: "continue".into(),
-                    },
-                    Some(request_event),
-                );
+                let applied = self.record_applied(&subject, &answer, "continue".into(), request_event);
                 let Some(n) = self.node(&node) else { return };
                 if let Some(h) = n.handlers.iter().find(|h| h.events.contains(&answer.decision)).cloned() {
                     self.env.insert(node.clone(), json!({ "decision": answer.decision, "comment": answer.comment }));
@@ -2889,23 +2825,13 @@ impl Engine {
                 }
                 self.complete_node(&node, output, "completed", &applied);
             }
-            Decision::Escalation { principal, ctx } => {
+            Decision::Escalation { ctx, .. } => {
                 let action = if answer.decision == "approve" {
                     Action { name: "continue".into(), args: vec![] }
                 } else {
                     Action { name: "terminate".into(), args: vec![format!("escalation_{}", answer.decision)] }
                 };
-                let applied = self.emit(
-                    &producer,
-                    Body::DecisionApplied {
-                        schema_version: V,
-                        subject: format!("escalation.{principal}"),
-                        decision: answer.decision.clone(),
-                        by: who,
-                        action: render_action(&action),
-                    },
-                    Some(request_event),
-                );
+                let applied = self.record_applied(&subject, &answer, render_action(&action), request_event);
                 if answer.decision == "approve" {
                     self.act(&action, &ctx, "escalation", &applied);
                 } else {
@@ -2914,17 +2840,7 @@ impl Engine {
             }
             Decision::Confirm { attempt, tool, input, key_template, agent } => {
                 let approved = answer.decision == "approve";
-                let applied = self.emit(
-                    &producer,
-                    Body::DecisionApplied {
-                        schema_version: V,
-                        subject: format!("confirm.{tool}.{attempt}"),
-                        decision: answer.decision.clone(),
-                        by: who,
-                        action: if approved { "call".into() } else { "refuse".into() },
-                    },
-                    Some(request_event),
-                );
+                let applied = self.record_applied(&subject, &answer, if approved { "call".into() } else { "refuse".into() }, request_event);
                 if approved {
                     self.call_tool(&attempt, &tool, input, key_template, agent.as_deref(), 0, &applied);
                 } else if agent.is_some() {
@@ -2933,18 +2849,13 @@ impl Engine {
                     self.attempt_failed(&attempt, "confirmation_refused", "a human refused the call", &applied);
                 }
             }
-            Decision::Policy { policy, held } => {
+            Decision::Policy { held, .. } => {
                 let approved = answer.decision == "approve";
-                let applied = self.emit(
-                    &producer,
-                    Body::DecisionApplied {
-                        schema_version: V,
-                        subject: format!("policy.{policy}"),
-                        decision: answer.decision.clone(),
-                        by: who,
-                        action: if approved { "continue".into() } else { "terminate(policy_violation)".into() },
-                    },
-                    Some(request_event),
+                let applied = self.record_applied(
+                    &subject,
+                    &answer,
+                    if approved { "continue".into() } else { "terminate(policy_violation)".into() },
+                    request_event,
                 );
                 if approved {
                     self.resume_held(*held, &applied);
@@ -2953,16 +2864,11 @@ impl Engine {
                 }
             }
             Decision::Reconcile { attempt } => {
-                let applied = self.emit(
-                    &producer,
-                    Body::DecisionApplied {
-                        schema_version: V,
-                        subject: format!("reconcile.{attempt}"),
-                        decision: answer.decision.clone(),
-                        by: who,
-                        action: if answer.decision == "approve" { "retry".into() } else { "fail".into() },
-                    },
-                    Some(request_event),
+                let applied = self.record_applied(
+                    &subject,
+                    &answer,
+                    if answer.decision == "approve" { "retry".into() } else { "fail".into() },
+                    request_event,
                 );
                 let node = attempt.split('#').next().unwrap_or_default().to_string();
                 let Some(n) = self.node(&node) else { return };
@@ -2973,6 +2879,19 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Records that a human's `answer` on `subject` was applied as `action`.
+    fn record_applied(&mut self, subject: &str, answer: &HumanAnswer, action: String, request_event: &str) -> Str {
+        let producer = self.envelope.producer("human.", &answer.by);
+        let body = Body::DecisionApplied {
+            schema_version: V,
+            subject: subject.to_string(),
+            decision: answer.decision.clone(),
+            by: answer.by.clone(),
+            action,
+        };
+        self.emit_as(producer, body, Some(request_event))
     }
 
     // --------------------------------------------------------------- actions

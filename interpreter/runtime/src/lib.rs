@@ -9,6 +9,8 @@
 //!   content-addressed artifact store.
 //! * [`driver`] — runs the engine against executors with tokio, persists
 //!   every event before its effect, resumes from the journal.
+//! * [`lookup`] — reading the plan's property values, the same way for the
+//!   engine and the trace checker.
 //! * [`eval`] / [`validate`] — expressions over artifacts, and artifact
 //!   validation against their types (via JSON Schema).
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
@@ -22,6 +24,7 @@ pub mod engine;
 pub mod eval;
 pub mod exec;
 pub mod journal;
+pub mod lookup;
 pub mod mcp;
 pub mod openai;
 pub mod proto;

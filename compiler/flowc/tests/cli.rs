@@ -131,11 +131,9 @@ fn human_output_has_no_colour_when_piped() {
     assert!(stdout.contains('\u{1b}'));
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("flowc-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+/// A fresh directory, removed when the test ends (pass or fail).
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("flowc-test-{name}-")).tempdir().expect("temp dir")
 }
 
 #[test]
@@ -154,7 +152,8 @@ fn every_example_builds_a_plan_valid_against_the_published_schema() {
     let schema: Value =
         serde_json::from_str(&std::fs::read_to_string(repo_root().join("stdlib/schemas/plan.schema.json")).expect("schema")).expect("JSON");
     let validator = jsonschema::validator_for(&schema).expect("the plan schema is a valid JSON Schema");
-    let dir = temp_dir("plans");
+    let tmp = temp_dir("plans");
+    let dir = tmp.path();
     for example in examples() {
         let out = dir.join("plan.json");
         let (code, _, stderr) = flowc(&["build", &example, "-o", out.to_str().unwrap()]);
@@ -177,7 +176,8 @@ fn every_example_builds_a_plan_valid_against_the_published_schema() {
 
 #[test]
 fn build_refuses_programs_with_errors() {
-    let dir = temp_dir("refuse");
+    let tmp = temp_dir("refuse");
+    let dir = tmp.path();
     let out = dir.join("plan.json");
     let (code, _, stderr) = flowc(&["build", "examples/agent_proxy/agent_proxy.broken.flow", "-o", out.to_str().unwrap()]);
     assert_eq!(code, 1);
@@ -187,7 +187,8 @@ fn build_refuses_programs_with_errors() {
 
 #[test]
 fn plan_digest_changes_with_the_source() {
-    let dir = temp_dir("digest");
+    let tmp = temp_dir("digest");
+    let dir = tmp.path();
     let source = std::fs::read_to_string(repo_root().join("examples/research_writer/research_writer.flow")).unwrap();
     let schema_dir = dir.join("schemas");
     std::fs::create_dir_all(&schema_dir).unwrap();
@@ -252,7 +253,8 @@ fn json_output_carries_witnesses() {
 
 #[test]
 fn obligations_list_every_kind() {
-    let dir = temp_dir("obligations");
+    let tmp = temp_dir("obligations");
+    let dir = tmp.path();
     let out = dir.join("obligations.json");
     let (code, _, _) = flowc(&["verify", "examples/delegation/delegation.flow", "--obligations", out.to_str().unwrap()]);
     assert_eq!(code, 0);
@@ -301,7 +303,8 @@ fn fmt_check_passes_on_every_example_and_rewrites_in_place() {
     let (code, stdout, stderr) = flowc(&args);
     assert_eq!(code, 0, "examples are not canonically formatted:\n{stdout}{stderr}");
     // A messy file is rewritten, then checks clean; comments survive.
-    let dir = temp_dir("fmt");
+    let tmp = temp_dir("fmt");
+    let dir = tmp.path();
     let file = dir.join("messy.flow");
     std::fs::write(&file, "provider local:scripted\n// the writer\nagent writer{provider:local;}\n").unwrap();
     let (code, stdout, _) = flowc(&["fmt", "--check", file.to_str().unwrap()]);

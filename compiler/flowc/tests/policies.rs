@@ -137,8 +137,9 @@ fn the_state_bound_gives_unknown_never_holds() {
 
 #[test]
 fn witness_dir_writes_violations_and_positive_witnesses() {
-    let dir = std::env::temp_dir().join(format!("flowc-witness-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let tmp = tempfile::Builder::new().prefix("flowc-witness-").tempdir().expect("temp dir");
+    // A directory `--witness-dir` creates.
+    let dir = tmp.path().join("witnesses");
     let status = Command::new(env!("CARGO_BIN_EXE_flowc"))
         .args(["verify", "examples/research_writer/research_writer.broken.flow", "--witness-dir"])
         .arg(&dir)
@@ -169,5 +170,4 @@ fn witness_dir_writes_violations_and_positive_witnesses() {
     let pass = cover.iter().find(|c| c["obligation"] == "gate_outlet:evidence_gate:PASS").expect("PASS outlet covered");
     let text = std::fs::read_to_string(dir.join(pass["file"].as_str().unwrap())).unwrap();
     assert!(text.contains("\"outcome\":\"PASS\""), "{text}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -321,8 +321,8 @@ impl Driver {
         // (removed here as they are fed) or dropped at once (termination,
         // recovery): equal sizes mean equal sets.
         if self.known.len() != self.engine.outstanding_len() {
-            let outstanding: HashSet<String> = self.engine.outstanding().into_iter().collect();
-            self.known.retain(|k, _| outstanding.contains(k));
+            let engine = &self.engine;
+            self.known.retain(|k, _| engine.is_outstanding(k));
         }
         Ok(())
     }
@@ -381,7 +381,7 @@ impl Driver {
             let Some(proposal) = queue.front() else {
                 return Err(RunError::Diverged(format!("event {} (`{}`) has no recorded cause", seq + 1, next.kind())));
             };
-            if !self.engine.outstanding().contains(&proposal.key) {
+            if !self.engine.is_outstanding(&proposal.key) {
                 return Err(RunError::Diverged(format!("the recorded answer `{}` answers no outstanding request", proposal.key)));
             }
             let proposal = queue.pop_front().expect("front exists");
@@ -802,7 +802,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
     driver.engine.recover(last_seq, &answered);
     driver.flush()?;
     for proposal in rest {
-        if driver.engine.outstanding().contains(&proposal.key) {
+        if driver.engine.is_outstanding(&proposal.key) {
             driver.feed(&proposal.key, proposal.response, false)?;
         }
     }

@@ -208,6 +208,10 @@ impl Outstanding {
         self.by_key.remove(key).map(|(_, w)| w)
     }
 
+    fn contains(&self, key: &str) -> bool {
+        self.by_key.contains_key(key)
+    }
+
     fn len(&self) -> usize {
         self.by_key.len()
     }
@@ -606,6 +610,11 @@ impl Engine {
     /// Commands issued and not yet answered.
     pub fn outstanding(&self) -> Vec<String> {
         self.waiting.entries().into_iter().map(|(k, _)| k).collect()
+    }
+
+    /// Whether the command `key` is issued and not answered.
+    pub fn is_outstanding(&self, key: &str) -> bool {
+        self.waiting.contains(key)
     }
 
     /// How many commands are issued and not answered.
@@ -3456,6 +3465,7 @@ mod tests {
         }
         assert!(matches!(out.remove("a"), Some(Waiting::Probe { index: 1, .. })));
         assert!(out.remove("a").is_none());
+        assert!(!out.contains("a") && out.contains("c"));
         assert!(out.remove("e").is_some());
         out.insert("a".into(), probe(9));
         let keys: Vec<String> = out.entries().into_iter().map(|(k, _)| k).collect();

@@ -191,7 +191,8 @@ struct Ctx {
 
 /// The commands issued and not answered, with what each waits for.
 /// Removal is O(1) (answers come in any order, and a fan-out has many
-/// outstanding); [`Outstanding::entries`] gives them in issue order.
+/// outstanding); [`Outstanding::entries`] gives them in issue order (for
+/// recovery).
 #[derive(Debug, Default)]
 struct Outstanding {
     by_key: FxHashMap<String, (u64, Waiting)>,
@@ -350,7 +351,7 @@ pub struct Engine {
     node_turns: HashMap<String, u32>,
     /// The envelope strings every event shares (see [`Engine::emit_as`]).
     envelope: Envelope,
-    /// The instant of the response being handled (see [`Engine::now`]).
+    /// The instant of the step being taken (see [`Engine::at_one_instant`]).
     step_ms: Option<u64>,
     mcp_calls: HashMap<String, u64>,
     recorded_digests: FxHashSet<String>,
@@ -605,11 +606,6 @@ impl Engine {
     /// Artifacts to store before the events that refer to them.
     pub fn take_artifacts(&mut self) -> Vec<(ArtifactRef, Vec<u8>)> {
         std::mem::take(&mut self.artifacts)
-    }
-
-    /// Commands issued and not yet answered.
-    pub fn outstanding(&self) -> Vec<String> {
-        self.waiting.entries().into_iter().map(|(k, _)| k).collect()
     }
 
     /// Whether the command `key` is issued and not answered.
@@ -3337,7 +3333,7 @@ struct Envelope {
 /// How many recent event ids [`Envelope`] keeps for parents to share.
 const RECENT_IDS: u64 = 32;
 /// How many producers [`Envelope`] keeps (control, agents, tools, gates,
-/// humans and nodes: one per node, so a large workflow has thousands).
+/// humans, and the nodes that hand off or delegate).
 const PRODUCERS: usize = 16_384;
 
 impl Envelope {

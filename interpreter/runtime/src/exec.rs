@@ -360,8 +360,7 @@ impl Executors {
 
     /// Executes one request (not humans: the driver asks them).
     pub async fn execute(&self, request: &Request, timeout_ms: Option<u64>) -> Result<Response, Miss> {
-        if let Some(response) = self.replayed(request)? {
-            self.record(request, &response);
+        if let Some(response) = self.replayed_and_recorded(request)? {
             return Ok(response);
         }
         let response = match request {
@@ -394,17 +393,17 @@ impl Executors {
         if decl.variant.as_deref() != Some("builtin") || !PURE_BUILTINS.contains(&word(decl, "function").unwrap_or(&t.tool)) {
             return None;
         }
-        Some(self.answer(request, |_| Response::Tool(self.builtin(decl, t))))
+        let computed = || self.settle(request, Response::Tool(self.builtin(decl, t)));
+        Some(self.replayed_and_recorded(request).map(|replayed| replayed.unwrap_or_else(computed)))
     }
 
-    /// Answers `request`: its replayed answer, else `compute`d; redacted and
-    /// recorded.
-    fn answer(&self, request: &Request, compute: impl FnOnce(&Request) -> Response) -> Result<Response, Miss> {
-        if let Some(response) = self.replayed(request)? {
-            self.record(request, &response);
-            return Ok(response);
+    /// The replayed answer to `request`, if a cassette has one, recorded.
+    fn replayed_and_recorded(&self, request: &Request) -> Result<Option<Response>, Miss> {
+        let response = self.replayed(request)?;
+        if let Some(response) = &response {
+            self.record(request, response);
         }
-        Ok(self.settle(request, compute(request)))
+        Ok(response)
     }
 
     /// A call of a `builtin` tool.

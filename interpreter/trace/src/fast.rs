@@ -180,23 +180,17 @@ impl<'de> Deserializer<'de> for &mut Reader<'de> {
             b'{' => {
                 self.pos += 1;
                 self.enter()?;
-                let mut access = Entries { reader: self, first: true, done: false };
+                let mut access = Items::new(self, b'}');
                 let value = visitor.visit_map(&mut access)?;
-                if !access.done {
-                    return Err(GiveUp);
-                }
-                self.depth -= 1;
+                access.finish()?;
                 Ok(value)
             }
             b'[' => {
                 self.pos += 1;
                 self.enter()?;
-                let mut access = Elements { reader: self, first: true, done: false };
+                let mut access = Items::new(self, b']');
                 let value = visitor.visit_seq(&mut access)?;
-                if !access.done {
-                    return Err(GiveUp);
-                }
-                self.depth -= 1;
+                access.finish()?;
                 Ok(value)
             }
             b'"' => visitor.visit_borrowed_str(self.string()?),
@@ -254,34 +248,59 @@ impl<'de> Deserializer<'de> for &mut Reader<'de> {
     }
 }
 
-struct Entries<'a, 'de> {
+/// The items of an object or an array, up to `close`.
+struct Items<'a, 'de> {
     reader: &'a mut Reader<'de>,
+    close: u8,
     first: bool,
     done: bool,
 }
 
-impl<'de> MapAccess<'de> for Entries<'_, 'de> {
-    type Error = GiveUp;
+impl<'a, 'de> Items<'a, 'de> {
+    fn new(reader: &'a mut Reader<'de>, close: u8) -> Self {
+        Items { reader, close, first: true, done: false }
+    }
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, GiveUp> {
+    /// Whether another item follows (its separator is consumed); at the
+    /// closing bracket, consumes it and answers no.
+    fn more(&mut self) -> Result<bool, GiveUp> {
         if self.done {
-            return Ok(None);
+            return Ok(false);
         }
-        let mut token = self.reader.next_token()?;
-        if token == b'}' {
+        let token = self.reader.next_token()?;
+        if token == self.close {
             self.reader.pos += 1;
             self.done = true;
-            return Ok(None);
+            return Ok(false);
         }
         if !self.first {
             if token != b',' {
                 return Err(GiveUp);
             }
             self.reader.pos += 1;
-            token = self.reader.next_token()?;
         }
         self.first = false;
-        if token != b'"' {
+        Ok(true)
+    }
+
+    /// The visitor took every item: leave the container.
+    fn finish(self) -> Result<(), GiveUp> {
+        if !self.done {
+            return Err(GiveUp);
+        }
+        self.reader.depth -= 1;
+        Ok(())
+    }
+}
+
+impl<'de> MapAccess<'de> for Items<'_, 'de> {
+    type Error = GiveUp;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, GiveUp> {
+        if !self.more()? {
+            return Ok(None);
+        }
+        if self.reader.next_token()? != b'"' {
             return Err(GiveUp);
         }
         let key = self.reader.string()?;
@@ -294,32 +313,13 @@ impl<'de> MapAccess<'de> for Entries<'_, 'de> {
     }
 }
 
-struct Elements<'a, 'de> {
-    reader: &'a mut Reader<'de>,
-    first: bool,
-    done: bool,
-}
-
-impl<'de> SeqAccess<'de> for Elements<'_, 'de> {
+impl<'de> SeqAccess<'de> for Items<'_, 'de> {
     type Error = GiveUp;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, GiveUp> {
-        if self.done {
+        if !self.more()? {
             return Ok(None);
         }
-        let token = self.reader.next_token()?;
-        if token == b']' {
-            self.reader.pos += 1;
-            self.done = true;
-            return Ok(None);
-        }
-        if !self.first {
-            if token != b',' {
-                return Err(GiveUp);
-            }
-            self.reader.pos += 1;
-        }
-        self.first = false;
         seed.deserialize(&mut *self.reader).map(Some)
     }
 }

@@ -12,6 +12,7 @@
 //! Architecture invariant: this crate does no I/O; sources are handed in
 //! through [`SourceDb`].
 
+pub mod cli;
 pub mod codes;
 pub mod render;
 pub mod sarif;

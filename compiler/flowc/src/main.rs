@@ -128,6 +128,7 @@ enum Color {
 use flow_lsp::fs::{normalize, FsLoader};
 
 fn main() -> ExitCode {
+    flow_diagnostics::cli::quiet_on_closed_stdout();
     let cli = Cli::parse();
     match cli.command {
         Command::Verify { files, format, color, obligations, witness_dir, max_states } => {

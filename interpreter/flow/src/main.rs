@@ -192,6 +192,7 @@ struct Common {
 }
 
 fn main() -> ExitCode {
+    flow_diagnostics::cli::quiet_on_closed_stdout();
     if std::env::var_os("FLOW_LOG").is_some() {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_env("FLOW_LOG"))

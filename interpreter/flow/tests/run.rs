@@ -459,3 +459,29 @@ fn native_evaluators_gate_on_real_files() {
         assert_eq!(outcomes, if reason == "ok" { ["PASS", "PASS"] } else { ["PASS", "BLOCK"] });
     }
 }
+
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    // A run whose timeline is far larger than a pipe's buffer (64 KiB).
+    let dir = tempfile::tempdir().unwrap();
+    let source = flow_tests::generate::chain_source(800, "");
+    let file = dir.path().join("chain.flow");
+    std::fs::write(&file, source).unwrap();
+    let run_dir = dir.path().join("run");
+    let out = flow(&["run", file.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap(), "-q"], dir.path(), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let full = flow(&["show", run_dir.to_str().unwrap()], dir.path(), &[]);
+    assert!(full.stdout.len() > 128 * 1024, "the timeline is only {} bytes", full.stdout.len());
+    // `flow show RUN | head`: the reader goes away without reading.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(["show", run_dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(flow_diagnostics::cli::CLOSED_STDOUT_EXIT), "{stderr}");
+}

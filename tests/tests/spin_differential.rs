@@ -19,8 +19,8 @@
 //! exhausts it (`budget_exhausted`); a completed node takes an edge at once
 //! (the next node's start); a human decides (a `decision_applied`), then
 //! completes; an end node completes and terminates; branches interleave only
-//! while waiting for an answer, and a join starts on the first arrival and
-//! completes on the last. `within` is not covered: this SPIN has no `X`.
+//! while waiting for an answer, and a join runs — starts, then completes —
+//! when its last branch arrives (reference §6.2). `within` is not covered: this SPIN has no `X`.
 //!
 //! Needs `spin` and `gcc` (installed by tests/run-all.sh); fails without them.
 // Tests write and read scratch files: the pure-core lint does not apply.
@@ -359,14 +359,10 @@ fn parallel(rng: &mut Rng, index: usize) -> Case {
             let (cn, fnn, tn) = (c(Ev::Completed(n.clone())), c(Ev::Failed(n.clone())), c(Ev::Terminated(format!("{n}_failed"))));
             p += "  if\n";
             if d + 1 == depth {
-                let first = if k == 1 {
-                    format!("atomic {{ ev = {s_merge} }}; ")
-                } else {
-                    format!("if :: mine == 1 -> atomic {{ ev = {s_merge} }} :: else -> skip fi; ")
-                };
+                // The join runs (starts, then completes) on the last arrival.
                 let _ = writeln!(
                     p,
-                    "  :: atomic {{ !done && !busy -> ev = {cn}; arrived++; mine = arrived; busy = (mine == 1 || mine == {k}) }};\n     if\n     :: mine == {k} -> {first}atomic {{ ev = {c_merge} }}; atomic {{ ev = {s_done} }}; atomic {{ ev = {c_done} }}; terminate({t_fin})\n     :: else -> if :: mine == 1 -> atomic {{ ev = {s_merge}; busy = false }} :: else -> skip fi\n     fi"
+                    "  :: atomic {{ !done && !busy -> ev = {cn}; arrived++; mine = arrived; busy = (mine == {k}) }};\n     if\n     :: mine == {k} -> atomic {{ ev = {s_merge} }}; atomic {{ ev = {c_merge} }}; atomic {{ ev = {s_done} }}; atomic {{ ev = {c_done} }}; terminate({t_fin})\n     :: else -> skip\n     fi"
                 );
             } else {
                 let sn = c(Ev::Started(node(b, d + 1)));

@@ -744,6 +744,12 @@ impl<'a> Checker<'a> {
                 }
             }
         }
+        // Declared defaults, filled in once: the plan carries resolved values.
+        for p in spec.props {
+            if let (Some(default), false) = (p.default, seen.contains_key(p.name)) {
+                props.insert(p.name.to_string(), default.value());
+            }
+        }
         for p in spec.props.iter().filter(|p| p.required) {
             if !seen.contains_key(p.name) {
                 self.error(codes::MISSING_PROPERTY, owner_span, format!("{owner} lacks the required property `{}`", p.name))
@@ -899,9 +905,9 @@ impl<'a> Checker<'a> {
             }
             V::Action => self.check_action(expr),
             V::Actions => match &expr.kind {
-                ExprKind::List(items) if !items.is_empty() => Value::List(items.iter().map(|item| self.check_action(item)).collect()),
+                ExprKind::List(items) if !items.is_empty() => Value::List(items.iter().map(|item| self.check_zone_action(item)).collect()),
                 ExprKind::List(_) => self.invalid(expr, "at least one action"),
-                _ => self.check_action(expr),
+                _ => self.check_zone_action(expr),
             },
             V::Expr(env) => {
                 let scope = self.env_scope(*env);
@@ -1048,6 +1054,23 @@ impl<'a> Checker<'a> {
             return Value::Invalid;
         }
         Value::State { machine: machine.clone(), state: state.text.clone() }
+    }
+
+    /// A budget zone's action: one the runtime and the model checker give
+    /// a meaning when a zone is entered (`spec::ZONE_ACTIONS`), else E0116.
+    fn check_zone_action(&mut self, expr: &Expr) -> Value {
+        let value = self.check_action(expr);
+        if let Value::Action(action) = &value {
+            if !spec::ZONE_ACTIONS.contains(&action.name.as_str()) {
+                self.error(codes::NOT_SUPPORTED, expr.span, format!("`{}` as a budget zone's action is not supported yet", action.name))
+                    .with_note(format!("a zone may take: {}", spec::ZONE_ACTIONS.join(", ")))
+                    .with_help("end the run with `fallback(reason)`, or route on the budget's `on_exhausted`")
+                    .labels[0]
+                    .message = "no node or gate for it to act on when a zone is entered".into();
+                return Value::Invalid;
+            }
+        }
+        value
     }
 
     fn check_action(&mut self, expr: &Expr) -> Value {

@@ -142,6 +142,17 @@ pub struct Action {
     pub args: Vec<String>,
 }
 
+impl Action {
+    /// The action as trace events write it: `name` or `name(arg, …)`.
+    pub fn render(&self) -> String {
+        if self.args.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}({})", self.name, self.args.join(", "))
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Policy {
     pub name: String,

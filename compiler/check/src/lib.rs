@@ -10,9 +10,11 @@
 mod check;
 mod expr;
 pub mod ir;
+pub mod lookup;
 pub mod plan;
 pub mod render;
 pub mod schema;
+pub mod semantics;
 pub mod spec;
 pub mod stdlib;
 pub mod types;

@@ -133,14 +133,51 @@ pub struct P {
     pub required: bool,
     pub value: V,
     pub doc: &'static str,
+    /// The value an absent property has: declared here, once, and filled
+    /// in at lowering, so no reader of the plan applies a default of its own.
+    pub default: Option<PropDefault>,
+}
+
+/// A property's declared default.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PropDefault {
+    Word(&'static str),
+    Int(i64),
+    Bool(bool),
+}
+
+impl PropDefault {
+    /// The default as a checked value.
+    pub fn value(self) -> crate::ir::Value {
+        match self {
+            PropDefault::Word(w) => crate::ir::Value::Word(w.to_string()),
+            PropDefault::Int(i) => crate::ir::Value::Int(i),
+            PropDefault::Bool(b) => crate::ir::Value::Bool(b),
+        }
+    }
 }
 
 const fn opt(name: &'static str, value: V, doc: &'static str) -> P {
-    P { name, required: false, value, doc }
+    P { name, required: false, value, doc, default: None }
+}
+
+/// An optional property with a declared default.
+const fn def(name: &'static str, value: V, default: PropDefault, doc: &'static str) -> P {
+    P { name, required: false, value, doc, default: Some(default) }
 }
 
 const fn req(name: &'static str, value: V, doc: &'static str) -> P {
-    P { name, required: true, value, doc }
+    P { name, required: true, value, doc, default: None }
+}
+
+impl BlockSpec<'_> {
+    /// The declared default of a word property (the one place it is written).
+    pub fn default_word(&self, name: &str) -> Option<&'static str> {
+        match self.props.iter().find(|p| p.name == name)?.default? {
+            PropDefault::Word(w) => Some(w),
+            _ => None,
+        }
+    }
 }
 
 /// The non-property entries a block may hold.
@@ -519,7 +556,7 @@ pub const HANDOFF_BLOCK: BlockSpec<'static> = BlockSpec {
     props: &[
         opt("reason", V::Str, "Why control moves."),
         opt("payload", V::Type, "Type of what is handed over (`payload`)."),
-        opt("context", V::Word(CONTEXT), "Context passed: isolated, fork or filtered."),
+        def("context", V::Word(CONTEXT), PropDefault::Word("isolated"), "Context passed: isolated (the default), fork or filtered."),
         opt("context_fields", V::List(&V::Str), "The fields of a filtered context slice."),
         opt("artifacts", V::Artifacts, "Artifact references handed over."),
         opt("accept", V::List(&V::Pred(Env::Payload)), "Acceptance checks over `payload`."),
@@ -716,6 +753,11 @@ pub const ACTIONS: &[(&str, &[ActionArg], &str)] = &[
     ("warn", &[], "Record a warning and go on."),
     ("halt", &[], "Stop the run at once."),
 ];
+
+/// The actions a budget zone may take: those that end the run and those
+/// that change how later turns are made. Others are E0116 there.
+pub const ZONE_ACTIONS: &[&str] =
+    &["terminate", "halt", "fallback", "return_partial", "compress_context", "switch_model", "skip_reasoning", "warn"];
 
 /// Built-in gate evaluators and their meaning.
 pub const BUILTIN_EVALUATORS: &[(&str, &str)] = &[

@@ -194,6 +194,30 @@ Example:
 
 Fix: use one of the kinds listed in the message."#;
 
+    NOT_SUPPORTED = "E0116", "not supported yet",
+r#"The construct is valid Flow, but neither the runtime nor the model
+checker gives it a meaning yet. Rather than accept it and ignore it at run
+time, the checker refuses it: what `flowc verify` accepts is what `flow
+run` does.
+
+Today: a budget zone's `action` may only be `terminate(reason)`, `halt`,
+`fallback(reason)`, `return_partial` (each ends the run), or
+`compress_context`, `switch_model(provider)`, `skip_reasoning`, `warn`
+(each changes how later turns are made). An action that moves control
+(`goto`, `activate`, `revise`, `replan`, `escalate`, `decide`, `retry`,
+`continue`, `skip`, `degrade`) has no node or gate to act on when a zone
+is entered.
+
+Example:
+
+    budget b {
+      tokens: 10k
+      zones: [ { zone: fuse, below: 5%, action: goto(wrap_up) } ]
+    }
+
+Fix: end the run with `fallback(reason)` and handle the reason, or route
+on the budget's `on_exhausted`."#;
+
     TYPE_MISMATCH = "E0201", "type mismatch",
 r#"An expression's operands or value do not have the types the place
 requires: comparing a string with a number, `and` over a non-boolean, a

@@ -58,7 +58,6 @@ fn broken_twins_violate_their_intended_policy_with_a_schema_valid_witness() {
         ("agent_proxy", "merge_needs_pm", Some(("node_started", "merge"))),
         ("research_writer", "outline_after_evidence", Some(("node_started", "outline"))),
         ("short_video", "compose_after_audio_gate", Some(("node_started", "compose"))),
-        ("harness", "refund_after_approval", Some(("tool_call_started", "issue_refund"))),
         ("decision_meeting", "meeting_terminates", None),
     ];
     for (name, policy_name, last) in cases {

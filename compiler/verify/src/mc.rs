@@ -52,7 +52,7 @@ pub fn obs<'m>(model: &'m Model, label: &Label) -> Option<Obs<'m>> {
     let node = |n: &NodeId| model.node_name(*n);
     Some(match label {
         Label::Started(n) => Obs::Started(node(n)),
-        Label::Completed(n) => Obs::Completed(node(n)),
+        Label::Completed(n) | Label::Settled(n, _) => Obs::Completed(node(n)),
         Label::Failed(n) => Obs::Failed(node(n)),
         Label::Called(t, a, _) => Obs::Called { tool: &model.tools[*t as usize], by: a.map(|a| model.agents[a as usize].as_str()) },
         Label::Refused(t, a, _) => Obs::Refused { tool: &model.tools[*t as usize], by: a.map(|a| model.agents[a as usize].as_str()) },
@@ -63,9 +63,9 @@ pub fn obs<'m>(model: &'m Model, label: &Label) -> Option<Obs<'m>> {
             decision: DECISIONS[*d as usize],
             by: model.principals.get_index(*p as usize).map(String::as_str).unwrap_or(""),
         },
-        Label::Zone(z) => Obs::Zone(ZONES[*z as usize]),
+        Label::Zone(_, z) => Obs::Zone(ZONES[*z as usize]),
         Label::Terminated(r) => Obs::Terminated(model.reasons.get_index(*r as usize).map(String::as_str).unwrap_or("")),
-        Label::Edge(..) | Label::Exhausted(_) => return None,
+        Label::Edge(..) | Label::Exhausted(_) | Label::Acted(_) => return None,
     })
 }
 
@@ -298,7 +298,8 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
     let mut cycle_seq = None;
     let mut out: Vec<Event> = Vec::new();
     let mut visits: FxHashMap<NodeId, u32> = FxHashMap::default();
-    let mut zone = 0usize;
+    // The zone of each zone scope so far.
+    let mut zones: FxHashMap<u16, usize> = FxHashMap::default();
     let mut calls = 0u32;
     let mut open: FxHashMap<NodeId, String> = FxHashMap::default();
     let payload = ArtifactRef { digest: format!("sha256:{}", "0".repeat(64)), size: 0 };
@@ -345,6 +346,15 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                     push(&mut out, "control", body);
                     open.insert(*n, attempt_id);
                 }
+            }
+            Label::Acted(site) => {
+                let (event, scope, action) = model.site_action(*site);
+                push(&mut out, "control", Body::ActionTaken { schema_version: 1, event, scope, action });
+            }
+            Label::Settled(n, status) => {
+                let status = if *status == 1 { "skipped" } else { "degraded" };
+                let body = Body::NodeCompleted { schema_version: 1, node: name(n), status: status.into(), output: Some(payload.clone()) };
+                push(&mut out, "control", body);
             }
             Label::Completed(n) => {
                 // Outputs are abstract: one placeholder artifact (the handoffs carry the same).
@@ -408,7 +418,11 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             }
             Label::HandedOff(a, b) => {
                 let transfer = model.workflow.transfers.iter().find(|t| t.kind == "handoff" && t.from == name(a) && t.to == name(b));
-                let context = transfer.and_then(|t| crate::lookup::word(t.props.get("context"))).unwrap_or("isolated").to_string();
+                let context = transfer
+                    .and_then(|t| crate::lookup::word(t.props.get("context")))
+                    .or(flow_check::spec::HANDOFF_BLOCK.default_word("context"))
+                    .unwrap_or_default()
+                    .to_string();
                 let fields = transfer.map(|t| crate::lookup::names(t.props.get("context_fields"))).unwrap_or_default();
                 let body = Body::Handoff {
                     schema_version: 1,
@@ -453,19 +467,37 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                     decisions: vec![decision.clone()],
                 };
                 push(&mut out, "control", requested);
-                let applied = Body::DecisionApplied { schema_version: 1, subject, decision, by: by.clone(), action: "continue".into() };
+                let action = model.applied_action(&subject, &decision);
+                let applied = Body::DecisionApplied { schema_version: 1, subject, decision, by: by.clone(), action };
                 push(&mut out, &format!("human.{by}"), applied);
             }
-            Label::Zone(z) => {
+            Label::Zone(scope, z) => {
+                let zone_scope = &model.zone_scopes[*scope as usize];
+                let from = zones.insert(*scope, *z as usize).unwrap_or(0);
+                let actions = zone_scope.actions(*z);
                 let body = Body::BudgetZoneChanged {
                     schema_version: 1,
-                    scope: "run".into(),
-                    from: ZONES[zone].into(),
+                    scope: zone_scope.name.clone(),
+                    from: ZONES[from].into(),
                     to: ZONES[*z as usize].into(),
-                    actions: Vec::new(),
+                    actions: actions.clone(),
                 };
-                zone = *z as usize;
                 push(&mut out, "control", body);
+                // The zone's actions, as the engine records them.
+                for action in actions {
+                    let warn = action == "warn";
+                    let taken = Body::ActionTaken {
+                        schema_version: 1,
+                        event: format!("zone_{}", ZONES[*z as usize]),
+                        scope: format!("budget.{}", zone_scope.name),
+                        action,
+                    };
+                    push(&mut out, "control", taken);
+                    if warn {
+                        let message = format!("zone_{} in budget.{}", ZONES[*z as usize], zone_scope.name);
+                        push(&mut out, "control", Body::Warning { schema_version: 1, message });
+                    }
+                }
             }
             Label::Terminated(r) => {
                 let reason = model.reasons.get_index(*r as usize).cloned().unwrap_or_default();

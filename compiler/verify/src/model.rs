@@ -20,10 +20,10 @@
 //! modelled; a map runs its item node at most `max_items` times (twice when
 //! it declares no bound).
 
-use crate::lookup::{int, names, word};
+use crate::lookup::{budget_record, int, names, word};
 use crate::obligations::Obligation;
 use flow_check::ir::{Action, Guard, Handler, Program, TExpr, TExprKind, Value, Workflow};
-use indexmap::IndexSet;
+use indexmap::{IndexMap, IndexSet};
 
 pub type NodeId = u16;
 
@@ -32,6 +32,10 @@ pub type NodeId = u16;
 pub enum Label {
     Started(NodeId),
     Completed(NodeId),
+    /// A node completes after a failure or a decision, by a `skip`
+    /// (status index 1, `skipped`) or any other going-on action (2,
+    /// `degraded`), as the engine records it.
+    Settled(NodeId, u8),
     Failed(NodeId),
     /// A tool call (tool index, calling agent index, node).
     Called(u16, Option<u16>, NodeId),
@@ -41,14 +45,18 @@ pub enum Label {
     Outcome(u16, u8),
     /// A decision (subject index, decision index into [`DECISIONS`], principal index).
     Decided(u16, u8, u16),
-    /// A budget zone entered (index into [`ZONES`]).
-    Zone(u8),
+    /// A budget zone entered: the zone scope (index into the model's zone
+    /// scopes) and the zone (index into [`ZONES`]).
+    Zone(u16, u8),
     /// The run terminated (reason index).
     Terminated(u16),
     /// Control moved along an edge (not a policy step): from, to, via index into [`VIAS`].
     Edge(NodeId, NodeId, u8),
     /// A budget was exhausted while the node waited (not a policy step).
     Exhausted(NodeId),
+    /// A declared handler's action was taken (handler site index; not a
+    /// policy step: the engine's `action_taken`).
+    Acted(u16),
 }
 
 pub const OUTCOMES: [&str; 3] = ["PASS", "REQUIRES_DECISION", "BLOCK"];
@@ -79,6 +87,10 @@ pub enum Phase {
     Retried,
     Human,
     Complete,
+    /// Completes after a failure or a decision (see [`Label::Settled`]).
+    Settle(u8),
+    /// A handler's action is taken (recorded), then applied.
+    Taken(u16),
     Leave,
     Gate(u16),
     Decide(u16),
@@ -103,7 +115,6 @@ pub struct St {
     /// Counters: see `Model::slots`.
     pub vars: Vec<u32>,
     pub approved: bool,
-    pub zone: u8,
     pub done: bool,
 }
 
@@ -156,6 +167,38 @@ struct GateInfo {
     subject: u16,
     reason: Option<String>,
     replan_scope: Option<NodeId>,
+}
+
+/// Which agent and tool nodes a budget scope meters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Covers {
+    /// The run's budget: every node.
+    All,
+    /// An agent's budget: the nodes that run that agent.
+    Agent(u16),
+    /// A node's own budget, or the budget a delegation grants it: that
+    /// node (the scope starts afresh with each visit).
+    Node(NodeId),
+}
+
+/// A budget scope with zones, as the engine keeps it (`budget.rs`): the
+/// zones by falling threshold, each with its actions.
+#[derive(Debug, Clone)]
+pub struct ZoneScope {
+    /// The scope's name in trace events: `run`, `agent.A`, `node.N`, `delegation.N`.
+    pub name: String,
+    covers: Covers,
+    /// The slot holding the scope's zone: 0 green, else 1 + index into `zones`.
+    slot: usize,
+    /// Zones, least severe first: the zone (index into [`ZONES`]) and its actions.
+    zones: Vec<(u8, Vec<Action>)>,
+}
+
+impl ZoneScope {
+    /// The zone's actions as the engine records them.
+    pub fn actions(&self, zone: u8) -> Vec<String> {
+        self.zones.iter().find(|(z, _)| *z == zone).map(|(_, a)| a.iter().map(Action::render).collect()).unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -219,7 +262,10 @@ pub struct Model<'p> {
     pub finite_runs: bool,
     exhaustible: bool,
     exhaust_site: Option<u16>,
-    zones: Vec<(u8, bool)>,
+    /// Budget scopes with zones.
+    pub zone_scopes: Vec<ZoneScope>,
+    /// The reasons a `fallback` ends a run with (status partial).
+    partial_reasons: IndexSet<String>,
     escalate_to: Vec<u16>,
     handoffs: Vec<(NodeId, NodeId)>,
     workflow_on: Vec<(String, u16)>,
@@ -239,10 +285,9 @@ fn intern(list: &mut IndexSet<String>, name: &str) -> u16 {
 }
 
 impl<'p> Model<'p> {
-    /// The model of `workflow`. `zones` says whether budget zones matter
-    /// (some policy names a zone); `obligations` lists the restricted tool
+    /// The model of `workflow`. `obligations` lists the restricted tool
     /// edges an agent may probe.
-    pub fn new(program: &'p Program, workflow: &'p Workflow, zones: bool, obligations: &[Obligation]) -> Model<'p> {
+    pub fn new(program: &'p Program, workflow: &'p Workflow, obligations: &[Obligation]) -> Model<'p> {
         let node_index = |name: &str| workflow.nodes.get_index_of(name).map(|i| i as NodeId);
         let mut m = Model {
             program,
@@ -261,7 +306,8 @@ impl<'p> Model<'p> {
             finite_runs: false,
             exhaustible: false,
             exhaust_site: None,
-            zones: Vec::new(),
+            zone_scopes: Vec::new(),
+            partial_reasons: IndexSet::new(),
             escalate_to: Vec::new(),
             handoffs: Vec::new(),
             workflow_on: Vec::new(),
@@ -391,13 +437,11 @@ impl<'p> Model<'p> {
                     info.map_bound = int(node.props.get("max_items")).unwrap_or(2) as u32;
                 }
                 Kind::Join => {
+                    // Two slots: the branches arrived since the join last
+                    // ran, and those it absorbs (still running when it ran).
                     info.join_slot = m.slots;
-                    m.slots += 1;
-                    info.join_rule = match node.props.get("rule") {
-                        Some(Value::JoinRule { rule, .. }) => rule.clone(),
-                        Some(Value::Word(w)) => w.clone(),
-                        _ => "all".into(),
-                    };
+                    m.slots += 2;
+                    info.join_rule = flow_check::semantics::join_rule(node).to_string();
                 }
                 _ => {}
             }
@@ -497,29 +541,8 @@ impl<'p> Model<'p> {
             if let Some(Value::Action(a)) = budget.get("on_exhausted") {
                 m.exhaust_site = Some(m.site(a.clone(), None, None, "budget_exhausted"));
             }
-            if zones {
-                if let Some(Value::List(items)) = budget.get("zones") {
-                    for item in items {
-                        if let Value::Record(r) = item {
-                            let z = word(r.get("zone")).and_then(|z| ZONES.iter().position(|x| *x == z)).unwrap_or(0) as u8;
-                            let actions: Vec<String> = match r.get("action") {
-                                Some(Value::Action(a)) => vec![a.name.clone()],
-                                Some(Value::List(l)) => l
-                                    .iter()
-                                    .filter_map(|v| match v {
-                                        Value::Action(a) => Some(a.name.clone()),
-                                        _ => None,
-                                    })
-                                    .collect(),
-                                _ => Vec::new(),
-                            };
-                            let ends = actions.iter().any(|a| crate::flowgraph::is_terminating(a));
-                            m.zones.push((z, ends));
-                        }
-                    }
-                }
-            }
         }
+        m.zone_scopes_from(budget, &node_index);
         // Termination reasons known up front.
         for reason in [
             "dead_end",
@@ -549,6 +572,24 @@ impl<'p> Model<'p> {
                 m.reasons.insert(arg.clone());
             }
         }
+        // Every reason an action anywhere can end the run with (handlers are
+        // sites; loops, budgets and zones hold actions in properties).
+        let mut every = Vec::new();
+        let props = std::iter::once(&workflow.props)
+            .chain(workflow.nodes.values().map(|n| &n.props))
+            .chain(workflow.gates.values().map(|g| &g.props))
+            .chain(program.decls.values().map(|d| &d.props));
+        for p in props {
+            p.values().for_each(|v| collect_actions(Some(v), &mut every));
+        }
+        every.extend(m.sites.iter().map(|s| s.action.clone()));
+        for a in every.iter().filter(|a| matches!(a.name.as_str(), "terminate" | "fallback")) {
+            let reason = a.args.first().cloned().unwrap_or_else(|| a.name.clone());
+            if a.name == "fallback" {
+                m.partial_reasons.insert(reason.clone());
+            }
+            m.reasons.insert(reason);
+        }
         for i in 0..m.nodes.len() {
             let r = format!("{}_failed", m.nodes[i].name);
             m.reasons.insert(r);
@@ -558,6 +599,107 @@ impl<'p> Model<'p> {
             m.reasons.insert(reason);
         }
         m
+    }
+
+    /// The budget scopes with zones, as the engine creates them: the run's
+    /// budget, each agent's, each node's and each delegation contract's.
+    fn zone_scopes_from(&mut self, run: Option<&IndexMap<String, Value>>, node_index: &impl Fn(&str) -> Option<NodeId>) {
+        let program = self.program;
+        let workflow = self.workflow;
+        let mut scopes: Vec<(String, Covers, &IndexMap<String, Value>)> = Vec::new();
+        if let Some(b) = run {
+            scopes.push(("run".into(), Covers::All, b));
+        }
+        for (name, decl) in &program.decls {
+            if decl.kind == flow_check::spec::Kind::Agent {
+                if let Some(b) = budget_record(decl.props.get("budget"), program) {
+                    let a = intern(&mut self.agents, name);
+                    scopes.push((format!("agent.{name}"), Covers::Agent(a), b));
+                }
+            }
+        }
+        for (i, node) in workflow.nodes.values().enumerate() {
+            if let Some(b) = budget_record(node.props.get("budget"), program) {
+                scopes.push((format!("node.{}", node.name), Covers::Node(i as NodeId), b));
+            }
+        }
+        for t in workflow.transfers.iter().filter(|t| t.kind == "delegate") {
+            let contract = word(t.props.get("contract")).and_then(|c| program.decls.get(c));
+            if let (Some(b), Some(to)) = (contract.and_then(|c| budget_record(c.props.get("budget"), program)), node_index(&t.to)) {
+                scopes.push((format!("delegation.{}", t.to), Covers::Node(to), b));
+            }
+        }
+        for (name, covers, budget) in scopes {
+            let Some(Value::List(items)) = budget.get("zones") else { continue };
+            let mut zones: Vec<(f64, u8, Vec<Action>)> = Vec::new();
+            for item in items {
+                let Value::Record(r) = item else { continue };
+                let z = word(r.get("zone")).and_then(|z| ZONES.iter().position(|x| *x == z)).unwrap_or(0) as u8;
+                let below = match r.get("below") {
+                    Some(Value::Fraction(f)) => *f,
+                    _ => 0.0,
+                };
+                let mut actions = Vec::new();
+                collect_actions(r.get("action"), &mut actions);
+                zones.push((below, z, actions));
+            }
+            if zones.is_empty() || self.zone_scopes.iter().any(|s| s.name == name) {
+                continue;
+            }
+            // As the engine orders them: the most severe (lowest threshold) last.
+            zones.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal));
+            let slot = self.slots;
+            self.slots += 1;
+            let zones = zones.into_iter().map(|(_, z, a)| (z, a)).collect();
+            self.zone_scopes.push(ZoneScope { name, covers, slot, zones });
+        }
+    }
+
+    /// Whether zone scope `s` meters node `n`.
+    fn covers(&self, s: &ZoneScope, n: NodeId) -> bool {
+        match s.covers {
+            Covers::All => true,
+            Covers::Agent(a) => self.nodes[n as usize].agent == Some(a),
+            Covers::Node(m) => m == n,
+        }
+    }
+
+    /// Zone changes the engine may record while node `n` waits on the data
+    /// plane (at an attempt's start, after a turn, after a tool call): any
+    /// scope metering `n` may enter any more severe zone, which runs its
+    /// actions in order. A terminating action ends the run under its
+    /// reason; the others (context, model, reasoning, warnings) leave the
+    /// control flow as it is. The thread stays at `stay` otherwise.
+    fn zone_moves(&self, st: &St, t: usize, n: NodeId, stay: Phase, out: &mut Vec<(Option<Label>, St)>) {
+        for (si, scope) in self.zone_scopes.iter().enumerate() {
+            if !self.covers(scope, n) {
+                continue;
+            }
+            let current = st.vars[scope.slot] as usize;
+            for (zi, (z, actions)) in scope.zones.iter().enumerate().skip(current) {
+                let mut s = st.clone();
+                s.vars[scope.slot] = zi as u32 + 1;
+                let end = actions.iter().find_map(|a| self.terminating_reason(a, "zone"));
+                s.threads[t] = match end {
+                    Some(r) => (n, Phase::Terminate(r)),
+                    None => (n, stay),
+                };
+                s.threads.sort_unstable();
+                self.push(out, Some(Label::Zone(si as u16, *z)), s);
+            }
+        }
+    }
+
+    /// The reason a terminating action ends the run with, outside a gate.
+    fn terminating_reason(&self, action: &Action, event: &str) -> Option<u16> {
+        let arg = action.args.first().map(String::as_str);
+        match action.name.as_str() {
+            "terminate" => Some(self.reason_or_add(arg.unwrap_or(event))),
+            "halt" => Some(self.reason("halted")),
+            "fallback" => Some(self.reason_or_add(arg.unwrap_or("fallback"))),
+            "return_partial" => Some(self.reason("partial_result")),
+            _ => None,
+        }
     }
 
     fn site(&mut self, action: Action, node: Option<NodeId>, gate: Option<u16>, event: &str) -> u16 {
@@ -622,6 +764,10 @@ impl<'p> Model<'p> {
             (self.reasons.len(), "termination reasons"),
             (self.sites.len(), "handler sites"),
         ];
+        let wide = self.nodes.iter().find(|n| n.kind == Kind::Join && n.targets.len() > 32);
+        if let Some(join) = wide {
+            return Some(format!("join `{}` lists {} branches, and the model checker handles at most 32", join.name, join.targets.len()));
+        }
         counts
             .iter()
             .find(|(n, _)| *n >= limit)
@@ -670,15 +816,45 @@ impl<'p> Model<'p> {
                 };
             }
         }
-        if reason == "partial_result"
-            || self.sites.iter().any(|s| s.action.name == "fallback" && s.action.args.first().map_or("fallback", String::as_str) == reason)
-        {
+        if reason == "partial_result" || self.partial_reasons.contains(reason) {
             return "partial";
         }
         if reason.starts_with("escalation_") {
             return "escalated";
         }
         "failure"
+    }
+
+    /// The action a decision on `subject` applies, as the engine records
+    /// it in `decision_applied` (the shared rule of `flow_check::semantics`).
+    pub fn applied_action(&self, subject: &str, decision: &str) -> String {
+        let approve = decision == "approve";
+        if let Some(gate) = self.workflow.gates.get(subject) {
+            return flow_check::semantics::gate_decision_action(gate, decision).render();
+        }
+        if let Some(node) = self.workflow.nodes.get(subject).filter(|n| n.kind == "human") {
+            return flow_check::semantics::human_decision_action(node, decision).render();
+        }
+        if subject.starts_with("confirm.") {
+            return if approve { "call" } else { "refuse" }.into();
+        }
+        if approve {
+            "continue".into()
+        } else {
+            format!("terminate(escalation_{decision})")
+        }
+    }
+
+    /// A handler site's action as the engine records it in
+    /// `action_taken`: (event, scope, action).
+    pub fn site_action(&self, site: u16) -> (String, String, String) {
+        let s = &self.sites[site as usize];
+        let scope = match (s.gate, s.node) {
+            (Some(g), _) => format!("gate.{}", self.gate_names[g as usize]),
+            (None, Some(n)) => format!("node.{}", self.nodes[n as usize].name),
+            (None, None) => "workflow".to_string(),
+        };
+        (s.event.clone(), scope, s.action.render())
     }
 
     /// The via text of an edge label.
@@ -695,7 +871,7 @@ impl<'p> Model<'p> {
             Some(s) => vec![(s, Phase::Start)],
             None => Vec::new(),
         };
-        St { threads, vars: vec![0; self.slots], approved: false, zone: 0, done: false }
+        St { threads, vars: vec![0; self.slots], approved: false, done: false }
     }
 
     /// Every transition from `st`: the label it emits (if any) and the
@@ -745,7 +921,7 @@ impl<'p> Model<'p> {
     /// Records which nodes now have an output.
     fn mark_outputs(&self, out: &mut [(Option<Label>, St)]) {
         for (label, s) in out.iter_mut() {
-            if let Some(Label::Completed(n)) = label {
+            if let Some(Label::Completed(n) | Label::Settled(n, _)) = label {
                 let slot = self.done_base + *n as usize / 32;
                 if let Some(w) = s.vars.get_mut(slot) {
                     *w |= 1 << (*n % 32);
@@ -776,6 +952,12 @@ impl<'p> Model<'p> {
         match phase {
             Phase::Start => {
                 let mut s = st.clone();
+                // A node's own budget (and a delegation's) starts afresh with each visit.
+                for scope in &self.zone_scopes {
+                    if scope.covers == Covers::Node(n) {
+                        s.vars[scope.slot] = 0;
+                    }
+                }
                 if let Some((slot, max)) = info.max_visits {
                     s.vars[slot] = (s.vars[slot] + 1).min(max + 1);
                     if s.vars[slot] > max {
@@ -818,6 +1000,9 @@ impl<'p> Model<'p> {
                     self.push(out, None, self.set(st, t, Some((n, Phase::Finish))));
                     return;
                 };
+                // Budget zones can change before each call (at the attempt's
+                // start, after a turn or a call).
+                self.zone_moves(st, t, n, phase, out);
                 // Skip this tool.
                 self.push(out, None, self.set(st, t, Some((n, Phase::Tools(i + 1)))));
                 if tool.probe {
@@ -861,6 +1046,13 @@ impl<'p> Model<'p> {
             Phase::NodeCall => {
                 let (tool, _) = info.tool.unwrap_or((0, false));
                 self.push(out, Some(Label::Called(tool, None, n)), self.set(st, t, Some((n, Phase::Finish))));
+                // The attempt's step, reserved before the call, may change
+                // a zone or find the budget used up.
+                self.zone_moves(st, t, n, phase, out);
+                if self.exhaustible {
+                    let next = self.exhaust(n);
+                    self.push(out, Some(Label::Exhausted(n)), self.set(st, t, next));
+                }
             }
             Phase::Finish | Phase::Retried => {
                 if info.kind != Kind::Other {
@@ -878,16 +1070,7 @@ impl<'p> Model<'p> {
                     self.push(out, Some(Label::Exhausted(n)), self.set(st, t, next));
                 }
                 if phase == Phase::Finish && matches!(info.kind, Kind::Agent | Kind::Tool) {
-                    if let Some(&(z, ends)) = self.zones.iter().find(|(z, _)| *z > st.zone) {
-                        let mut s = st.clone();
-                        s.zone = z;
-                        if ends {
-                            // A terminating zone action: the run ends partial.
-                            s.threads[t] = (n, Phase::Terminate(self.reason("partial_result")));
-                            s.threads.sort_unstable();
-                        }
-                        self.push(out, Some(Label::Zone(z)), s);
-                    }
+                    self.zone_moves(st, t, n, Phase::Finish, out);
                 }
             }
             Phase::Human => {
@@ -918,11 +1101,15 @@ impl<'p> Model<'p> {
                     Kind::End => Some((n, Phase::Terminate(info.end_reason))),
                     _ => Some((n, Phase::Leave)),
                 };
-                let mut s = self.set(st, t, next);
-                if info.kind == Kind::Join {
-                    s.vars[info.join_slot] = 0;
-                }
+                let s = self.set(st, t, next);
                 self.push(out, Some(Label::Completed(n)), s);
+            }
+            Phase::Taken(site) => {
+                let next = self.act_now(site);
+                self.push(out, Some(Label::Acted(site)), self.set(st, t, Some(next_or_dead(next, n))));
+            }
+            Phase::Settle(status) => {
+                self.push(out, Some(Label::Settled(n, status)), self.set(st, t, Some((n, Phase::Leave))));
             }
             Phase::Leave => self.leave(st, t, n, out),
             Phase::Gate(g) => {
@@ -967,12 +1154,12 @@ impl<'p> Model<'p> {
                 }
             }
             Phase::Enter(to) => {
-                let next = if self.handoffs.contains(&(n, to)) { (n, Phase::Handoff(to)) } else { (to, Phase::Start) };
+                let next = if self.handoffs.contains(&(n, to)) { (n, Phase::Handoff(to)) } else { self.entry(n, to) };
                 let via = self.enter_via(n, to);
                 self.push(out, Some(Label::Edge(n, to, via)), self.set(st, t, Some(next)));
             }
             Phase::Handoff(to) => {
-                self.push(out, Some(Label::HandedOff(n, to)), self.set(st, t, Some((to, Phase::Start))));
+                self.push(out, Some(Label::HandedOff(n, to)), self.set(st, t, Some(self.entry(n, to))));
             }
             Phase::Jump(to, via) => {
                 self.push(out, Some(Label::Edge(n, to, via)), self.set(st, t, Some((to, Phase::Start))));
@@ -982,7 +1169,7 @@ impl<'p> Model<'p> {
                 let p = principal.flatten().unwrap_or(0) as u16;
                 let subject = self.escalation_subject(site);
                 let ctx = &self.sites[site as usize];
-                let cont = self.continue_in(ctx.node, ctx.gate, &ctx.event);
+                let cont = self.continue_in(ctx.node, ctx.gate, &ctx.event, false);
                 let mut s = self.set(st, t, cont);
                 s.approved = true;
                 self.push(out, Some(Label::Decided(subject, 0, p)), s);
@@ -1043,27 +1230,28 @@ impl<'p> Model<'p> {
                 self.push(out, Some(Label::Completed(n)), self.set(st, t, None));
             }
             Phase::JoinArrive(j) => {
+                // The join runs (starts, then completes) once its rule is met;
+                // a branch finishing after it ran is absorbed.
                 let ji = &self.nodes[j as usize];
-                let pos = ji.targets.iter().position(|&b| b == n).unwrap_or(0);
+                let bit = 1u32 << ji.targets.iter().position(|&b| b == n).unwrap_or(0);
+                let (arrived_slot, late_slot) = (ji.join_slot, ji.join_slot + 1);
                 let mut s = st.clone();
-                let bits = s.vars[ji.join_slot];
-                let running = bits & (1 << 31) != 0;
-                let bits = bits | (1 << pos) | (1 << 31);
-                s.vars[ji.join_slot] = bits;
-                let arrived = (bits & !(1 << 31)).count_ones() as usize;
-                let total = ji.targets.len();
-                let ready = match ji.join_rule.as_str() {
-                    "any" | "first" => arrived >= 1,
-                    "majority" => arrived * 2 > total,
-                    _ => arrived == total,
-                };
                 s.threads.remove(t);
-                if ready {
-                    s.threads.push((j, Phase::Complete));
+                if s.vars[late_slot] & bit != 0 {
+                    s.vars[late_slot] &= !bit;
+                } else {
+                    s.vars[arrived_slot] |= bit;
+                    let arrived = s.vars[arrived_slot].count_ones() as usize;
+                    let total = ji.targets.len();
+                    if flow_check::semantics::join_ready(&ji.join_rule, arrived, total) {
+                        let all = if total >= 32 { u32::MAX } else { (1u32 << total) - 1 };
+                        s.vars[late_slot] = all & !s.vars[arrived_slot];
+                        s.vars[arrived_slot] = 0;
+                        s.threads.push((j, Phase::Start));
+                    }
                 }
                 s.threads.sort_unstable();
-                let label = if running { None } else { Some(Label::Started(j)) };
-                self.push(out, label, s);
+                self.push(out, None, s);
             }
             Phase::Terminate(r) => {
                 if r == u16::MAX {
@@ -1103,6 +1291,16 @@ impl<'p> Model<'p> {
             }
         }
         0
+    }
+
+    /// Where taking the edge `from -> to` leads: a listed branch arrives
+    /// at its join; anything else starts `to`.
+    fn entry(&self, from: NodeId, to: NodeId) -> (NodeId, Phase) {
+        if self.nodes[from as usize].join_of == Some(to) {
+            (from, Phase::JoinArrive(to))
+        } else {
+            (to, Phase::Start)
+        }
     }
 
     /// Where a node's failure (`event`) leads, as the engine resolves it.
@@ -1147,7 +1345,14 @@ impl<'p> Model<'p> {
         Some((n, Phase::Terminate(self.reason("budget_exhausted"))))
     }
 
+    /// A handler site's action: recorded as taken, then applied.
     fn act(&self, site: u16) -> Option<(NodeId, Phase)> {
+        let s = &self.sites[site as usize];
+        let owner = s.node.or(s.gate.map(|g| self.gates[g as usize].from)).unwrap_or(0);
+        Some((owner, Phase::Taken(site)))
+    }
+
+    fn act_now(&self, site: u16) -> Option<(NodeId, Phase)> {
         let s = &self.sites[site as usize];
         if s.action.name == "escalate" {
             let owner = s.node.or(s.gate.map(|g| self.gates[g as usize].from)).unwrap_or(0);
@@ -1162,7 +1367,7 @@ impl<'p> Model<'p> {
         let arg = action.args.first();
         let target = |name: &str| self.workflow.nodes.get_index_of(name).map(|i| i as NodeId);
         match action.name.as_str() {
-            "continue" | "skip" | "degrade" | "warn" => self.continue_in(node, gate, event),
+            "continue" | "skip" | "degrade" | "warn" => self.continue_in(node, gate, event, action.name == "skip"),
             "retry" => Some((owner, Phase::Retried)),
             "decide" => gate.map(|g| (owner, Phase::Decide(g))),
             "terminate" => {
@@ -1203,7 +1408,7 @@ impl<'p> Model<'p> {
 
     /// `continue` in a context: through the gate, or completing the node
     /// (after a failure or a human decision), or on from a completed node.
-    fn continue_in(&self, node: Option<NodeId>, gate: Option<u16>, event: &str) -> Option<(NodeId, Phase)> {
+    fn continue_in(&self, node: Option<NodeId>, gate: Option<u16>, event: &str, skip: bool) -> Option<(NodeId, Phase)> {
         if let Some(g) = gate {
             let gate = &self.gates[g as usize];
             return Some((gate.from, Phase::Enter(gate.to)));
@@ -1211,7 +1416,7 @@ impl<'p> Model<'p> {
         let n = node?;
         let kind = self.nodes[n as usize].kind;
         if matches!(event, "failure" | "timeout" | "invalid_output") || kind == Kind::Human {
-            return Some((n, Phase::Complete));
+            return Some((n, Phase::Settle(if skip { 1 } else { 2 })));
         }
         Some((n, Phase::Leave))
     }
@@ -1285,7 +1490,7 @@ impl<'p> Model<'p> {
                 None => {
                     // Enter directly: the edge's via is the guard's.
                     let handoff = self.handoffs.contains(&(n, to));
-                    let s = self.set(st, t, Some(if handoff { (n, Phase::Handoff(to)) } else { (to, Phase::Start) }));
+                    let s = self.set(st, t, Some(if handoff { (n, Phase::Handoff(to)) } else { self.entry(n, to) }));
                     self.push(out, Some(Label::Edge(n, to, via)), s);
                     continue;
                 }
@@ -1357,6 +1562,16 @@ fn literal(e: &TExpr) -> Option<&str> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// Every action in a property value (an action, or actions in lists and records).
+fn collect_actions(value: Option<&Value>, out: &mut Vec<Action>) {
+    match value {
+        Some(Value::Action(a)) => out.push(a.clone()),
+        Some(Value::List(items)) => items.iter().for_each(|v| collect_actions(Some(v), out)),
+        Some(Value::Record(r)) => r.values().for_each(|v| collect_actions(Some(v), out)),
+        _ => {}
     }
 }
 

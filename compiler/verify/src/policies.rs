@@ -6,7 +6,7 @@ use crate::flowgraph::loc_span;
 use crate::mc::{self, Verdict};
 use crate::model::{Label, Model, DECISIONS, OUTCOMES, ZONES};
 use crate::obligations::Obligation;
-use flow_check::ir::{Formula, Loc, Policy, Program, Workflow};
+use flow_check::ir::{Loc, Policy, Program, Workflow};
 use flow_diagnostics::{codes, Diagnostic, Witness, WitnessStep};
 use flow_policy::Automaton;
 use flow_trace::Event;
@@ -32,28 +32,13 @@ pub struct PolicyReport {
     pub diagnostic: Option<Diagnostic>,
 }
 
-fn mentions_zone(f: &Formula) -> bool {
-    match f {
-        Formula::Atom { name, .. } => name == "zone",
-        Formula::Bool { .. } => false,
-        Formula::Not { body } | Formula::Always { body } | Formula::Eventually { body } | Formula::Within { body, .. } => {
-            mentions_zone(body)
-        }
-        Formula::Never { body, before } => mentions_zone(body) || before.as_deref().is_some_and(mentions_zone),
-        Formula::Until { lhs, rhs } | Formula::And { lhs, rhs } | Formula::Or { lhs, rhs } | Formula::Implies { lhs, rhs } => {
-            mentions_zone(lhs) || mentions_zone(rhs)
-        }
-    }
-}
-
 /// The policies that apply to a workflow: the program's, then its own.
 pub fn applicable<'p>(program: &'p Program, workflow: &'p Workflow) -> impl Iterator<Item = &'p Policy> {
     program.policies.iter().chain(workflow.policies.iter())
 }
 
 fn model_for<'p>(program: &'p Program, workflow: &'p Workflow, obligations: &[Obligation]) -> Model<'p> {
-    let zones = applicable(program, workflow).any(|p| mentions_zone(&p.formula));
-    Model::new(program, workflow, zones, obligations)
+    Model::new(program, workflow, obligations)
 }
 
 /// Checks every policy against every workflow it applies to.
@@ -163,7 +148,7 @@ fn steps(model: &Model, labels: &[Label], policy_loc: Loc) -> Witness {
     for label in labels {
         let step = match label {
             Label::Started(n) => node_step(*n, format!("`{}` starts", model.node_name(*n))),
-            Label::Completed(n) => node_step(*n, format!("`{}` completes", model.node_name(*n))),
+            Label::Completed(n) | Label::Settled(n, _) => node_step(*n, format!("`{}` completes", model.node_name(*n))),
             Label::Failed(n) => node_step(*n, format!("`{}` fails", model.node_name(*n))),
             Label::Called(t, a, n) => {
                 let who =
@@ -198,7 +183,7 @@ fn steps(model: &Model, labels: &[Label], policy_loc: Loc) -> Witness {
                     message: format!("`{by}` decides {} on `{subject}`", DECISIONS[*d as usize]),
                 }
             }
-            Label::Zone(z) => {
+            Label::Zone(_, z) => {
                 let (file, span) = loc_span(policy_loc);
                 WitnessStep {
                     name: format!("zone {}", ZONES[*z as usize]),
@@ -216,7 +201,7 @@ fn steps(model: &Model, labels: &[Label], policy_loc: Loc) -> Witness {
                 let (file, span) = loc_span(policy_loc);
                 WitnessStep { name: format!("terminated({reason})"), file, span, message: format!("the run terminates with `{reason}`") }
             }
-            Label::Edge(..) => continue,
+            Label::Edge(..) | Label::Acted(_) => continue,
         };
         out.push(step);
     }

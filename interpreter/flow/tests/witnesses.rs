@@ -56,7 +56,6 @@ fn a_counterexample_violates_exactly_the_policy_it_witnesses() {
         ("research_writer", "outline_after_evidence", false),
         ("agent_proxy", "merge_needs_pm", false),
         ("short_video", "compose_after_audio_gate", false),
-        ("harness", "refund_after_approval", false),
         ("decision_meeting", "meeting_terminates", true),
     ];
     for (name, policy, lasso) in cases {

@@ -60,6 +60,8 @@ pub mod codes {
     pub const DECISION_UNREQUESTED: &str = "T023";
     /// A tool call the plan does not permit.
     pub const TOOL_NOT_PERMITTED: &str = "T024";
+    /// A decision applied as an action other than the plan's for it.
+    pub const DECISION_ACTION: &str = "T025";
     /// A handoff or delegation that is not the plan's: missing, extra,
     /// another context slice, contract or budget.
     pub const TRANSFER: &str = "T030";
@@ -145,7 +147,7 @@ pub const CODES: &[CodeInfo] = &[
     CodeInfo {
         code: codes::DECISION_UNREQUESTED,
         title: "decision not requested",
-        explanation: "A `decision_applied` answers a pending `decision_requested` on the same subject with one of the decisions offered; a decision nobody asked for, a second answer to one request, or an approve on a gate that did not require a decision departs from the plan.",
+        explanation: "A `decision_applied` answers a pending `decision_requested` on the same subject with one of the decisions offered; a decision nobody asked for, a second answer to one request, or a decision on a gate that neither recorded REQUIRES_DECISION nor took its `decide` handler departs from the plan.",
     },
     CodeInfo {
         code: codes::TOOL_NOT_PERMITTED,
@@ -153,9 +155,14 @@ pub const CODES: &[CodeInfo] = &[
         explanation: "A tool call by an agent needs the tool in the agent's `tools` and the agent in the tool's `allowed_agents` (when it names any); otherwise the control plane must refuse it (`tool_call_refused`). A tool node calls its own tool only.",
     },
     CodeInfo {
+        code: codes::DECISION_ACTION,
+        title: "decision applied as another action",
+        explanation: "A `decision_applied` on a gate or a human node records the action the decision takes, and the plan fixes it: the gate's (or node's) handler for the decision, else the default — at a gate `approve` continues, `revise` re-runs the gate's `from` node, `replan` re-runs the replan scope, `reject` terminates; at a human node the node completes (`continue`). Any other action departs from the plan.",
+    },
+    CodeInfo {
         code: codes::TRANSFER,
         title: "handoff or delegation not as planned",
-        explanation: "A handoff carries the context slice its declaration names — `context` (default fork) and `context_fields` exactly — and a delegation names its declared contract and grants the contract's budget. A handoff or delegation the plan does not declare, one not on an edge being taken, or a declared one missing before the receiving node starts, departs from the plan.",
+        explanation: "A handoff carries the context slice its declaration names — `context` (default isolated) and `context_fields` exactly — and a delegation names its declared contract and grants the contract's budget. A handoff or delegation the plan does not declare, one not on an edge being taken, or a declared one missing before the receiving node starts, departs from the plan.",
     },
     CodeInfo {
         code: codes::PAYLOAD,
@@ -1227,7 +1234,13 @@ impl<'a> Checker<'a> {
             Body::Delegation { from, to, contract, inputs, budget, .. } => self.delegation(seq, from, to, contract, inputs, budget),
             Body::GateRecorded { gate, from, to, outcome, trigger, .. } => self.gate_recorded(seq, gate, from, to, outcome, trigger),
             Body::DecisionRequested { subject, .. } => self.decision_requested(seq, subject, &e.body),
-            Body::DecisionApplied { subject, decision, by, .. } => self.decision_applied(seq, subject, decision, by),
+            Body::DecisionApplied { subject, decision, by, action, .. } => self.decision_applied(seq, subject, decision, by, action),
+            // A gate's `decide` handler asks for a decision as REQUIRES_DECISION does.
+            Body::ActionTaken { scope, action, .. } if action == "decide" => {
+                if let Some(gate) = scope.strip_prefix("gate.") {
+                    slot(&mut self.gates, gate).awaiting = true;
+                }
+            }
             Body::BudgetReserved { scope, attempt_id, amount, .. } => {
                 self.known_scopes(seq, scope, attempt_id);
                 self.flush_overruns(scope, "work went on in the scope without a budget_exhausted");
@@ -1821,7 +1834,7 @@ impl<'a> Checker<'a> {
             self.deviations.append(&mut found);
             return;
         };
-        let want_context = word(t.props.get("context")).unwrap_or("fork");
+        let want_context = word(t.props.get("context")).or(flow_check::spec::HANDOFF_BLOCK.default_word("context")).unwrap_or_default();
         let want_fields = names(t.props.get("context_fields"));
         if context != want_context || fields != want_fields.as_slice() {
             found.push(
@@ -2047,9 +2060,28 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn decision_applied(&mut self, seq: u64, subject: &str, decision: &str, by: &str) {
+    fn decision_applied(&mut self, seq: u64, subject: &str, decision: &str, by: &str, action: &str) {
         let request = self.pending_decisions.remove(subject);
         let mut found = Vec::new();
+        if let Some(plan) = &self.plan {
+            let planned = match (plan.wf.gates.get(subject), plan.wf.nodes.get(subject)) {
+                (Some(gate), _) => Some(flow_check::semantics::gate_decision_action(gate, decision)),
+                (None, Some(node)) if node.kind == "human" => Some(flow_check::semantics::human_decision_action(node, decision)),
+                _ => None,
+            };
+            if let Some(planned) = planned.map(|a| a.render()).filter(|a| a != action) {
+                found.push(
+                    Deviation::new(
+                        codes::DECISION_ACTION,
+                        Some(seq),
+                        format!("decision `{decision}` on `{subject}` was applied as `{action}`, but the plan says `{planned}`"),
+                    )
+                    .expected(planned)
+                    .actual(action.to_string())
+                    .gate(subject),
+                );
+            }
+        }
         let is_gate = self.plan.as_ref().is_some_and(|p| p.wf.gates.contains_key(subject));
         match &request {
             Some(Body::DecisionRequested { deciders, decisions, .. }) => {
@@ -2115,7 +2147,7 @@ impl<'a> Checker<'a> {
                         Some(seq),
                         format!("gate `{subject}` got a decision without recording REQUIRES_DECISION"),
                     )
-                    .expected(format!("gate_recorded {subject} REQUIRES_DECISION before a decision"))
+                    .expected(format!("gate_recorded {subject} REQUIRES_DECISION (or its `decide` handler) before a decision"))
                     .gate(subject),
                 );
             }

@@ -288,6 +288,14 @@ struct NodeRt {
     contract: Option<String>,
 }
 
+/// A join's branches: those that arrived since it last ran, and those
+/// still running when it ran (absorbed when they finish).
+#[derive(Debug, Default)]
+struct JoinRt {
+    arrived: IndexSet<String>,
+    late: IndexSet<String>,
+}
+
 #[derive(Debug, Clone)]
 struct LoopRt {
     round: u32,
@@ -329,7 +337,7 @@ pub struct Engine {
     loop_of: FxHashMap<String, String>,
     maps: HashMap<String, MapRt>,
     map_of: FxHashMap<String, String>,
-    joins: HashMap<String, IndexSet<String>>,
+    joins: HashMap<String, JoinRt>,
     gates: HashMap<String, GateRt>,
     decision_rounds: HashMap<String, u32>,
     task_state: HashMap<String, String>,
@@ -1030,8 +1038,8 @@ impl Engine {
                 self.finish_parallel(name, &started);
             }
             "join" => {
-                // Entered by an edge: wait for the branches.
-                self.joins.entry(name.to_string()).or_default();
+                // Started by its branches once ready, or entered by an edge
+                // of its own: then it waits for them.
                 self.try_join(name, &started);
             }
             "loop" => {
@@ -2055,18 +2063,12 @@ impl Engine {
         // A branch with no edge of its own goes to the join that lists it.
         let join = self.join_of.get(from).cloned();
         if let Some(join) = join {
-            self.joins.entry(join.clone()).or_default().insert(from.to_string());
-            let join_running = self.nodes.get(&join).is_some_and(|n| n.running);
-            if !join_running {
-                let edge = self.emit(
-                    "control",
-                    Body::EdgeTaken { schema_version: V, from: from.to_string(), to: join.clone(), via: "join".into() },
-                    Some(cause),
-                );
-                self.start_node(&join, Value::Null, "first", &edge);
-            } else {
-                self.try_join(&join, cause);
-            }
+            let edge = self.emit(
+                "control",
+                Body::EdgeTaken { schema_version: V, from: from.to_string(), to: join.clone(), via: "join".into() },
+                Some(cause),
+            );
+            self.join_arrival(&join, from, &edge);
             return;
         }
         if self.waiting.is_empty() && self.attempts.is_empty() {
@@ -2103,25 +2105,41 @@ impl Engine {
         None
     }
 
-    fn try_join(&mut self, join: &str, cause: &str) {
-        let Some(node) = self.node(join) else { return };
-        let total = node.target.len();
-        let rule = match node.props.get("rule") {
-            Some(IrValue::JoinRule { rule, .. }) => rule.as_str(),
-            Some(IrValue::Word(w)) => w.as_str(),
-            _ => "all",
-        };
-        // Readiness needs only the count: the set is taken once it is ready.
-        let arrived = self.joins.get(join).map_or(0, IndexSet::len);
-        let ready = match rule {
-            "any" | "first" => arrived > 0,
-            "majority" => arrived * 2 > total,
-            _ => arrived == total,
-        };
-        if !ready {
+    /// Branch `from` finished into `join` (the edge is recorded): the join
+    /// runs once its rule is met (`flow_check::semantics::join_ready`); a
+    /// branch that finishes after its join ran is absorbed.
+    fn join_arrival(&mut self, join: &str, from: &str, cause: &str) {
+        let rt = self.joins.entry(join.to_string()).or_default();
+        if rt.late.shift_remove(from) {
             return;
         }
-        let done: IndexSet<String> = self.joins.get(join).cloned().unwrap_or_default();
+        rt.arrived.insert(from.to_string());
+        if self.nodes.get(join).is_some_and(|n| n.running) {
+            // Entered by an edge of its own: it waits for its branches.
+            self.try_join(join, cause);
+            return;
+        }
+        let Some(node) = self.node(join) else { return };
+        let arrived = self.joins.get(join).map_or(0, |rt| rt.arrived.len());
+        if flow_check::semantics::join_ready(flow_check::semantics::join_rule(&node), arrived, node.target.len()) {
+            self.start_node(join, Value::Null, "first", cause);
+        }
+    }
+
+    fn try_join(&mut self, join: &str, cause: &str) {
+        let Some(node) = self.node(join) else { return };
+        // Readiness needs only the count: the set is taken once it is ready.
+        let arrived = self.joins.get(join).map_or(0, |rt| rt.arrived.len());
+        if !flow_check::semantics::join_ready(flow_check::semantics::join_rule(&node), arrived, node.target.len()) {
+            return;
+        }
+        let rt = self.joins.remove(join).unwrap_or_default();
+        // Branches still to finish are absorbed when they do.
+        let late: IndexSet<String> = node.target.iter().filter(|b| !rt.arrived.contains(*b)).cloned().collect();
+        if !late.is_empty() {
+            self.joins.insert(join.to_string(), JoinRt { arrived: IndexSet::new(), late });
+        }
+        let done = rt.arrived;
         // The merged output: every result in branch order, the branches by
         // name, and their conflicts kept side by side (never averaged).
         let mut results = Vec::new();
@@ -2141,7 +2159,6 @@ impl Engine {
                 branches.insert(branch.clone(), out);
             }
         }
-        self.joins.remove(join);
         if word(node.props.get("conflicts")) == Some("fail") && !conflicts.is_empty() {
             let msg = format!("{} conflicting results (conflicts: fail)", conflicts.len());
             self.node_failed(&node, "conflict", &msg, cause);
@@ -2185,6 +2202,18 @@ impl Engine {
             self.loops.remove(lp);
             let output = json!({ "rounds": round, "converged": converged });
             if !converged {
+                // The loop's declared alternative, recorded once as taken.
+                let handler = node.handlers.iter().find(|h| h.events.iter().any(|e| e == "exhausted")).map(|h| h.action.clone());
+                let action = handler.or_else(|| match node.props.get("on_exhausted") {
+                    Some(IrValue::Action(a)) => Some(a.clone()),
+                    _ => None,
+                });
+                if let Some(action) = action.filter(|a| a.name != "continue") {
+                    self.env.insert(lp.to_string(), output);
+                    let ctx = Ctx { node: Some(lp.to_string()), gate: None, event: "exhausted".into() };
+                    self.act(&action, &ctx, &format!("node.{lp}"), cause);
+                    return;
+                }
                 let ex = self.emit(
                     "control",
                     Body::ActionTaken {
@@ -2195,19 +2224,6 @@ impl Engine {
                     },
                     Some(cause),
                 );
-                let handler = node.handlers.iter().find(|h| h.events.iter().any(|e| e == "exhausted")).map(|h| h.action.clone());
-                let action = handler.or_else(|| match node.props.get("on_exhausted") {
-                    Some(IrValue::Action(a)) => Some(a.clone()),
-                    _ => None,
-                });
-                if let Some(action) = action {
-                    if action.name != "continue" {
-                        self.env.insert(lp.to_string(), output);
-                        let ctx = Ctx { node: Some(lp.to_string()), gate: None, event: "exhausted".into() };
-                        self.act(&action, &ctx, &format!("node.{lp}"), &ex);
-                        return;
-                    }
-                }
                 self.complete_node(lp, output, "completed", &ex);
                 return;
             }
@@ -2250,6 +2266,11 @@ impl Engine {
         );
         let input = self.env.get(from).cloned().unwrap_or(Value::Null);
         if let Crossing::Enter(input, parent) = self.transfer(from, to, input, edge) {
+            // A listed branch's edge into its join is an arrival, not a start.
+            if self.join_of.get(from).is_some_and(|j| j == to) {
+                self.join_arrival(to, from, &parent);
+                return;
+            }
             self.start_node(to, input, "first", &parent);
         }
     }
@@ -2289,7 +2310,10 @@ impl Engine {
                     }
                     return Crossing::Held;
                 }
-                let context = word(transfer.props.get("context")).unwrap_or("fork").to_string();
+                let context = word(transfer.props.get("context"))
+                    .or(flow_check::spec::HANDOFF_BLOCK.default_word("context"))
+                    .unwrap_or_default()
+                    .to_string();
                 let fields = names(transfer.props.get("context_fields"));
                 // `payload` is what `from` produced (the declared payload
                 // type); the context slice is what the receiver sees.
@@ -2804,24 +2828,19 @@ impl Engine {
         match decision {
             Decision::Gate { gate, .. } => {
                 let Some(g) = self.wf().gates.get(&gate).cloned() else { return };
-                let handler = g.handlers.iter().find(|h| h.events.contains(&answer.decision)).map(|h| h.action.clone());
-                let action = handler.unwrap_or_else(|| match answer.decision.as_str() {
-                    "approve" => Action { name: "continue".into(), args: vec![] },
-                    "revise" => Action { name: "revise".into(), args: vec![g.from.clone()] },
-                    "replan" => Action { name: "replan".into(), args: vec![] },
-                    _ => Action { name: "terminate".into(), args: vec![] },
-                });
+                let action = flow_check::semantics::gate_decision_action(&g, &answer.decision);
                 let applied = self.record_applied(&subject, &answer, render_action(&action), request_event);
                 let ctx = Ctx { node: Some(g.from.clone()), gate: Some(gate.clone()), event: answer.decision.clone() };
                 self.act(&action, &ctx, &format!("gate.{gate}"), &applied);
             }
             Decision::HumanNode { node } => {
-                let applied = self.record_applied(&subject, &answer, "continue".into(), request_event);
                 let Some(n) = self.node(&node) else { return };
-                if let Some(h) = n.handlers.iter().find(|h| h.events.contains(&answer.decision)).cloned() {
+                let action = flow_check::semantics::human_decision_action(&n, &answer.decision);
+                let applied = self.record_applied(&subject, &answer, render_action(&action), request_event);
+                if flow_check::semantics::handler_for(&n.handlers, &answer.decision).is_some() {
                     self.env.insert(node.clone(), json!({ "decision": answer.decision, "comment": answer.comment }));
                     let ctx = Ctx { node: Some(node.clone()), gate: None, event: answer.decision.clone() };
-                    self.act(&h.action, &ctx, &format!("node.{node}"), &applied);
+                    self.act(&action, &ctx, &format!("node.{node}"), &applied);
                     return;
                 }
                 let mut output = json!({ "decision": answer.decision });
@@ -3308,11 +3327,7 @@ fn obs_text(obs: &Obs) -> String {
 
 /// `name(args…)` or `name`.
 pub fn render_action(action: &Action) -> String {
-    if action.args.is_empty() {
-        action.name.clone()
-    } else {
-        format!("{}({})", action.name, action.args.join(", "))
-    }
+    action.render()
 }
 
 /// The strings of the event envelope, shared between events: the run and

@@ -1,0 +1,66 @@
+//! Step rules of the language that the engine (`flow run`), the model
+//! checker (`flowc verify`) and trace check (`flow trace check`) share.
+//!
+//! Each rule is written once, here, over the resolved IR, so the three
+//! readers of a plan cannot drift apart: what a decision does when no
+//! handler says, which action a decision applies.
+
+use crate::ir::{Action, Gate, Handler, Node, Value};
+
+/// The handler of `handlers` for `event`, if one is declared.
+pub fn handler_for<'h>(handlers: &'h [Handler], event: &str) -> Option<&'h Action> {
+    handlers.iter().find(|h| h.events.iter().any(|e| e == event)).map(|h| &h.action)
+}
+
+/// The action a decision at a gate applies: the gate's handler for the
+/// decision, else the default — `approve` continues through the gate,
+/// `revise` re-runs the gate's `from` node, `replan` re-runs the replan
+/// scope, `reject` (and anything else) terminates (under the gate's
+/// `reason`, else the decision's name).
+pub fn gate_decision_action(gate: &Gate, decision: &str) -> Action {
+    if let Some(action) = handler_for(&gate.handlers, decision) {
+        return action.clone();
+    }
+    let (name, args) = match decision {
+        "approve" => ("continue", vec![]),
+        "revise" => ("revise", vec![gate.from.clone()]),
+        "replan" => ("replan", vec![]),
+        _ => ("terminate", vec![]),
+    };
+    Action { name: name.into(), args }
+}
+
+/// The action a decision at a human node applies: the node's handler for
+/// the decision, else `continue` (the node completes with the decision as
+/// its output).
+pub fn human_decision_action(node: &Node, decision: &str) -> Action {
+    handler_for(&node.handlers, decision).cloned().unwrap_or_else(|| Action { name: "continue".into(), args: vec![] })
+}
+
+/// A join node's aggregation rule (`rule`, default `all`).
+pub fn join_rule(node: &Node) -> &str {
+    match node.props.get("rule") {
+        Some(Value::JoinRule { rule, .. }) => rule,
+        Some(Value::Word(w)) => w,
+        _ => "all",
+    }
+}
+
+/// Whether a join with `rule` over `total` branches runs once `arrived`
+/// of them have finished (reference §6.2): `any` and `first` on the
+/// first, `majority` on more than half, every other rule (`all`,
+/// `weighted`, `custom`) on the last. The join starts only then; a branch
+/// that finishes after its join ran is absorbed and starts nothing.
+pub fn join_ready(rule: &str, arrived: usize, total: usize) -> bool {
+    match rule {
+        "any" | "first" => arrived >= 1,
+        "majority" => arrived * 2 > total,
+        _ => arrived >= total,
+    }
+}
+
+/// Whether leaving `from` for `to` is `from` arriving at the join `to`:
+/// `from` is one of the branches `to` lists.
+pub fn is_join_arrival(to: &Node, from: &str) -> bool {
+    to.kind == "join" && to.target.iter().any(|b| b == from)
+}

@@ -4,6 +4,7 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod generate;
+pub mod refine;
 
 use std::path::{Path, PathBuf};
 

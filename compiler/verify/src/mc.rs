@@ -553,3 +553,65 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
     }
     out
 }
+
+/// The policy step of an observation, as the model names it: a
+/// confirmation is asked per attempt at run time (`confirm.TOOL.ATTEMPT`)
+/// and per tool in the model (`confirm.TOOL`).
+fn step_key(obs: &Obs) -> String {
+    match obs {
+        Obs::Decided { subject, decision, by } if subject.starts_with("confirm.") => {
+            let tool = subject["confirm.".len()..].split('.').next().unwrap_or_default();
+            format!("{:?}", Obs::Decided { subject: &format!("confirm.{tool}"), decision, by })
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// Refinement: whether a run's policy steps (the observations of its
+/// events, in order) are a path of the model — some run of the abstract
+/// model makes exactly these policy steps, with any number of silent steps
+/// between them. `Err(i)` names the first step no path of the model can
+/// make; `finished` also requires the model to be able to end there (a
+/// terminated run). At most `max_states` states are held per step; past
+/// that the answer is `Ok` for what was followed (reported as `Err` only
+/// on a real mismatch).
+pub fn explains(model: &Model, steps: &[Obs], finished: bool, max_states: usize) -> Result<(), usize> {
+    let mut out = Vec::new();
+    let close = |frontier: Vec<crate::model::St>, out: &mut Vec<(Option<Label>, crate::model::St)>| {
+        let mut seen: IndexSet<crate::model::St, FxBuildHasher> = IndexSet::with_hasher(FxBuildHasher);
+        let mut queue: VecDeque<crate::model::St> = frontier.into();
+        while let Some(s) = queue.pop_front() {
+            if !seen.insert(s.clone()) || seen.len() > max_states {
+                continue;
+            }
+            model.successors(&s, out);
+            for (label, next) in out.drain(..) {
+                if label.as_ref().and_then(|l| obs(model, l)).is_none() {
+                    queue.push_back(next);
+                }
+            }
+        }
+        seen
+    };
+    let mut frontier = close(vec![model.initial()], &mut out);
+    for (i, step) in steps.iter().enumerate() {
+        let want = step_key(step);
+        let mut next = Vec::new();
+        for s in &frontier {
+            model.successors(s, &mut out);
+            for (label, to) in out.drain(..) {
+                if label.as_ref().and_then(|l| obs(model, l)).is_some_and(|o| step_key(&o) == want) {
+                    next.push(to);
+                }
+            }
+        }
+        if next.is_empty() {
+            return Err(i);
+        }
+        frontier = close(next, &mut out);
+    }
+    if finished && !frontier.iter().any(|s| s.is_final()) {
+        return Err(steps.len());
+    }
+    Ok(())
+}

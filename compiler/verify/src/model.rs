@@ -69,6 +69,8 @@ const VIA_GATE: u8 = 200;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Phase {
     Start,
+    /// Agent or tool node: its attempt starts (a control step).
+    Attempt,
     /// Agent node: considering tool `i` (allowed tools, then restricted probes).
     Tools(u8),
     /// Agent node: tool `i` needs a human confirmation.
@@ -969,11 +971,7 @@ impl<'p> Model<'p> {
                     }
                 }
                 let next = match info.kind {
-                    Kind::Agent => Phase::Tools(0),
-                    Kind::Tool => match info.tool {
-                        Some((_, true)) if !st.approved && !self.escalate_to.is_empty() => Phase::NodeConfirm,
-                        _ => Phase::NodeCall,
-                    },
+                    Kind::Agent | Kind::Tool => Phase::Attempt,
                     Kind::Human => Phase::Human,
                     Kind::End => Phase::Complete,
                     Kind::Parallel => Phase::Fanout,
@@ -994,6 +992,24 @@ impl<'p> Model<'p> {
                 s.threads[t] = (n, next);
                 s.threads.sort_unstable();
                 self.push(out, Some(Label::Started(n)), s);
+            }
+            Phase::Attempt => {
+                // The attempt's start reserves its step, in the control
+                // step that started the node: a zone may change, or the
+                // budget be found used up, before anything else moves.
+                let go = match info.kind {
+                    Kind::Tool => match info.tool {
+                        Some((_, true)) if !st.approved && !self.escalate_to.is_empty() => Phase::NodeConfirm,
+                        _ => Phase::NodeCall,
+                    },
+                    _ => Phase::Tools(0),
+                };
+                self.push(out, None, self.set(st, t, Some((n, go))));
+                self.zone_moves(st, t, n, phase, out);
+                if self.exhaustible {
+                    let next = self.exhaust(n);
+                    self.push(out, Some(Label::Exhausted(n)), self.set(st, t, next));
+                }
             }
             Phase::Tools(i) => {
                 let Some(tool) = info.tools.get(i as usize) else {
@@ -1069,8 +1085,9 @@ impl<'p> Model<'p> {
                     let next = self.exhaust(n);
                     self.push(out, Some(Label::Exhausted(n)), self.set(st, t, next));
                 }
-                if phase == Phase::Finish && matches!(info.kind, Kind::Agent | Kind::Tool) {
-                    self.zone_moves(st, t, n, Phase::Finish, out);
+                if matches!(info.kind, Kind::Agent | Kind::Tool) {
+                    // A turn's or call's settlement (and a retry's start) may change a zone.
+                    self.zone_moves(st, t, n, phase, out);
                 }
             }
             Phase::Human => {

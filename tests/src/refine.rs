@@ -1,0 +1,283 @@
+//! Small random workflows for the refinement tests (`tests/tests/refinement.rs`):
+//! the engine, the model checker and trace check must agree on every one.
+//!
+//! [`workflow`] writes one program from a seed: a line of *blocks* from the
+//! start to `done`, each block one of the constructs the three readers of a
+//! plan must give one meaning to —
+//!
+//! * an agent node (sometimes with a retry policy, or `on_failure: skip`),
+//!   sometimes calling a tool;
+//! * a tool node;
+//! * a router: `when` and `else` edges, the `else` to an end node;
+//! * a gate with a predicate, `schema_valid` or `exists` evaluator, whose
+//!   BLOCK terminates or asks for a decision (reject terminates);
+//! * a static fan-out and a join (`all`, `any`, `majority`; branches with
+//!   and without an edge of their own into the join);
+//! * a bounded loop (`until`, `max_rounds`, `on_exhausted` continue or a
+//!   fallback);
+//! * a human approval (approve goes on, reject ends);
+//! * a handoff between two agents, with or without a declared context;
+//!
+//! under a run budget with zones (compress, `return_partial` or a
+//! fallback) about half the time, and a few policies (response `warn`, so
+//! the run monitors record violations and change nothing). The output is a
+//! pure function of the seed, and checks with no errors.
+
+use std::fmt::Write as _;
+
+/// A tiny deterministic PRNG (xorshift64*).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        Rng((z ^ (z >> 31)) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() >> 11) % n.max(1) as u64) as usize
+    }
+
+    pub fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
+const HEADER: &str = r#"type Out = { ok: bool, n: int }
+
+provider local: scripted { max_tokens: 100 }
+principal editor
+tool echo: builtin { description: "Echoes its input", input: any, output: any, function: "identity" }
+agent w { provider: local }
+agent v { provider: local, tools: [echo] }
+"#;
+
+/// What the generator wrote, for the policies: node names, agent nodes
+/// and termination reasons.
+#[derive(Default)]
+struct Names {
+    nodes: Vec<String>,
+    agents: Vec<String>,
+    reasons: Vec<String>,
+    handoffs: Vec<(String, String)>,
+    /// An upper bound of the control-plane steps (attempts) of a run.
+    steps: usize,
+}
+
+/// One block: its node and edge lines, its entry, and its exits (a node
+/// and the guard of its edge to the next block's entry).
+struct Block {
+    lines: Vec<String>,
+    entry: String,
+    exits: Vec<(String, String)>,
+    /// A gate on the edge into the next block: `(from, body)`.
+    gate: Option<(String, String)>,
+}
+
+fn agent_line(rng: &mut Rng, name: &str, names: &mut Names, plain: bool) -> String {
+    names.nodes.push(name.to_string());
+    names.agents.push(name.to_string());
+    let agent = if !plain && rng.chance(25) { "v" } else { "w" };
+    let mut extra = String::new();
+    names.steps += 1;
+    if !plain && rng.chance(20) {
+        extra.push_str(", retry: { attempts: 2 }");
+        names.steps += 1;
+    }
+    if !plain && rng.chance(15) {
+        extra.push_str(", on_failure: skip");
+    }
+    format!("  node {name}: agent {agent} {{ output: Out{extra} }}")
+}
+
+fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
+    let n = format!("n{k}");
+    let simple = |lines: Vec<String>, node: &str| Block {
+        lines,
+        entry: node.to_string(),
+        exits: vec![(node.to_string(), String::new())],
+        gate: None,
+    };
+    match rng.below(9) {
+        0 | 1 => {
+            let line = agent_line(rng, &n, names, false);
+            simple(vec![line], &n)
+        }
+        2 => {
+            names.nodes.push(n.clone());
+            names.steps += 1;
+            simple(vec![format!("  node {n}: tool echo {{ args: {{ ok: true, n: {k} }} }}")], &n)
+        }
+        3 => {
+            let line = agent_line(rng, &n, names, true);
+            let end = format!("e{k}");
+            let reason = format!("alt{k}");
+            names.nodes.push(end.clone());
+            names.reasons.push(reason.clone());
+            let status = *rng.pick(&["success", "partial", "failure"]);
+            let lines = vec![line, format!("  node {end}: end {reason} {{ status: {status} }}"), format!("  {n} -> {end} else")];
+            Block { lines, entry: n.clone(), exits: vec![(n.clone(), format!(" when {n}.ok"))], gate: None }
+        }
+        4 => {
+            let line = agent_line(rng, &n, names, true);
+            let evaluator = match rng.below(3) {
+                0 => format!("predicate({n}.ok)"),
+                1 => format!("schema_valid({n}, Out)"),
+                _ => format!("exists({n}.n)"),
+            };
+            let blocked = format!("blocked{k}");
+            names.reasons.push(blocked.clone());
+            let on_block = if rng.chance(40) {
+                let rejected = format!("rejected{k}");
+                names.reasons.push(rejected.clone());
+                format!("on BLOCK -> decide\n    decided_by: [editor]\n    on reject -> terminate({rejected})")
+            } else {
+                format!("on BLOCK -> terminate({blocked})")
+            };
+            let body = format!("{{\n    evaluate: [{evaluator}]\n    reason: \"{blocked}\"\n    on PASS -> continue\n    {on_block}\n  }}");
+            Block { lines: vec![line], entry: n.clone(), exits: vec![(n.clone(), String::new())], gate: Some((n, body)) }
+        }
+        5 => {
+            let (a, b, j) = (format!("a{k}"), format!("b{k}"), format!("j{k}"));
+            let rule = *rng.pick(&["all", "all", "any", "majority"]);
+            let mut lines = vec![format!("  node {n}: parallel [{a}, {b}]")];
+            names.nodes.push(n.clone());
+            lines.push(agent_line(rng, &a, names, true));
+            lines.push(agent_line(rng, &b, names, true));
+            names.nodes.push(j.clone());
+            lines.push(format!("  node {j}: join [{a}, {b}] {{ rule: {rule} }}"));
+            if rng.chance(50) {
+                lines.push(format!("  {a} -> {j}"));
+                lines.push(format!("  {b} -> {j}"));
+            }
+            Block { lines, entry: n, exits: vec![(j.clone(), String::new())], gate: None }
+        }
+        6 => {
+            let body = format!("x{k}");
+            names.nodes.push(n.clone());
+            let exhausted = if rng.chance(50) {
+                let reason = format!("gave_up{k}");
+                names.reasons.push(reason.clone());
+                format!(", on_exhausted: fallback({reason})")
+            } else {
+                String::new()
+            };
+            let mut lines = vec![format!("  node {n}: loop [{body}] {{ max_rounds: 2, until: {body}.ok{exhausted} }}")];
+            lines.push(agent_line(rng, &body, names, true));
+            names.steps += 1; // the second round
+            Block { lines, entry: n.clone(), exits: vec![(n, String::new())], gate: None }
+        }
+        7 => {
+            let end = format!("r{k}");
+            let reason = format!("declined{k}");
+            names.nodes.push(n.clone());
+            names.nodes.push(end.clone());
+            names.reasons.push(reason.clone());
+            names.steps += 1;
+            let lines = vec![
+                format!("  node {n}: human editor {{ decisions: [approve, reject] }}"),
+                format!("  node {end}: end {reason} {{ status: failure }}"),
+                format!("  {n} -> {end} else"),
+            ];
+            Block { lines, entry: n.clone(), exits: vec![(n.clone(), format!(" when {n}.decision == \"approve\""))], gate: None }
+        }
+        _ => {
+            let m = format!("m{k}");
+            let mut lines = vec![agent_line(rng, &n, names, true), agent_line(rng, &m, names, true), format!("  {n} -> {m}")];
+            let context = match rng.below(3) {
+                0 => "",
+                1 => ", context: fork",
+                _ => ", context: filtered, context_fields: [\"ok\"]",
+            };
+            lines.push(format!("  handoff {n} -> {m} {{ payload: Out{context} }}"));
+            names.handoffs.push((n.clone(), m.clone()));
+            Block { lines, entry: n, exits: vec![(m, String::new())], gate: None }
+        }
+    }
+}
+
+/// A Flow program with one workflow `generated` of `1..=5` blocks, a pure
+/// function of `seed`.
+pub fn workflow(seed: u64) -> String {
+    let mut rng = Rng::new(seed);
+    let mut names = Names::default();
+    let count = 1 + rng.below(5);
+    let blocks: Vec<Block> = (0..count).map(|k| block(&mut rng, k, &mut names)).collect();
+    let mut s = String::from(HEADER);
+    let budget = rng.chance(50);
+    if budget {
+        let fuse = if rng.chance(50) {
+            "return_partial".to_string()
+        } else {
+            names.reasons.push("low_budget".into());
+            "fallback(low_budget)".to_string()
+        };
+        names.reasons.push("out_of_budget".into());
+        // Steps: the worst case fits (as `flowc verify` requires); the zones
+        // are entered by runs that take a share of it.
+        let _ = write!(
+            s,
+            "budget b {{\n  steps: {}\n  zones: [\n    {{ zone: yellow, below: 80%, action: compress_context }},\n    {{ zone: fuse, below: 45%, action: {fuse} }},\n  ]\n  on_exhausted: fallback(out_of_budget)\n}}\n",
+            names.steps.max(1)
+        );
+    }
+    let _ = writeln!(s, "workflow generated {{\n  start: {}\n  escalate_to: editor", blocks[0].entry);
+    if budget {
+        s.push_str("  budget: b\n");
+    }
+    names.nodes.push("done".into());
+    names.reasons.push("done".into());
+    s.push_str("  node done: end done\n");
+    for (i, b) in blocks.iter().enumerate() {
+        for line in &b.lines {
+            s.push_str(line);
+            s.push('\n');
+        }
+        let next = blocks.get(i + 1).map_or("done", |n| n.entry.as_str());
+        for (from, guard) in &b.exits {
+            let _ = writeln!(s, "  {from} -> {next}{guard}");
+        }
+        if let Some((from, body)) = &b.gate {
+            let _ = writeln!(s, "  gate g{i}: {from} -> {next} {body}");
+        }
+    }
+    s.push_str("}\n");
+    for i in 0..3 {
+        let _ = writeln!(s, "policy p{i}: {} {{ response: warn }}", policy(&mut rng, &names));
+    }
+    s
+}
+
+fn policy(rng: &mut Rng, names: &Names) -> String {
+    let node = |rng: &mut Rng| rng.pick(&names.nodes).clone();
+    let reason = |rng: &mut Rng| rng.pick(&names.reasons).clone();
+    match rng.below(7) {
+        0 => format!("never started({}) before completed({})", node(rng), node(rng)),
+        1 => format!("started({}) => eventually (terminated(done) or terminated({}))", node(rng), reason(rng)),
+        2 => format!("never terminated({})", reason(rng)),
+        3 => "never zone(fuse)".to_string(),
+        4 => match rng.pick(&[names.handoffs.first().cloned(), None]) {
+            Some((a, b)) => format!("never handed_off({a}, {b})"),
+            None if names.agents.is_empty() => format!("never failed({})", node(rng)),
+            None => format!("never failed({})", rng.pick(&names.agents)),
+        },
+        5 => format!("always (completed({0}) => not failed({0}))", node(rng)),
+        _ => "never called(echo) before approved(editor)".to_string(),
+    }
+}

@@ -16,7 +16,9 @@
 //! The Promela mirrors the abstract semantics of `compiler/verify/src/model.rs`
 //! for this fragment: an agent is entered (started), then completes, fails
 //! (then the run terminates with `NODE_failed`) or, under a budget,
-//! exhausts it (`budget_exhausted`); a completed node takes an edge at once
+//! exhausts it (`budget_exhausted`: while it waits, or already as its
+//! attempt starts, in the control step that started it); the parallel node
+//! completes after its branches started; a completed node takes an edge at once
 //! (the next node's start); a human decides (a `decision_applied`), then
 //! completes; an end node completes and terminates; branches interleave only
 //! while waiting for an answer, and a join runs — starts, then completes —
@@ -366,7 +368,14 @@ fn parallel(rng: &mut Rng, index: usize) -> Case {
                 );
             } else {
                 let sn = c(Ev::Started(node(b, d + 1)));
-                let _ = writeln!(p, "  :: atomic {{ !done && !busy -> ev = {cn}; busy = true }}; atomic {{ ev = {sn}; busy = false }}");
+                // Under a budget the next node's attempt start may find it
+                // used up, in the same control step.
+                let start = if budget {
+                    format!("if :: atomic {{ ev = {sn}; busy = false }} :: atomic {{ ev = {sn} }}; terminate({t_bud}) fi")
+                } else {
+                    format!("atomic {{ ev = {sn}; busy = false }}")
+                };
+                let _ = writeln!(p, "  :: atomic {{ !done && !busy -> ev = {cn}; busy = true }}; {start}");
             }
             let _ = writeln!(p, "  :: atomic {{ !done && !busy -> ev = {fnn}; busy = true }}; terminate({tn})");
             if budget {
@@ -376,16 +385,16 @@ fn parallel(rng: &mut Rng, index: usize) -> Case {
         }
         p += "}\n\n";
     }
-    let _ = writeln!(p, "init {{\n  atomic {{ ev = {c_fan} }};");
+    // The engine starts every branch, then completes the parallel node.
+    p += "init {\n";
     for b in 0..k {
         let s = c(Ev::Started(node(b, 0)));
-        if b + 1 < k {
-            let _ = writeln!(p, "  atomic {{ ev = {s} }};");
-        } else {
-            let runs: String = (0..k).map(|i| format!(" run branch{i}();")).collect();
-            let _ = writeln!(p, "  atomic {{ ev = {s};{runs} }}");
-        }
+        // Under a budget a branch's attempt start may find it used up.
+        let exhaust = if budget { format!(" :: atomic {{ ev = {s} }}; terminate({t_bud})") } else { String::new() };
+        let _ = writeln!(p, "  if :: atomic {{ ev = {s} }}{exhaust} fi;");
     }
+    let runs: String = (0..k).map(|i| format!(" run branch{i}();")).collect();
+    let _ = writeln!(p, "  atomic {{ ev = {c_fan};{runs} }}");
     p += "}\n";
     let mut policies = Vec::new();
     for i in 0..5 {

@@ -47,7 +47,11 @@ pub enum RunStatus {
 pub struct RunConfig {
     pub run_id: String,
     pub execution_id: String,
+    /// The plan's source digest (`run_started`'s `plan_digest`).
     pub plan_digest: String,
+    /// The plan's content digest, when it has one (`run_started`'s
+    /// `plan_content_digest`).
+    pub plan_content_digest: Option<String>,
     pub clock: Arc<dyn Clock>,
     /// The lease owner recorded on attempts (host/process).
     pub owner: String,
@@ -925,6 +929,7 @@ impl Engine {
                 schema_version: V,
                 workflow: self.wf().name.clone(),
                 plan_digest: self.cfg.plan_digest.clone(),
+                plan_content_digest: self.cfg.plan_content_digest.clone(),
                 input: input_ref,
             },
             None,

@@ -306,8 +306,10 @@ fn record_then_replay_is_identical_and_a_miss_fails_with_a_diff() {
             .collect::<Vec<_>>()
     };
     assert_eq!(show(&recorded), show(&replayed));
-    // Change the script: the agent's reply changes, so the tool request
-    // differs from the recording and replay fails loudly.
+    // Change the script and drop the recorded model turns: the scripted
+    // agent answers from its script (offline, deterministic: no miss), its
+    // reply changes, so the tool request differs from the recording and
+    // replay fails loudly, with the difference.
     std::fs::write(dir.path().join("crash.script.yaml"), "replies:\n  draft:\n  - output: { title: \"goodbye\", words: 5 }\n").unwrap();
     let cassette_text = std::fs::read_to_string(&cassette).unwrap();
     let without_model: String = {
@@ -325,7 +327,8 @@ fn record_then_replay_is_identical_and_a_miss_fails_with_a_diff() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let message = text(&out);
     assert!(message.contains("replay miss"), "{message}");
-    assert!(message.contains("model turn of agent `drafter`"), "{message}");
+    assert!(message.contains("the call of tool `stamp` is not in the cassette"), "{message}");
+    assert!(message.contains(r#"/input/text: requested "goodbye", recorded "hello world""#), "{message}");
 }
 
 /// Cassettes are YAML.

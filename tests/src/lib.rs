@@ -1,5 +1,6 @@
 //! Helpers shared by the workspace-level tests: finding the corpus of
-//! `.flow` files and the repository root.
+//! `.flow` files and the repository root, building plans as `flowc build`
+//! does.
 // Tests read the repository's files: the pure-core lint does not apply.
 #![allow(clippy::disallowed_methods)]
 
@@ -75,4 +76,27 @@ pub fn check_and_render(path: &Path) -> (flow_check::Checked, String) {
     }
     let rendered = flow_diagnostics::render::render_human(&db, &checked.diagnostics);
     (checked, rendered)
+}
+
+/// The plan `flowc build SOURCE -o PLAN_FILE` writes (`flowc`'s tests hold
+/// the two byte for byte equal), for tests that run plans without the
+/// `flowc` binary. Panics when the program has checking errors.
+pub fn build_plan(source: &Path, plan_file: &Path) -> flow_check::plan::Plan {
+    let mut db = flow_diagnostics::SourceDb::new();
+    let text = std::fs::read_to_string(source).expect("the source is readable");
+    let root = db.add(flow_lsp::fs::normalize(source), text);
+    let checked = flow_check::check_program(&mut db, root, &flow_lsp::fs::FsLoader);
+    assert!(!checked.has_errors(), "{} has errors: {:?}", source.display(), checked.diagnostics);
+    let files: Vec<(&str, &str)> = (0..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
+    let dir_of = |p: &Path| {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::canonicalize(dir).expect("the directory exists")
+    };
+    let dir = flow_check::plan::relative_dir(&dir_of(plan_file), &dir_of(source));
+    flow_check::plan::Plan::new(checked.program, &format!("flowc {}", env!("CARGO_PKG_VERSION")), &files).located(Some(dir))
+}
+
+/// A plan as `flowc build` writes it: pretty JSON and a newline.
+pub fn plan_text(plan: &flow_check::plan::Plan) -> String {
+    serde_json::to_string_pretty(plan).expect("a plan serialises") + "\n"
 }

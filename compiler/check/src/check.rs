@@ -64,7 +64,14 @@ pub(crate) struct Checker<'a> {
     /// Names of globals referred to from somewhere.
     pub used: IndexSet<String>,
     pub types: IndexMap<String, Ty>,
+    /// JSON Schema files by loaded name: the type they lower to (a
+    /// [`Ty::Named`] of their entry in `schema_types`).
     schema_cache: HashMap<String, Ty>,
+    /// The types of JSON Schema files, by their type name
+    /// (`schema("path")` as written): the structural type, the schema as
+    /// written, and where the file is. They join `types` (so they expand
+    /// like declared types) and reach the IR with their schema.
+    schema_types: IndexMap<String, (serde_json::Value, Loc)>,
     /// The file of the block being checked.
     pub file: FileId,
     pub workflow: Option<WorkflowCtx>,
@@ -98,6 +105,7 @@ impl<'a> Checker<'a> {
             used: IndexSet::new(),
             types: IndexMap::new(),
             schema_cache: HashMap::new(),
+            schema_types: IndexMap::new(),
             file: FileId(0),
             workflow: None,
             machines: IndexMap::new(),
@@ -120,8 +128,12 @@ impl<'a> Checker<'a> {
         self.lower_types();
         let mut program = ir::Program::default();
         for (name, ty) in &self.types {
-            let global = &self.globals[name];
-            program.types.insert(name.clone(), ir::TypeDef { name: name.clone(), ty: ty.clone(), loc: loc(global.file, global.name_span) });
+            // Schema files' types are added at the end (more are found later).
+            let Some(global) = self.globals.get(name) else { continue };
+            program.types.insert(
+                name.clone(),
+                ir::TypeDef { name: name.clone(), ty: ty.clone(), loc: loc(global.file, global.name_span), schema: None },
+            );
         }
         // Machines first (workflows refer to their states), then the other
         // declarations, then top-level policies (they name nodes and gates
@@ -158,6 +170,10 @@ impl<'a> Checker<'a> {
             }
         }
         program.machines = std::mem::take(&mut self.machines);
+        for (name, (schema, at)) in std::mem::take(&mut self.schema_types) {
+            let ty = self.types.get(&name).cloned().unwrap_or(Ty::Any);
+            program.types.insert(name.clone(), ir::TypeDef { name, ty, loc: at, schema: Some(schema) });
+        }
         self.report_unused();
         let mut diagnostics = self.diagnostics;
         sort_diagnostics(&mut diagnostics);
@@ -524,7 +540,21 @@ impl<'a> Checker<'a> {
                     self.diagnostics.push(diagnostic);
                     Ty::Any
                 }
-                Ok(()) => schema::to_ty(&value),
+                Ok(()) => {
+                    // The file's type is a named type: statically its
+                    // structural subset, at run time the schema itself.
+                    let structural = schema::to_ty(&value);
+                    let mut type_name = format!("schema({path:?})");
+                    let mut n = 1;
+                    while self.types.contains_key(&type_name) || self.globals.contains_key(&type_name) {
+                        n += 1;
+                        type_name = format!("schema({path:?})#{n}");
+                    }
+                    self.types.insert(type_name.clone(), structural);
+                    let at = Loc { file: schema_file.0, start: 0, end: text.len() as u32 };
+                    self.schema_types.insert(type_name.clone(), (value, at));
+                    Ty::Named { name: type_name }
+                }
             },
         };
         self.schema_cache.insert(name, ty.clone());

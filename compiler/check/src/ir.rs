@@ -35,11 +35,19 @@ pub struct Program {
     pub policies: Vec<Policy>,
 }
 
+/// A declared type, or the type of a JSON Schema file (named
+/// `schema("path")` after the path as written; its `loc` is the file).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TypeDef {
     pub name: String,
+    /// The structural type: what the checker and verifier reason with.
     pub ty: Ty,
     pub loc: Loc,
+    /// For a JSON Schema file's type, the schema as written: values are
+    /// validated against it at run time (every keyword, not only the
+    /// structural subset in `ty`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<serde_json::Value>,
 }
 
 /// A principal, provider, agent, tool, evaluator, budget, contract or

@@ -56,7 +56,9 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = flow_verify::policies::DEFAULT_MAX_STATES)]
         max_states: usize,
     },
-    /// Build a verified plan: the checked, typed IR with source digests.
+    /// Build a verified plan: the checked, typed IR with source digests,
+    /// the source's directory relative to the plan, and a digest of the
+    /// plan's own content (`flow run` refuses a plan edited since).
     /// Refuses (exit 1) when the program has errors.
     Build {
         file: PathBuf,
@@ -294,7 +296,11 @@ fn build(path: &Path, output: &Path, emit: Emit) -> ExitCode {
     }
     // Every file the program came from, root first.
     let files: Vec<(&str, &str)> = (0..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
-    let plan = flow_check::plan::Plan::new(compiled.checked.program, &format!("flowc {}", env!("CARGO_PKG_VERSION")), &files);
+    // The plan records where its source is, relative to itself: `flow run
+    // PLAN` finds the flow's relative paths (scripts, tool `cwd`, files),
+    // its input and its cassette there, wherever it is run from.
+    let plan = flow_check::plan::Plan::new(compiled.checked.program, &format!("flowc {}", env!("CARGO_PKG_VERSION")), &files)
+        .located(source_dir_from(path, output));
     let text = match emit {
         Emit::Json => serde_json::to_string_pretty(&plan).map(|t| t + "\n").map_err(|e| e.to_string()),
         Emit::Yaml => serde_yaml::to_string(&plan).map_err(|e| e.to_string()),
@@ -308,12 +314,26 @@ fn build(path: &Path, output: &Path, emit: Emit) -> ExitCode {
     }
     let warnings = compiled.diagnostics.len();
     eprintln!(
-        "flowc: wrote {} ({}{})",
+        "flowc: wrote {} (plan {}, sources {}{})",
         output.display(),
+        plan.content_digest,
         plan.source.digest,
         if warnings > 0 { format!(", {warnings} warnings") } else { String::new() }
     );
     ExitCode::SUCCESS
+}
+
+/// The directory of `source` relative to the directory `plan` is written
+/// to (both resolved), `None` when either cannot be resolved (the write
+/// then fails and says why).
+fn source_dir_from(source: &Path, plan: &Path) -> Option<String> {
+    let dir_of = |p: &Path| match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let source_dir = std::fs::canonicalize(dir_of(source)).ok()?;
+    let plan_dir = std::fs::canonicalize(dir_of(plan)).ok()?;
+    Some(flow_check::plan::relative_dir(&plan_dir, &source_dir))
 }
 
 fn fmt(files: &[PathBuf], check: bool) -> ExitCode {

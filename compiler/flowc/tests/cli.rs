@@ -175,6 +175,31 @@ fn every_example_builds_a_plan_valid_against_the_published_schema() {
 }
 
 #[test]
+fn build_records_where_the_source_is_and_seals_the_plan() {
+    let tmp = temp_dir("located");
+    let plans = tmp.path().join("deploy/plans");
+    std::fs::create_dir_all(&plans).unwrap();
+    for example in examples() {
+        let source = repo_root().join(&example).canonicalize().unwrap();
+        let out = plans.join(format!("{}.json", source.file_stem().unwrap().to_string_lossy()));
+        let (code, _, stderr) = flowc(&["build", source.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{example}: {stderr}");
+        assert!(stderr.contains("(plan sha256:"), "{stderr}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        let plan: flow_check::plan::Plan = serde_json::from_str(&text).unwrap();
+        // Sealed: its content matches its digest, read back from the file.
+        assert_eq!(plan.check_digest(), Ok(()), "{example}");
+        assert!(stderr.contains(&plan.content_digest), "{stderr}");
+        // The source's directory, relative to the plan's.
+        let dir = plan.source.dir.clone().expect("the plan records its source's directory");
+        assert!(dir.starts_with("../"), "{example}: {dir}");
+        assert_eq!(plans.join(&dir).canonicalize().unwrap(), source.parent().unwrap(), "{example}: {dir}");
+        // Byte for byte what flow's tests build without this binary.
+        assert_eq!(flow_tests::plan_text(&flow_tests::build_plan(&source, &out)), text, "{example}");
+    }
+}
+
+#[test]
 fn build_refuses_programs_with_errors() {
     let tmp = temp_dir("refuse");
     let dir = tmp.path();

@@ -319,7 +319,13 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
     push(
         &mut out,
         "control",
-        Body::RunStarted { schema_version: 1, workflow: model.workflow.name.clone(), plan_digest: plan_digest.to_string(), input: None },
+        Body::RunStarted {
+            schema_version: 1,
+            workflow: model.workflow.name.clone(),
+            plan_digest: plan_digest.to_string(),
+            plan_content_digest: None,
+            input: None,
+        },
     );
     let name = |n: &NodeId| model.node_name(*n).to_string();
     for (i, label) in labels.iter().enumerate() {

@@ -31,7 +31,8 @@ use std::sync::Arc;
     version,
     about = "Runs Flow workflows: the control plane decides and records, models, tools and humans propose.",
     after_help = "Exit status: 0 success, 1 run failed, 2 usage or I/O error, 3 budget exhausted, \
-4 awaiting a human decision (`flow approve`, then `flow resume`), 5 partial result."
+4 awaiting a human decision (`flow approve`, then `flow resume`), 5 partial result, \
+6 plan refused (`flow run PLAN.json`: edited since it was built, or failing the static checks)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -47,6 +48,12 @@ enum Command {
     /// `NAME.cassette.yaml` sits next to `NAME.flow`, the requests it
     /// records are replayed from it and the others run live (examples ship
     /// one, so they run offline); `--no-cassette` turns that off.
+    ///
+    /// A plan runs as its source would: relative paths, `NAME.input.json`
+    /// and `NAME.cassette.yaml` are found in the source's directory, which
+    /// the plan records relative to itself (`--base-dir` overrides it). A
+    /// plan whose content does not match its digest, or which fails the
+    /// static checks again, is refused (exit 6).
     Run {
         /// The .flow file or plan .json.
         file: PathBuf,
@@ -62,6 +69,18 @@ enum Command {
         /// The input as a JSON file (default: NAME.input.json next to NAME.flow, if present).
         #[arg(long)]
         input: Option<PathBuf>,
+        /// Where the flow's relative paths resolve (scripts, tool `cwd`,
+        /// files) and NAME.input.json and NAME.cassette.yaml are looked
+        /// for (default: the .flow file's directory; for a plan, its
+        /// source's directory as the plan records it).
+        #[arg(long, value_name = "DIR")]
+        base_dir: Option<PathBuf>,
+        /// Run a plan without running the static checks on it again (its
+        /// digest is still checked): to watch the online policy monitors
+        /// on a program the model checker refutes. A .flow file is always
+        /// verified.
+        #[arg(long)]
+        unverified: bool,
         /// Record every model, tool, probe and human result to this cassette.
         #[arg(long)]
         record: Option<PathBuf>,
@@ -223,8 +242,22 @@ fn fail(error: RunError) -> u8 {
 
 async fn dispatch(cli: Cli) -> u8 {
     match cli.command {
-        Command::Run { file, run_dir, run_id, workflow, input, record, replay, no_cassette, provider_url, common } => {
-            run(file, run_dir, run_id, workflow, input, record, replay, no_cassette, &provider_url, common).await
+        Command::Run {
+            file,
+            run_dir,
+            run_id,
+            workflow,
+            input,
+            base_dir,
+            unverified,
+            record,
+            replay,
+            no_cassette,
+            provider_url,
+            common,
+        } => {
+            let files = RunFiles { input, base_dir, unverified, record, replay, no_cassette };
+            run(file, run_dir, run_id, workflow, files, &provider_url, common).await
         }
         Command::Resume { run, common } => {
             let dir = match run_dir_of(&run) {
@@ -417,19 +450,30 @@ fn report(result: Result<Outcome, RunError>, quiet: bool) -> u8 {
     }
 }
 
-fn compile(file: &Path) -> Result<(Plan, PathBuf), u8> {
-    compile_with(file, false)
+/// A plan to run, and where its source lives: the directory relative
+/// paths resolve against and NAME of `NAME.input.json`, `NAME.cassette.yaml`.
+struct Compiled {
+    plan: Plan,
+    base: PathBuf,
+    stem: String,
+}
+
+fn compile(file: &Path, unverified: bool) -> Result<Compiled, u8> {
+    compile_with(file, false, unverified)
 }
 
 /// Compiles a `.flow` file (or reads a plan). Checking errors always
 /// refuse; static verification errors refuse unless `for_checking` (holding
 /// a trace against a plan whose static checks failed — a broken twin, a
-/// witness of its violation — is legitimate: the IR is whole).
-fn compile_with(file: &Path, for_checking: bool) -> Result<(Plan, PathBuf), u8> {
+/// witness of its violation — is legitimate: the IR is whole). A plan is
+/// refused (exit 6) when its content does not match its digest and, unless
+/// `for_checking` or `unverified`, when the static checks find errors in it.
+fn compile_with(file: &Path, for_checking: bool, unverified: bool) -> Result<Compiled, u8> {
     let base = match file.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("flow").trim_end_matches(".plan").to_string();
     let text = match std::fs::read(file) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(t) => t,
@@ -444,8 +488,8 @@ fn compile_with(file: &Path, for_checking: bool) -> Result<(Plan, PathBuf), u8> 
         }
     };
     if file.extension().is_some_and(|e| e == "json") {
-        return match serde_json::from_str::<Plan>(&text) {
-            Ok(plan) if plan.flow_plan_version == flow_check::plan::PLAN_VERSION => Ok((plan, base)),
+        let plan = match serde_json::from_str::<Plan>(&text) {
+            Ok(plan) if plan.flow_plan_version == flow_check::plan::PLAN_VERSION => plan,
             Ok(plan) => {
                 eprintln!(
                     "flow: {} is plan version {}, this runtime reads {}",
@@ -453,13 +497,14 @@ fn compile_with(file: &Path, for_checking: bool) -> Result<(Plan, PathBuf), u8> 
                     plan.flow_plan_version,
                     flow_check::plan::PLAN_VERSION
                 );
-                Err(exit::USAGE)
+                return Err(exit::USAGE);
             }
             Err(e) => {
                 eprintln!("flow: {} is not a plan: {e}", file.display());
-                Err(exit::USAGE)
+                return Err(exit::USAGE);
             }
         };
+        return accept_plan(file, plan, base, for_checking || unverified);
     }
     let mut db = SourceDb::new();
     let root = db.add(flow_lsp::fs::normalize(file), text);
@@ -495,26 +540,88 @@ fn compile_with(file: &Path, for_checking: bool) -> Result<(Plan, PathBuf), u8> 
     }
     let files: Vec<(&str, &str)> = (0..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
     let plan = Plan::new(checked.program, &format!("flow {}", env!("CARGO_PKG_VERSION")), &files);
-    Ok((plan, base))
+    Ok(Compiled { plan, base, stem })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A plan read from `file`, taken only if it is what was verified: its
+/// content matches its digest, and (unless `skip_checks`) the static
+/// checks, run again on its IR, find no errors. Its source's directory is
+/// where the plan records it, relative to `file`'s directory (`plan_dir`).
+fn accept_plan(file: &Path, plan: Plan, plan_dir: PathBuf, skip_checks: bool) -> Result<Compiled, u8> {
+    if let Err(why) = plan.check_digest() {
+        eprintln!(
+            "flow: refusing the plan {}: {why}; it is not the plan that was built and verified (rebuild it with `flowc build`)",
+            file.display()
+        );
+        return Err(exit::PLAN_REFUSED);
+    }
+    let root = Path::new(&plan.source.root);
+    let stem = root.file_stem().and_then(|s| s.to_str()).map(str::to_string).unwrap_or_else(|| "flow".into());
+    let base = match &plan.source.dir {
+        Some(dir) => plan_dir.join(dir),
+        None => plan_dir,
+    };
+    if !skip_checks {
+        // As `flow run FILE.flow`: the static checks and the model checker.
+        let (mut found, _) =
+            flow_verify::verify_with_policies(&plan.program, &plan.source.digest, flow_verify::policies::DEFAULT_MAX_STATES);
+        sort_diagnostics(&mut found);
+        if found.iter().any(|d| d.is_error()) {
+            for d in found.iter().filter(|d| d.is_error()) {
+                let at = d
+                    .labels
+                    .first()
+                    .and_then(|l| plan.source.files.get(l.file.0 as usize))
+                    .map(|f| format!(" (in {})", f.name))
+                    .unwrap_or_default();
+                eprintln!("error[{}]: {}{at}", d.code.0, d.message);
+                if let Some(help) = &d.help {
+                    eprintln!("  = help: {help}");
+                }
+            }
+            eprintln!(
+                "flow: not running {}: the plan fails the static checks ({}); it is not a plan `flowc build` would write",
+                file.display(),
+                render::summary_line(&found)
+            );
+            return Err(exit::PLAN_REFUSED);
+        }
+    }
+    Ok(Compiled { plan, base, stem })
+}
+
+/// Where `flow run` finds the run's files, and whether it checks a plan.
+struct RunFiles {
+    input: Option<PathBuf>,
+    base_dir: Option<PathBuf>,
+    unverified: bool,
+    record: Option<PathBuf>,
+    replay: Option<PathBuf>,
+    no_cassette: bool,
+}
+
 async fn run(
     file: PathBuf,
     run_dir: Option<PathBuf>,
     run_id: Option<String>,
     workflow: Option<String>,
-    input: Option<PathBuf>,
-    record: Option<PathBuf>,
-    replay: Option<PathBuf>,
-    no_cassette: bool,
+    files: RunFiles,
     provider_urls: &[String],
     common: Common,
 ) -> u8 {
-    let (mut plan, base) = match compile(&file) {
+    let RunFiles { input, base_dir, unverified, record, replay, no_cassette } = files;
+    if unverified && file.extension().is_some_and(|e| e == "json") {
+        eprintln!("flow: warning: --unverified: the static checks are not run on {}", file.display());
+    }
+    let Compiled { mut plan, base, stem } = match compile(&file, unverified) {
         Ok(p) => p,
         Err(code) => return code,
     };
+    let base = base_dir.unwrap_or(base);
+    if !base.is_dir() {
+        eprintln!("flow: the flow's directory {} is not a directory (--base-dir sets it)", base.display());
+        return exit::USAGE;
+    }
     for spec in provider_urls {
         let Some((name, url)) = spec.split_once('=') else {
             eprintln!("flow: --provider-url takes NAME=URL, not `{spec}`");
@@ -530,7 +637,6 @@ async fn run(
             }
         }
     }
-    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("flow").trim_end_matches(".plan").to_string();
     let input_path = input.or_else(|| Some(base.join(format!("{stem}.input.json"))).filter(|p| p.exists()));
     let input = match &input_path {
         Some(path) => {
@@ -632,7 +738,10 @@ fn status(run: &str) -> u8 {
     let mut cost = 0.0;
     for event in &events {
         match &event.body {
-            Body::RunStarted { workflow, plan_digest, .. } => println!("workflow {workflow} (plan {plan_digest})"),
+            Body::RunStarted { workflow, plan_digest, plan_content_digest, .. } => match plan_content_digest {
+                Some(content) => println!("workflow {workflow} (plan {content}, sources {plan_digest})"),
+                None => println!("workflow {workflow} (sources {plan_digest})"),
+            },
             Body::NodeCompleted { node, .. } => done.push(node.clone()),
             Body::NodeFailed { node, error_code, .. } => failed.push(format!("{node} ({error_code})")),
             Body::AgentTurn { usage, .. } => {
@@ -747,7 +856,7 @@ fn read_trace(path: &Path) -> Result<(PathBuf, String, Option<PathBuf>), u8> {
 
 /// The plan for `--plan`: any compile failure is a usage error here.
 fn plan_for(path: &Path) -> Result<Plan, u8> {
-    compile_with(path, true).map(|(plan, _)| plan).map_err(|_| exit::USAGE)
+    compile_with(path, true, false).map(|c| c.plan).map_err(|_| exit::USAGE)
 }
 
 fn trace_check(trace: &Path, plan: &Path, format: Format) -> u8 {

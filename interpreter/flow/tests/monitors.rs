@@ -5,8 +5,9 @@
 //! example running without a violation.
 //!
 //! The programs are compiled to plans with the checker only (no model
-//! checker), so that a policy the model checker would refute statically
-//! can still be run and watched online.
+//! checker) and run with `--unverified` (`flow run` would otherwise check
+//! them again and refuse), so that a policy the model checker would refute
+//! statically can still be run and watched online.
 #![allow(clippy::disallowed_methods)]
 
 use flow_check::plan::Plan;
@@ -50,7 +51,8 @@ fn plan(dir: &Path, name: &str, source: &str) -> PathBuf {
 /// Runs a plan with the fake clock, no prompts, into `DIR/run`.
 fn run(dir: &Path, plan: &Path) -> (Output, PathBuf) {
     let run_dir = dir.join("run");
-    let out = flow(&["run", plan.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], dir, &[]);
+    let args = ["run", plan.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt", "--unverified"];
+    let out = flow(&args, dir, &[]);
     (out, run_dir)
 }
 
@@ -409,7 +411,7 @@ fn a_monitored_run_killed_at_any_event_boundary_resumes_to_the_same_verdicts() {
         let run_dir = dir.path().join(format!("crash-{k}"));
         let rd = run_dir.to_str().unwrap();
         let crashed = flow(
-            &["run", plan.to_str().unwrap(), "--run-dir", rd, "--fake-clock", "-q", "--no-prompt"],
+            &["run", plan.to_str().unwrap(), "--run-dir", rd, "--fake-clock", "-q", "--no-prompt", "--unverified"],
             dir.path(),
             &[("FLOW_CRASH_AFTER_SEQ", &k.to_string())],
         );

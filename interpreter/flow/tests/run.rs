@@ -306,8 +306,10 @@ fn record_then_replay_is_identical_and_a_miss_fails_with_a_diff() {
             .collect::<Vec<_>>()
     };
     assert_eq!(show(&recorded), show(&replayed));
-    // Change the script: the agent's reply changes, so the tool request
-    // differs from the recording and replay fails loudly.
+    // Change the script and drop the recorded model turns: the scripted
+    // agent answers from its script (offline, deterministic: no miss), its
+    // reply changes, so the tool request differs from the recording and
+    // replay fails loudly, with the difference.
     std::fs::write(dir.path().join("crash.script.yaml"), "replies:\n  draft:\n  - output: { title: \"goodbye\", words: 5 }\n").unwrap();
     let cassette_text = std::fs::read_to_string(&cassette).unwrap();
     let without_model: String = {
@@ -325,7 +327,8 @@ fn record_then_replay_is_identical_and_a_miss_fails_with_a_diff() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let message = text(&out);
     assert!(message.contains("replay miss"), "{message}");
-    assert!(message.contains("model turn of agent `drafter`"), "{message}");
+    assert!(message.contains("the call of tool `stamp` is not in the cassette"), "{message}");
+    assert!(message.contains(r#"/input/text: requested "goodbye", recorded "hello world""#), "{message}");
 }
 
 /// Cassettes are YAML.
@@ -484,4 +487,93 @@ fn a_closed_stdout_ends_a_command_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(flow_diagnostics::cli::CLOSED_STDOUT_EXIT), "{stderr}");
+}
+
+/// Runs one workflow of `strict.flow` (a JSON Schema file with
+/// `minLength`, `maximum`, `minItems` and `additionalProperties: false`)
+/// and holds its trace against the plan.
+fn strict_run(workflow: &str) -> (Option<i32>, Vec<Value>) {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let out = flow(
+        &["run", "strict.flow", "--workflow", workflow, "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"],
+        dir.path(),
+        &[],
+    );
+    let trace = assert_valid_trace(&run_dir);
+    let check = flow(&["trace", "check", run_dir.to_str().unwrap(), "--plan", "strict.flow"], dir.path(), &[]);
+    assert!(check.status.success(), "{workflow}: the trace is not conformant:\n{}", text(&check));
+    (out.status.code(), trace)
+}
+
+/// Every keyword the output breaks is named.
+fn names_every_broken_keyword(message: &str, additional: bool) {
+    for broken in ["shorter than 5 characters", "greater than the maximum of 3", "has less than 2 items"] {
+        assert!(message.contains(broken), "`{broken}` missing from: {message}");
+    }
+    assert_eq!(message.contains("Additional properties are not allowed ('extra' was unexpected)"), additional, "{message}");
+}
+
+#[test]
+fn a_schema_files_keywords_hold_at_an_agents_output() {
+    // The reply breaks minLength, maximum, minItems and additionalProperties;
+    // the repair still breaks the first three: invalid_output, nothing flows on.
+    let (code, trace) = strict_run("typed");
+    assert_eq!(code, Some(1));
+    assert_eq!(kinds(&trace, "agent_turn"), 2, "one turn and one repair turn");
+    let failed = trace.iter().find(|e| e["kind"] == "attempt_failed").unwrap();
+    assert_eq!(failed["payload"]["error_code"], "invalid_output");
+    names_every_broken_keyword(failed["payload"]["message"].as_str().unwrap(), false);
+    assert_eq!(kinds(&trace, "node_completed"), 0, "the invalid output flowed on");
+    assert_eq!(last(&trace)["payload"]["reason"], "invalid_data");
+}
+
+#[test]
+fn a_schema_valid_gate_over_a_schema_file_blocks_what_breaks_its_keywords() {
+    let (code, trace) = strict_run("gated");
+    assert_eq!(code, Some(1));
+    let gate = trace.iter().find(|e| e["kind"] == "gate_recorded").unwrap();
+    assert_eq!(gate["payload"]["outcome"], "BLOCK");
+    names_every_broken_keyword(gate["payload"]["reason"].as_str().unwrap(), true);
+    assert_eq!(last(&trace)["payload"]["reason"], "blocked");
+    // A value that keeps them passes the same checks.
+    let (code, trace) = strict_run("valid");
+    assert_eq!(code, Some(0));
+    let gate = trace.iter().find(|e| e["kind"] == "gate_recorded").unwrap();
+    assert_eq!(gate["payload"]["outcome"], "PASS");
+    assert_eq!(last(&trace)["payload"]["status"], "success");
+}
+
+#[test]
+fn a_runs_result_must_be_of_the_workflows_output_type() {
+    let (code, trace) = strict_run("returns");
+    assert_eq!(code, Some(1));
+    let end = last(&trace);
+    assert_eq!((end["payload"]["reason"].as_str(), end["payload"]["status"].as_str()), (Some("ok"), Some("failure")));
+    let warning = trace.iter().find(|e| e["kind"] == "warning").unwrap()["payload"]["message"].as_str().unwrap();
+    assert!(
+        warning.starts_with("invalid output: the run's result (`loose`'s output) is not the workflow's `output` type Item"),
+        "{warning}"
+    );
+    names_every_broken_keyword(warning, true);
+}
+
+#[test]
+fn handoff_payloads_and_delegation_inputs_are_held_to_their_types() {
+    let (code, trace) = strict_run("handing");
+    assert_eq!(code, Some(1));
+    let handoff = trace.iter().find(|e| e["kind"] == "handoff").unwrap();
+    assert_eq!(handoff["payload"]["accepted"], false);
+    let failed = trace.iter().find(|e| e["kind"] == "node_failed").unwrap();
+    assert_eq!((failed["payload"]["node"].as_str(), failed["payload"]["error_code"].as_str()), (Some("first"), Some("handoff_refused")));
+    names_every_broken_keyword(failed["payload"]["message"].as_str().unwrap(), true);
+    assert!(!trace.iter().any(|e| e["kind"] == "node_started" && e["payload"]["node"] == "second"), "the payload crossed");
+
+    let (code, trace) = strict_run("delegating");
+    assert_eq!(code, Some(1));
+    assert_eq!(kinds(&trace, "delegation"), 0, "the delegation happened");
+    let failed = trace.iter().find(|e| e["kind"] == "node_failed").unwrap();
+    assert_eq!((failed["payload"]["node"].as_str(), failed["payload"]["error_code"].as_str()), (Some("boss"), Some("delegation_refused")));
+    names_every_broken_keyword(failed["payload"]["message"].as_str().unwrap(), false);
+    assert!(!trace.iter().any(|e| e["kind"] == "node_started" && e["payload"]["node"] == "worker"));
 }

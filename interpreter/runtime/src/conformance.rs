@@ -167,7 +167,7 @@ pub const CODES: &[CodeInfo] = &[
     CodeInfo {
         code: codes::PAYLOAD,
         title: "payload not as contracted",
-        explanation: "A handoff's payload is what its producer made (the artifact of `from`'s last completion) and, when the handoff declares `payload: Type`, a value of that type; a delegation's inputs are of the contract's `inputs` type. Types are checked on the artifacts of the run directory; without an artifact store the report says they were not checked. A referenced artifact missing from the store is a deviation.",
+        explanation: "A handoff's payload is what its producer made (the artifact of `from`'s last completion) and, when the handoff declares `payload: Type`, a value of that type (a refused handoff excepted); a delegation's inputs are of the contract's `inputs` type. Types are checked on the artifacts of the run directory; without an artifact store the report says they were not checked. A referenced artifact missing from the store is a deviation.",
     },
     CodeInfo {
         code: codes::BUDGET_EXCEEDED,
@@ -187,7 +187,7 @@ pub const CODES: &[CodeInfo] = &[
     CodeInfo {
         code: codes::TERMINATION,
         title: "termination inconsistent",
-        explanation: "`run_terminated` says why the run ended, and the event it follows from must agree: an end node's target and status, a `terminate(reason)`, `fallback(reason)`, `halt` or `return_partial` action, a node's failure (`NODE_failed`), a budget exhaustion, a rejected escalation (a run monitor's halt on the way may make the status failure). The status is one of success, failure, partial, escalated, cancelled.",
+        explanation: "`run_terminated` says why the run ended, and the event it follows from must agree: an end node's target and status (a `success` end may fail under a `success` condition or an `output` type), a `terminate(reason)`, `fallback(reason)`, `halt` or `return_partial` action, a node's failure (`NODE_failed`), a budget exhaustion, a rejected escalation (a run monitor's halt on the way may make the status failure). The status is one of success, failure, partial, escalated, cancelled.",
     },
 ];
 
@@ -1228,8 +1228,8 @@ impl<'a> Checker<'a> {
             }
             Body::ToolCallRefused { attempt_id, .. } => self.in_attempt(seq, attempt_id, "a tool call refusal"),
             Body::EdgeTaken { from, to, via, .. } => self.edge_taken(seq, from, to, via),
-            Body::Handoff { from, to, context, context_fields, payload, .. } => {
-                self.handoff(seq, from, to, context, context_fields, payload)
+            Body::Handoff { from, to, context, context_fields, payload, accepted, .. } => {
+                self.handoff(seq, from, to, context, context_fields, payload, *accepted)
             }
             Body::Delegation { from, to, contract, inputs, budget, .. } => self.delegation(seq, from, to, contract, inputs, budget),
             Body::GateRecorded { gate, from, to, outcome, trigger, .. } => self.gate_recorded(seq, gate, from, to, outcome, trigger),
@@ -1814,7 +1814,8 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn handoff(&mut self, seq: u64, from: &str, to: &str, context: &str, fields: &[String], payload: &ArtifactRef) {
+    #[allow(clippy::too_many_arguments)]
+    fn handoff(&mut self, seq: u64, from: &str, to: &str, context: &str, fields: &[String], payload: &ArtifactRef, accepted: bool) {
         let on_edge = self.note_transfer(true, from, to);
         let Some(plan) = &self.plan else { return };
         let mut found = Vec::new();
@@ -1860,7 +1861,9 @@ impl<'a> Checker<'a> {
             }
         }
         self.deviations.append(&mut found);
-        if let Some(IrValue::Type(ty)) = t.props.get("payload") {
+        // A refused handoff may carry a payload of another type: the
+        // runtime refuses exactly those.
+        if let (true, Some(IrValue::Type(ty))) = (accepted, t.props.get("payload")) {
             let key = format!("handoff {from} -> {to}");
             self.typed(seq, &key, ty, payload, to);
         }
@@ -1938,17 +1941,11 @@ impl<'a> Checker<'a> {
                 self.budgets.remove(&scope);
             }
         }
-        // The runtime does not hold a delegation's inputs to the contract's
-        // `inputs` type (nor does the checker, statically): a mismatch is
-        // reported as a note, not as a deviation of the run.
+        // The runtime refuses a delegation whose inputs are not of the
+        // contract's `inputs` type: one that happened has such inputs.
         if let Some(IrValue::Type(ty)) = decl.and_then(|d| d.props.get("inputs")) {
             let key = format!("contract {want} inputs");
-            if let Some(problem) = self.type_problem(seq, &key, ty, inputs, to) {
-                let note = format!("delegation {from} -> {to}: the inputs are not a `{ty}` (contract `{want}`'s inputs type): {problem}");
-                if !self.notes.contains(&note) {
-                    self.notes.push(note);
-                }
-            }
+            self.typed(seq, &key, ty, inputs, to);
         }
     }
 
@@ -2320,9 +2317,12 @@ impl<'a> Checker<'a> {
                 Some(n) => {
                     let want = n.target.first().cloned().unwrap_or_else(|| n.name.clone());
                     let declared = word(n.props.get("status")).unwrap_or("success");
-                    // A success end under a false `success` condition fails.
+                    // A success end under a false `success` condition, or
+                    // with a result not of the declared `output` type, fails.
                     let statuses: &[&str] = match declared {
-                        "success" if plan.wf.props.contains_key("success") => &["success", "failure"],
+                        "success" if plan.wf.props.contains_key("success") || plan.wf.props.contains_key("output") => {
+                            &["success", "failure"]
+                        }
                         "success" => &["success"],
                         "failure" => &["failure"],
                         "partial" => &["partial"],

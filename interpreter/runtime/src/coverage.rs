@@ -209,7 +209,16 @@ mod tests {
         let v = SCHEMA_VERSION;
         let digest = ArtifactRef { digest: "sha256:0".into(), size: 1 };
         let events = vec![
-            event(1, Body::RunStarted { schema_version: v, workflow: "w".into(), plan_digest: "d".into(), input: None }),
+            event(
+                1,
+                Body::RunStarted {
+                    schema_version: v,
+                    workflow: "w".into(),
+                    plan_digest: "d".into(),
+                    plan_content_digest: None,
+                    input: None,
+                },
+            ),
             event(
                 2,
                 Body::ToolCallStarted {

@@ -43,6 +43,9 @@ pub mod exit {
     pub const AWAITING_DECISION: u8 = 4;
     /// A partial result (a declared fallback other than budget exhaustion).
     pub const PARTIAL: u8 = 5;
+    /// `flow run PLAN.json` refused the plan: its content does not match its
+    /// digest, or it fails the static checks.
+    pub const PLAN_REFUSED: u8 = 6;
 }
 
 /// Why a run could not proceed (distinct from a run that failed).
@@ -681,6 +684,7 @@ pub async fn run(
         run_id: run_id.to_string(),
         execution_id: "exec-1".into(),
         plan_digest: plan.source.digest.clone(),
+        plan_content_digest: Some(plan.content_digest.clone()).filter(|d| !d.is_empty()),
         clock: opts.clock.clone(),
         owner: owner(),
         lease_ttl_ms: 30_000,
@@ -748,6 +752,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
         run_id: run_id.clone(),
         execution_id: format!("exec-{execution}"),
         plan_digest: plan.source.digest.clone(),
+        plan_content_digest: Some(plan.content_digest.clone()).filter(|d| !d.is_empty()),
         clock: opts.clock.clone(),
         owner: owner(),
         lease_ttl_ms: 30_000,

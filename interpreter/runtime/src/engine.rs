@@ -47,7 +47,11 @@ pub enum RunStatus {
 pub struct RunConfig {
     pub run_id: String,
     pub execution_id: String,
+    /// The plan's source digest (`run_started`'s `plan_digest`).
     pub plan_digest: String,
+    /// The plan's content digest, when it has one (`run_started`'s
+    /// `plan_content_digest`).
+    pub plan_content_digest: Option<String>,
     pub clock: Arc<dyn Clock>,
     /// The lease owner recorded on attempts (host/process).
     pub owner: String,
@@ -346,6 +350,9 @@ pub struct Engine {
     flags: Vec<String>,
     provider_override: Option<String>,
     last_output: Option<(String, ArtifactRef)>,
+    /// The run's result when the workflow declares `output`: the latest
+    /// output of a node whose output type is that type.
+    result_output: Option<(String, ArtifactRef)>,
     status: RunStatus,
     budget_hit: bool,
     hops: HashMap<(String, String), u64>,
@@ -550,6 +557,7 @@ impl Engine {
             flags: Vec::new(),
             provider_override: None,
             last_output: None,
+            result_output: None,
             status: RunStatus::Running,
             budget_hit: false,
             hops: HashMap::new(),
@@ -929,6 +937,7 @@ impl Engine {
                 schema_version: V,
                 workflow: self.wf().name.clone(),
                 plan_digest: self.cfg.plan_digest.clone(),
+                plan_content_digest: self.cfg.plan_content_digest.clone(),
                 input: input_ref,
             },
             None,
@@ -1962,6 +1971,13 @@ impl Engine {
             Some(cause),
         );
         if let Some(a) = artifact {
+            let of_result_type = match self.wf().props.get("output") {
+                Some(IrValue::Type(ty)) => self.node(name).is_some_and(|n| &n.output == ty),
+                _ => false,
+            };
+            if of_result_type {
+                self.result_output = Some((name.to_string(), a.clone()));
+            }
             self.last_output = Some((name.to_string(), a));
         }
         self.env.insert(name.to_string(), output.clone());
@@ -2328,7 +2344,18 @@ impl Engine {
                 env.insert("payload".into(), payload.clone());
                 let mut accepted = true;
                 let mut why = String::new();
-                if let Some(IrValue::List(checks)) = transfer.props.get("accept") {
+                // The payload is of its declared type, or the handoff is refused.
+                if let Some(IrValue::Type(ty)) = transfer.props.get("payload") {
+                    let problem = match self.validator("handoff.payload", &format!("{from} -> {to}"), ty) {
+                        Ok(v) => v.validate(&payload).err().map(|errors| format!("the payload is not a `{ty}`: {}", errors.join("; "))),
+                        Err(e) => Some(e),
+                    };
+                    if let Some(problem) = problem {
+                        accepted = false;
+                        why = problem;
+                    }
+                }
+                if let (true, Some(IrValue::List(checks))) = (accepted, transfer.props.get("accept")) {
                     for check in checks {
                         if let IrValue::Expr(e) = check {
                             match eval::eval_bool(e, &env) {
@@ -2398,6 +2425,21 @@ impl Engine {
                 let inputs = Value::Object(inputs);
                 let contract = ref_name(transfer.props.get("contract")).unwrap_or_default().to_string();
                 let contract_name = contract.clone();
+                // The inputs are of the contract's `inputs` type, or the
+                // delegation is refused: the delegator fails.
+                if let Some(IrValue::Type(ty)) = self.decl(&contract).and_then(|c| c.props.get("inputs")).cloned() {
+                    let problem = match self.validator("contract.inputs", &contract, &ty) {
+                        Ok(v) => v.validate(&inputs).err().map(|errors| format!("the inputs are not a `{ty}`: {}", errors.join("; "))),
+                        Err(e) => Some(e),
+                    };
+                    if let Some(problem) = problem {
+                        let why = format!("delegation {from} -> {to} refused (contract `{contract}`): {problem}");
+                        if let Some(node) = self.node(from) {
+                            self.node_failed(&node, "delegation_refused", &why, &parent);
+                        }
+                        return Crossing::Refused;
+                    }
+                }
                 let budget_props = self.decl(&contract).and_then(|c| budget_props(&self.program, c.props.get("budget"))).cloned();
                 let mut granted = Usage::default();
                 if let Some(props) = budget_props {
@@ -2615,8 +2657,10 @@ impl Engine {
                     },
                     _ => Ty::Any,
                 };
+                // Compiled once per run and type.
+                let key = serde_json::to_string(&ty).unwrap_or_default();
                 match eval::eval(arg, &self.env) {
-                    Ok(value) => match Validator::new(&ty, &self.program.types) {
+                    Ok(value) => match self.validator("schema_valid", &key, &ty) {
                         Ok(v) => match v.validate(&value) {
                             Ok(()) => result("PASS", None, false),
                             Err(errors) => result("BLOCK", Some(errors.join("; ")), false),
@@ -3089,6 +3133,12 @@ impl Engine {
         }
     }
 
+    /// The run's result: with a declared `output`, the latest output of a
+    /// node of that type (else the latest output); without, the latest.
+    fn result(&self) -> Option<&(String, ArtifactRef)> {
+        self.result_output.as_ref().or(self.last_output.as_ref())
+    }
+
     fn terminate(&mut self, reason: &str, status: &str, cause: &str, message: Option<&str>) {
         if !self.running() {
             return;
@@ -3107,6 +3157,24 @@ impl Engine {
                         Body::Warning { schema_version: V, message: format!("success condition {} is false", eval::render(&cond)) },
                         Some(cause),
                     );
+                }
+            }
+        }
+        // A run that succeeds returns a value of the workflow's `output` type.
+        if status == "success" {
+            if let Some(IrValue::Type(ty)) = self.wf().props.get("output").cloned() {
+                let (from, value) = match self.result().cloned() {
+                    Some((node, _)) => (format!("`{node}`'s output"), self.env.get(&node).cloned().unwrap_or(Value::Null)),
+                    None => ("no output".to_string(), Value::Null),
+                };
+                let problem = match self.validator("workflow.output", "", &ty) {
+                    Ok(v) => v.validate(&value).err().map(|errors| errors.join("; ")),
+                    Err(e) => Some(e),
+                };
+                if let Some(problem) = problem {
+                    status = "failure".into();
+                    let message = format!("invalid output: the run's result ({from}) is not the workflow's `output` type {ty}: {problem}");
+                    self.emit("control", Body::Warning { schema_version: V, message }, Some(cause));
                 }
             }
         }
@@ -3152,7 +3220,7 @@ impl Engine {
             }
             self.report(i, response, offending, message, owed, cause);
         }
-        let output = self.last_output.as_ref().map(|(_, a)| a.clone());
+        let output = self.result().map(|(_, a)| a.clone());
         self.emit(
             "control",
             Body::RunTerminated { schema_version: V, reason: reason.to_string(), status: status.clone(), output },

@@ -64,6 +64,8 @@ impl Cassette {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplayMode {
     /// Every request must be in the cassette; a miss fails the run.
+    /// (Scripted providers, offline and deterministic, still answer
+    /// from their scripts what the cassette does not hold.)
     Strict,
     /// Recorded requests are replayed; others run live.
     Lenient,
@@ -315,10 +317,18 @@ impl Executors {
             *used += 1;
             return Ok(Some(response));
         }
-        if r.mode == ReplayMode::Lenient {
+        // A scripted provider's turn is no outside call: deterministic and
+        // offline, it answers from its script even when replaying strictly.
+        if r.mode == ReplayMode::Lenient || self.is_scripted(request) {
             return Ok(None);
         }
         Err(Miss(Self::miss_message(request, &r.entries)))
+    }
+
+    /// Whether `request` is a turn of an agent whose provider is scripted.
+    fn is_scripted(&self, request: &Request) -> bool {
+        let Request::Agent(a) = request else { return false };
+        self.program.decls.get(&a.provider).is_some_and(|p| p.variant.as_deref() == Some("scripted"))
     }
 
     fn miss_message(request: &Request, entries: &[Entry]) -> String {

@@ -1,40 +1,76 @@
 //! Validating artifacts against their Flow types, through JSON Schema.
 //!
-//! A [`Ty`] becomes a draft 2020-12 schema ([`ty_to_schema`]); declared
-//! types become `$defs` reached by `$ref`, so recursive types work. Records
-//! are structural: extra properties are allowed.
+//! One validator for every run-time boundary ([`Validator`]): agent
+//! outputs, tool inputs and outputs, handoff payloads, delegation inputs,
+//! contract outputs, the workflow's input and output, and `schema`
+//! evaluators and `schema_valid` gates.
+//!
+//! A [`Ty`] becomes a draft 2020-12 schema; declared types become `$defs`
+//! reached by `$ref`, so recursive types work. Inline Flow types are
+//! structural: records allow extra properties. The type of a JSON Schema
+//! file (a [`TypeDef`] with its `schema`) is validated against that schema
+//! as written — every keyword of its draft (`minLength`, `pattern`,
+//! `maximum`, `minItems`, `additionalProperties`, `enum`, `$ref`, `format`,
+//! …), not only the structural subset the checker sees. Each file is its
+//! own resource (its `$schema`, its local `$ref`s); a `$ref` to another
+//! file or a URL is not followed (the run reads no schema files) and
+//! accepts any value, as it is `any` statically.
+//!
+//! [`ty_to_schema`] is what agents are asked for (the structured output a
+//! provider is sent): the structural schema, without the files' keywords.
 
 use flow_check::ir::TypeDef;
 use flow_check::types::Ty;
 use indexmap::{IndexMap, IndexSet};
 use serde_json::{json, Map, Value as Json};
+use std::collections::HashMap;
 use std::fmt;
 
 /// The most errors [`Validator::validate`] reports.
 const MAX_ERRORS: usize = 10;
 
-/// The JSON Schema (draft 2020-12) of values of `ty`.
+/// The base of the URIs under which JSON Schema files are resources.
+const FILE_URI: &str = "https://flow.invalid/schema/";
+
+/// The JSON Schema (draft 2020-12) of values of `ty`, as requested from
+/// agents: structural (a JSON Schema file's type is its structural subset).
 ///
 /// Named types are resolved through `types` and emitted once each under
 /// `$defs`, referred to by `$ref`. A name missing from `types` accepts
 /// anything (the checker has already reported it).
 pub fn ty_to_schema(ty: &Ty, types: &IndexMap<String, TypeDef>) -> Json {
-    let mut schema = match node_schema(ty) {
+    build_schema(ty, types, &mut None)
+}
+
+/// The schema of `ty`; with `files`, the types of JSON Schema files are
+/// `$ref`s to their files' URIs, collected in `files` (the validator's
+/// schema), else their structural types, inline (they never recur).
+fn build_schema(ty: &Ty, types: &IndexMap<String, TypeDef>, files: &mut Option<HashMap<String, Json>>) -> Json {
+    let structural = files.is_none();
+    let inline = |name: &str| structural && types.get(name).is_some_and(|def| def.schema.is_some());
+    let mut schema = match node_schema(ty, types, &inline) {
         Json::Object(map) => map,
         _ => Map::new(),
     };
     // Collect the declared types reachable from `ty`, transitively.
     let mut names: IndexSet<String> = IndexSet::new();
-    collect_names(ty, &mut names);
+    collect_names(ty, types, &inline, &mut names);
     let mut defs = Map::new();
     let mut next = 0;
     while next < names.len() {
         let name = names[next].clone();
         next += 1;
         match types.get(&name) {
+            Some(TypeDef { schema: Some(file), .. }) if files.is_some() => {
+                let uri = format!("{FILE_URI}{}", uri_segment(&name));
+                defs.insert(name, json!({ "$ref": uri }));
+                if let Some(files) = files.as_mut() {
+                    files.insert(uri, file.clone());
+                }
+            }
             Some(def) => {
-                collect_names(&def.ty, &mut names);
-                defs.insert(name, node_schema(&def.ty));
+                collect_names(&def.ty, types, &inline, &mut names);
+                defs.insert(name, node_schema(&def.ty, types, &inline));
             }
             None => {
                 defs.insert(name, json!({}));
@@ -50,8 +86,35 @@ pub fn ty_to_schema(ty: &Ty, types: &IndexMap<String, TypeDef>) -> Json {
     Json::Object(root)
 }
 
-/// The schema of one type, with named types as `$ref`s.
-fn node_schema(ty: &Ty) -> Json {
+/// A type name as a URI path segment: unreserved characters kept, the
+/// rest percent-encoded.
+fn uri_segment(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for byte in name.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// Serves JSON Schema files to the validator by their URIs; anything else
+/// (a `$ref` to another file or a URL) is the schema `true`.
+struct Files(HashMap<String, Json>);
+
+impl jsonschema::Retrieve for Files {
+    fn retrieve(&self, uri: &jsonschema::Uri<String>) -> Result<Json, Box<dyn std::error::Error + Send + Sync>> {
+        let uri = uri.as_str();
+        let uri = uri.split_once('#').map(|(u, _)| u).unwrap_or(uri);
+        Ok(self.0.get(uri).cloned().unwrap_or(Json::Bool(true)))
+    }
+}
+
+/// The schema of one type, with named types as `$ref`s (except those
+/// `inline` says to expand in place).
+fn node_schema(ty: &Ty, types: &IndexMap<String, TypeDef>, inline: &dyn Fn(&str) -> bool) -> Json {
     match ty {
         Ty::Any => json!({}),
         Ty::Null => json!({ "type": "null" }),
@@ -60,14 +123,19 @@ fn node_schema(ty: &Ty) -> Json {
         Ty::Float | Ty::Duration | Ty::Money => json!({ "type": "number" }),
         Ty::Percent => json!({ "type": "number", "minimum": 0, "maximum": 1 }),
         Ty::String => json!({ "type": "string" }),
-        Ty::List { item } => json!({ "type": "array", "items": node_schema(item) }),
+        Ty::List { item } => json!({ "type": "array", "items": node_schema(item, types, inline) }),
         Ty::Record { fields } => {
-            let properties: Map<String, Json> = fields.iter().map(|(name, field)| (name.clone(), node_schema(&field.ty))).collect();
+            let properties: Map<String, Json> =
+                fields.iter().map(|(name, field)| (name.clone(), node_schema(&field.ty, types, inline))).collect();
             let required: Vec<&String> = fields.iter().filter(|(_, field)| !field.optional).map(|(name, _)| name).collect();
             json!({ "type": "object", "properties": properties, "required": required, "additionalProperties": true })
         }
         Ty::Enum { values } => json!({ "enum": values }),
-        Ty::Nullable { inner } => nullable(node_schema(inner)),
+        Ty::Nullable { inner } => nullable(node_schema(inner, types, inline)),
+        Ty::Named { name } if inline(name) => match types.get(name) {
+            Some(def) => node_schema(&def.ty, types, inline),
+            None => json!({}),
+        },
         Ty::Named { name } => json!({ "$ref": format!("#/$defs/{}", pointer_segment(name)) }),
     }
 }
@@ -113,14 +181,21 @@ fn pointer_segment(name: &str) -> String {
     out
 }
 
-fn collect_names(ty: &Ty, names: &mut IndexSet<String>) {
+/// The named types `ty` refers to (not those `inline` expands: their own
+/// names, transitively).
+fn collect_names(ty: &Ty, types: &IndexMap<String, TypeDef>, inline: &dyn Fn(&str) -> bool, names: &mut IndexSet<String>) {
     match ty {
+        Ty::Named { name } if inline(name) => {
+            if let Some(def) = types.get(name) {
+                collect_names(&def.ty, types, inline, names);
+            }
+        }
         Ty::Named { name } => {
             names.insert(name.clone());
         }
-        Ty::List { item } => collect_names(item, names),
-        Ty::Nullable { inner } => collect_names(inner, names),
-        Ty::Record { fields } => fields.values().for_each(|field| collect_names(&field.ty, names)),
+        Ty::List { item } => collect_names(item, types, inline, names),
+        Ty::Nullable { inner } => collect_names(inner, types, inline, names),
+        Ty::Record { fields } => fields.values().for_each(|field| collect_names(&field.ty, types, inline, names)),
         Ty::Any | Ty::Null | Ty::Bool | Ty::Int | Ty::Float | Ty::String | Ty::Duration | Ty::Money | Ty::Percent | Ty::Enum { .. } => {}
     }
 }
@@ -144,21 +219,29 @@ impl Validator {
     /// Fails when a named type is not declared in `types` or the schema does
     /// not compile.
     pub fn new(ty: &Ty, types: &IndexMap<String, TypeDef>) -> Result<Validator, String> {
+        let never = |_: &str| false;
         let mut names = IndexSet::new();
-        collect_names(ty, &mut names);
+        collect_names(ty, types, &never, &mut names);
         let mut next = 0;
         while next < names.len() {
             let name = names[next].clone();
             next += 1;
             match types.get(&name) {
-                Some(def) => collect_names(&def.ty, &mut names),
+                Some(def) => collect_names(&def.ty, types, &never, &mut names),
                 None => return Err(format!("unknown type `{name}`")),
             }
         }
-        let schema = ty_to_schema(ty, types);
+        let mut files = Some(HashMap::new());
+        let schema = build_schema(ty, types, &mut files);
         let compiled = match ty {
             Ty::Any => None,
-            _ => Some(jsonschema::validator_for(&schema).map_err(|e| format!("cannot compile the schema of {ty}: {e}"))?),
+            _ => Some(
+                jsonschema::options()
+                    .should_validate_formats(true)
+                    .with_retriever(Files(files.unwrap_or_default()))
+                    .build(&schema)
+                    .map_err(|e| format!("cannot compile the schema of {ty}: {e}"))?,
+            ),
         };
         Ok(Validator { schema, compiled })
     }
@@ -211,7 +294,9 @@ mod tests {
     }
 
     fn types(defs: Vec<(&str, Ty)>) -> IndexMap<String, TypeDef> {
-        defs.into_iter().map(|(name, ty)| (name.to_string(), TypeDef { name: name.to_string(), ty, loc: Loc::default() })).collect()
+        defs.into_iter()
+            .map(|(name, ty)| (name.to_string(), TypeDef { name: name.to_string(), ty, loc: Loc::default(), schema: None }))
+            .collect()
     }
 
     fn doc() -> Ty {
@@ -359,5 +444,167 @@ mod tests {
         let validator = Validator::new(&ty, &defs).unwrap();
         assert!(validator.validate(&json!("ok")).is_ok());
         assert!(validator.validate(&json!("no")).is_err());
+    }
+
+    // ------------------------------------------------- JSON Schema files
+
+    /// The type of a JSON Schema file named `file`, as the checker lowers
+    /// it: a named type whose definition keeps the schema as written.
+    fn file_type(file: &str, schema: Json) -> (Ty, IndexMap<String, TypeDef>) {
+        let name = format!("schema({file:?})");
+        let def = TypeDef { name: name.clone(), ty: flow_check::schema::to_ty(&schema), loc: Loc::default(), schema: Some(schema) };
+        (named(&name), [(name, def)].into_iter().collect())
+    }
+
+    fn check_file(schema: Json, value: Json) -> Result<(), Vec<String>> {
+        let (ty, defs) = file_type("x.json", schema);
+        Validator::new(&ty, &defs).expect("compiles").validate(&value)
+    }
+
+    #[test]
+    fn schema_files_hold_string_keywords() {
+        let schema = json!({ "type": "string", "minLength": 5, "maxLength": 8 });
+        assert!(check_file(schema.clone(), json!("hello")).is_ok());
+        let errors = check_file(schema.clone(), json!("ab")).unwrap_err();
+        assert!(errors[0].starts_with("at /: ") && errors[0].contains("shorter than 5"), "{errors:?}");
+        assert!(check_file(schema, json!("much too long")).is_err());
+    }
+
+    #[test]
+    fn schema_files_hold_patterns() {
+        let schema = json!({ "type": "object", "properties": { "id": { "type": "string", "pattern": "^[A-Z]{3}-[0-9]+$" } } });
+        assert!(check_file(schema.clone(), json!({ "id": "ABC-12" })).is_ok());
+        let errors = check_file(schema, json!({ "id": "abc-12" })).unwrap_err();
+        assert!(errors[0].starts_with("at /id: ") && errors[0].contains("does not match"), "{errors:?}");
+    }
+
+    #[test]
+    fn schema_files_hold_number_keywords() {
+        let schema = json!({ "type": "integer", "minimum": 1, "maximum": 3 });
+        assert!(check_file(schema.clone(), json!(3)).is_ok());
+        let errors = check_file(schema.clone(), json!(99)).unwrap_err();
+        assert!(errors[0].contains("maximum of 3"), "{errors:?}");
+        assert!(check_file(schema, json!(0)).is_err());
+        let schema = json!({ "type": "number", "exclusiveMinimum": 0, "multipleOf": 0.5 });
+        assert!(check_file(schema.clone(), json!(1.5)).is_ok());
+        assert!(check_file(schema.clone(), json!(0)).is_err());
+        assert!(check_file(schema, json!(1.25)).is_err());
+    }
+
+    #[test]
+    fn schema_files_hold_array_keywords() {
+        let schema =
+            json!({ "type": "array", "items": { "type": "string", "minLength": 1 }, "minItems": 2, "maxItems": 3, "uniqueItems": true });
+        assert!(check_file(schema.clone(), json!(["a", "b"])).is_ok());
+        let errors = check_file(schema.clone(), json!([])).unwrap_err();
+        assert!(errors[0].contains("less than 2 items"), "{errors:?}");
+        assert!(check_file(schema.clone(), json!(["a", "b", "c", "d"])).is_err());
+        assert!(check_file(schema.clone(), json!(["a", "a"])).is_err());
+        let errors = check_file(schema, json!(["a", ""])).unwrap_err();
+        assert!(errors[0].starts_with("at /1: "), "{errors:?}");
+    }
+
+    #[test]
+    fn schema_files_hold_object_keywords() {
+        let schema = json!({
+            "type": "object",
+            "required": ["name"],
+            "properties": { "name": { "type": "string" } },
+            "additionalProperties": false,
+            "maxProperties": 2
+        });
+        assert!(check_file(schema.clone(), json!({ "name": "n" })).is_ok());
+        let errors = check_file(schema.clone(), json!({ "name": "n", "extra": 1 })).unwrap_err();
+        assert!(errors[0].contains("extra") && errors[0].contains("not allowed"), "{errors:?}");
+        assert!(check_file(schema, json!({})).is_err());
+        // Inline Flow records stay structural: extra fields are allowed.
+        let record = record(vec![("name", field(Ty::String, false))]);
+        assert!(check(&record, json!({ "name": "n", "extra": 1 })).is_ok());
+    }
+
+    #[test]
+    fn schema_files_hold_enums_and_consts() {
+        // An enum of numbers is `any` statically, and holds at run time.
+        let schema = json!({ "enum": [1, 2, "three"] });
+        let (ty, defs) = file_type("e.json", schema.clone());
+        assert_eq!(defs[0].ty, Ty::Any);
+        assert!(Validator::new(&ty, &defs).unwrap().validate(&json!(2)).is_ok());
+        let errors = check_file(schema, json!(4)).unwrap_err();
+        assert!(errors[0].contains("is not one of"), "{errors:?}");
+        assert!(check_file(json!({ "const": 7 }), json!(8)).is_err());
+    }
+
+    #[test]
+    fn schema_files_hold_their_local_refs_in_every_draft() {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$defs": { "short": { "type": "string", "maxLength": 3 } },
+            "type": "object",
+            "properties": { "code": { "$ref": "#/$defs/short" } }
+        });
+        assert!(check_file(schema.clone(), json!({ "code": "abc" })).is_ok());
+        let errors = check_file(schema, json!({ "code": "abcd" })).unwrap_err();
+        assert!(errors[0].starts_with("at /code: "), "{errors:?}");
+        // A draft-07 file: `definitions`, and its own `$schema`.
+        let schema = json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "definitions": { "n": { "type": "integer", "maximum": 3 } },
+            "type": "array",
+            "items": { "$ref": "#/definitions/n" }
+        });
+        assert!(check_file(schema.clone(), json!([1, 2])).is_ok());
+        assert!(check_file(schema, json!([1, 4])).is_err());
+        // A file with its own `$id`.
+        let schema = json!({ "$id": "https://example.com/s.json", "$defs": { "p": { "minimum": 0 } }, "$ref": "#/$defs/p" });
+        assert!(check_file(schema.clone(), json!(0)).is_ok());
+        assert!(check_file(schema, json!(-1)).is_err());
+        // A reference to another file is not followed: any value.
+        assert!(check_file(json!({ "$ref": "other.json" }), json!({ "anything": true })).is_ok());
+    }
+
+    #[test]
+    fn schema_files_hold_formats() {
+        let schema =
+            json!({ "type": "object", "properties": { "email": { "type": "string", "format": "email" }, "day": { "format": "date" } } });
+        assert!(check_file(schema.clone(), json!({ "email": "a@example.com", "day": "2024-02-29" })).is_ok());
+        let errors = check_file(schema.clone(), json!({ "email": "not an address" })).unwrap_err();
+        assert!(errors[0].starts_with("at /email: ") && errors[0].contains("email"), "{errors:?}");
+        assert!(check_file(schema, json!({ "day": "2023-02-30" })).is_err());
+    }
+
+    #[test]
+    fn schema_file_types_inside_flow_types_and_names() {
+        // `type Review = schema("x.json")`, used in a list inside a record.
+        let (file, mut defs) = file_type("x.json", json!({ "type": "string", "minLength": 2 }));
+        defs.insert("Review".into(), TypeDef { name: "Review".into(), ty: file, loc: Loc::default(), schema: None });
+        let ty = record(vec![("reviews", field(Ty::list(named("Review")), false))]);
+        let validator = Validator::new(&ty, &defs).unwrap();
+        assert!(validator.validate(&json!({ "reviews": ["ok"] })).is_ok());
+        let errors = validator.validate(&json!({ "reviews": ["ok", "x"] })).unwrap_err();
+        assert!(errors[0].starts_with("at /reviews/1: "), "{errors:?}");
+        // Nullable, through the name.
+        let validator = Validator::new(&Ty::nullable(named("Review")), &defs).unwrap();
+        assert!(validator.validate(&json!(null)).is_ok() && validator.validate(&json!("x")).is_err());
+    }
+
+    #[test]
+    fn agents_are_asked_for_the_structural_schema() {
+        // What a provider is sent: the structural subset, inline, without
+        // the file's keywords (and the same as before files kept them).
+        let (ty, mut defs) =
+            file_type("x.json", json!({ "type": "object", "required": ["n"], "properties": { "n": { "type": "integer", "maximum": 3 } } }));
+        defs.insert("Doc".into(), TypeDef { name: "Doc".into(), ty, loc: Loc::default(), schema: None });
+        let schema = ty_to_schema(&named("Doc"), &defs);
+        assert_eq!(
+            schema,
+            json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "$ref": "#/$defs/Doc",
+                "$defs": { "Doc": { "type": "object", "properties": { "n": { "type": "integer" } }, "required": ["n"], "additionalProperties": true } }
+            })
+        );
+        // The validator's schema refers to the file.
+        let validator = Validator::new(&named("Doc"), &defs).unwrap();
+        assert!(validator.schema().to_string().contains(FILE_URI), "{}", validator.schema());
     }
 }

@@ -140,6 +140,10 @@ pub enum Body {
         workflow: String,
         /// The plan's source digest: what was verified.
         plan_digest: String,
+        /// The digest of the plan's content (its `content_digest`): exactly
+        /// the plan that ran.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plan_content_digest: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         input: Option<ArtifactRef>,
     },
@@ -554,7 +558,13 @@ mod tests {
             event_id: Event::id_for("r", 1).into(),
             parent_event_id: None,
             producer: "control".into(),
-            body: Body::RunStarted { schema_version: SCHEMA_VERSION, workflow: "w".into(), plan_digest: "sha256:x".into(), input: None },
+            body: Body::RunStarted {
+                schema_version: SCHEMA_VERSION,
+                workflow: "w".into(),
+                plan_digest: "sha256:x".into(),
+                plan_content_digest: None,
+                input: None,
+            },
             time: "2026-01-01T00:00:00Z".into(),
         };
         let json = serde_json::to_value(&event).unwrap();

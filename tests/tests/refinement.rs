@@ -95,6 +95,7 @@ fn run(program: &Arc<Program>, rng: &mut Rng) -> Result<(Vec<Event>, MemoryArtif
         run_id: "run-refinement".into(),
         execution_id: "exec-1".into(),
         plan_digest: "sha256:test".into(),
+        plan_content_digest: None,
         clock: Arc::new(FakeClock::new(1_700_000_000_000)),
         owner: "refinement".into(),
         lease_ttl_ms: 60_000,

@@ -86,11 +86,98 @@ pub struct Workflow {
     pub loc: Loc,
 }
 
+/// What a node is (reference §6.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeKind {
+    Agent,
+    Tool,
+    Human,
+    Parallel,
+    Map,
+    Join,
+    Loop,
+    Flow,
+    End,
+    /// A kind the checker rejected (an error has been reported).
+    Invalid,
+}
+
+impl NodeKind {
+    /// Every kind, in the reference's order.
+    pub const ALL: [NodeKind; 9] = [
+        NodeKind::Agent,
+        NodeKind::Tool,
+        NodeKind::Human,
+        NodeKind::Parallel,
+        NodeKind::Map,
+        NodeKind::Join,
+        NodeKind::Loop,
+        NodeKind::Flow,
+        NodeKind::End,
+    ];
+
+    /// The kind's keyword (`agent`, `tool`, …), as sources and traces write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeKind::Agent => "agent",
+            NodeKind::Tool => "tool",
+            NodeKind::Human => "human",
+            NodeKind::Parallel => "parallel",
+            NodeKind::Map => "map",
+            NodeKind::Join => "join",
+            NodeKind::Loop => "loop",
+            NodeKind::Flow => "flow",
+            NodeKind::End => "end",
+            NodeKind::Invalid => "invalid",
+        }
+    }
+
+    /// The kind a keyword names.
+    pub fn parse(keyword: &str) -> Option<NodeKind> {
+        NodeKind::ALL.into_iter().find(|k| k.as_str() == keyword)
+    }
+
+    /// Whether a visit of the node runs attempts on the data plane (and
+    /// meters them against budgets).
+    pub fn has_attempts(self) -> bool {
+        matches!(self, NodeKind::Agent | NodeKind::Tool)
+    }
+}
+
+impl std::fmt::Display for NodeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A transfer between two nodes (reference §6.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferKind {
+    Handoff,
+    Delegate,
+}
+
+impl TransferKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransferKind::Handoff => "handoff",
+            TransferKind::Delegate => "delegate",
+        }
+    }
+}
+
+impl std::fmt::Display for TransferKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Node {
     pub name: String,
-    /// `agent`, `tool`, `human`, `parallel`, `map`, `join`, `loop`, `flow`, `end`.
-    pub kind: String,
+    pub kind: NodeKind,
     /// The target's names: the agent, tool, principal, workflow, the
     /// listed nodes, or the termination reason.
     pub target: Vec<String>,
@@ -129,8 +216,7 @@ pub struct Gate {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Transfer {
-    /// `handoff` or `delegate`.
-    pub kind: String,
+    pub kind: TransferKind,
     pub from: String,
     pub to: String,
     pub props: IndexMap<String, Value>,

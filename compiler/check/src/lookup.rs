@@ -3,6 +3,7 @@
 //! readers that read `escalate_to: editor` differently — a list of one, or
 //! nothing — are two semantics; there is one set of readers, here.
 
+use crate::ir::NodeKind;
 use crate::ir::{Decl, Node, Program, Value};
 use indexmap::IndexMap;
 
@@ -59,7 +60,7 @@ pub fn budget_props<'p>(program: &'p Program, value: Option<&'p Value>) -> Optio
 
 /// The agent an agent node runs.
 pub fn agent_of<'p>(node: &Node, program: &'p Program) -> Option<&'p Decl> {
-    (node.kind == "agent").then(|| program.decls.get(node.target.first()?)).flatten()
+    (node.kind == NodeKind::Agent).then(|| program.decls.get(node.target.first()?)).flatten()
 }
 
 #[cfg(test)]

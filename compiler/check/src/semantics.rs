@@ -5,6 +5,7 @@
 //! readers of a plan cannot drift apart: what a decision does when no
 //! handler says, which action a decision applies.
 
+use crate::ir::NodeKind;
 use crate::ir::{Action, Gate, Handler, Node, Value};
 
 /// The handler of `handlers` for `event`, if one is declared.
@@ -62,5 +63,5 @@ pub fn join_ready(rule: &str, arrived: usize, total: usize) -> bool {
 /// Whether leaving `from` for `to` is `from` arriving at the join `to`:
 /// `from` is one of the branches `to` lists.
 pub fn is_join_arrival(to: &Node, from: &str) -> bool {
-    to.kind == "join" && to.target.iter().any(|b| b == from)
+    to.kind == NodeKind::Join && to.target.iter().any(|b| b == from)
 }

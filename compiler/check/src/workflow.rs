@@ -237,7 +237,7 @@ impl Checker<'_> {
             self.diagnostics.push(d);
             return ir::Node {
                 name: node.name.text.clone(),
-                kind: node.kind.text.clone(),
+                kind: ir::NodeKind::Invalid,
                 target: Vec::new(),
                 props: IndexMap::new(),
                 handlers: Vec::new(),
@@ -271,7 +271,7 @@ impl Checker<'_> {
         }
         ir::Node {
             name: node.name.text.clone(),
-            kind: node.kind.text.clone(),
+            kind: ir::NodeKind::parse(spec.kind).unwrap_or(ir::NodeKind::Invalid),
             target,
             props,
             handlers,
@@ -404,7 +404,10 @@ impl Checker<'_> {
             workflow.payload = None;
         }
         (from_ok && to_ok).then(|| ir::Transfer {
-            kind: kind.to_string(),
+            kind: match transfer.kind {
+                ast::TransferKind::Handoff => ir::TransferKind::Handoff,
+                ast::TransferKind::Delegate => ir::TransferKind::Delegate,
+            },
             from: transfer.from.text.clone(),
             to: transfer.to.text.clone(),
             props,

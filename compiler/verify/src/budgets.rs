@@ -10,6 +10,7 @@
 use crate::flowgraph::{loc_span, EdgeKind, FastHash, FlowGraph, Parents};
 use crate::lookup::{agent_of, budget_record};
 use flow_check::ir::{Loc, Node, Program, Value};
+use flow_check::ir::{NodeKind, TransferKind};
 use flow_diagnostics::{codes, Diagnostic, Label};
 use indexmap::{IndexMap, IndexSet};
 use petgraph::graph::NodeIndex;
@@ -37,7 +38,7 @@ type Delegated<'p> = IndexMap<&'p str, &'p IndexMap<String, Value>>;
 
 fn delegated<'p>(workflow: &'p flow_check::ir::Workflow, program: &'p Program) -> Delegated<'p> {
     let mut out = IndexMap::new();
-    for t in workflow.transfers.iter().filter(|t| t.kind == "delegate") {
+    for t in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate) {
         if let Some(Value::Ref { name, .. }) = t.props.get("contract") {
             if let Some(budget) = program.decls.get(name).and_then(|c| budget_record(c.props.get("budget"), program)) {
                 out.entry(t.to.as_str()).or_insert(budget);
@@ -67,8 +68,8 @@ fn visit_weight(node: &Node, q: &str, delegated: &Delegated<'_>, program: &Progr
         return declared;
     }
     let tries = attempts(node);
-    match node.kind.as_str() {
-        "agent" => {
+    match node.kind {
+        NodeKind::Agent => {
             let agent = agent_of(node, program)?;
             let turns = int(node.props.get("max_turns")).or_else(|| int(agent.props.get("max_turns"))).unwrap_or(1.0);
             let repairs = int(node.props.get("repair")).unwrap_or(1.0);
@@ -103,9 +104,9 @@ fn visit_weight(node: &Node, q: &str, delegated: &Delegated<'_>, program: &Progr
                 _ => None,
             }
         }
-        "tool" => Some(if q == "steps" || q == "tool_calls" { tries } else { 0.0 }),
-        "human" => Some(if q == "steps" { tries } else { 0.0 }),
-        "flow" => None,
+        NodeKind::Tool => Some(if q == "steps" || q == "tool_calls" { tries } else { 0.0 }),
+        NodeKind::Human => Some(if q == "steps" { tries } else { 0.0 }),
+        NodeKind::Flow => None,
         _ => Some(0.0),
     }
 }
@@ -124,9 +125,9 @@ fn multipliers(flow: &FlowGraph<'_>) -> NodeMap<Option<f64>> {
     // Loops and maps, nested ones multiplying (a few passes settle nesting).
     for _ in 0..4 {
         for node in workflow.nodes.values() {
-            let factor = match node.kind.as_str() {
-                "loop" => int(node.props.get("max_rounds")),
-                "map" => int(node.props.get("max_items")),
+            let factor = match node.kind {
+                NodeKind::Loop => int(node.props.get("max_rounds")),
+                NodeKind::Map => int(node.props.get("max_items")),
                 _ => continue,
             };
             let outer = mult[&flow.index[&node.name]];
@@ -213,9 +214,9 @@ impl Dp<'_, '_> {
             .filter(|e| !matches!(e.weight(), EdgeKind::LoopBack | EdgeKind::MapReturn))
             .map(|e| e.target())
             .collect();
-        if node.kind == "parallel" {
+        if node.kind == NodeKind::Parallel {
             for branch in &node.target {
-                if let Some(j) = flow.workflow.nodes.values().find(|j| j.kind == "join" && j.target.contains(branch)) {
+                if let Some(j) = flow.workflow.nodes.values().find(|j| j.kind == NodeKind::Join && j.target.contains(branch)) {
                     out.push(flow.index[&j.name]);
                 }
             }
@@ -231,8 +232,8 @@ impl Dp<'_, '_> {
         let node = flow.node(n);
         let mut inner = Vec::new();
         let mut successors = Vec::new();
-        match node.kind.as_str() {
-            "parallel" => {
+        match node.kind {
+            NodeKind::Parallel => {
                 let mut join = None;
                 for branch in &node.target {
                     inner.push((flow.index[branch], true));
@@ -241,14 +242,14 @@ impl Dp<'_, '_> {
                             .workflow
                             .nodes
                             .values()
-                            .find(|j| j.kind == "join" && j.target.contains(branch))
+                            .find(|j| j.kind == NodeKind::Join && j.target.contains(branch))
                             .map(|j| flow.index[&j.name]);
                     }
                 }
                 successors.extend(join);
                 return (inner, successors);
             }
-            "loop" | "map" => {
+            NodeKind::Loop | NodeKind::Map => {
                 if let Some(first) = node.target.first() {
                     inner.push((flow.index[first], false));
                 }
@@ -258,7 +259,7 @@ impl Dp<'_, '_> {
         for edge in flow.graph.edges_directed(n, Direction::Outgoing) {
             let skip = match edge.weight() {
                 EdgeKind::LoopBack | EdgeKind::MapReturn | EdgeKind::LoopEnter | EdgeKind::MapEnter | EdgeKind::Fanout => true,
-                _ => mode && flow.node(edge.target()).kind == "join",
+                _ => mode && flow.node(edge.target()).kind == NodeKind::Join,
             };
             if !skip {
                 successors.push(edge.target());
@@ -400,12 +401,12 @@ fn unbounded_reason(
             continue;
         }
         if mult[&n].is_none() {
-            return match node.kind.as_str() {
+            return match node.kind {
                 _ if flow
                     .workflow
                     .nodes
                     .values()
-                    .any(|m| m.kind == "map" && m.target.contains(&node.name) && !m.props.contains_key("max_items")) =>
+                    .any(|m| m.kind == NodeKind::Map && m.target.contains(&node.name) && !m.props.contains_key("max_items")) =>
                 {
                     format!("`{}` runs once per item of a `map` without `max_items`", node.name)
                 }

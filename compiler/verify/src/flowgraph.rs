@@ -11,6 +11,7 @@
 //! - handler actions that name a node (`goto`, `activate`, `revise`,
 //!   `replan(n)`) lead from the handler's owner (a gate's `from` node) to it.
 
+use flow_check::ir::NodeKind;
 use flow_check::ir::{Guard, Loc, Node, Workflow};
 use flow_diagnostics::{FileId, Span, Witness, WitnessStep};
 use indexmap::IndexMap;
@@ -264,8 +265,8 @@ impl<'w> FlowGraph<'w> {
 
     /// The implicit edges of `node`, the graph node `me`.
     fn add_implicit(&mut self, me: NodeIndex, node: &'w Node) {
-        match node.kind.as_str() {
-            "parallel" => {
+        match node.kind {
+            NodeKind::Parallel => {
                 for branch in &node.target {
                     if let Some(&b) = self.index.get(branch) {
                         if !self.has_written_edge(me, b) {
@@ -274,7 +275,7 @@ impl<'w> FlowGraph<'w> {
                     }
                 }
             }
-            "join" => {
+            NodeKind::Join => {
                 for branch in &node.target {
                     if let Some(&b) = self.index.get(branch) {
                         if !self.has_written_edge(b, me) {
@@ -283,7 +284,7 @@ impl<'w> FlowGraph<'w> {
                     }
                 }
             }
-            "loop" => {
+            NodeKind::Loop => {
                 let members: Vec<Option<NodeIndex>> = node.target.iter().map(|m| self.index.get(m).copied()).collect();
                 if let Some(&Some(first)) = members.first() {
                     self.graph.add_edge(me, first, EdgeKind::LoopEnter);
@@ -300,7 +301,7 @@ impl<'w> FlowGraph<'w> {
                     }
                 }
             }
-            "map" => {
+            NodeKind::Map => {
                 if let Some(item) = node.target.first() {
                     if let Some(&x) = self.index.get(item) {
                         self.graph.add_edge(me, x, EdgeKind::MapEnter);
@@ -346,7 +347,7 @@ impl<'w> FlowGraph<'w> {
 
     /// Whether a node ends the run when reached.
     pub fn is_terminal(&self, index: NodeIndex) -> bool {
-        self.node(index).kind == "end"
+        self.node(index).kind == NodeKind::End
     }
 
     /// Whether the node has a handler that ends the run (terminate,

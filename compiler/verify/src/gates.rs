@@ -2,6 +2,7 @@
 //! authorised triggers, fail-closed configuration, someone to decide.
 
 use crate::flowgraph::{loc_span, EdgeKind, FlowGraph};
+use flow_check::ir::NodeKind;
 use flow_check::ir::{Gate, Program, Value};
 use flow_check::spec::{DECISIONS, OUTCOMES};
 use flow_diagnostics::{codes, Diagnostic, Label};
@@ -98,7 +99,7 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
                 let from_node = flow.node(from);
                 for who in by {
                     if let Value::Ref { kind: flow_check::spec::Kind::Agent, name } = who {
-                        let runs_from = from_node.kind == "agent" && from_node.target.first() == Some(name);
+                        let runs_from = from_node.kind == NodeKind::Agent && from_node.target.first() == Some(name);
                         if !runs_from {
                             let (nf, ns) = loc_span(from_node.loc);
                             out.push(

@@ -3,6 +3,7 @@
 
 use crate::flowgraph::{loc_span, EdgeKind, FastHash, FlowGraph, Parents};
 use crate::types::Types;
+use flow_check::ir::NodeKind;
 use flow_check::ir::{Guard, TExpr, TExprKind, Value};
 use flow_check::types::Ty;
 use flow_diagnostics::{codes, Diagnostic, Label};
@@ -546,7 +547,7 @@ fn exhaustive_gap(types: &Types<'_>, covers: &[Option<(String, Ty, Cover)>]) -> 
 /// E0406: every parallel branch must reach a join that lists it.
 fn fanouts(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
     // Graph nodes are in the workflow's node order.
-    for (i, (name, node)) in flow.workflow.nodes.iter().enumerate().filter(|(_, (_, n))| n.kind == "parallel") {
+    for (i, (name, node)) in flow.workflow.nodes.iter().enumerate().filter(|(_, (_, n))| n.kind == NodeKind::Parallel) {
         let index = NodeIndex::new(i);
         if !reached.contains_key(&index) {
             continue;
@@ -557,7 +558,7 @@ fn fanouts(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
                 .workflow
                 .nodes
                 .values()
-                .any(|j| j.kind == "join" && j.target.contains(branch) && reaches(flow, b, flow.index[&j.name]));
+                .any(|j| j.kind == NodeKind::Join && j.target.contains(branch) && reaches(flow, b, flow.index[&j.name]));
             if !joined {
                 let (file, span) = loc_span(node.loc);
                 let mut path = flow.path_to(reached, index);

@@ -12,6 +12,7 @@
 //! gives "unknown", never "holds".
 
 use crate::model::{Label, Model, NodeId, DECISIONS, OUTCOMES, ZONES};
+use flow_check::ir::{NodeKind, TransferKind};
 use flow_policy::{Automaton, Mask, Obs};
 use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Usage};
 use indexmap::IndexSet;
@@ -339,7 +340,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 let visit = *v;
                 let body = Body::NodeStarted { schema_version: 1, node: name(n), node_kind: model.node_kind(*n).to_string(), visit };
                 push(&mut out, "control", body);
-                if matches!(model.node_kind(*n), "agent" | "tool") {
+                if model.node_kind(*n).has_attempts() {
                     // One attempt per visit (retries are not policy steps).
                     let attempt_id = format!("{}#{visit}.1", name(n));
                     let body = Body::AttemptStarted {
@@ -364,7 +365,11 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             }
             Label::Completed(n) => {
                 // Outputs are abstract: one placeholder artifact (the handoffs carry the same).
-                let output = matches!(model.node_kind(*n), "agent" | "tool" | "human" | "join" | "loop" | "map").then(|| payload.clone());
+                let output = matches!(
+                    model.node_kind(*n),
+                    NodeKind::Agent | NodeKind::Tool | NodeKind::Human | NodeKind::Join | NodeKind::Loop | NodeKind::Map
+                )
+                .then(|| payload.clone());
                 if let Some(attempt_id) = open.remove(n) {
                     let body =
                         Body::AttemptCompleted { schema_version: 1, node: name(n), attempt_id, attempt_no: 1, output: payload.clone() };
@@ -423,7 +428,8 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 push(&mut out, "control", body);
             }
             Label::HandedOff(a, b) => {
-                let transfer = model.workflow.transfers.iter().find(|t| t.kind == "handoff" && t.from == name(a) && t.to == name(b));
+                let transfer =
+                    model.workflow.transfers.iter().find(|t| t.kind == TransferKind::Handoff && t.from == name(a) && t.to == name(b));
                 let context = transfer
                     .and_then(|t| crate::lookup::word(t.props.get("context")))
                     .or(flow_check::spec::HANDOFF_BLOCK.default_word("context"))
@@ -445,7 +451,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             Label::Outcome(g, o) => {
                 let (from, to) = model.gate_nodes(*g);
                 let trigger = match model.node_agent(from) {
-                    Some(agent) if model.node_kind(from) == "agent" => format!("agent.{agent} on node_completed"),
+                    Some(agent) if model.node_kind(from) == NodeKind::Agent => format!("agent.{agent} on node_completed"),
                     _ => "control on node_completed".to_string(),
                 };
                 let outcome = OUTCOMES[*o as usize].to_string();
@@ -524,7 +530,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 let body = Body::EdgeTaken { schema_version: 1, from: name(a), to: name(b), via };
                 push(&mut out, "control", body);
                 // A delegation into `b` is recorded with the crossing.
-                for t in model.workflow.transfers.iter().filter(|t| t.kind == "delegate" && t.to == name(b)) {
+                for t in model.workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate && t.to == name(b)) {
                     let contract = crate::lookup::word(t.props.get("contract")).unwrap_or_default().to_string();
                     let budget = model
                         .program

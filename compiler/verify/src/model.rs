@@ -23,6 +23,7 @@
 use crate::lookup::{budget_record, int, names, word};
 use crate::obligations::Obligation;
 use flow_check::ir::{Action, Guard, Handler, Program, TExpr, TExprKind, Value, Workflow};
+use flow_check::ir::{NodeKind, TransferKind};
 use indexmap::{IndexMap, IndexSet};
 
 pub type NodeId = u16;
@@ -330,15 +331,15 @@ impl<'p> Model<'p> {
         }
         // Every node, before anything refers to them by index.
         for (name, node) in &workflow.nodes {
-            let kind = match node.kind.as_str() {
-                "agent" => Kind::Agent,
-                "tool" => Kind::Tool,
-                "human" => Kind::Human,
-                "end" => Kind::End,
-                "parallel" => Kind::Parallel,
-                "join" => Kind::Join,
-                "loop" => Kind::Loop,
-                "map" => Kind::Map,
+            let kind = match node.kind {
+                NodeKind::Agent => Kind::Agent,
+                NodeKind::Tool => Kind::Tool,
+                NodeKind::Human => Kind::Human,
+                NodeKind::End => Kind::End,
+                NodeKind::Parallel => Kind::Parallel,
+                NodeKind::Join => Kind::Join,
+                NodeKind::Loop => Kind::Loop,
+                NodeKind::Map => Kind::Map,
                 _ => Kind::Other,
             };
             let subject = intern(&mut m.subjects, name);
@@ -498,7 +499,7 @@ impl<'p> Model<'p> {
         m.slots += m.nodes.len().div_ceil(32);
         for t in &workflow.transfers {
             if let (Some(a), Some(b)) = (node_index(&t.from), node_index(&t.to)) {
-                if t.kind == "handoff" {
+                if t.kind == TransferKind::Handoff {
                     m.handoffs.push((a, b));
                 }
             }
@@ -625,7 +626,7 @@ impl<'p> Model<'p> {
                 scopes.push((format!("node.{}", node.name), Covers::Node(i as NodeId), b));
             }
         }
-        for t in workflow.transfers.iter().filter(|t| t.kind == "delegate") {
+        for t in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate) {
             let contract = word(t.props.get("contract")).and_then(|c| program.decls.get(c));
             if let (Some(b), Some(to)) = (contract.and_then(|c| budget_record(c.props.get("budget"), program)), node_index(&t.to)) {
                 scopes.push((format!("delegation.{}", t.to), Covers::Node(to), b));
@@ -792,8 +793,8 @@ impl<'p> Model<'p> {
         (self.gates[g as usize].from, self.gates[g as usize].to)
     }
 
-    pub fn node_kind(&self, n: NodeId) -> &str {
-        self.workflow.nodes.get_index(n as usize).map(|(_, node)| node.kind.as_str()).unwrap_or("agent")
+    pub fn node_kind(&self, n: NodeId) -> NodeKind {
+        self.workflow.nodes.get_index(n as usize).map(|(_, node)| node.kind).unwrap_or(NodeKind::Invalid)
     }
 
     pub fn node_agent(&self, n: NodeId) -> Option<&str> {
@@ -834,7 +835,7 @@ impl<'p> Model<'p> {
         if let Some(gate) = self.workflow.gates.get(subject) {
             return flow_check::semantics::gate_decision_action(gate, decision).render();
         }
-        if let Some(node) = self.workflow.nodes.get(subject).filter(|n| n.kind == "human") {
+        if let Some(node) = self.workflow.nodes.get(subject).filter(|n| n.kind == NodeKind::Human) {
             return flow_check::semantics::human_decision_action(node, decision).render();
         }
         if subject.starts_with("confirm.") {

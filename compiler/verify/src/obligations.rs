@@ -6,6 +6,7 @@
 use crate::flowgraph::FlowGraph;
 use crate::lookup::names;
 use flow_check::ir::Program;
+use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::spec::Kind;
 use serde::Serialize;
 
@@ -31,7 +32,7 @@ pub fn obligations(program: &Program) -> Vec<Obligation> {
         let mut agents: Vec<String> = Vec::new();
         for n in reached.keys() {
             let node = flow.node(n);
-            if node.kind == "agent" {
+            if node.kind == NodeKind::Agent {
                 if let Some(agent) = node.target.first() {
                     if !agents.contains(agent) {
                         agents.push(agent.clone());
@@ -74,7 +75,7 @@ pub fn obligations(program: &Program) -> Vec<Obligation> {
                 }
             }
         }
-        for t in workflow.transfers.iter().filter(|t| t.kind == "delegate") {
+        for t in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate) {
             out.push(Obligation {
                 kind: "delegation_edge".into(),
                 id: format!("delegation_edge:{}->{}", t.from, t.to),

@@ -4,6 +4,7 @@
 use crate::flowgraph::{loc_span, FlowGraph, Parents};
 use crate::lookup::{agent_of, budget_record, is_risky_tool, names};
 use flow_check::ir::{Decl, Node, Program, Value};
+use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::spec::Kind;
 use flow_diagnostics::{codes, Diagnostic, Label};
 use indexmap::{IndexMap, IndexSet};
@@ -49,9 +50,9 @@ pub fn check_agents(program: &Program, out: &mut Vec<Diagnostic>) {
 
 /// The tools a node may call: a tool node's tool, an agent node's agent's tools.
 fn tools_of(node: &Node, program: &Program) -> Vec<String> {
-    match node.kind.as_str() {
-        "tool" => node.target.clone(),
-        "agent" => agent_of(node, program).map(|a| names(a.props.get("tools"))).unwrap_or_default(),
+    match node.kind {
+        NodeKind::Tool => node.target.clone(),
+        NodeKind::Agent => agent_of(node, program).map(|a| names(a.props.get("tools"))).unwrap_or_default(),
         _ => Vec::new(),
     }
 }
@@ -81,7 +82,7 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
 fn delegations(flow: &FlowGraph<'_>, program: &Program, sink: &mut Vec<Diagnostic>) {
     let workflow = flow.workflow;
     let reached = flow.reachable();
-    let delegates: Vec<&flow_check::ir::Transfer> = workflow.transfers.iter().filter(|t| t.kind == "delegate").collect();
+    let delegates: Vec<&flow_check::ir::Transfer> = workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate).collect();
     let mut fanout: IndexMap<&str, usize> = IndexMap::new();
     for t in &delegates {
         *fanout.entry(t.from.as_str()).or_default() += 1;
@@ -276,7 +277,7 @@ fn fmt_num(v: f64) -> String {
 
 /// Whether a node is a human approval point.
 fn approves(node: &Node) -> bool {
-    node.kind == "human"
+    node.kind == NodeKind::Human
 }
 
 /// Whether crossing this written edge passes a gate a human always judges.
@@ -302,9 +303,9 @@ fn risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic
     if !program.decls.values().any(|d| d.kind == Kind::Tool && risky(&d.name)) {
         return;
     }
-    let calls_risky = |node: &Node| match node.kind.as_str() {
-        "tool" => node.target.iter().any(|t| risky(t)),
-        "agent" => agent_of(node, program).is_some_and(|a| match a.props.get("tools") {
+    let calls_risky = |node: &Node| match node.kind {
+        NodeKind::Tool => node.target.iter().any(|t| risky(t)),
+        NodeKind::Agent => agent_of(node, program).is_some_and(|a| match a.props.get("tools") {
             Some(Value::List(items)) => items.iter().any(|i| matches!(i, Value::Ref { name, .. } if risky(name))),
             _ => false,
         }),
@@ -360,9 +361,9 @@ fn is_private_source(node: &Node, program: &Program) -> bool {
     if private(node.props.get("labels")) {
         return true;
     }
-    match node.kind.as_str() {
-        "agent" => agent_of(node, program).is_some_and(|a| private(a.props.get("labels"))),
-        "tool" => node.target.first().and_then(|t| program.decls.get(t)).is_some_and(|t| private(t.props.get("labels"))),
+    match node.kind {
+        NodeKind::Agent => agent_of(node, program).is_some_and(|a| private(a.props.get("labels"))),
+        NodeKind::Tool => node.target.first().and_then(|t| program.decls.get(t)).is_some_and(|t| private(t.props.get("labels"))),
         _ => false,
     }
 }

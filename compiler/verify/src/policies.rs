@@ -6,6 +6,7 @@ use crate::flowgraph::loc_span;
 use crate::mc::{self, Verdict};
 use crate::model::{Label, Model, DECISIONS, OUTCOMES, ZONES};
 use crate::obligations::Obligation;
+use flow_check::ir::TransferKind;
 use flow_check::ir::{Loc, Policy, Program, Workflow};
 use flow_diagnostics::{codes, Diagnostic, Witness, WitnessStep};
 use flow_policy::Automaton;
@@ -222,31 +223,33 @@ pub fn positive_witnesses(program: &Program, plan_digest: &str, max_states: usiz
                 continue;
             }
             let subject = |i: usize| o.subject.get(i).map(String::as_str).unwrap_or("");
-            let wanted =
-                |l: &Label| -> bool {
-                    match (o.kind.as_str(), l) {
-                        ("agent", Label::Started(n)) => model.node_agent(*n) == Some(subject(0)),
-                        ("tool_edge", Label::Called(t, Some(a), _)) => {
-                            model.agents[*a as usize] == subject(0) && model.tools[*t as usize] == subject(1)
-                        }
-                        ("restricted_tool_edge", Label::Refused(t, Some(a), _)) => {
-                            model.agents[*a as usize] == subject(0) && model.tools[*t as usize] == subject(1)
-                        }
-                        ("delegation_edge", Label::Edge(a, b, _)) => {
-                            model.node_name(*a) == subject(0) && model.node_name(*b) == subject(1)
-                                || model.workflow.transfers.iter().any(|t| {
-                                    t.kind == "delegate" && t.from == subject(0) && t.to == subject(1) && model.node_name(*b) == t.to
-                                })
-                        }
-                        ("gate_outlet", Label::Outcome(g, oc)) => {
-                            model.gate_names[*g as usize] == subject(0) && OUTCOMES[*oc as usize] == subject(1)
-                        }
-                        ("gate_outlet", Label::Decided(s, d, _)) => {
-                            model.subjects[*s as usize] == subject(0) && DECISIONS[*d as usize] == subject(1)
-                        }
-                        _ => false,
+            let wanted = |l: &Label| -> bool {
+                match (o.kind.as_str(), l) {
+                    ("agent", Label::Started(n)) => model.node_agent(*n) == Some(subject(0)),
+                    ("tool_edge", Label::Called(t, Some(a), _)) => {
+                        model.agents[*a as usize] == subject(0) && model.tools[*t as usize] == subject(1)
                     }
-                };
+                    ("restricted_tool_edge", Label::Refused(t, Some(a), _)) => {
+                        model.agents[*a as usize] == subject(0) && model.tools[*t as usize] == subject(1)
+                    }
+                    ("delegation_edge", Label::Edge(a, b, _)) => {
+                        model.node_name(*a) == subject(0) && model.node_name(*b) == subject(1)
+                            || model.workflow.transfers.iter().any(|t| {
+                                t.kind == TransferKind::Delegate
+                                    && t.from == subject(0)
+                                    && t.to == subject(1)
+                                    && model.node_name(*b) == t.to
+                            })
+                    }
+                    ("gate_outlet", Label::Outcome(g, oc)) => {
+                        model.gate_names[*g as usize] == subject(0) && OUTCOMES[*oc as usize] == subject(1)
+                    }
+                    ("gate_outlet", Label::Decided(s, d, _)) => {
+                        model.subjects[*s as usize] == subject(0) && DECISIONS[*d as usize] == subject(1)
+                    }
+                    _ => false,
+                }
+            };
             let run = mc::cover(&model, wanted, max_states).map(|labels| {
                 let run_id = format!("cover-{}", o.id.replace([':', '>', '/'], "_"));
                 mc::events(&model, &labels, &run_id, plan_digest)

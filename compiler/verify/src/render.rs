@@ -2,6 +2,7 @@
 //! and loop bounds visible.
 
 use crate::flowgraph::{EdgeKind, FlowGraph};
+use flow_check::ir::NodeKind;
 use flow_check::ir::{Guard, Program, Value};
 use petgraph::visit::EdgeRef;
 use std::fmt::Write;
@@ -68,7 +69,7 @@ pub fn dot(program: &Program) -> String {
                 w = escape(&workflow.name),
                 n = escape(name),
                 l = escape(&node_label(&flow, name)),
-                s = shape(&workflow.nodes[name].kind)
+                s = shape(workflow.nodes[name].kind.as_str())
             );
         }
         if let Some(start) = flow.start {
@@ -117,11 +118,11 @@ pub fn mermaid(program: &Program) -> String {
         for (name, node) in &workflow.nodes {
             let label = node_label(&flow, name).replace("\\n", "<br/>").replace('"', "'");
             let id = mermaid_id(&workflow.name, name);
-            let _ = match node.kind.as_str() {
-                "end" => writeln!(out, "    {id}((\"{label}\"))"),
-                "parallel" | "join" => writeln!(out, "    {id}{{\"{label}\"}}"),
-                "loop" | "map" => writeln!(out, "    {id}{{{{\"{label}\"}}}}"),
-                "human" => writeln!(out, "    {id}[/\"{label}\"/]"),
+            let _ = match node.kind {
+                NodeKind::End => writeln!(out, "    {id}((\"{label}\"))"),
+                NodeKind::Parallel | NodeKind::Join => writeln!(out, "    {id}{{\"{label}\"}}"),
+                NodeKind::Loop | NodeKind::Map => writeln!(out, "    {id}{{{{\"{label}\"}}}}"),
+                NodeKind::Human => writeln!(out, "    {id}[/\"{label}\"/]"),
                 _ => writeln!(out, "    {id}[\"{label}\"]"),
             };
         }
@@ -164,7 +165,7 @@ pub fn json(program: &Program) -> serde_json::Value {
                 let written: Vec<&flow_check::ir::Edge> = workflow.edges.iter().filter(|e| e.from == node.name).collect();
                 let router = !written.is_empty() && written.iter().all(|e| !matches!(e.guard, Guard::Always));
                 let kind = if router { "router" } else { node.kind.as_str() };
-                let tools: Vec<String> = if node.kind == "tool" { node.target.clone() } else { Vec::new() };
+                let tools: Vec<String> = if node.kind == NodeKind::Tool { node.target.clone() } else { Vec::new() };
                 let sensitive = tools.iter().any(|t| risky(t));
                 if sensitive {
                     sensitive_tools.extend(tools.iter().cloned());

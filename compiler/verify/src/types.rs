@@ -2,6 +2,7 @@
 //! satisfy what the next one requires?
 
 use crate::flowgraph::{loc_span, EdgeKind, FlowGraph};
+use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::ir::{Program, Value};
 use flow_check::types::Ty;
 use flow_diagnostics::{codes, Diagnostic, Label};
@@ -114,7 +115,7 @@ pub fn check_contracts(flow: &FlowGraph<'_>, types: &Types<'_>, out: &mut Vec<Di
         let from = flow.node(edge.source());
         let to = flow.node(edge.target());
         let Some(want) = input_type(to, types.program) else { continue };
-        if matches!(from.kind.as_str(), "end" | "parallel" | "loop" | "map") {
+        if matches!(from.kind, NodeKind::End | NodeKind::Parallel | NodeKind::Loop | NodeKind::Map) {
             continue;
         }
         if let Some(m) = types.mismatch(&from.output, &want, "$", 0) {
@@ -141,7 +142,7 @@ pub fn check_contracts(flow: &FlowGraph<'_>, types: &Types<'_>, out: &mut Vec<Di
             );
         }
     }
-    for transfer in workflow.transfers.iter().filter(|t| t.kind == "handoff") {
+    for transfer in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Handoff) {
         let Some(Value::Type(payload)) = transfer.props.get("payload") else { continue };
         let (Some(from), Some(to)) = (workflow.nodes.get(&transfer.from), workflow.nodes.get(&transfer.to)) else { continue };
         let (file, span) = loc_span(transfer.loc);
@@ -180,7 +181,7 @@ fn input_type(node: &flow_check::ir::Node, program: &Program) -> Option<Ty> {
     if let Some(Value::Type(ty)) = node.props.get("input") {
         return Some(ty.clone());
     }
-    if node.kind == "tool" && !node.props.contains_key("args") {
+    if node.kind == NodeKind::Tool && !node.props.contains_key("args") {
         let tool = program.decls.get(node.target.first()?)?;
         if let Some(Value::Type(ty)) = tool.props.get("input") {
             return Some(ty.clone());

@@ -8,6 +8,7 @@
 //! events.
 #![allow(clippy::disallowed_methods)]
 
+use flow_check::ir::NodeKind;
 use flow_check::plan::Plan;
 use flow_diagnostics::SourceDb;
 use serde_json::{json, Value};
@@ -391,7 +392,7 @@ fn coverage_of_each_example_run_matches_its_trace() {
         let obligations = flow_verify::obligations::obligations(&program);
         let wf = events(run)[0]["payload"]["workflow"].as_str().unwrap().to_string();
         let nodes = &program.workflows[&wf].nodes;
-        let agent_of = |n: &str| nodes.get(n).filter(|n| n.kind == "agent").and_then(|n| n.target.first().cloned());
+        let agent_of = |n: &str| nodes.get(n).filter(|n| n.kind == NodeKind::Agent).and_then(|n| n.target.first().cloned());
         let seen = covered_ids(&events(run), &agent_of);
         let out = coverage(&[run], &example(name), "json");
         assert!(out.status.success(), "{name}: {}", text(&out));

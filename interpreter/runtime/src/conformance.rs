@@ -20,7 +20,8 @@ use crate::budget::{add_usage, sub_usage, Limits, Scope};
 use crate::journal::ArtifactStore;
 use crate::lookup::{budget_props, names, ref_name, word};
 use crate::validate::Validator;
-use flow_check::ir::{Guard, Node, Program, Transfer, Value as IrValue, Workflow};
+use flow_check::ir::TransferKind;
+use flow_check::ir::{Guard, Node, NodeKind, Program, Transfer, Value as IrValue, Workflow};
 use flow_check::spec::Kind;
 use flow_policy::{Automaton, Monitor, Verdict};
 use flow_trace::{ArtifactRef, Body, Event, Usage};
@@ -757,8 +758,8 @@ impl<'a> PlanView<'a> {
         let mut delegations = HashMap::default();
         for t in &wf.transfers {
             let key = (t.from.as_str(), t.to.as_str());
-            match t.kind.as_str() {
-                "handoff" => handoffs.entry(key).or_insert(t),
+            match t.kind {
+                TransferKind::Handoff => handoffs.entry(key).or_insert(t),
                 _ => delegations.entry(key).or_insert(t),
             };
         }
@@ -771,7 +772,7 @@ impl<'a> PlanView<'a> {
 
     /// The agent a node runs, if it is an agent node.
     fn agent_of(&self, node: &str) -> Option<&'a str> {
-        self.node(node).filter(|n| n.kind == "agent").and_then(|n| n.target.first()).map(String::as_str)
+        self.node(node).filter(|n| n.kind == NodeKind::Agent).and_then(|n| n.target.first()).map(String::as_str)
     }
 
     /// `names` with roles expanded to their members (and principals that
@@ -805,7 +806,7 @@ impl<'a> PlanView<'a> {
                 None => escalate_to(),
             };
         }
-        if let Some(node) = self.node(subject).filter(|n| n.kind == "human") {
+        if let Some(node) = self.node(subject).filter(|n| n.kind == NodeKind::Human) {
             return node.target.clone();
         }
         if let Some(p) = subject.strip_prefix("escalation.") {
@@ -837,7 +838,7 @@ impl<'a> PlanView<'a> {
                 None => Some(format!("the plan has no edge {from} -> {to}")),
             }
         };
-        let node_kind = |name: &str, kind: &str| self.node(name).filter(|n| n.kind == kind);
+        let node_kind = |name: &str, kind: NodeKind| self.node(name).filter(|n| n.kind == kind);
         match via {
             "always" | "else" => plan_edge(&|v| v == via),
             v if v.starts_with("when ") => plan_edge(&|p| p == v),
@@ -849,22 +850,22 @@ impl<'a> PlanView<'a> {
                     None => Some(format!("the workflow declares no gate `{gate}`")),
                 }
             }
-            "fanout" => match node_kind(from, "parallel") {
+            "fanout" => match node_kind(from, NodeKind::Parallel) {
                 Some(n) if n.target.iter().any(|b| b == to) => None,
                 Some(_) => Some(format!("`{to}` is not a branch of parallel node `{from}`")),
                 None => Some(format!("`{from}` is not a parallel node")),
             },
-            "join" => match node_kind(to, "join") {
+            "join" => match node_kind(to, NodeKind::Join) {
                 Some(n) if n.target.iter().any(|b| b == from) => None,
                 Some(_) => Some(format!("join `{to}` does not list `{from}`")),
                 None => Some(format!("`{to}` is not a join node")),
             },
-            "loop_round" => match node_kind(from, "loop") {
+            "loop_round" => match node_kind(from, NodeKind::Loop) {
                 Some(n) if n.target.first().is_some_and(|f| f == to) => None,
                 Some(_) => Some(format!("a round of loop `{from}` starts at its first node, not `{to}`")),
                 None => Some(format!("`{from}` is not a loop node")),
             },
-            v if v.starts_with("map_item_") => match node_kind(from, "map") {
+            v if v.starts_with("map_item_") => match node_kind(from, NodeKind::Map) {
                 Some(n) if n.target.first().is_some_and(|f| f == to) => None,
                 Some(n) => Some(format!("map `{from}` runs `{}`, not `{to}`", n_target(n))),
                 None => Some(format!("`{from}` is not a map node")),
@@ -1435,7 +1436,7 @@ impl<'a> Checker<'a> {
         };
         let is_start = plan.start == Some(node);
         let mut found = Vec::new();
-        if planned.kind != kind {
+        if planned.kind.as_str() != kind {
             found.push(
                 Deviation::new(codes::NODE_LIFECYCLE, Some(seq), format!("node `{node}` started as a `{kind}` node"))
                     .expected(format!("node_kind {}", planned.kind))
@@ -1694,8 +1695,8 @@ impl<'a> Checker<'a> {
                 }
             }
             None => match plan.node(node) {
-                Some(n) if n.kind == "tool" && n.target.first().is_some_and(|t| t == tool) => None,
-                Some(n) if n.kind == "tool" => Some((format!("tool node `{node}` called `{tool}`"), "its own tool")),
+                Some(n) if n.kind == NodeKind::Tool && n.target.first().is_some_and(|t| t == tool) => None,
+                Some(n) if n.kind == NodeKind::Tool => Some((format!("tool node `{node}` called `{tool}`"), "its own tool")),
                 _ => Some((format!("`{tool}` was called in node `{node}` with no calling agent"), "calls by the node's agent")),
             },
         };
@@ -1787,7 +1788,7 @@ impl<'a> Checker<'a> {
         let Some(source) = source else { return };
         let mut found = Vec::new();
         for t in plan.wf.transfers.iter().filter(|t| t.from == source && t.to == node) {
-            let handoff = t.kind == "handoff";
+            let handoff = t.kind == TransferKind::Handoff;
             if !entry.transfers.iter().any(|(h, f)| *h == handoff && *f == source) {
                 found.push(
                     Deviation::new(
@@ -2063,7 +2064,7 @@ impl<'a> Checker<'a> {
         if let Some(plan) = &self.plan {
             let planned = match (plan.wf.gates.get(subject), plan.wf.nodes.get(subject)) {
                 (Some(gate), _) => Some(flow_check::semantics::gate_decision_action(gate, decision)),
-                (None, Some(node)) if node.kind == "human" => Some(flow_check::semantics::human_decision_action(node, decision)),
+                (None, Some(node)) if node.kind == NodeKind::Human => Some(flow_check::semantics::human_decision_action(node, decision)),
                 _ => None,
             };
             if let Some(planned) = planned.map(|a| a.render()).filter(|a| a != action) {
@@ -2261,7 +2262,7 @@ impl<'a> Checker<'a> {
     /// decision), and where the last halting policy violation was.
     fn remember_cause(&mut self, position: usize, e: &Event) {
         let keep = match &e.body {
-            Body::NodeCompleted { node, .. } => self.plan.as_ref().and_then(|p| p.node(node)).is_some_and(|n| n.kind == "end"),
+            Body::NodeCompleted { node, .. } => self.plan.as_ref().and_then(|p| p.node(node)).is_some_and(|n| n.kind == NodeKind::End),
             Body::ActionTaken { .. } | Body::NodeFailed { .. } | Body::BudgetExhausted { .. } => true,
             Body::DecisionApplied { subject, .. } => subject.starts_with("escalation."),
             Body::PolicyViolated { response, .. } => {
@@ -2313,7 +2314,7 @@ impl<'a> Checker<'a> {
         let policy_stop = self.last_policy_stop.is_some_and(|at| at >= cause_at && at < i);
         // (reason, statuses) the cause implies; `None`: anything goes.
         let expected: Option<(String, &[&str])> = match cause {
-            Body::NodeCompleted { node, .. } => match plan.node(node).filter(|n| n.kind == "end") {
+            Body::NodeCompleted { node, .. } => match plan.node(node).filter(|n| n.kind == NodeKind::End) {
                 Some(n) => {
                     let want = n.target.first().cloned().unwrap_or_else(|| n.name.clone());
                     let declared = word(n.props.get("status")).unwrap_or("success");

@@ -16,6 +16,7 @@
 //! | `delegation_edge` F→T | a `delegation` from F to T |
 //! | `gate_outlet` G:O | a `gate_recorded` of G with outcome O, or a `decision_applied` on G with decision O |
 
+use flow_check::ir::NodeKind;
 use flow_check::ir::Program;
 use flow_trace::{Body, Event};
 use serde::Serialize;
@@ -105,7 +106,8 @@ fn exercised(program: &Program, events: &[Event]) -> (Option<String>, HashSet<St
                 ids.insert(format!("agent:{agent}"));
             }
             Body::NodeStarted { node, .. } => {
-                if let Some(agent) = wf.and_then(|w| w.nodes.get(node)).filter(|n| n.kind == "agent").and_then(|n| n.target.first()) {
+                if let Some(agent) = wf.and_then(|w| w.nodes.get(node)).filter(|n| n.kind == NodeKind::Agent).and_then(|n| n.target.first())
+                {
                     ids.insert(format!("agent:{agent}"));
                 }
             }

@@ -15,6 +15,7 @@ use crate::lookup::{budget_props, int, names, ref_name, word};
 use crate::proto::*;
 use crate::validate::{ty_to_schema, Validator};
 use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as IrValue, Workflow};
+use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::types::Ty;
 use flow_policy::{Automaton, Monitor, Obs};
 use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Str, Usage, SCHEMA_VERSION};
@@ -473,13 +474,13 @@ impl Engine {
         let mut loop_of = FxHashMap::default();
         let mut map_of = FxHashMap::default();
         for node in wf.nodes.values() {
-            match node.kind.as_str() {
-                "loop" => {
+            match node.kind {
+                NodeKind::Loop => {
                     for member in &node.target {
                         loop_of.insert(member.clone(), node.name.clone());
                     }
                 }
-                "map" => {
+                NodeKind::Map => {
                     if let Some(item) = node.target.first() {
                         map_of.insert(item.clone(), node.name.clone());
                     }
@@ -509,7 +510,7 @@ impl Engine {
             transfers_from.entry(t.from.clone()).or_default().push(t.clone());
         }
         let mut join_of = FxHashMap::default();
-        for n in wf.nodes.values().filter(|n| n.kind == "join") {
+        for n in wf.nodes.values().filter(|n| n.kind == NodeKind::Join) {
             for branch in &n.target {
                 join_of.entry(branch.clone()).or_insert_with(|| n.name.clone());
             }
@@ -990,7 +991,7 @@ impl Engine {
         let visit = rt.visits;
         let started = self.emit(
             "control",
-            Body::NodeStarted { schema_version: V, node: name.to_string(), node_kind: node.kind.clone(), visit },
+            Body::NodeStarted { schema_version: V, node: name.to_string(), node_kind: node.kind.to_string(), visit },
             Some(cause),
         );
         self.nodes[name].started_event = started.clone();
@@ -1004,9 +1005,9 @@ impl Engine {
         if let Some(props) = budget_props(&self.program, node.props.get("budget")).cloned() {
             self.budgets.add(Scope::from_props(&format!("node.{name}"), &props));
         }
-        match node.kind.as_str() {
-            "agent" | "tool" => self.start_attempt(&node, trigger, &started),
-            "human" => {
+        match node.kind {
+            NodeKind::Agent | NodeKind::Tool => self.start_attempt(&node, trigger, &started),
+            NodeKind::Human => {
                 let decisions = match node.props.get("decisions") {
                     Some(IrValue::List(_)) => names(node.props.get("decisions")),
                     _ => vec!["approve".into(), "reject".into()],
@@ -1014,12 +1015,12 @@ impl Engine {
                 let prompt = word(node.props.get("prompt")).map(str::to_string);
                 self.ask(Decision::HumanNode { node: name.to_string() }, node.target.clone(), prompt, decisions, &started);
             }
-            "end" => {
+            NodeKind::End => {
                 let reason = node.target.first().cloned().unwrap_or_else(|| name.to_string());
                 let status = word(node.props.get("status")).unwrap_or("success").to_string();
                 self.finish_end(name, &reason, &status, &started);
             }
-            "parallel" => {
+            NodeKind::Parallel => {
                 let branches = node.target.clone();
                 for branch in branches {
                     let edge = self.emit(
@@ -1046,12 +1047,12 @@ impl Engine {
                 }
                 self.finish_parallel(name, &started);
             }
-            "join" => {
+            NodeKind::Join => {
                 // Started by its branches once ready, or entered by an edge
                 // of its own: then it waits for them.
                 self.try_join(name, &started);
             }
-            "loop" => {
+            NodeKind::Loop => {
                 self.loops.insert(name.to_string(), LoopRt { round: 1 });
                 if let Some(first) = node.target.first().cloned() {
                     let edge = self.emit(
@@ -1062,7 +1063,7 @@ impl Engine {
                     self.start_node(&first, input, "first", &edge);
                 }
             }
-            "map" => {
+            NodeKind::Map => {
                 let items = match node.props.get("over") {
                     Some(IrValue::Expr(e)) => eval::eval(e, &self.env),
                     _ => Ok(Value::Array(Vec::new())),
@@ -1187,7 +1188,7 @@ impl Engine {
         if !self.running() {
             return;
         }
-        let agent = (node.kind == "agent").then(|| node.target.first().cloned()).flatten();
+        let agent = (node.kind == NodeKind::Agent).then(|| node.target.first().cloned()).flatten();
         // One control-plane step per attempt.
         let scopes = self.scopes_for(node, agent.as_deref());
         let step = Usage { steps: 1, ..Usage::default() };
@@ -1250,7 +1251,7 @@ impl Engine {
         };
         self.attempts.insert(id.clone(), attempt);
         let delay = Self::backoff(node, attempt_no);
-        if node.kind == "agent" {
+        if node.kind == NodeKind::Agent {
             self.next_turn(&id, delay, &started);
         } else {
             self.tool_node_call(node, &id, delay, &started);
@@ -1442,7 +1443,7 @@ impl Engine {
 
     fn feed_tool_error(&mut self, attempt_id: &str, tool: &str, message: &str, cause: &str) {
         let node = self.attempts.get(attempt_id).map(|a| a.node.clone()).unwrap_or_default();
-        let agent = self.node(&node).and_then(|n| (n.kind == "agent").then(|| n.target.first().cloned()).flatten());
+        let agent = self.node(&node).and_then(|n| (n.kind == NodeKind::Agent).then(|| n.target.first().cloned()).flatten());
         let held = || Held::ToolRefused { attempt: attempt_id.to_string(), tool: tool.to_string(), message: message.to_string() };
         if !self.admit(Obs::Refused { tool, by: agent.as_deref() }, "tool_call_refused", cause, held) {
             return;
@@ -2024,7 +2025,7 @@ impl Engine {
             return;
         }
         let node = self.node(from);
-        if node.as_ref().is_some_and(|n| n.kind == "parallel") {
+        if node.as_ref().is_some_and(|n| n.kind == NodeKind::Parallel) {
             return;
         }
         let mut chosen: Option<(String, String)> = None;
@@ -2302,7 +2303,7 @@ impl Engine {
         let mut input = input;
         let mut parent = edge;
         for transfer in transfers {
-            if transfer.kind == "handoff" {
+            if transfer.kind == TransferKind::Handoff {
                 let hops = self.hops.entry((from.to_string(), to.to_string())).or_default();
                 *hops += 1;
                 let hops = *hops;
@@ -2411,7 +2412,7 @@ impl Engine {
                 }
                 input = payload;
                 parent = handoff;
-            } else if transfer.kind == "delegate" {
+            } else if transfer.kind == TransferKind::Delegate {
                 let mut inputs = serde_json::Map::new();
                 if let Some(IrValue::Record(r)) = transfer.props.get("inputs") {
                     for (k, v) in r {
@@ -2757,7 +2758,7 @@ impl Engine {
             outcome = worst(&outcome, &r.outcome);
         }
         // Trigger authorisation: only declared agents may trigger.
-        let from_agent = self.wf().nodes.get(&gate.from).filter(|n| n.kind == "agent").and_then(|n| n.target.first().cloned());
+        let from_agent = self.wf().nodes.get(&gate.from).filter(|n| n.kind == NodeKind::Agent).and_then(|n| n.target.first().cloned());
         let trigger = match &from_agent {
             Some(a) => format!("agent.{a} on node_completed"),
             None => "control on node_completed".to_string(),
@@ -3490,7 +3491,7 @@ mod tests {
         props.insert("retry".to_string(), IrValue::Record(retry));
         Node {
             name: "n".into(),
-            kind: "tool".into(),
+            kind: NodeKind::Tool,
             target: vec!["t".into()],
             props,
             handlers: Vec::new(),

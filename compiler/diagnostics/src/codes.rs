@@ -735,11 +735,13 @@ the nodes a `budget: { tokens: …, cost: … }`."#;
     BUDGET_CONDITIONAL = "W0802", "budget bound is conditional",
 r#"A budget limits tokens (or cost), and some model turn it pays for has no
 input ceiling: neither its agent nor its provider declares
-`max_input_tokens`. The run meters every turn's input tokens as the
-provider reports them, so nothing bounds that turn. The bound reported —
-the output tokens (`max_tokens` per turn) and the declared inputs, plus
-the input of up to N turns — holds only if those inputs are small; the
-budget is not proven sufficient. (Cost is conditional only when the
+`max_input_tokens`. A run meters every turn's input tokens as the
+provider reports them, and nothing bounds that turn's input, so the budget
+is not proven sufficient, whatever the rest of the bound says. The message
+gives what is counted (every output at `max_tokens`, the declared inputs)
+and how many turns' inputs are left out; the bound holds only if those
+inputs fit in what remains. Reported in any scope: the run, an agent's
+budget, a node's, a contract's. (Cost is conditional only when the
 provider prices input tokens.)
 
 Example:

@@ -48,7 +48,7 @@ type Finding = { claim: string, score: float, citations: [Citation], tags: [stri
 type Report = { title: string, confidence: float, findings: [Finding], verdict: "accept" | "revise" | "reject" }
 type Hits = { query: string, hits: [Citation], total: int }
 
-provider local: scripted { max_tokens: 2k }
+provider local: scripted { max_tokens: 2k, max_input_tokens: 2k }
 principal reviewer: human { description: "Decides when a gate cannot" }
 
 tool search: builtin {
@@ -130,7 +130,9 @@ pub fn workflow(nodes: usize, seed: u64) -> String {
         s,
         "\nbudget run_budget {{\n  steps: {steps}\n  tokens: {tokens}\n  tool_calls: {calls}\n  cost: $1000\n  reserve: {{ verification: 5% }}\n  zones: [\n    {{ zone: yellow, below: 50%, action: compress_context }},\n    {{ zone: red, below: 20%, action: [switch_model(local), skip_reasoning] }},\n    {{ zone: fuse, below: 5%, action: return_partial }},\n  ]\n  on_exhausted: fallback(budget_exhausted)\n}}\n\nworkflow generated {{\n  description: \"A generated workflow of {nodes} nodes\"\n  input: Query\n  output: Report\n  start: n0\n  budget: run_budget\n  escalate_to: reviewer\n  deadline: 2h\n  max_hops: 4\n\n",
         steps = nodes * 8 + 100,
-        tokens = nodes * 40_000 + 100_000,
+        // A turn counts at most 4k (2k in, 2k out), an attempt 8 turns; a
+        // loop body with retries runs 3 × 2 attempts.
+        tokens = nodes * 120_000 + 100_000,
         calls = 3_000_000,
     );
     for (i, kind) in kinds.iter().enumerate() {

@@ -13,7 +13,7 @@ fn check_source(source: &str) {
     let checked = flow_check::check_program(&mut db, root, &flow_check::NoFiles);
     // Rendering must not fail either, whatever the spans.
     let _ = flow_diagnostics::render::render_human(&db, &checked.diagnostics);
-    let _ = flow_diagnostics::render::to_json(&db, &checked.diagnostics, Vec::new());
+    let _ = flow_diagnostics::render::to_json(&db, &checked.diagnostics, Vec::new(), Vec::new());
 }
 
 fn round_trips(source: &str) -> bool {

@@ -99,7 +99,9 @@ pub enum NodeKind {
     Loop,
     Flow,
     End,
-    /// A kind the checker rejected (an error has been reported).
+    /// A kind the checker rejected (an error has been reported): never in
+    /// a plan, since a program with errors has none.
+    #[serde(skip)]
     Invalid,
 }
 

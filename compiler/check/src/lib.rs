@@ -7,6 +7,7 @@
 //! All maps are ordered, so the same input always gives the same
 //! diagnostics in the same order and the same IR.
 
+pub mod ceilings;
 mod check;
 mod expr;
 pub mod ir;

@@ -733,18 +733,52 @@ Fix: connect it or remove it."#;
 
     NO_STATIC_BOUND = "W0801", "no static bound",
 r#"The workflow declares a budget limit, but the compiler cannot bound the
-worst case of that quantity: an agent node has no token or cost ceiling
-(no node, agent or contract budget and no provider `max_tokens`), a `map`
-has no `max_items`, or a cycle is bounded only by the budget itself. The
-budget is still enforced at run time; this is a warning that the static
-guarantee is missing.
+worst case of that quantity: a `map` has no `max_items`, a cycle is
+bounded only by the budget itself (a rework cycle without `max_visits`, a
+`revise` handler that restarts its node), or a `flow` node runs another
+workflow. The budget is still enforced at run time; this is a warning
+that the static guarantee is missing. (Turns whose input is unbounded
+are W0802.)
 
 Example:
 
     budget b { tokens: 100k }
-    agent writer { provider: p }           // no per-turn token ceiling
+    workflow w {
+      start: draft; budget: b
+      node draft: agent writer { output: string }
+      node check: agent critic { output: { ok: bool } }
+      node done: end ok
+      draft -> check
+      check -> done when check.ok
+      check -> draft else                  // nothing bounds the rework
+    }
 
-Fix: give agents (or nodes) a `budget: { tokens: …, cost: … }`."#;
+Fix: give a node on the cycle `max_visits`, a `map` its `max_items`, or
+the nodes a `budget: { tokens: …, cost: … }`."#;
+
+    BUDGET_CONDITIONAL = "W0802", "budget bound is conditional",
+r#"A budget limits tokens (or cost), and some model turn it pays for has no
+input ceiling: neither its agent nor its provider declares
+`max_input_tokens`. A run meters every turn's input tokens as the
+provider reports them, and nothing bounds that turn's input, so the budget
+is not proven sufficient, whatever the rest of the bound says. The message
+gives what is counted (every output at `max_tokens`, the declared inputs)
+and how many turns' inputs are left out; the bound holds only if those
+inputs fit in what remains. Reported in any scope: the run, an agent's
+budget, a node's, a contract's. (Cost is conditional only when the
+provider prices input tokens.)
+
+Example:
+
+    provider p: scripted { max_tokens: 2k }   // no max_input_tokens
+    agent a { provider: p, max_turns: 1 }
+    budget b { tokens: 16k }
+    workflow w { start: x; budget: b; node x: agent a { output: string }; ... }
+
+Fix: declare `max_input_tokens` on the provider (or the agent). Each turn
+then counts as at most `max_input_tokens + max_tokens`, and the control
+plane refuses to send a turn whose request may hold more input
+(`input_too_large`)."#;
 
     POLICY_UNKNOWN = "W1001", "policy not decided",
 r#"The model checker could not decide a policy: the product of the

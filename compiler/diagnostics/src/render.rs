@@ -186,11 +186,12 @@ pub fn witness_json(db: &SourceDb, witness: &crate::Witness) -> Value {
 }
 
 /// The whole `flowc verify --format json` document.
-pub fn to_json(db: &SourceDb, diagnostics: &[Diagnostic], policies: Vec<Value>) -> Value {
+pub fn to_json(db: &SourceDb, diagnostics: &[Diagnostic], policies: Vec<Value>, budgets: Vec<Value>) -> Value {
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     json!({
         "diagnostics": diagnostics.iter().map(|d| diagnostic_json(db, d)).collect::<Vec<_>>(),
         "policies": policies,
+        "budgets": budgets,
         "summary": {"errors": errors, "warnings": diagnostics.len() - errors},
     })
 }

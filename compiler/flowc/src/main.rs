@@ -169,6 +169,8 @@ struct Compiled {
     diagnostics: Vec<Diagnostic>,
     /// Every policy checked against every workflow it applies to.
     policies: Vec<flow_verify::policies::PolicyReport>,
+    /// The static worst case of every budget scope and measure.
+    budgets: Vec<flow_verify::BudgetBound>,
     /// The digest of the program's sources (as in its plan).
     digest: String,
 }
@@ -184,14 +186,16 @@ fn compile(db: &mut SourceDb, path: &Path, max_states: usize) -> Result<Compiled
     let files: Vec<(&str, &str)> = (first..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
     let (digest, _) = flow_check::plan::source_digest(&files);
     let mut policies = Vec::new();
+    let mut budgets = Vec::new();
     if !checked.has_errors() {
         // Static checks, then the model checker: every policy against every workflow.
-        let (found, reports) = flow_verify::verify_with_policies(&checked.program, &digest, max_states);
-        diagnostics.extend(found);
-        policies = reports;
+        let verified = flow_verify::verify_all(&checked.program, &digest, max_states);
+        diagnostics.extend(verified.diagnostics);
+        policies = verified.policies;
+        budgets = verified.budgets;
     }
     sort_diagnostics(&mut diagnostics);
-    Ok(Compiled { checked, diagnostics, policies, digest })
+    Ok(Compiled { checked, diagnostics, policies, budgets, digest })
 }
 
 fn fail(error: UsageError) -> ExitCode {
@@ -223,6 +227,7 @@ fn verify(
     let mut db = SourceDb::new();
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     let mut policies = Vec::new();
+    let mut budgets: Vec<(String, serde_json::Value)> = Vec::new();
     let mut all_obligations = Vec::new();
     for path in files {
         let compiled = match compile(&mut db, path, max_states) {
@@ -230,6 +235,7 @@ fn verify(
             Err(error) => return fail(error),
         };
         policies.extend(policy_statuses(&db, &compiled));
+        budgets.extend(compiled.budgets.iter().map(|b| (flow_verify::budgets::describe(b), budget_json(&db, b))));
         if let Some(dir) = witness_dir {
             if let Err(error) = write_witnesses(dir, &compiled, max_states) {
                 return fail(error);
@@ -253,7 +259,7 @@ fn verify(
     let written = match format {
         Format::Json | Format::Sarif => {
             let document = if format == Format::Json {
-                render::to_json(&db, &diagnostics, policies)
+                render::to_json(&db, &diagnostics, policies, budgets.into_iter().map(|(_, json)| json).collect())
             } else {
                 flow_diagnostics::sarif::to_sarif(&db, &diagnostics, env!("CARGO_PKG_VERSION"))
             };
@@ -263,6 +269,9 @@ fn verify(
         Format::Human => {
             let mut out = StandardStream::stdout(color_choice(color, stdout.is_terminal()));
             render::emit(&mut out, &db, &diagnostics).and_then(|_| {
+                for (line, _) in &budgets {
+                    writeln!(out, "note: {line}")?;
+                }
                 let files = if files.len() == 1 { "1 file".to_string() } else { format!("{} files", files.len()) };
                 writeln!(out, "{}: {}", files, render::summary_line(&diagnostics))
             })
@@ -431,6 +440,34 @@ fn policy_statuses(db: &SourceDb, compiled: &Compiled) -> Vec<serde_json::Value>
             })
         })
         .collect()
+}
+
+/// One budget bound in the JSON shape of `flowc verify --format json`:
+/// `{workflow, scope, budget, measure, limit, available, worst_case,
+/// input_unbounded_turns, status, note, file, line}`.
+fn budget_json(db: &SourceDb, b: &flow_verify::BudgetBound) -> serde_json::Value {
+    let file = flow_diagnostics::FileId(b.loc.file);
+    let (name, line) = if (b.loc.file as usize) < db.len() {
+        (Some(db.name(file).to_string()), Some(db.line_col(file, b.loc.start).line))
+    } else {
+        (None, None)
+    };
+    // Whole numbers as integers (steps, tokens, milliseconds), money as is.
+    let number = |v: f64| if v.fract() == 0.0 && v.abs() < 9e15 { serde_json::json!(v as i64) } else { serde_json::json!(v) };
+    serde_json::json!({
+        "workflow": b.workflow,
+        "scope": b.scope,
+        "budget": b.budget,
+        "measure": b.measure,
+        "limit": number(b.limit),
+        "available": number(b.available),
+        "worst_case": b.worst_case.map(number),
+        "input_unbounded_turns": number(b.open_turns),
+        "status": b.status,
+        "note": b.note,
+        "file": name,
+        "line": line,
+    })
 }
 
 /// Writes the witnesses of one program under `dir`.

@@ -126,6 +126,58 @@ fn json_lists_policies_with_a_status() {
 }
 
 #[test]
+fn every_budget_bound_is_reported_in_json_and_in_notes() {
+    let (code, stdout, _) = flowc(&["verify", "--format", "json", "tests/ui/budgets/conditional.flow", "tests/ui/ok/input_limits.flow"]);
+    assert_eq!(code, 0, "{stdout}");
+    let document: Value = serde_json::from_str(&stdout).expect("valid JSON");
+    let budgets = document["budgets"].as_array().expect("budgets array");
+    let find = |file: &str, workflow: &str, scope: &str, measure: &str| {
+        budgets
+            .iter()
+            .find(|b| b["file"] == file && b["workflow"] == workflow && b["scope"] == scope && b["measure"] == measure)
+            .unwrap_or_else(|| panic!("no {workflow}/{scope}/{measure} in {file}: {stdout}"))
+    };
+    for b in budgets {
+        for key in [
+            "workflow",
+            "scope",
+            "budget",
+            "measure",
+            "limit",
+            "available",
+            "worst_case",
+            "input_unbounded_turns",
+            "status",
+            "note",
+            "file",
+            "line",
+        ] {
+            assert!(b.get(key).is_some(), "budget entry lacks `{key}`: {b}");
+        }
+        assert!(["fits", "exceeds", "unbounded", "conditional"].contains(&b["status"].as_str().unwrap()), "{b}");
+    }
+    // Without an input ceiling: conditional, the output tokens counted.
+    let conditional = find("tests/ui/budgets/conditional.flow", "w", "run", "tokens");
+    assert_eq!(conditional["status"], "conditional");
+    assert_eq!(conditional["budget"], "run");
+    assert_eq!((conditional["limit"].as_i64(), conditional["worst_case"].as_i64()), (Some(16_000), Some(8_000)));
+    assert_eq!(conditional["input_unbounded_turns"], 4);
+    assert!(conditional["note"].as_str().unwrap().contains("max_input_tokens"));
+    // An agent's own cap is a scope too.
+    assert_eq!(find("tests/ui/budgets/conditional.flow", "priced_run", "agent.b", "tokens")["status"], "conditional");
+    // With one: fits, the worst case reported even so.
+    let fits = find("tests/ui/ok/input_limits.flow", "w", "run", "tokens");
+    assert_eq!((fits["status"].as_str(), fits["worst_case"].as_i64(), fits["line"].as_u64()), (Some("fits"), Some(16_000), Some(8)));
+    assert_eq!(find("tests/ui/ok/input_limits.flow", "priced_run", "run", "cost")["worst_case"], 0.012);
+    // Human output: one note per bound, before the summary.
+    let (_, stdout, _) = flowc(&["verify", "tests/ui/ok/input_limits.flow"]);
+    assert!(stdout.contains("note: budget `run` of `w`: tokens: worst case 16000 tokens, limit 16000 tokens: fits\n"), "{stdout}");
+    assert!(stdout.ends_with("1 file: 0 errors, 0 warnings\n"), "{stdout}");
+    let (_, stdout, _) = flowc(&["verify", "tests/ui/budgets/unbounded.flow"]);
+    assert!(stdout.contains("duration: no static bound, limit 10m: unbounded"), "{stdout}");
+}
+
+#[test]
 fn explain_prints_codes_and_the_list() {
     let (code, stdout, _) = flowc(&["explain", "E0101"]);
     assert_eq!(code, 0);

@@ -7,7 +7,7 @@
 //! Architecture invariant: like the checker, this crate is pure and
 //! deterministic — no I/O, ordered maps, findings sorted before output.
 
-mod budgets;
+pub mod budgets;
 mod flowgraph;
 pub mod gates;
 mod graph_checks;
@@ -21,6 +21,7 @@ pub mod render;
 mod states;
 mod types;
 
+pub use budgets::{BudgetBound, Status as BudgetStatus};
 pub use flowgraph::{EdgeKind, FlowGraph};
 
 use flow_check::ir::Program;
@@ -30,7 +31,14 @@ use flow_diagnostics::Diagnostic;
 /// only when checking reported no errors: the IR of a broken program has
 /// holes.)
 pub fn verify(program: &Program) -> Vec<Diagnostic> {
+    verify_with_budgets(program).0
+}
+
+/// [`verify`], and the static worst case of every budget scope and measure
+/// of every workflow (in workflow, scope and measure order).
+pub fn verify_with_budgets(program: &Program) -> (Vec<Diagnostic>, Vec<BudgetBound>) {
     let mut diagnostics = Vec::new();
+    let mut bounds = Vec::new();
     let types = types::Types::new(program);
     for machine in program.machines.values() {
         states::check_machine(machine, &mut diagnostics);
@@ -41,7 +49,7 @@ pub fn verify(program: &Program) -> Vec<Diagnostic> {
         gates::check(&flow, program, &mut diagnostics);
         types::check_contracts(&flow, &types, &mut diagnostics);
         permissions::check(&flow, program, &mut diagnostics);
-        budgets::check(&flow, program, &mut diagnostics);
+        budgets::bounds_of(workflow, program, &mut diagnostics, &mut bounds);
         states::check_workflow(&flow, program, &mut diagnostics);
     }
     permissions::check_agents(program, &mut diagnostics);
@@ -49,18 +57,36 @@ pub fn verify(program: &Program) -> Vec<Diagnostic> {
         budgets::check_budget_shape(&budget.props, budget.loc, &mut diagnostics);
     }
     flow_diagnostics::sort_diagnostics(&mut diagnostics);
-    diagnostics
+    (diagnostics, bounds)
 }
 
-/// [`verify`] and then the model checker: every policy against every
-/// workflow it applies to (what `flowc verify` runs). Returns the
-/// diagnostics, sorted, and each policy's report.
-pub fn verify_with_policies(program: &Program, plan_digest: &str, max_states: usize) -> (Vec<Diagnostic>, Vec<policies::PolicyReport>) {
-    let mut diagnostics = verify(program);
+/// Everything `flowc verify` reports about a program.
+#[derive(Debug)]
+pub struct Verified {
+    /// Every diagnostic, policies' included, sorted.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Each policy's report.
+    pub policies: Vec<policies::PolicyReport>,
+    /// The worst case of every budget scope and measure.
+    pub budgets: Vec<BudgetBound>,
+}
+
+/// [`verify_with_budgets`] and then the model checker: every policy against
+/// every workflow it applies to (what `flowc verify` runs).
+pub fn verify_all(program: &Program, plan_digest: &str, max_states: usize) -> Verified {
+    let (mut diagnostics, budgets) = verify_with_budgets(program);
     let reports = policies::check_policies(program, plan_digest, max_states);
     diagnostics.extend(reports.iter().filter_map(|r| r.diagnostic.clone()));
     flow_diagnostics::sort_diagnostics(&mut diagnostics);
-    (diagnostics, reports)
+    Verified { diagnostics, policies: reports, budgets }
+}
+
+/// [`verify`] and then the model checker: every policy against every
+/// workflow it applies to. Returns the diagnostics, sorted, and each
+/// policy's report.
+pub fn verify_with_policies(program: &Program, plan_digest: &str, max_states: usize) -> (Vec<Diagnostic>, Vec<policies::PolicyReport>) {
+    let verified = verify_all(program, plan_digest, max_states);
+    (verified.diagnostics, verified.policies)
 }
 
 /// The structural checks alone — reachability, dead ends, livelocks,

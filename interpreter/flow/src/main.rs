@@ -444,6 +444,17 @@ fn report(result: Result<Outcome, RunError>, quiet: bool) -> u8 {
                 }
                 eprintln!("flow: trace: {}", outcome.run_dir.join("trace.jsonl").display());
             }
+            // Quiet or not: use the static bounds do not cover is never silent.
+            if outcome.ceiling_breaches > 0 {
+                let turns = if outcome.ceiling_breaches == 1 {
+                    "1 model turn".to_string()
+                } else {
+                    format!("{} model turns", outcome.ceiling_breaches)
+                };
+                eprintln!(
+                    "flow: warning: {turns} reported more than the per-turn ceilings their reservation assumed (`max_input_tokens`, `max_tokens`, their cost; see the `warning` events): the static budget bounds do not cover this run"
+                );
+            }
             outcome.exit_code()
         }
         Err(e) => fail(e),

@@ -223,6 +223,12 @@ fn budget_exhaustion_takes_the_declared_path_and_exits_3() {
     // Reserved before, settled after, for every turn.
     assert_eq!(kinds(&trace, "budget_reserved"), kinds(&trace, "agent_turn"));
     assert!(kinds(&trace, "budget_settled") >= 1);
+    // Each reported cost is over its turn's ceiling ($0 at no prices):
+    // recorded and counted, never silent.
+    let over_ceiling =
+        trace.iter().filter(|e| e["kind"] == "warning" && e["payload"]["message"].as_str().unwrap().contains("over the $0.0000")).count();
+    assert_eq!(over_ceiling, kinds(&trace, "agent_turn"));
+    assert!(text(&out).contains("reported more than the per-turn ceilings"), "{}", text(&out));
 }
 
 #[test]

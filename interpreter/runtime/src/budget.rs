@@ -291,15 +291,17 @@ impl Budgets {
         self.scopes.values().find(|s| s.out_of_time(elapsed_ms)).map(|s| Exhausted { scope: s.name.clone(), limit: "duration".into() })
     }
 
-    /// Whether any limit of a scope is used up.
+    /// Whether a scope has used more than a limit (a settled call that
+    /// reported more than it reserved). Use up to a limit is within it: a
+    /// run that fits its budget exactly is not exhausted.
     pub fn used_up(&self, name: &str) -> Option<Exhausted> {
         let scope = self.scopes.get(name)?;
         let l = &scope.limits;
         let hit = [
-            ("steps", l.steps.is_some_and(|v| scope.used.steps >= v)),
-            ("tokens", l.tokens.is_some_and(|v| scope.used.tokens >= v)),
-            ("tool_calls", l.tool_calls.is_some_and(|v| scope.used.tool_calls >= v)),
-            ("cost", l.cost.is_some_and(|v| scope.used.cost >= v - 1e-9)),
+            ("steps", l.steps.is_some_and(|v| scope.used.steps > v)),
+            ("tokens", l.tokens.is_some_and(|v| scope.used.tokens > v)),
+            ("tool_calls", l.tool_calls.is_some_and(|v| scope.used.tool_calls > v)),
+            ("cost", l.cost.is_some_and(|v| scope.used.cost > v + 1e-9)),
         ];
         hit.iter().find(|(_, hit)| *hit).map(|(limit, _)| Exhausted { scope: name.to_string(), limit: limit.to_string() })
     }

@@ -142,6 +142,9 @@ pub struct Outcome {
     pub status: RunStatus,
     pub events: u64,
     pub outputs: IndexMap<String, Value>,
+    /// Model turns that reported more than their per-turn ceilings (each
+    /// is a `warning` event): use the static budget bounds do not cover.
+    pub ceiling_breaches: u64,
 }
 
 impl Outcome {
@@ -574,6 +577,7 @@ impl Driver {
             status: self.engine.status().clone(),
             events: self.engine.seq(),
             outputs: self.engine.outputs().clone(),
+            ceiling_breaches: self.engine.ceiling_breaches(),
         }
     }
 

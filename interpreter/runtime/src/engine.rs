@@ -12,8 +12,10 @@ use crate::clock::{rfc3339, Clock};
 use crate::eval::{self, Env};
 use crate::journal::{artifact_ref, artifact_ref_of};
 use crate::lookup::{budget_props, int, names, ref_name, word};
+use crate::prompt;
 use crate::proto::*;
 use crate::validate::{ty_to_schema, Validator};
+use flow_check::ceilings::{self, TurnCeiling};
 use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as IrValue, Workflow};
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::types::Ty;
@@ -240,12 +242,14 @@ impl Outstanding {
 
 #[derive(Debug, Clone)]
 enum Waiting {
-    /// A model turn, with what was reserved for it (settled on the reply).
+    /// A model turn, with what was reserved for it (settled on the reply)
+    /// and the per-turn ceilings the reservation assumed.
     Turn {
         attempt: String,
         provider: String,
         reserved: Usage,
         scopes: Vec<String>,
+        ceiling: TurnLimits,
     },
     Tool {
         attempt: String,
@@ -310,6 +314,25 @@ struct LoopRt {
 struct MapRt {
     items: Vec<Value>,
     results: Vec<Value>,
+}
+
+/// The per-turn ceilings a turn's reservation assumed: its input (the
+/// declared `max_input_tokens`, else the bound of what the request holds)
+/// and its completion (`max_tokens`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct TurnLimits {
+    input: u64,
+    output: u64,
+    /// Where the input ceiling comes from, for messages.
+    input_from: InputCeiling,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum InputCeiling {
+    Agent,
+    Provider,
+    /// No `max_input_tokens`: the bound of the request ([`prompt::input_token_bound`]).
+    Request,
 }
 
 /// A gate evaluation waiting for probes.
@@ -379,6 +402,9 @@ pub struct Engine {
     approvals: u32,
     /// The online monitors of the policies that apply to this workflow.
     policies: Vec<PolicyRt>,
+    /// Model turns whose reported use went over their per-turn ceilings
+    /// (each recorded as a `warning`): use the static bounds do not cover.
+    ceiling_breaches: u64,
     /// Set while a resumed run replays its journal: wall-clock limits are
     /// not re-checked (the journal says what happened).
     pub replaying: bool,
@@ -577,10 +603,17 @@ impl Engine {
             pending_contract: HashMap::new(),
             approvals: 0,
             policies,
+            ceiling_breaches: 0,
             replaying: false,
             program,
             wf_index,
         })
+    }
+
+    /// Model turns so far whose reported use went over the per-turn
+    /// ceilings their reservation assumed (reference §12.2).
+    pub fn ceiling_breaches(&self) -> u64 {
+        self.ceiling_breaches
     }
 
     pub fn workflow(&self) -> &Workflow {
@@ -1546,45 +1579,16 @@ impl Engine {
             self.attempt_failed(attempt_id, "unknown_agent", "the node's agent is not declared", cause);
             return;
         };
-        let max_turns = int(node.props.get("max_turns")).or_else(|| int(agent.props.get("max_turns"))).unwrap_or(8) as u32;
+        let max_turns = ceilings::max_turns(&node, &agent).min(u32::MAX as u64) as u32;
         if attempt.turn >= max_turns {
             self.attempt_failed(attempt_id, "max_turns", &format!("no output after {max_turns} turns"), cause);
             return;
         }
         let (provider, model) = self.provider_for(&node, &agent);
-        let max_tokens = self.decl(&provider).and_then(|p| int(p.props.get("max_tokens"))).unwrap_or(4096);
-        let price = |key: &str| match self.decl(&provider).and_then(|p| p.props.get(key)) {
-            Some(IrValue::Money(m)) => *m,
-            _ => 0.0,
-        };
-        let est_cost = (price("price_input") + price("price_output")) * max_tokens as f64 / 1e6;
-        let scopes = self.scopes_for(&node, Some(&agent_name));
-        let amount = Usage { tokens: max_tokens, cost: est_cost, ..Usage::default() };
-        let present = match self.budgets.reserve(&scopes, &amount, false) {
-            Ok(p) => p,
-            Err(ex) => {
-                self.exhausted(ex, Some(&node.name), cause);
-                return;
-            }
-        };
-        if !present.is_empty() {
-            self.emit(
-                "control",
-                Body::BudgetReserved {
-                    schema_version: V,
-                    scope: present.join(","),
-                    attempt_id: attempt_id.to_string(),
-                    amount: amount.clone(),
-                },
-                Some(cause),
-            );
-        }
+        let ceiling = TurnCeiling::of(&agent, self.decl(&provider));
+        let max_tokens = ceiling.max_tokens;
         let output_ty = node.output.clone();
-        let node_turn = {
-            let n = self.node_turns.entry(node.name.clone()).or_default();
-            *n += 1;
-            *n
-        };
+        let node_turn = self.node_turns.get(&node.name).copied().unwrap_or(0) + 1;
         let request = AgentRequest {
             agent: agent_name.clone(),
             node: node.name.clone(),
@@ -1604,11 +1608,63 @@ impl Engine {
             max_tokens,
             flags: self.flags.clone(),
         };
+        // What the request can hold, held against the declared input
+        // ceiling before anything is reserved or sent.
+        let bound = prompt::input_token_bound(&request);
+        let input_from = match (int(agent.props.get("max_input_tokens")), ceiling.max_input_tokens) {
+            (Some(_), _) => InputCeiling::Agent,
+            (None, Some(_)) => InputCeiling::Provider,
+            (None, None) => InputCeiling::Request,
+        };
+        if let Some(limit) = ceiling.max_input_tokens {
+            if bound > limit {
+                let whose = match input_from {
+                    InputCeiling::Agent => format!("agent `{agent_name}`"),
+                    _ => format!("provider `{}`", request.provider),
+                };
+                let msg = format!(
+                    "turn {} was not sent: its request may hold up to {bound} input tokens, over the `max_input_tokens` of {limit} of {whose}",
+                    attempt.turn + 1
+                );
+                self.attempt_failed(attempt_id, "input_too_large", &msg, cause);
+                return;
+            }
+        }
+        // The reservation is the turn's ceiling: the declared input limit
+        // (else what the request can hold) and a full completion, at the
+        // provider's prices — what the static bound counts per turn.
+        let input = ceiling.max_input_tokens.unwrap_or(bound);
+        let limits = TurnLimits { input, output: max_tokens, input_from };
+        let scopes = self.scopes_for(&node, Some(&agent_name));
+        let amount = Usage { tokens: input + max_tokens, cost: ceiling.cost_with_input(input), ..Usage::default() };
+        let present = match self.budgets.reserve(&scopes, &amount, false) {
+            Ok(p) => p,
+            Err(ex) => {
+                self.exhausted(ex, Some(&node.name), cause);
+                return;
+            }
+        };
+        if !present.is_empty() {
+            self.emit(
+                "control",
+                Body::BudgetReserved {
+                    schema_version: V,
+                    scope: present.join(","),
+                    attempt_id: attempt_id.to_string(),
+                    amount: amount.clone(),
+                },
+                Some(cause),
+            );
+        }
+        self.node_turns.insert(node.name.clone(), node_turn);
         let a = self.attempts.get_mut(attempt_id).expect("attempt exists");
         a.turn += 1;
         let key = format!("{attempt_id}/t{}", a.turn);
         let provider = request.provider.clone();
-        self.waiting.insert(key.clone(), Waiting::Turn { attempt: attempt_id.to_string(), provider, reserved: amount, scopes: present });
+        self.waiting.insert(
+            key.clone(),
+            Waiting::Turn { attempt: attempt_id.to_string(), provider, reserved: amount, scopes: present, ceiling: limits },
+        );
         self.commands.push(Command { key, request: Request::Agent(Box::new(request)), delay_ms: delay });
     }
 
@@ -1647,8 +1703,8 @@ impl Engine {
             return Ok(());
         }
         match (waiting, response) {
-            (Waiting::Turn { attempt, provider, reserved, scopes }, Response::Agent(reply)) => {
-                self.on_turn(&attempt, &provider, &reserved, &scopes, reply)
+            (Waiting::Turn { attempt, provider, reserved, scopes, ceiling }, Response::Agent(reply)) => {
+                self.on_turn(&attempt, &provider, &reserved, &scopes, ceiling, reply)
             }
             (Waiting::Tool { attempt, from_agent, scopes, reserved, started, tool }, Response::Tool(result)) => {
                 self.on_tool(&attempt, from_agent, &scopes, &reserved, &started, &tool, result)
@@ -1660,7 +1716,7 @@ impl Engine {
         Ok(())
     }
 
-    fn on_turn(&mut self, attempt_id: &str, provider: &str, reserved: &Usage, scopes: &[String], reply: AgentReply) {
+    fn on_turn(&mut self, attempt_id: &str, provider: &str, reserved: &Usage, scopes: &[String], ceiling: TurnLimits, reply: AgentReply) {
         let Some(attempt) = self.attempts.get(attempt_id).cloned() else { return };
         let Some(node) = self.node(&attempt.node) else { return };
         let agent = node.target.first().cloned().unwrap_or_default();
@@ -1701,6 +1757,7 @@ impl Engine {
                 Some(&turn),
             );
         }
+        self.check_ceilings(attempt_id, attempt.turn, &agent, ceiling, reserved, &reply, &turn);
         self.zone_changes(changes, &turn);
         if !self.running() {
             return;
@@ -1743,6 +1800,48 @@ impl Engine {
             },
             Err(e) => self.attempt_failed(attempt_id, "invalid_schema", &e, &turn),
         }
+    }
+
+    /// A turn that reports more than the ceilings its reservation assumed
+    /// (input above `max_input_tokens` or what the request can hold, output
+    /// above `max_tokens`, money above both at the provider's prices) is
+    /// metered as reported, and recorded as a warning and counted: the
+    /// static budget bounds assume the ceilings hold.
+    #[allow(clippy::too_many_arguments)]
+    fn check_ceilings(
+        &mut self,
+        attempt_id: &str,
+        turn: u32,
+        agent: &str,
+        ceiling: TurnLimits,
+        reserved: &Usage,
+        reply: &AgentReply,
+        cause: &str,
+    ) {
+        let mut over = Vec::new();
+        if reply.usage.input_tokens > ceiling.input {
+            let what = match ceiling.input_from {
+                InputCeiling::Agent => format!("the agent's `max_input_tokens` of {}", ceiling.input),
+                InputCeiling::Provider => format!("the provider's `max_input_tokens` of {}", ceiling.input),
+                InputCeiling::Request => format!("the {} its request can hold", ceiling.input),
+            };
+            over.push(format!("{} input tokens, over {what}", reply.usage.input_tokens));
+        }
+        if reply.usage.output_tokens > ceiling.output {
+            over.push(format!("{} output tokens, over `max_tokens` of {}", reply.usage.output_tokens, ceiling.output));
+        }
+        if reply.cost > reserved.cost + 1e-9 {
+            over.push(format!("a cost of ${:.4}, over the ${:.4} the turn's ceilings cost", reply.cost, reserved.cost));
+        }
+        if over.is_empty() {
+            return;
+        }
+        self.ceiling_breaches += 1;
+        let message = format!(
+            "turn {turn} of `{attempt_id}` (agent `{agent}`) reported {}: metered as reported; the static budget bounds do not cover it",
+            over.join(", ")
+        );
+        self.emit("control", Body::Warning { schema_version: V, message }, Some(cause));
     }
 
     fn repair_or_fail(&mut self, attempt_id: &str, error: String, cause: &str) {

@@ -9,6 +9,8 @@
 //!   content-addressed artifact store.
 //! * [`driver`] — runs the engine against executors with tokio, persists
 //!   every event before its effect, resumes from the journal.
+//! * [`prompt`] — what a model turn sends (messages, structured output,
+//!   tools), for every client, and the bound of its input tokens.
 //! * [`lookup`] — reading the plan's property values, the same way for the
 //!   engine and the trace checker.
 //! * [`eval`] / [`validate`] — expressions over artifacts, and artifact
@@ -27,5 +29,6 @@ pub mod journal;
 pub mod lookup;
 pub mod mcp;
 pub mod openai;
+pub mod prompt;
 pub mod proto;
 pub mod validate;

@@ -18,9 +18,10 @@
 //!
 //! The reply is a proposal: the control plane validates it.
 
+use crate::prompt::{self, tighten};
 use crate::proto::{AgentReply, AgentRequest, TokenUsage, ToolCall};
 use flow_check::ir::{Decl, Value as IrValue};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::time::Duration;
 
 /// Settings of one `openai` provider declaration, read from its IR props.
@@ -90,7 +91,7 @@ impl OpenAiProvider {
             retries: int("retries").map(|n| n.min(u32::MAX as u64) as u32).unwrap_or(2),
             price_input: money("price_input"),
             price_output: money("price_output"),
-            max_tokens: int("max_tokens").unwrap_or(4096),
+            max_tokens: int("max_tokens").unwrap_or(flow_check::ceilings::DEFAULT_MAX_TOKENS),
         })
     }
 
@@ -252,113 +253,26 @@ fn excerpt(text: &str) -> String {
     }
 }
 
-/// The Chat Completions request body of one turn.
+/// The Chat Completions request body of one turn (messages, response
+/// format and tools as [`crate::prompt`] renders them for every client).
 fn request_body(provider: &OpenAiProvider, request: &AgentRequest, model: &str, schema: &Value, mode: &str) -> Value {
     let mut body = json!({
         "model": model,
         "messages": messages(request, schema),
         "max_tokens": if request.max_tokens > 0 { request.max_tokens } else { provider.max_tokens },
     });
-    match mode {
-        "json_schema" => {
-            body["response_format"] =
-                json!({ "type": "json_schema", "json_schema": { "name": "output", "schema": schema, "strict": true } })
-        }
-        "json_object" => body["response_format"] = json!({ "type": "json_object", "schema": schema }),
-        _ => {}
+    if let Some(format) = prompt::response_format(schema, mode) {
+        body["response_format"] = format;
     }
     if !request.tools.is_empty() {
-        body["tools"] = Value::Array(
-            request
-                .tools
-                .iter()
-                .map(|tool| json!({ "type": "function", "function": { "name": tool, "parameters": { "type": "object" } } }))
-                .collect(),
-        );
+        body["tools"] = prompt::tool_definitions(request);
     }
     body
 }
 
-/// The system and user messages of a turn.
+/// The system and user messages of a turn, as Chat Completions messages.
 fn messages(request: &AgentRequest, schema: &Value) -> Value {
-    let mut system = String::new();
-    if let Some(instructions) = request.instructions.as_deref().filter(|i| !i.trim().is_empty()) {
-        system.push_str(instructions.trim());
-        system.push_str("\n\n");
-    }
-    system.push_str("Reply with JSON only that satisfies this JSON Schema: ");
-    system.push_str(&schema.to_string());
-    if !request.tools.is_empty() {
-        system.push_str("\nOr call one of the tools: ");
-        system.push_str(&request.tools.join(", "));
-        system.push('.');
-    }
-
-    let mut user = Vec::new();
-    if let Some(prompt) = request.prompt.as_deref().filter(|p| !p.trim().is_empty()) {
-        user.push(prompt.trim().to_string());
-    }
-    let empty = match &request.context {
-        Value::Null => true,
-        Value::Object(map) => map.is_empty(),
-        Value::Array(items) => items.is_empty(),
-        _ => false,
-    };
-    if !empty {
-        user.push(format!("Context (JSON): {}", request.context));
-    }
-    if !request.tool_results.is_empty() {
-        user.push(format!("Tool results so far (JSON): {}", Value::Array(request.tool_results.clone())));
-    }
-    if let Some(error) = &request.repair {
-        user.push(format!("Your previous reply was rejected: {error}\nReply again with JSON that satisfies the schema."));
-    }
-    if user.is_empty() {
-        user.push("Reply now.".to_string());
-    }
-    json!([
-        { "role": "system", "content": system },
-        { "role": "user", "content": user.join("\n\n") },
-    ])
-}
-
-/// The schema sent to the model: `schema` with every object closed
-/// (`additionalProperties: false`) and every property required, and no
-/// `$schema`. What satisfies it satisfies `schema`, and it is what strict
-/// structured output needs.
-fn tighten(schema: &Value) -> Value {
-    match schema {
-        Value::Object(map) => {
-            let mut out: Map<String, Value> =
-                map.iter().filter(|(k, _)| k.as_str() != "$schema").map(|(k, v)| (k.clone(), tighten_within(k, v))).collect();
-            let is_object = match map.get("type") {
-                Some(Value::String(t)) => t == "object",
-                Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
-                _ => false,
-            };
-            if is_object {
-                if let Some(Value::Object(props)) = map.get("properties") {
-                    out.insert("required".into(), Value::Array(props.keys().map(|k| Value::String(k.clone())).collect()));
-                    out.insert("additionalProperties".into(), Value::Bool(false));
-                }
-            }
-            Value::Object(out)
-        }
-        Value::Array(items) => Value::Array(items.iter().map(tighten).collect()),
-        other => other.clone(),
-    }
-}
-
-/// Tightens the schemas inside keyword `key`: maps of schemas
-/// (`properties`, `$defs`) by value, everything else as a schema.
-fn tighten_within(key: &str, value: &Value) -> Value {
-    match (key, value) {
-        ("properties" | "$defs" | "definitions" | "patternProperties", Value::Object(map)) => {
-            Value::Object(map.iter().map(|(k, v)| (k.clone(), tighten(v))).collect())
-        }
-        ("enum" | "const" | "required" | "default" | "examples", _) => value.clone(),
-        _ => tighten(value),
-    }
+    Value::Array(prompt::messages(request, schema).into_iter().map(|(role, content)| json!({ "role": role, "content": content })).collect())
 }
 
 /// The agent reply of a 2xx answer.

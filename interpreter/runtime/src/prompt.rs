@@ -1,0 +1,205 @@
+//! What a model turn sends, rendered once for every client: the system and
+//! user messages, the output schema as structured output, the tools
+//! offered — and a conservative bound of the input tokens all that holds,
+//! which the control plane holds against `max_input_tokens` before the
+//! turn is sent (reference §12.2).
+//!
+//! **The bound.** For byte-level BPE tokenizers (GPT-2 and tiktoken
+//! encodings, Llama 3, Qwen, Mistral's Tekken, and SentencePiece models
+//! with byte fallback) every token of the text covers at least one byte of
+//! it, so a text of `n` UTF-8 bytes is at most `n` tokens. What the chat
+//! template adds around the text — role markers, separators, the reply's
+//! priming, a tool-use preamble — are special tokens without bytes in the
+//! text; they are counted as a fixed overhead per message
+//! ([`TEMPLATE_TOKENS_PER_MESSAGE`]), per request
+//! ([`TEMPLATE_TOKENS_PER_REQUEST`]) and for the tools
+//! ([`TEMPLATE_TOKENS_FOR_TOOLS`]). The bound is the sum: the bytes of
+//! every message's role and content, of the structured-output schema and of
+//! the tool definitions, plus those overheads. A provider whose template
+//! adds more (or that reports more for another reason) is seen when the
+//! turn settles: the control plane records a warning (reference §12.2).
+
+use crate::proto::AgentRequest;
+use serde_json::{json, Map, Value};
+
+/// Tokens a chat template may add around one message.
+pub const TEMPLATE_TOKENS_PER_MESSAGE: u64 = 8;
+/// Tokens a chat template may add to one request (begin of text, the
+/// assistant's priming).
+pub const TEMPLATE_TOKENS_PER_REQUEST: u64 = 16;
+/// Tokens a chat template may add to describe the tools offered.
+pub const TEMPLATE_TOKENS_FOR_TOOLS: u64 = 256;
+
+/// The system and user messages of a turn, as (role, content).
+///
+/// * system: the agent's instructions and the output schema (and the tools
+///   offered, by name);
+/// * user: the node's prompt, the context slice, the tool results so far
+///   and, on a repair turn, the validation error.
+pub fn messages(request: &AgentRequest, schema: &Value) -> Vec<(&'static str, String)> {
+    let mut system = String::new();
+    if let Some(instructions) = request.instructions.as_deref().filter(|i| !i.trim().is_empty()) {
+        system.push_str(instructions.trim());
+        system.push_str("\n\n");
+    }
+    system.push_str("Reply with JSON only that satisfies this JSON Schema: ");
+    system.push_str(&schema.to_string());
+    if !request.tools.is_empty() {
+        system.push_str("\nOr call one of the tools: ");
+        system.push_str(&request.tools.join(", "));
+        system.push('.');
+    }
+
+    let mut user = Vec::new();
+    if let Some(prompt) = request.prompt.as_deref().filter(|p| !p.trim().is_empty()) {
+        user.push(prompt.trim().to_string());
+    }
+    let empty = match &request.context {
+        Value::Null => true,
+        Value::Object(map) => map.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        _ => false,
+    };
+    if !empty {
+        user.push(format!("Context (JSON): {}", request.context));
+    }
+    if !request.tool_results.is_empty() {
+        user.push(format!("Tool results so far (JSON): {}", Value::Array(request.tool_results.clone())));
+    }
+    if let Some(error) = &request.repair {
+        user.push(format!("Your previous reply was rejected: {error}\nReply again with JSON that satisfies the schema."));
+    }
+    if user.is_empty() {
+        user.push("Reply now.".to_string());
+    }
+    vec![("system", system), ("user", user.join("\n\n"))]
+}
+
+/// The structured-output request for `mode` (`json_schema`, `json_object`
+/// or `none`).
+pub fn response_format(schema: &Value, mode: &str) -> Option<Value> {
+    match mode {
+        "json_schema" => Some(json!({ "type": "json_schema", "json_schema": { "name": "output", "schema": schema, "strict": true } })),
+        "json_object" => Some(json!({ "type": "json_object", "schema": schema })),
+        _ => None,
+    }
+}
+
+/// The tools offered, as function definitions.
+pub fn tool_definitions(request: &AgentRequest) -> Value {
+    Value::Array(
+        request
+            .tools
+            .iter()
+            .map(|tool| json!({ "type": "function", "function": { "name": tool, "parameters": { "type": "object" } } }))
+            .collect(),
+    )
+}
+
+/// An upper bound of the input tokens of `request` (see the module
+/// documentation): what any client of this runtime sends for it, in UTF-8
+/// bytes, plus the template overheads. The structured output is counted in
+/// its largest form (`json_schema`), whatever the provider uses.
+pub fn input_token_bound(request: &AgentRequest) -> u64 {
+    let schema = tighten(&request.output_schema);
+    let mut bound = TEMPLATE_TOKENS_PER_REQUEST;
+    for (role, content) in messages(request, &schema) {
+        bound += (role.len() + content.len()) as u64 + TEMPLATE_TOKENS_PER_MESSAGE;
+    }
+    if let Some(format) = response_format(&schema, "json_schema") {
+        bound += format.to_string().len() as u64;
+    }
+    if !request.tools.is_empty() {
+        bound += tool_definitions(request).to_string().len() as u64 + TEMPLATE_TOKENS_FOR_TOOLS;
+    }
+    bound
+}
+
+/// The schema sent to the model: `schema` with every object closed
+/// (`additionalProperties: false`) and every property required, and no
+/// `$schema`. What satisfies it satisfies `schema`, and it is what strict
+/// structured output needs.
+pub fn tighten(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => {
+            let mut out: Map<String, Value> =
+                map.iter().filter(|(k, _)| k.as_str() != "$schema").map(|(k, v)| (k.clone(), tighten_within(k, v))).collect();
+            let is_object = match map.get("type") {
+                Some(Value::String(t)) => t == "object",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+                _ => false,
+            };
+            if is_object {
+                if let Some(Value::Object(props)) = map.get("properties") {
+                    out.insert("required".into(), Value::Array(props.keys().map(|k| Value::String(k.clone())).collect()));
+                    out.insert("additionalProperties".into(), Value::Bool(false));
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(tighten).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Tightens the schemas inside keyword `key`: maps of schemas
+/// (`properties`, `$defs`) by value, everything else as a schema.
+fn tighten_within(key: &str, value: &Value) -> Value {
+    match (key, value) {
+        ("properties" | "$defs" | "definitions" | "patternProperties", Value::Object(map)) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), tighten(v))).collect())
+        }
+        ("enum" | "const" | "required" | "default" | "examples", _) => value.clone(),
+        _ => tighten(value),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> AgentRequest {
+        AgentRequest {
+            agent: "a".into(),
+            node: "n".into(),
+            provider: "p".into(),
+            model: None,
+            instructions: Some("Be brief.".into()),
+            prompt: Some("Summarise.".into()),
+            context: json!({ "input": { "text": "héllo wörld ✓" } }),
+            output_schema: json!({ "type": "object", "properties": { "summary": { "type": "string" } } }),
+            tools: vec!["search".into()],
+            visit: 1,
+            attempt_no: 1,
+            turn: 1,
+            node_turn: 1,
+            repair: Some("missing `summary`".into()),
+            tool_results: vec![json!({ "tool": "search", "ok": true, "output": [1, 2, 3] })],
+            max_tokens: 64,
+            flags: vec![],
+        }
+    }
+
+    #[test]
+    fn the_bound_covers_every_byte_sent_and_the_template() {
+        let request = request();
+        let schema = tighten(&request.output_schema);
+        let text: usize = messages(&request, &schema).iter().map(|(r, c)| r.len() + c.len()).sum();
+        let extra = response_format(&schema, "json_schema").unwrap().to_string().len() + tool_definitions(&request).to_string().len();
+        let overhead = TEMPLATE_TOKENS_PER_REQUEST + 2 * TEMPLATE_TOKENS_PER_MESSAGE + TEMPLATE_TOKENS_FOR_TOOLS;
+        assert_eq!(input_token_bound(&request), (text + extra) as u64 + overhead);
+        // Bytes, not characters: the multi-byte characters count 2 and 3.
+        assert!(messages(&request, &schema)[1].1.contains("héllo wörld ✓"));
+    }
+
+    #[test]
+    fn the_bound_grows_with_what_is_sent() {
+        let small = request();
+        let mut big = request();
+        big.context = json!({ "input": { "text": "x".repeat(10_000) } });
+        assert!(input_token_bound(&big) >= input_token_bound(&small) + 9_900);
+        let mut no_tools = request();
+        no_tools.tools.clear();
+        assert!(input_token_bound(&no_tools) + TEMPLATE_TOKENS_FOR_TOOLS < input_token_bound(&small));
+    }
+}

@@ -1,0 +1,175 @@
+//! Per-turn ceilings at run time (reference §5.2, §12.2): a turn whose
+//! request may hold more input than `max_input_tokens` is not sent; a turn
+//! reserves its ceiling; reported use over the ceilings is metered as
+//! reported, recorded as a warning and counted.
+
+use flow_check::{check_program, NoFiles};
+use flow_diagnostics::SourceDb;
+use flow_runtime::clock::FakeClock;
+use flow_runtime::engine::{Engine, RunConfig, RunStatus};
+use flow_runtime::prompt::input_token_bound;
+use flow_runtime::proto::{AgentReply, AgentRequest, Request, Response, TokenUsage, ToolResult};
+use flow_trace::{Body, Event, Usage};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+fn engine(source: &str) -> Engine {
+    let mut db = SourceDb::new();
+    let root = db.add("turns.flow", source.to_string());
+    let checked = check_program(&mut db, root, &NoFiles);
+    assert!(!checked.has_errors(), "{:#?}", checked.diagnostics);
+    let cfg = RunConfig {
+        run_id: "run".into(),
+        execution_id: "exec-1".into(),
+        plan_digest: "sha256:test".into(),
+        plan_content_digest: None,
+        clock: Arc::new(FakeClock::new(FakeClock::DEFAULT_START)),
+        owner: "test".into(),
+        lease_ttl_ms: 30_000,
+    };
+    Engine::new(Arc::new(checked.program), None, cfg).expect("engine")
+}
+
+/// Runs to the end, answering every turn with `reply`; returns the events
+/// and every agent request that was sent.
+fn run(engine: &mut Engine, input: Value, reply: impl Fn(&AgentRequest) -> AgentReply) -> (Vec<Event>, Vec<AgentRequest>) {
+    engine.start(input);
+    let mut sent = Vec::new();
+    loop {
+        let commands = engine.take_commands();
+        if commands.is_empty() {
+            break;
+        }
+        for command in commands {
+            let response = match &command.request {
+                Request::Agent(a) => {
+                    sent.push((**a).clone());
+                    Response::Agent(reply(a))
+                }
+                Request::Tool(_) => Response::Tool(ToolResult { ok: true, output: Some(json!({})), ..ToolResult::default() }),
+                other => panic!("unexpected request {other:?}"),
+            };
+            engine.on_response(&command.key, response).expect("response");
+        }
+    }
+    (engine.take_events(), sent)
+}
+
+fn ok(input_tokens: u64, output_tokens: u64) -> AgentReply {
+    AgentReply { output: Some(json!("done")), usage: TokenUsage { input_tokens, output_tokens }, ..AgentReply::default() }
+}
+
+const FLOW: &str = r#"
+provider p: scripted { max_tokens: 1k, max_input_tokens: 2k }
+agent a { provider: p, max_turns: 1 }
+workflow w {
+  input: { text: string }
+  start: x
+  budget: { tokens: 100k }
+  node x: agent a { output: string, retry: { attempts: 2 }, on failure -> goto(fallback) }
+  node fallback: end too_big { status: partial }
+  node done: end ok
+  x -> done
+}
+"#;
+
+#[test]
+fn a_turn_whose_request_may_hold_more_input_than_declared_is_not_sent() {
+    let mut e = engine(FLOW);
+    let (events, sent) = run(&mut e, json!({ "text": "x".repeat(10_000) }), |_| ok(100, 10));
+    assert!(sent.is_empty(), "no turn is sent: {sent:?}");
+    let failed: Vec<(&str, &str)> = events
+        .iter()
+        .filter_map(|ev| match &ev.body {
+            Body::AttemptFailed { error_code, message, .. } => Some((error_code.as_str(), message.as_str())),
+            _ => None,
+        })
+        .collect();
+    // Both attempts refused, then the node's failure handler ran.
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    for (code, message) in &failed {
+        assert_eq!(*code, "input_too_large");
+        assert!(message.contains("over the `max_input_tokens` of 2000 of provider `p`"), "{message}");
+    }
+    assert!(!events.iter().any(|ev| matches!(ev.body, Body::BudgetReserved { .. })), "nothing is reserved for a turn not sent");
+    assert!(matches!(e.status(), RunStatus::Terminated { reason, .. } if reason == "too_big"), "{:?}", e.status());
+}
+
+#[test]
+fn the_agent_overrides_the_providers_input_ceiling() {
+    let source = FLOW.replace("agent a { provider: p, max_turns: 1 }", "agent a { provider: p, max_turns: 1, max_input_tokens: 20 }");
+    let mut e = engine(&source);
+    let (events, sent) = run(&mut e, json!({ "text": "short" }), |_| ok(10, 10));
+    assert!(sent.is_empty());
+    let message = events
+        .iter()
+        .find_map(|ev| match &ev.body {
+            Body::AttemptFailed { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .expect("refused");
+    assert!(message.contains("of 20 of agent `a`"), "{message}");
+}
+
+#[test]
+fn a_turn_reserves_its_ceiling_and_settles_what_was_reported() {
+    let mut e = engine(FLOW);
+    let (events, sent) = run(&mut e, json!({ "text": "short" }), |_| ok(300, 20));
+    assert_eq!(sent.len(), 1);
+    let reserved: Vec<&Usage> = events
+        .iter()
+        .filter_map(|ev| match &ev.body {
+            Body::BudgetReserved { amount, .. } if amount.tokens > 0 => Some(amount),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reserved.len(), 1);
+    assert_eq!(reserved[0].tokens, 2000 + 1000, "max_input_tokens + max_tokens");
+    let used = events.iter().find_map(|ev| match &ev.body {
+        Body::BudgetSettled { used, .. } if used.tokens > 0 => Some(used.tokens),
+        _ => None,
+    });
+    assert_eq!(used, Some(320));
+    assert_eq!(e.ceiling_breaches(), 0);
+    assert!(!events.iter().any(|ev| matches!(ev.body, Body::Warning { .. })));
+}
+
+#[test]
+fn without_an_input_ceiling_a_turn_reserves_what_its_request_can_hold() {
+    let source = FLOW.replace("max_tokens: 1k, max_input_tokens: 2k", "max_tokens: 1k");
+    let mut e = engine(&source);
+    let (events, sent) = run(&mut e, json!({ "text": "x".repeat(10_000) }), |_| ok(300, 20));
+    assert_eq!(sent.len(), 1, "nothing refuses it");
+    let reserved = events
+        .iter()
+        .find_map(|ev| match &ev.body {
+            Body::BudgetReserved { amount, .. } if amount.tokens > 0 => Some(amount.tokens),
+            _ => None,
+        })
+        .expect("reserved");
+    let bound = input_token_bound(&sent[0]);
+    assert!(bound > 10_000, "the bound covers the input's bytes: {bound}");
+    assert_eq!(reserved, bound + 1000);
+}
+
+#[test]
+fn reported_use_over_the_ceilings_is_metered_warned_about_and_counted() {
+    let mut e = engine(FLOW);
+    let (events, _) = run(&mut e, json!({ "text": "short" }), |_| ok(15_000, 1_200));
+    let used = events.iter().find_map(|ev| match &ev.body {
+        Body::BudgetSettled { used, .. } if used.tokens > 0 => Some(used.tokens),
+        _ => None,
+    });
+    assert_eq!(used, Some(16_200), "metered as reported");
+    let warnings: Vec<&str> = events
+        .iter()
+        .filter_map(|ev| match &ev.body {
+            Body::Warning { message, .. } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("15000 input tokens, over the provider's `max_input_tokens` of 2000"), "{}", warnings[0]);
+    assert!(warnings[0].contains("1200 output tokens, over `max_tokens` of 1000"), "{}", warnings[0]);
+    assert_eq!(e.ceiling_breaches(), 1);
+}

@@ -14,7 +14,10 @@
 //!   for a policy `flowc verify` found violated (a policy it proved is
 //!   never violated by a run);
 //! * is, in its policy steps, a path of the model checker's abstract
-//!   model (`flow_verify::mc::explains`).
+//!   model (`flow_verify::mc::explains`);
+//!
+//! and every witness the model checker writes for a violated policy is,
+//! to trace check, a trace of the plan that violates exactly that policy.
 //!
 //! `FLOW_REFINEMENT_CASES` (default 2,000) and `FLOW_REFINEMENT_SEED`
 //! change the workflows; a failure prints the seed and the source.
@@ -130,6 +133,7 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
     let cases = env_u64("FLOW_REFINEMENT_CASES", 2_000);
     let base = env_u64("FLOW_REFINEMENT_SEED", 0x5EED);
     let mut runs = 0u64;
+    let mut witnesses = 0u64;
     let mut failures: Vec<String> = Vec::new();
     let mut seen_kinds: BTreeMap<String, u64> = BTreeMap::new();
     for case in 0..cases {
@@ -150,6 +154,27 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
             continue;
         }
         let violated: Vec<&str> = reports.iter().filter(|r| r.status != "holds").map(|r| r.name.as_str()).collect();
+        // Every witness is, to trace check, a trace of this plan that breaks
+        // the policy it witnesses (T050), and only policies the verifier
+        // found violated.
+        for report in reports.iter().filter(|r| r.status == "violated") {
+            witnesses += 1;
+            let doc = conformance::check(&program, &report.events, &conformance::Options::default());
+            let others: Vec<String> = doc
+                .deviations
+                .iter()
+                .filter(|d| !(d.code == conformance::codes::POLICY && violated.iter().any(|p| d.message.contains(&format!("`{p}`")))))
+                .map(|d| format!("{} seq {:?}: {}", d.code, d.seq, d.message))
+                .collect();
+            let verdict = doc.policies.iter().find(|p| p.name == report.name).map(|p| p.verdict.clone());
+            if !others.is_empty() || verdict.as_deref() != Some("violated") {
+                failures.push(format!(
+                    "seed {seed}: the witness of `{}` (verdict {verdict:?}) deviates: {others:#?}\n{source}\n{}",
+                    report.name,
+                    timeline(&report.events)
+                ));
+            }
+        }
         let program = Arc::new(program);
         let workflow = &program.workflows[0];
         let obligations = flow_verify::obligations::obligations(&program);
@@ -204,7 +229,8 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
     for kind in ["handoff", "gate_recorded", "decision_applied", "budget_zone_changed", "tool_call_started", "policy_violated"] {
         assert!(seen_kinds.get(kind).copied().unwrap_or(0) > 0, "no run recorded `{kind}`: {seen_kinds:?}");
     }
-    eprintln!("refinement: {cases} workflows, {runs} runs, all conformant and explained by the model");
+    assert!(witnesses > cases / 4, "only {witnesses} witnesses were checked");
+    eprintln!("refinement: {cases} workflows, {runs} runs and {witnesses} witnesses, all conformant; every run explained by the model");
 }
 
 fn timeline(events: &[Event]) -> String {

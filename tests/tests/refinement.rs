@@ -166,8 +166,8 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
                 .filter(|d| !(d.code == conformance::codes::POLICY && violated.iter().any(|p| d.message.contains(&format!("`{p}`")))))
                 .map(|d| format!("{} seq {:?}: {}", d.code, d.seq, d.message))
                 .collect();
-            let verdict = doc.policies.iter().find(|p| p.name == report.name).map(|p| p.verdict.clone());
-            if !others.is_empty() || verdict.as_deref() != Some("violated") {
+            let verdict = doc.policies.iter().find(|p| p.name == report.name).map(|p| p.verdict);
+            if !others.is_empty() || verdict != Some("violated") {
                 failures.push(format!(
                     "seed {seed}: the witness of `{}` (verdict {verdict:?}) deviates: {others:#?}\n{source}\n{}",
                     report.name,

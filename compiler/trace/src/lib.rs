@@ -20,6 +20,7 @@ pub use fast::event_from_str;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::fmt;
 
 /// A shared string of the event envelope: cloning it is a reference-count
 /// increment, so the run id, execution id, producer and time that every
@@ -354,8 +355,9 @@ pub enum Body {
         schema_version: u32,
         from: String,
         to: String,
-        /// `always`, `when`, `else`, or the action that jumped (`goto`, `revise`, …).
-        via: String,
+        /// How control moved: the edge's guard, a gate, an implicit edge
+        /// of the engine, or the action that jumped.
+        via: Via,
     },
     /// A handler's action ran.
     ActionTaken {
@@ -543,6 +545,121 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<Event>, String> {
         events.push(event);
     }
     Ok(events)
+}
+
+/// How control moved along an edge (`edge_taken.via`): a closed set,
+/// written as the strings below in traces.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Via {
+    /// An unguarded edge: `always`.
+    Always,
+    /// A `when` edge: `when GUARD`, with the guard's source text.
+    When(String),
+    /// The `else` edge: `else`.
+    Else,
+    /// Through a gate the boundary has: `gate NAME`.
+    Gate(String),
+    /// A parallel node to one of its branches: `fanout`.
+    Fanout,
+    /// A branch into the join that lists it: `join`.
+    Join,
+    /// A loop into the first node of a round: `loop_round`.
+    LoopRound,
+    /// A map into its node for item N (1-based): `map_item_N`.
+    MapItem(u32),
+    /// A handler's jump: `goto`, `activate`, `revise`, `replan`.
+    Goto,
+    Activate,
+    Revise,
+    Replan,
+}
+
+impl Via {
+    /// The via a jumping action takes (`goto`, `activate`, `revise`, `replan`).
+    pub fn of_action(name: &str) -> Option<Via> {
+        Some(match name {
+            "goto" => Via::Goto,
+            "activate" => Via::Activate,
+            "revise" => Via::Revise,
+            "replan" => Via::Replan,
+            _ => return None,
+        })
+    }
+
+    /// Reads a via as traces write it.
+    pub fn parse(text: &str) -> Option<Via> {
+        Some(match text {
+            "always" => Via::Always,
+            "else" => Via::Else,
+            "fanout" => Via::Fanout,
+            "join" => Via::Join,
+            "loop_round" => Via::LoopRound,
+            other => {
+                if let Some(guard) = other.strip_prefix("when ") {
+                    Via::When(guard.to_string())
+                } else if let Some(gate) = other.strip_prefix("gate ") {
+                    Via::Gate(gate.to_string())
+                } else if let Some(n) = other.strip_prefix("map_item_") {
+                    Via::MapItem(n.parse().ok()?)
+                } else {
+                    Via::of_action(other)?
+                }
+            }
+        })
+    }
+
+    /// Whether it is an edge the workflow's graph draws (a guard's, a gate's
+    /// or into a join), as against one of a node's own (fan-out, rounds,
+    /// items) or a handler's jump.
+    pub fn is_graph_edge(&self) -> bool {
+        matches!(self, Via::Always | Via::When(_) | Via::Else | Via::Gate(_) | Via::Join)
+    }
+}
+
+impl fmt::Display for Via {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Via::Always => f.write_str("always"),
+            Via::When(guard) => write!(f, "when {guard}"),
+            Via::Else => f.write_str("else"),
+            Via::Gate(gate) => write!(f, "gate {gate}"),
+            Via::Fanout => f.write_str("fanout"),
+            Via::Join => f.write_str("join"),
+            Via::LoopRound => f.write_str("loop_round"),
+            Via::MapItem(n) => write!(f, "map_item_{n}"),
+            Via::Goto => f.write_str("goto"),
+            Via::Activate => f.write_str("activate"),
+            Via::Revise => f.write_str("revise"),
+            Via::Replan => f.write_str("replan"),
+        }
+    }
+}
+
+impl Serialize for Via {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Via {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Via, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        Via::parse(&text).ok_or_else(|| serde::de::Error::custom(format!("unknown via `{text}`")))
+    }
+}
+
+impl JsonSchema for Via {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Via".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "How control moved: `always`, `when GUARD`, `else`, `gate NAME`, `fanout`, `join`, `loop_round`, `map_item_N`, `goto`, `activate`, `revise` or `replan`.",
+            "type": "string",
+            "pattern": "^(always|else|fanout|join|loop_round|goto|activate|revise|replan|when .+|gate .+|map_item_[0-9]+)$"
+        })
+    }
 }
 
 #[cfg(test)]

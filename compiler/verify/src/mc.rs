@@ -299,6 +299,8 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
     let mut cycle_seq = None;
     let mut out: Vec<Event> = Vec::new();
     let mut visits: FxHashMap<NodeId, u32> = FxHashMap::default();
+    // The items each map node has started in its current visit.
+    let mut map_items: FxHashMap<NodeId, u32> = FxHashMap::default();
     // The zone of each zone scope so far.
     let mut zones: FxHashMap<u16, usize> = FxHashMap::default();
     let mut calls = 0u32;
@@ -335,6 +337,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
         }
         match label {
             Label::Started(n) => {
+                map_items.remove(n);
                 let v = visits.entry(*n).or_default();
                 *v += 1;
                 let visit = *v;
@@ -517,16 +520,23 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 push(&mut out, "control", body);
             }
             Label::Edge(a, b, via) => {
-                let via = if *via == 1 {
-                    // A `when` edge: the engine writes the guard's text.
-                    let guard = model.workflow.edges.iter().find_map(|e| match &e.guard {
+                // A `when` edge: the engine writes the guard's text.
+                let guard = || {
+                    let cond = model.workflow.edges.iter().find_map(|e| match &e.guard {
                         flow_check::ir::Guard::When(cond) if e.from == name(a) && e.to == name(b) => Some(cond),
                         _ => None,
                     });
-                    guard.map(|g| format!("when {}", flow_check::render::render(g))).unwrap_or_else(|| "when".into())
-                } else {
-                    model.via(*via)
+                    cond.map(flow_check::render::render).unwrap_or_default()
                 };
+                // A map's items are numbered from 1 in each of its visits.
+                let item = if *via == 10 {
+                    let n = map_items.entry(*a).or_default();
+                    *n += 1;
+                    *n
+                } else {
+                    0
+                };
+                let via = model.via(*via, guard, item);
                 let body = Body::EdgeTaken { schema_version: 1, from: name(a), to: name(b), via };
                 push(&mut out, "control", body);
                 // A delegation into `b` is recorded with the crossing.

@@ -24,6 +24,7 @@ use crate::lookup::{budget_record, int, names, word};
 use crate::obligations::Obligation;
 use flow_check::ir::{Action, Guard, Handler, Program, TExpr, TExprKind, Value, Workflow};
 use flow_check::ir::{NodeKind, TransferKind};
+use flow_trace::Via;
 use indexmap::{IndexMap, IndexSet};
 
 pub type NodeId = u16;
@@ -51,7 +52,8 @@ pub enum Label {
     Zone(u16, u8),
     /// The run terminated (reason index).
     Terminated(u16),
-    /// Control moved along an edge (not a policy step): from, to, via index into [`VIAS`].
+    /// Control moved along an edge (not a policy step): from, to, how
+    /// (see [`Model::via`]).
     Edge(NodeId, NodeId, u8),
     /// A budget was exhausted while the node waited (not a policy step).
     Exhausted(NodeId),
@@ -63,7 +65,6 @@ pub enum Label {
 pub const OUTCOMES: [&str; 3] = ["PASS", "REQUIRES_DECISION", "BLOCK"];
 pub const DECISIONS: [&str; 4] = ["approve", "revise", "replan", "reject"];
 pub const ZONES: [&str; 4] = ["green", "yellow", "red", "fuse"];
-pub const VIAS: [&str; 11] = ["always", "when", "else", "goto", "activate", "revise", "replan", "fanout", "loop_round", "join", "map_item"];
 const VIA_GATE: u8 = 200;
 
 /// Where a thread is in its node's visit.
@@ -861,11 +862,24 @@ impl<'p> Model<'p> {
     }
 
     /// The via text of an edge label.
-    pub fn via(&self, via: u8) -> String {
+    /// `item` numbers a map's item (1-based); `guard` is a `when` edge's text.
+    pub fn via(&self, via: u8, guard: impl FnOnce() -> String, item: u32) -> Via {
         if via >= VIA_GATE {
-            return format!("gate {}", self.gate_names.get((via - VIA_GATE) as usize).map(String::as_str).unwrap_or("?"));
+            return Via::Gate(self.gate_names.get((via - VIA_GATE) as usize).cloned().unwrap_or_default());
         }
-        VIAS.get(via as usize).copied().unwrap_or("always").to_string()
+        match via {
+            1 => Via::When(guard()),
+            2 => Via::Else,
+            3 => Via::Goto,
+            4 => Via::Activate,
+            5 => Via::Revise,
+            6 => Via::Replan,
+            7 => Via::Fanout,
+            8 => Via::LoopRound,
+            9 => Via::Join,
+            10 => Via::MapItem(item),
+            _ => Via::Always,
+        }
     }
 
     /// The initial state.

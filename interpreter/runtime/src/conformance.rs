@@ -24,7 +24,7 @@ use flow_check::ir::TransferKind;
 use flow_check::ir::{Guard, Node, NodeKind, Program, Transfer, Value as IrValue, Workflow};
 use flow_check::spec::Kind;
 use flow_policy::{Automaton, Monitor, Verdict};
-use flow_trace::{ArtifactRef, Body, Event, Usage};
+use flow_trace::{ArtifactRef, Body, Event, Usage, Via};
 use serde::Serialize;
 use std::io::Read;
 // Keys are the trace's own names and ids: a fast hash, no DoS concern.
@@ -827,7 +827,7 @@ impl<'a> PlanView<'a> {
     }
 
     /// Why `edge_taken from -> to via` is not an edge of the plan.
-    fn edge_problem(&self, from: &str, to: &str, via: &str) -> Option<String> {
+    fn edge_problem(&self, from: &str, to: &str, via: &Via) -> Option<String> {
         if self.node(to).is_none() {
             return Some(format!("`{to}` is not a node of workflow `{}`", self.wf.name));
         }
@@ -839,44 +839,40 @@ impl<'a> PlanView<'a> {
             }
         };
         let node_kind = |name: &str, kind: NodeKind| self.node(name).filter(|n| n.kind == kind);
+        let text = via.to_string();
         match via {
-            "always" | "else" => plan_edge(&|v| v == via),
-            v if v.starts_with("when ") => plan_edge(&|p| p == v),
-            v if v.starts_with("gate ") => {
-                let gate = &v[5..];
-                match self.wf.gates.get(gate) {
-                    Some(g) if g.from == from && g.to == to => None,
-                    Some(g) => Some(format!("gate `{gate}` guards {} -> {}", g.from, g.to)),
-                    None => Some(format!("the workflow declares no gate `{gate}`")),
-                }
-            }
-            "fanout" => match node_kind(from, NodeKind::Parallel) {
+            Via::Always | Via::Else | Via::When(_) => plan_edge(&|v| v == text),
+            Via::Gate(gate) => match self.wf.gates.get(gate.as_str()) {
+                Some(g) if g.from == from && g.to == to => None,
+                Some(g) => Some(format!("gate `{gate}` guards {} -> {}", g.from, g.to)),
+                None => Some(format!("the workflow declares no gate `{gate}`")),
+            },
+            Via::Fanout => match node_kind(from, NodeKind::Parallel) {
                 Some(n) if n.target.iter().any(|b| b == to) => None,
                 Some(_) => Some(format!("`{to}` is not a branch of parallel node `{from}`")),
                 None => Some(format!("`{from}` is not a parallel node")),
             },
-            "join" => match node_kind(to, NodeKind::Join) {
+            Via::Join => match node_kind(to, NodeKind::Join) {
                 Some(n) if n.target.iter().any(|b| b == from) => None,
                 Some(_) => Some(format!("join `{to}` does not list `{from}`")),
                 None => Some(format!("`{to}` is not a join node")),
             },
-            "loop_round" => match node_kind(from, NodeKind::Loop) {
+            Via::LoopRound => match node_kind(from, NodeKind::Loop) {
                 Some(n) if n.target.first().is_some_and(|f| f == to) => None,
                 Some(_) => Some(format!("a round of loop `{from}` starts at its first node, not `{to}`")),
                 None => Some(format!("`{from}` is not a loop node")),
             },
-            v if v.starts_with("map_item_") => match node_kind(from, NodeKind::Map) {
+            Via::MapItem(_) => match node_kind(from, NodeKind::Map) {
                 Some(n) if n.target.first().is_some_and(|f| f == to) => None,
                 Some(n) => Some(format!("map `{from}` runs `{}`, not `{to}`", n_target(n))),
                 None => Some(format!("`{from}` is not a map node")),
             },
-            "goto" | "activate" => {
+            Via::Goto | Via::Activate => {
                 (!self.jump_targets.contains(to)).then(|| format!("no `goto({to})` or `activate({to})` action in the plan"))
             }
-            "revise" => (from != to && !self.revise_targets.contains(to)).then(|| format!("no `revise({to})` action in the plan")),
-            "replan" => (!self.replan_targets.contains(to))
+            Via::Revise => (from != to && !self.revise_targets.contains(to)).then(|| format!("no `revise({to})` action in the plan")),
+            Via::Replan => (!self.replan_targets.contains(to))
                 .then(|| format!("`{to}` is neither the start, a gate's replan scope, nor a `replan({to})` target")),
-            other => Some(format!("`{other}` is not a way the engine takes edges")),
         }
     }
 }
@@ -919,7 +915,7 @@ struct AttemptRt {
 #[derive(Debug)]
 struct Entry {
     from: String,
-    via: String,
+    via: Via,
     /// Transfers seen on the way: (is a handoff, from).
     transfers: Vec<(bool, String)>,
 }
@@ -1713,7 +1709,7 @@ impl<'a> Checker<'a> {
 
     // --------------------------------------------------------------- edges
 
-    fn edge_taken(&mut self, seq: u64, from: &str, to: &str, via: &str) {
+    fn edge_taken(&mut self, seq: u64, from: &str, to: &str, via: &Via) {
         let Some(plan) = &self.plan else { return };
         let mut found = Vec::new();
         if let Some(problem) = plan.edge_problem(from, to, via) {
@@ -1725,8 +1721,8 @@ impl<'a> Checker<'a> {
             );
         }
         // The state `from` must be in.
-        let graph_edge = matches!(via, "always" | "else" | "join") || via.starts_with("when ") || via.starts_with("gate ");
-        let inside = matches!(via, "fanout" | "loop_round") || via.starts_with("map_item_");
+        let graph_edge = via.is_graph_edge();
+        let inside = matches!(via, Via::Fanout | Via::LoopRound | Via::MapItem(_));
         let phase = self.nodes.get(from).map(|n| n.phase).unwrap_or_default();
         if graph_edge && phase != Phase::Completed {
             found.push(
@@ -1764,17 +1760,16 @@ impl<'a> Checker<'a> {
             rt.awaiting = false;
         }
         self.deviations.append(&mut found);
-        slot(&mut self.entries, to).push(Entry { from: from.to_string(), via: via.to_string(), transfers: Vec::new() });
+        slot(&mut self.entries, to).push(Entry { from: from.to_string(), via: via.clone(), transfers: Vec::new() });
     }
 
     /// The declared transfers of the edge that led to `node` happened.
     fn transfers_present(&mut self, seq: u64, node: &str, entry: &Entry) {
         let Some(plan) = &self.plan else { return };
-        let graph_edge =
-            matches!(entry.via.as_str(), "always" | "else") || entry.via.starts_with("when ") || entry.via.starts_with("gate ");
+        let graph_edge = matches!(entry.via, Via::Always | Via::Else | Via::When(_) | Via::Gate(_));
         let source = if graph_edge {
             Some(entry.from.as_str())
-        } else if entry.via == "fanout" {
+        } else if entry.via == Via::Fanout {
             // The engine's rule: the first transfer into the branch from
             // the fan-out node or from a node that completed earlier.
             plan.wf

@@ -20,7 +20,7 @@ use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as I
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::types::Ty;
 use flow_policy::{Automaton, Monitor, Obs};
-use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Str, Usage, SCHEMA_VERSION};
+use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Str, Usage, Via, SCHEMA_VERSION};
 use indexmap::{IndexMap, IndexSet};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use serde_json::{json, Value};
@@ -1058,7 +1058,7 @@ impl Engine {
                 for branch in branches {
                     let edge = self.emit(
                         "control",
-                        Body::EdgeTaken { schema_version: V, from: name.to_string(), to: branch.clone(), via: "fanout".into() },
+                        Body::EdgeTaken { schema_version: V, from: name.to_string(), to: branch.clone(), via: Via::Fanout },
                         Some(&started),
                     );
                     // A delegation to a branch comes from whoever led to the fan-out.
@@ -1090,7 +1090,7 @@ impl Engine {
                 if let Some(first) = node.target.first().cloned() {
                     let edge = self.emit(
                         "control",
-                        Body::EdgeTaken { schema_version: V, from: name.to_string(), to: first.clone(), via: "loop_round".into() },
+                        Body::EdgeTaken { schema_version: V, from: name.to_string(), to: first.clone(), via: Via::LoopRound },
                         Some(&started),
                     );
                     self.start_node(&first, input, "first", &edge);
@@ -1163,12 +1163,7 @@ impl Engine {
             if let Some(target) = self.wf().nodes.get(map).and_then(|n| n.target.first()).cloned() {
                 let edge = self.emit(
                     "control",
-                    Body::EdgeTaken {
-                        schema_version: V,
-                        from: map.to_string(),
-                        to: target.clone(),
-                        via: format!("map_item_{}", index + 1),
-                    },
+                    Body::EdgeTaken { schema_version: V, from: map.to_string(), to: target.clone(), via: Via::MapItem(index as u32 + 1) },
                     Some(cause),
                 );
                 self.start_node(&target, item, "first", &edge);
@@ -2127,7 +2122,7 @@ impl Engine {
         if node.as_ref().is_some_and(|n| n.kind == NodeKind::Parallel) {
             return;
         }
-        let mut chosen: Option<(String, String)> = None;
+        let mut chosen: Option<(String, Via)> = None;
         let mut else_edge = None;
         let program = self.program.clone();
         let wf = &program.workflows[self.wf_index];
@@ -2139,12 +2134,12 @@ impl Engine {
             let edge = &wf.edges[self.out_order[k]];
             match &edge.guard {
                 Guard::Always => {
-                    chosen = Some((edge.to.clone(), "always".into()));
+                    chosen = Some((edge.to.clone(), Via::Always));
                     break;
                 }
                 Guard::When(cond) => match eval::eval_bool(cond, &self.env) {
                     Ok(true) => {
-                        chosen = Some((edge.to.clone(), format!("when {}", eval::render(cond))));
+                        chosen = Some((edge.to.clone(), Via::When(eval::render(cond))));
                         break;
                     }
                     Ok(false) => {}
@@ -2158,7 +2153,7 @@ impl Engine {
                 Guard::Else => else_edge = Some(edge.to.clone()),
             }
         }
-        let chosen = chosen.or_else(|| else_edge.map(|to| (to, "else".to_string())));
+        let chosen = chosen.or_else(|| else_edge.map(|to| (to, Via::Else)));
         let in_loop = self.loop_of.get(from).cloned();
         if let Some((to, via)) = chosen {
             // Leaving a loop body for a node outside the loop ends the round.
@@ -2169,7 +2164,7 @@ impl Engine {
                     return;
                 }
             }
-            self.cross(from, &to, &via, cause);
+            self.cross(from, &to, via, cause);
             return;
         }
         if let Some(lp) = in_loop {
@@ -2181,7 +2176,7 @@ impl Engine {
         if let Some(join) = join {
             let edge = self.emit(
                 "control",
-                Body::EdgeTaken { schema_version: V, from: from.to_string(), to: join.clone(), via: "join".into() },
+                Body::EdgeTaken { schema_version: V, from: from.to_string(), to: join.clone(), via: Via::Join },
                 Some(cause),
             );
             self.join_arrival(&join, from, &edge);
@@ -2352,7 +2347,7 @@ impl Engine {
         if let Some(first) = node.target.first().cloned() {
             let edge = self.emit(
                 "control",
-                Body::EdgeTaken { schema_version: V, from: lp.to_string(), to: first.clone(), via: "loop_round".into() },
+                Body::EdgeTaken { schema_version: V, from: lp.to_string(), to: first.clone(), via: Via::LoopRound },
                 Some(cause),
             );
             let input = self.nodes.get(lp).map(|n| n.input.clone()).unwrap_or(Value::Null);
@@ -2361,7 +2356,7 @@ impl Engine {
     }
 
     /// Crosses the boundary `from -> to`: its gate, its handoff, then `to`.
-    fn cross(&mut self, from: &str, to: &str, via: &str, cause: &str) {
+    fn cross(&mut self, from: &str, to: &str, via: Via, cause: &str) {
         let gate = if self.gate_on.is_empty() { None } else { self.gate_on.get(&(from.to_string(), to.to_string())).cloned() };
         if let Some(gate) = gate {
             self.evaluate_gate(&gate, cause);
@@ -2371,15 +2366,12 @@ impl Engine {
     }
 
     /// Takes the edge and starts `to`, applying handoffs and delegations.
-    fn enter(&mut self, from: &str, to: &str, via: &str, cause: &str) {
+    fn enter(&mut self, from: &str, to: &str, via: Via, cause: &str) {
         if !self.running() {
             return;
         }
-        let edge = self.emit(
-            "control",
-            Body::EdgeTaken { schema_version: V, from: from.to_string(), to: to.to_string(), via: via.to_string() },
-            Some(cause),
-        );
+        let edge =
+            self.emit("control", Body::EdgeTaken { schema_version: V, from: from.to_string(), to: to.to_string(), via }, Some(cause));
         let input = self.env.get(from).cloned().unwrap_or(Value::Null);
         if let Crossing::Enter(input, parent) = self.transfer(from, to, input, edge) {
             // A listed branch's edge into its join is an arrival, not a start.
@@ -3081,7 +3073,7 @@ impl Engine {
                     self.emit("control", Body::Warning { schema_version: V, message: format!("{} in {scope}", ctx.event) }, Some(&taken));
                 }
                 if let Some(g) = gate {
-                    self.enter(&g.from, &g.to, &format!("gate {}", g.name), &taken);
+                    self.enter(&g.from, &g.to, Via::Gate(g.name.clone()), &taken);
                 } else if let Some(node) = &ctx.node {
                     let running = self.nodes.get(node).is_some_and(|n| n.running) || !self.env.contains_key(node);
                     if running || ctx.event == "failure" || ctx.event == "timeout" || ctx.event == "invalid_output" {
@@ -3130,7 +3122,7 @@ impl Engine {
                     let from = ctx.node.clone().unwrap_or_else(|| "control".into());
                     let edge = self.emit(
                         "control",
-                        Body::EdgeTaken { schema_version: V, from, to: to.clone(), via: action.name.clone() },
+                        Body::EdgeTaken { schema_version: V, from, to: to.clone(), via: Via::of_action(&action.name).unwrap_or(Via::Goto) },
                         Some(&taken),
                     );
                     let input = ctx.node.as_ref().and_then(|n| self.env.get(n)).cloned().unwrap_or(Value::Null);
@@ -3150,7 +3142,7 @@ impl Engine {
                     let from = ctx.node.clone().unwrap_or_else(|| "control".into());
                     let edge = self.emit(
                         "control",
-                        Body::EdgeTaken { schema_version: V, from, to: to.clone(), via: action.name.clone() },
+                        Body::EdgeTaken { schema_version: V, from, to: to.clone(), via: Via::of_action(&action.name).unwrap_or(Via::Goto) },
                         Some(&taken),
                     );
                     let input = self.nodes.get(&to).map(|n| n.input.clone()).unwrap_or(Value::Null);

@@ -18,8 +18,8 @@
 //! * a human approval (approve goes on, reject ends);
 //! * a handoff between two agents, with or without a declared context;
 //!
-//! under a run budget with zones (compress, `return_partial` or a
-//! fallback) about half the time, and a few policies (response `warn`, so
+//! under a run budget of tokens with zones (compress, `return_partial` or
+//! a fallback) about half the time, and a few policies (response `warn`, so
 //! the run monitors record violations and change nothing). The output is a
 //! pure function of the seed, and checks with no errors.
 
@@ -64,8 +64,8 @@ const HEADER: &str = r#"type Out = { ok: bool, n: int }
 provider local: scripted { max_tokens: 100 }
 principal editor
 tool echo: builtin { description: "Echoes its input", input: any, output: any, function: "identity" }
-agent w { provider: local }
-agent v { provider: local, tools: [echo] }
+agent w { provider: local, max_turns: 1 }
+agent v { provider: local, tools: [echo], max_turns: 2 }
 "#;
 
 /// What the generator wrote, for the policies: node names, agent nodes
@@ -76,8 +76,6 @@ struct Names {
     agents: Vec<String>,
     reasons: Vec<String>,
     handoffs: Vec<(String, String)>,
-    /// An upper bound of the control-plane steps (attempts) of a run.
-    steps: usize,
 }
 
 /// One block: its node and edge lines, its entry, and its exits (a node
@@ -95,10 +93,8 @@ fn agent_line(rng: &mut Rng, name: &str, names: &mut Names, plain: bool) -> Stri
     names.agents.push(name.to_string());
     let agent = if !plain && rng.chance(25) { "v" } else { "w" };
     let mut extra = String::new();
-    names.steps += 1;
     if !plain && rng.chance(20) {
         extra.push_str(", retry: { attempts: 2 }");
-        names.steps += 1;
     }
     if !plain && rng.chance(15) {
         extra.push_str(", on_failure: skip");
@@ -121,7 +117,6 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
         }
         2 => {
             names.nodes.push(n.clone());
-            names.steps += 1;
             simple(vec![format!("  node {n}: tool echo {{ args: {{ ok: true, n: {k} }} }}")], &n)
         }
         3 => {
@@ -146,7 +141,7 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
             let on_block = if rng.chance(40) {
                 let rejected = format!("rejected{k}");
                 names.reasons.push(rejected.clone());
-                format!("on BLOCK -> decide\n    decided_by: [editor]\n    on reject -> terminate({rejected})")
+                format!("on BLOCK -> decide\n    decided_by: [editor]\n    decisions: [approve, reject]\n    on reject -> terminate({rejected})")
             } else {
                 format!("on BLOCK -> terminate({blocked})")
             };
@@ -180,7 +175,6 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
             };
             let mut lines = vec![format!("  node {n}: loop [{body}] {{ max_rounds: 2, until: {body}.ok{exhausted} }}")];
             lines.push(agent_line(rng, &body, names, true));
-            names.steps += 1; // the second round
             Block { lines, entry: n.clone(), exits: vec![(n, String::new())], gate: None }
         }
         7 => {
@@ -189,7 +183,6 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
             names.nodes.push(n.clone());
             names.nodes.push(end.clone());
             names.reasons.push(reason.clone());
-            names.steps += 1;
             let lines = vec![
                 format!("  node {n}: human editor {{ decisions: [approve, reject] }}"),
                 format!("  node {end}: end {reason} {{ status: failure }}"),
@@ -213,13 +206,17 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
 }
 
 /// A Flow program with one workflow `generated` of `1..=5` blocks, a pure
-/// function of `seed`.
-pub fn workflow(seed: u64) -> String {
+/// function of `seed`; its run budget (when it has one) limits tokens to
+/// `tokens` (see [`workflow_fitting`]).
+pub fn workflow(seed: u64, tokens: u64) -> String {
     let mut rng = Rng::new(seed);
     let mut names = Names::default();
     let count = 1 + rng.below(5);
     let blocks: Vec<Block> = (0..count).map(|k| block(&mut rng, k, &mut names)).collect();
-    let mut s = String::from(HEADER);
+    // Half the programs bound a turn's input (a turn over it is refused
+    // before it is sent); the others leave it unbounded (W0802).
+    let mut s =
+        if rng.chance(50) { HEADER.replace("max_tokens: 100 }", "max_tokens: 100, max_input_tokens: 4k }") } else { HEADER.to_string() };
     let budget = rng.chance(50);
     if budget {
         let fuse = if rng.chance(50) {
@@ -229,12 +226,11 @@ pub fn workflow(seed: u64) -> String {
             "fallback(low_budget)".to_string()
         };
         names.reasons.push("out_of_budget".into());
-        // Steps: the worst case fits (as `flowc verify` requires); the zones
-        // are entered by runs that take a share of it.
+        // Tokens: the zones are entered by runs whose turns use a share of
+        // the worst case, as the data plane reports it.
         let _ = write!(
             s,
-            "budget b {{\n  steps: {}\n  zones: [\n    {{ zone: yellow, below: 80%, action: compress_context }},\n    {{ zone: fuse, below: 45%, action: {fuse} }},\n  ]\n  on_exhausted: fallback(out_of_budget)\n}}\n",
-            names.steps.max(1)
+            "budget b {{\n  tokens: {tokens}\n  zones: [\n    {{ zone: yellow, below: 98%, action: compress_context }},\n    {{ zone: fuse, below: 95%, action: {fuse} }},\n  ]\n  on_exhausted: fallback(out_of_budget)\n}}\n"
         );
     }
     let _ = writeln!(s, "workflow generated {{\n  start: {}\n  escalate_to: editor", blocks[0].entry);

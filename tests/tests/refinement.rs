@@ -19,6 +19,15 @@
 //! and every witness the model checker writes for a violated policy is,
 //! to trace check, a trace of the plan that violates exactly that policy.
 //!
+//! `every_witness_is_a_run_of_the_engine` turns witnesses into runs: a
+//! search over data-plane answers (outputs, failures, tool calls, light and
+//! heavy turns, decisions) and their order finds one under which the engine
+//! makes exactly the witness's policy steps. Two abstractions of the model
+//! are not made by answers and are counted apart (printed): a turn refused
+//! for its input size (the search's outputs are small), and budget amounts
+//! (a witness exhausting a budget or entering a zone where the engine's
+//! amounts cannot). Every other witness must be a run.
+//!
 //! `FLOW_REFINEMENT_CASES` (default 2,000) and `FLOW_REFINEMENT_SEED`
 //! change the workflows; a failure prints the seed and the source.
 
@@ -43,6 +52,22 @@ fn env_u64(name: &str, default: u64) -> u64 {
     value.and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// The generated workflow of `seed`, its token budget set to its static
+/// worst case: it fits (so `flowc verify` accepts it and no run exhausts
+/// it) and the zones are entered by runs whose turns use a share of it.
+fn source(seed: u64) -> String {
+    let draft = refine::workflow(seed, 1 << 40);
+    let Ok(program) = compile(&draft) else { return draft };
+    let (_, bounds) = flow_verify::verify_with_budgets(&program);
+    // A conditional bound leaves the inputs of some turns out: give each
+    // of those room for a typical request.
+    let bound = bounds.iter().find(|b| b.scope == "run" && b.measure == "tokens");
+    match bound.and_then(|b| b.worst_case.map(|w| w + b.open_turns * 2_000.0)) {
+        Some(w) => refine::workflow(seed, (w.ceil() as u64).max(1)),
+        None => draft,
+    }
+}
+
 fn compile(source: &str) -> Result<Program, String> {
     let mut db = flow_diagnostics::SourceDb::new();
     let root = db.add("tests/inline/refinement.flow", source.to_string());
@@ -58,7 +83,7 @@ fn answer(rng: &mut Rng, request: &Request) -> Response {
     match request {
         Request::Agent(req) => {
             let usage = TokenUsage {
-                input_tokens: if rng.chance(10) { 200 + rng.below(200) as u64 } else { rng.below(60) as u64 },
+                input_tokens: if rng.chance(10) { 1_000 + rng.below(3_000) as u64 } else { rng.below(60) as u64 },
                 output_tokens: rng.below(100) as u64,
             };
             // Each tool at most once per visit (the model's documented
@@ -138,7 +163,7 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
     let mut seen_kinds: BTreeMap<String, u64> = BTreeMap::new();
     for case in 0..cases {
         let seed = base.wrapping_add(case);
-        let source = refine::workflow(seed);
+        let source = source(seed);
         let program = match compile(&source) {
             Ok(p) => p,
             Err(e) => {
@@ -239,4 +264,176 @@ fn timeline(events: &[Event]) -> String {
         .map(|e| format!("  {:>3} {} {}", e.seq, e.kind(), serde_json::to_string(&e.body).unwrap_or_default()))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The answers the witness search tries for a data-plane request.
+fn candidates(request: &Request) -> Vec<Response> {
+    // A light turn, and one that uses its whole ceiling (budget zones).
+    let light = TokenUsage { input_tokens: 10, output_tokens: 10 };
+    let heavy = TokenUsage { input_tokens: 4_000, output_tokens: 100 };
+    match request {
+        Request::Agent(req) => {
+            let mut out = Vec::new();
+            if !req.tools.is_empty() && req.attempt_no == 1 && req.turn == 1 {
+                let call = ToolCall { tool: req.tools[0].clone(), input: json!({ "ok": true, "n": 1 }) };
+                out.push(AgentReply { tool_call: Some(call), usage: light.clone(), ..AgentReply::default() });
+            }
+            for usage in [&light, &heavy] {
+                for ok in [true, false] {
+                    out.push(AgentReply { output: Some(json!({ "ok": ok, "n": 1 })), usage: usage.clone(), ..AgentReply::default() });
+                }
+            }
+            out.push(AgentReply { error: Some("scripted provider failure".into()), usage: light, ..AgentReply::default() });
+            out.into_iter().map(Response::Agent).collect()
+        }
+        Request::Tool(req) => vec![
+            Response::Tool(ToolResult { ok: true, output: Some(req.input.clone()), ..ToolResult::default() }),
+            Response::Tool(ToolResult { ok: false, error: Some("scripted tool failure".into()), ..ToolResult::default() }),
+        ],
+        Request::Human(req) => {
+            let by = req.principals.first().cloned().unwrap_or_else(|| "editor".into());
+            req.decisions.iter().map(|d| Response::Human(HumanAnswer { decision: d.clone(), by: by.clone(), comment: None })).collect()
+        }
+        Request::Probe(_) => {
+            vec![Response::Probe(flow_runtime::proto::ProbeResult { error: Some("no probes".into()), ..Default::default() })]
+        }
+    }
+}
+
+/// The policy steps of events, as the model names them.
+fn policy_steps(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| Obs::of(&e.body))
+        .map(|o| match o {
+            // A confirmation is asked per attempt at run time, per tool in the model.
+            Obs::Decided { subject, decision, by } if subject.starts_with("confirm.") => {
+                let tool = subject["confirm.".len()..].split('.').next().unwrap_or_default();
+                format!("{:?}", Obs::Decided { subject: &format!("confirm.{tool}"), decision, by })
+            }
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+/// The engine run by a list of choices: which pending command is answered
+/// next (by its index) and with which candidate answer.
+fn replay(program: &Arc<Program>, choices: &[(usize, usize)]) -> Result<(Vec<Event>, Vec<flow_runtime::proto::Command>, bool), String> {
+    let cfg = RunConfig {
+        run_id: "run-witness".into(),
+        execution_id: "exec-1".into(),
+        plan_digest: "sha256:test".into(),
+        plan_content_digest: None,
+        clock: Arc::new(FakeClock::new(1_700_000_000_000)),
+        owner: "witness".into(),
+        lease_ttl_ms: 60_000,
+    };
+    let mut engine = Engine::new(program.clone(), None, cfg)?;
+    engine.start(json!({}));
+    let mut events = engine.take_events();
+    let mut pending = engine.take_commands();
+    for &(c, a) in choices {
+        let command = pending.remove(c);
+        let answer = candidates(&command.request).swap_remove(a);
+        engine.on_response(&command.key, answer)?;
+        events.extend(engine.take_events());
+        pending.extend(engine.take_commands());
+    }
+    let running = matches!(engine.status(), RunStatus::Running);
+    Ok((events, pending, running))
+}
+
+/// Searches for data-plane answers, and an order of them, under which the
+/// engine makes exactly the policy steps `want` (a run that goes on past a
+/// safety witness's last step still counts). `Ok(None)`: the search ran out
+/// of `tries`.
+fn execute(program: &Arc<Program>, want: &[String], choices: &mut Vec<(usize, usize)>, tries: &mut usize) -> Result<Option<bool>, String> {
+    if *tries == 0 {
+        return Ok(None);
+    }
+    *tries -= 1;
+    let (events, pending, running) = replay(program, choices)?;
+    let got = policy_steps(&events);
+    let n = got.len().min(want.len());
+    if got[..n] != want[..n] {
+        return Ok(Some(false));
+    }
+    if got.len() >= want.len() {
+        return Ok(Some(true));
+    }
+    if !running {
+        return Ok(Some(false));
+    }
+    let mut undecided = false;
+    for (c, command) in pending.iter().enumerate() {
+        for a in 0..candidates(&command.request).len() {
+            choices.push((c, a));
+            let found = execute(program, want, choices, tries)?;
+            choices.pop();
+            match found {
+                Some(true) => return Ok(Some(true)),
+                Some(false) => {}
+                None => undecided = true,
+            }
+        }
+    }
+    Ok(if undecided { None } else { Some(false) })
+}
+
+#[test]
+fn every_witness_is_a_run_of_the_engine() {
+    let cases = env_u64("FLOW_REFINEMENT_WITNESS_CASES", 400);
+    let base = env_u64("FLOW_REFINEMENT_SEED", 0x5EED);
+    let (mut executed, mut undecided, mut too_large, mut budget_amounts) = (0u64, 0u64, 0u64, 0u64);
+    let mut failures = Vec::new();
+    for case in 0..cases {
+        let seed = base.wrapping_add(case);
+        let source = source(seed);
+        let program = Arc::new(compile(&source).unwrap_or_else(|e| panic!("seed {seed}: {e}")));
+        let (_, reports) = flow_verify::verify_with_policies(&program, "sha256:test", 200_000);
+        for report in reports.iter().filter(|r| r.status == "violated") {
+            // A turn refused for its size needs a context over the input
+            // limit, which this search's answers (small records) never
+            // make: counted, and reported below.
+            let unsent = report
+                .events
+                .iter()
+                .any(|e| matches!(&e.body, flow_trace::Body::NodeFailed { error_code, .. } if error_code == "input_too_large"));
+            if unsent {
+                too_large += 1;
+                continue;
+            }
+            // The model does not count budget amounts: it lets a budget run
+            // out, or enter a zone, at any step that meters what it limits
+            // (unless its bound provably fits). A witness that exhausts a
+            // budget or changes a zone may need amounts no answer makes
+            // (the first reservation of a run always fits): tried, and
+            // counted apart when no run makes it.
+            let exhausts = report
+                .events
+                .iter()
+                .any(|e| matches!(&e.body, flow_trace::Body::BudgetExhausted { .. } | flow_trace::Body::BudgetZoneChanged { .. }));
+            let want = policy_steps(&report.events);
+            let mut tries = 20_000;
+            match execute(&program, &want, &mut Vec::new(), &mut tries).unwrap_or_else(|e| panic!("seed {seed}: {e}")) {
+                Some(true) => executed += 1,
+                Some(false) if exhausts => budget_amounts += 1,
+                Some(false) => {
+                    failures.push(format!("seed {seed}: no run of the engine makes the witness of `{}`:\n{want:#?}\n{source}", report.name))
+                }
+                None => undecided += 1,
+            }
+        }
+    }
+    eprintln!(
+        "witnesses: {executed} executed, {} not runs of the engine, {undecided} undecided; not made: {too_large} need a turn over its input limit, {budget_amounts} need budget amounts",
+        failures.len()
+    );
+    assert!(executed >= cases, "only {executed} witnesses executed over {cases} workflows: the search reaches too little");
+    assert!(
+        failures.is_empty(),
+        "{} witness(es) no run makes; the first:\n{}",
+        failures.len(),
+        failures.iter().take(6).cloned().collect::<Vec<_>>().join("\n")
+    );
 }

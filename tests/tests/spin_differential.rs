@@ -15,7 +15,8 @@
 //!
 //! The Promela mirrors the abstract semantics of `compiler/verify/src/model.rs`
 //! for this fragment: an agent is entered (started), then completes, fails
-//! (then the run terminates with `NODE_failed`) or, under a budget,
+//! (then the run terminates with `NODE_failed`) or, under a token budget
+//! (whose bound is conditional on the inputs, so a run can use it up),
 //! exhausts it (`budget_exhausted`: while it waits, or already as its
 //! attempt starts, in the control step that started it); the parallel node
 //! completes after its branches started; a completed node takes an edge at once
@@ -169,7 +170,7 @@ fn sequential(rng: &mut Rng, index: usize) -> Case {
     }
     let mut flow = String::from("provider local: scripted\nprincipal editor\nagent a { provider: local }\n");
     if budget {
-        flow += "budget money { steps: 1000 }\n";
+        flow += "budget money { tokens: 100000 }\n";
     }
     let _ = writeln!(flow, "workflow w{index} {{\n  start: {}", order[0]);
     if budget {
@@ -309,7 +310,7 @@ fn parallel(rng: &mut Rng, index: usize) -> Case {
     let node = |b: usize, d: usize| format!("b{b}_{d}");
     let mut flow = String::from("provider local: scripted\nagent a { provider: local }\n");
     if budget {
-        flow += "budget money { steps: 1000 }\n";
+        flow += "budget money { tokens: 100000 }\n";
     }
     let _ = writeln!(flow, "workflow w{index} {{\n  start: fan");
     if budget {

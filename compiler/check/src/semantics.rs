@@ -65,3 +65,52 @@ pub fn join_ready(rule: &str, arrived: usize, total: usize) -> bool {
 pub fn is_join_arrival(to: &Node, from: &str) -> bool {
     to.kind == NodeKind::Join && to.target.iter().any(|b| b == from)
 }
+
+/// Whether every evaluator of `gate` can only PASS when the gate runs
+/// right after its `from` node completed with an output: the control plane
+/// validated that output against the node's type before the gate ran, so
+/// `schema_valid(from, T)` with `T` the node's own output type, and
+/// `exists(from)` or `exists(from.f)` of a required field that is neither
+/// a string (`exists` checks a string as a path on disk), nullable nor
+/// `any`, cannot fail. (After a failure the node was skipped or degraded
+/// to, its output need not be valid: this says nothing then.)
+pub fn passes_on_valid_output(gate: &Gate, from: &Node, program: &crate::ir::Program) -> bool {
+    use crate::ir::TExprKind;
+    use crate::types::Ty;
+    // A declared type, expanded (a few steps: a name can name a name).
+    let expand = |ty: &Ty| {
+        let mut ty = ty.clone();
+        for _ in 0..8 {
+            match &ty {
+                Ty::Named { name } => match program.types.get(name) {
+                    Some(def) => ty = def.ty.clone(),
+                    None => break,
+                },
+                _ => break,
+            }
+        }
+        ty
+    };
+    let is_from = |e: &crate::ir::TExpr| matches!(&e.kind, TExprKind::Var { name } if *name == from.name);
+    let solid = |ty: &Ty| !matches!(expand(ty), Ty::Any | Ty::Null | Ty::Nullable { .. } | Ty::String);
+    let Some(Value::List(evaluators)) = gate.props.get("evaluate") else { return false };
+    !evaluators.is_empty()
+        && evaluators.iter().all(|ev| match ev {
+            Value::Evaluator { name, builtin: true, args } => match (name.as_str(), args.as_slice()) {
+                ("schema_valid", [subject, ty]) => {
+                    is_from(subject)
+                        && matches!(&ty.kind, TExprKind::Literal { value } if matches!(value.as_ref(), Value::Type(t) if *t == from.output))
+                }
+                ("exists", [subject]) if is_from(subject) => solid(&from.output),
+                ("exists", [subject]) => match &subject.kind {
+                    TExprKind::Field { base, name } if is_from(base) => match expand(&from.output) {
+                        Ty::Record { fields } => fields.get(name).is_some_and(|f| !f.optional && solid(&f.ty)),
+                        _ => false,
+                    },
+                    _ => false,
+                },
+                _ => false,
+            },
+            _ => false,
+        })
+}

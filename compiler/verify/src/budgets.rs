@@ -175,7 +175,7 @@ type Jump<'w> = (Option<NodeIndex>, &'w str, Option<&'w [String]>);
 /// (budget zones, `on_exhausted`) from every node that can raise them,
 /// and `revise`/`replan` without a node argument.
 fn budget_graph<'w>(workflow: &'w Workflow, program: &'w Program) -> FlowGraph<'w> {
-    let mut flow = FlowGraph::new(workflow);
+    let mut flow = FlowGraph::new(workflow, program);
     let start = flow.start;
     let index = |flow: &FlowGraph<'w>, name: &str| flow.index.get(name).copied();
     let mut local: Vec<(NodeIndex, NodeIndex, &'w str)> = Vec::new();

@@ -199,7 +199,7 @@ pub fn loc_span(loc: Loc) -> (FileId, Span) {
 }
 
 impl<'w> FlowGraph<'w> {
-    pub fn new(workflow: &'w Workflow) -> FlowGraph<'w> {
+    pub fn new(workflow: &'w Workflow, program: &'w flow_check::ir::Program) -> FlowGraph<'w> {
         let mut graph = DiGraph::with_capacity(workflow.nodes.len(), workflow.edges.len() + workflow.nodes.len() / 4);
         for _ in 0..workflow.nodes.len() {
             graph.add_node(());
@@ -240,6 +240,28 @@ impl<'w> FlowGraph<'w> {
             for handler in &gate.handlers {
                 if let Some(target) = node_target(&handler.action) {
                     flow.add(&gate.from, target, EdgeKind::Handler { action: &handler.action.name, gate: Some(&gate.name) });
+                }
+            }
+            // A decision with no handler of its own takes the default
+            // action (flow_check::semantics): `revise` re-runs `from`,
+            // `replan` the replan scope or the whole workflow.
+            if may_ask(gate, program) {
+                for decision in crate::gates::allowed_decisions(gate) {
+                    if flow_check::semantics::handler_for(&gate.handlers, &decision).is_some() {
+                        continue;
+                    }
+                    let action = flow_check::semantics::gate_decision_action(gate, &decision);
+                    let target = match action.name.as_str() {
+                        "revise" => flow.index.get(&gate.from).copied(),
+                        "replan" => crate::lookup::names(gate.props.get("replan_scope"))
+                            .first()
+                            .and_then(|n| flow.index.get(n).copied())
+                            .or(flow.start),
+                        _ => None,
+                    };
+                    let (Some(from), Some(to)) = (flow.index.get(&gate.from).copied(), target) else { continue };
+                    let name: &'static str = if action.name == "revise" { "revise" } else { "replan" };
+                    flow.graph.add_edge(from, to, EdgeKind::Handler { action: name, gate: Some(&gate.name) });
                 }
             }
         }
@@ -463,6 +485,13 @@ impl<'w> FlowGraph<'w> {
             EdgeKind::Handler { action, gate: None } => format!(" (handler: {action})"),
         }
     }
+}
+
+/// Whether a gate can ask for a decision: a `decide` handler, or an
+/// outcome REQUIRES_DECISION its evaluators or `on_error` can give.
+fn may_ask(gate: &flow_check::ir::Gate, program: &flow_check::ir::Program) -> bool {
+    gate.handlers.iter().any(|h| h.action.name == "decide")
+        || crate::gates::possible_exits(gate, program).iter().any(|e| e == "REQUIRES_DECISION")
 }
 
 /// The node an action leads to, if it names one.

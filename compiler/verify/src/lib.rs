@@ -44,7 +44,7 @@ pub fn verify_with_budgets(program: &Program) -> (Vec<Diagnostic>, Vec<BudgetBou
         states::check_machine(machine, &mut diagnostics);
     }
     for workflow in program.workflows.values() {
-        let flow = FlowGraph::new(workflow);
+        let flow = FlowGraph::new(workflow, program);
         graph_checks::check(&flow, &types, &mut diagnostics);
         gates::check(&flow, program, &mut diagnostics);
         types::check_contracts(&flow, &types, &mut diagnostics);
@@ -97,7 +97,7 @@ pub fn verify_structural(program: &Program) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
     let types = types::Types::new(program);
     for workflow in program.workflows.values() {
-        let flow = FlowGraph::new(workflow);
+        let flow = FlowGraph::new(workflow, program);
         graph_checks::check(&flow, &types, &mut diagnostics);
         permissions::check_risky_tools(&flow, program, &mut diagnostics);
     }

@@ -54,7 +54,7 @@ pub fn obs<'m>(model: &'m Model, label: &Label) -> Option<Obs<'m>> {
     Some(match label {
         Label::Started(n) => Obs::Started(node(n)),
         Label::Completed(n) | Label::Settled(n, _) => Obs::Completed(node(n)),
-        Label::Failed(n) => Obs::Failed(node(n)),
+        Label::Failed(n) | Label::FailedUnsent(n) => Obs::Failed(node(n)),
         Label::Called(t, a, _) => Obs::Called { tool: &model.tools[*t as usize], by: a.map(|a| model.agents[a as usize].as_str()) },
         Label::Refused(t, a, _) => Obs::Refused { tool: &model.tools[*t as usize], by: a.map(|a| model.agents[a as usize].as_str()) },
         Label::HandedOff(a, b) => Obs::HandedOff { from: node(a), to: node(b) },
@@ -381,14 +381,15 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 let body = Body::NodeCompleted { schema_version: 1, node: name(n), status: "completed".into(), output };
                 push(&mut out, "control", body);
             }
-            Label::Failed(n) => {
+            Label::Failed(n) | Label::FailedUnsent(n) => {
+                let code = if matches!(label, Label::FailedUnsent(_)) { "input_too_large" } else { "failure" };
                 if let Some(attempt_id) = open.remove(n) {
-                    push(&mut out, "control", attempt_failed(name(n), attempt_id, "failure", "the attempt failed (a choice of the model)"));
+                    push(&mut out, "control", attempt_failed(name(n), attempt_id, code, "the attempt failed (a choice of the model)"));
                 }
                 let body = Body::NodeFailed {
                     schema_version: 1,
                     node: name(n),
-                    error_code: "failure".into(),
+                    error_code: code.into(),
                     message: "the visit failed (a choice of the model)".into(),
                 };
                 push(&mut out, "control", body);

@@ -39,6 +39,10 @@ pub enum Label {
     /// `degraded`), as the engine records it.
     Settled(NodeId, u8),
     Failed(NodeId),
+    /// A node fails as its attempt starts: its first turn's input is over
+    /// the declared `max_input_tokens`, so it is never sent (a failure to
+    /// policies; `input_too_large` in the witness).
+    FailedUnsent(NodeId),
     /// A tool call (tool index, calling agent index, node).
     Called(u16, Option<u16>, NodeId),
     Refused(u16, Option<u16>, NodeId),
@@ -171,6 +175,9 @@ struct GateInfo {
     subject: u16,
     reason: Option<String>,
     replan_scope: Option<NodeId>,
+    /// Whether the gate can only PASS on a valid output of `from`
+    /// (`flow_check::semantics::passes_on_valid_output`).
+    pass_on_valid: bool,
 }
 
 /// Which agent and tool nodes a budget scope meters.
@@ -196,7 +203,17 @@ pub struct ZoneScope {
     slot: usize,
     /// Zones, least severe first: the zone (index into [`ZONES`]) and its actions.
     zones: Vec<(u8, Vec<Action>)>,
+    /// The measures the scope limits (`METERS_*`): its share changes only
+    /// when one of them is metered (time, always).
+    measures: u8,
 }
+
+/// What a step meters, against the measures a budget scope limits.
+const METERS_STEPS: u8 = 1;
+const METERS_TOKENS: u8 = 2;
+const METERS_CALLS: u8 = 4;
+const METERS_COST: u8 = 8;
+const METERS_TIME: u8 = 16;
 
 impl ZoneScope {
     /// The zone's actions as the engine records them.
@@ -214,6 +231,9 @@ struct NodeInfo {
     tools: Vec<ToolUse>,
     /// Tool node: its tool and whether it needs confirmation.
     tool: Option<(u16, bool)>,
+    /// Agent node: a turn may be refused before it is sent (its input over
+    /// a declared `max_input_tokens`), failing the attempt at its start.
+    input_limited: bool,
     principals: Vec<u16>,
     decisions: Vec<u8>,
     subject: u16,
@@ -264,7 +284,10 @@ pub struct Model<'p> {
     /// Whether every run is finite: the workflow has a budget (exhaustion is
     /// possible at every agent or tool step) or a deadline.
     pub finite_runs: bool,
-    exhaustible: bool,
+    /// Per node: whether a budget scope that meters it can run out — one
+    /// of its measures has no static worst case within its limit (a scope
+    /// whose every limit provably fits is never exhausted).
+    exhaustible: Vec<bool>,
     exhaust_site: Option<u16>,
     /// Budget scopes with zones.
     pub zone_scopes: Vec<ZoneScope>,
@@ -275,6 +298,9 @@ pub struct Model<'p> {
     workflow_on: Vec<(String, u16)>,
     /// The first slot of the bitset of nodes that have an output.
     done_base: usize,
+    /// The first slot of the bitset of nodes whose output is a skipped or
+    /// degraded one.
+    settled_base: usize,
     /// Whether a branch's control steps run without interleaving, as in
     /// the engine (on by default; off only in tests, for the coarser model
     /// where every step interleaves).
@@ -308,7 +334,7 @@ impl<'p> Model<'p> {
             start: None,
             slots: 0,
             finite_runs: false,
-            exhaustible: false,
+            exhaustible: Vec::new(),
             exhaust_site: None,
             zone_scopes: Vec::new(),
             partial_reasons: IndexSet::new(),
@@ -316,6 +342,7 @@ impl<'p> Model<'p> {
             handoffs: Vec::new(),
             workflow_on: Vec::new(),
             done_base: 0,
+            settled_base: 0,
             reduce: true,
         };
         m.start = word(workflow.props.get("start")).and_then(node_index);
@@ -324,8 +351,11 @@ impl<'p> Model<'p> {
             Value::Record(r) => Some(r),
             _ => None,
         });
-        m.exhaustible = budget.is_some();
-        m.finite_runs = budget.is_some() || workflow.props.contains_key("deadline");
+        // Every run is finite when something bounds its steps or its time;
+        // a limit on tokens, tool calls or cost alone does not (a loop of
+        // tool nodes spends no tokens).
+        let limits_steps = budget.is_some_and(|b| b.contains_key("steps") || b.contains_key("duration"));
+        m.finite_runs = limits_steps || workflow.props.contains_key("deadline");
         for p in names(workflow.props.get("escalate_to")) {
             let i = intern(&mut m.principals, &p);
             m.escalate_to.push(i);
@@ -351,6 +381,7 @@ impl<'p> Model<'p> {
                 agent: None,
                 tools: Vec::new(),
                 tool: None,
+                input_limited: false,
                 principals: Vec::new(),
                 decisions: Vec::new(),
                 subject,
@@ -386,6 +417,11 @@ impl<'p> Model<'p> {
                     if let Some(agent) = node.target.first() {
                         let a = intern(&mut m.agents, agent);
                         info.agent = Some(a);
+                        if let Some(decl) = program.decls.get(agent) {
+                            info.input_limited = flow_check::ceilings::turn_providers(program, workflow, decl)
+                                .iter()
+                                .any(|p| flow_check::ceilings::TurnCeiling::of(decl, program.decls.get(*p)).max_input_tokens.is_some());
+                        }
                         let allowed = program.decls.get(agent).map(|d| names(d.props.get("tools"))).unwrap_or_default();
                         for tool in &allowed {
                             let t = intern(&mut m.tools, tool);
@@ -456,6 +492,26 @@ impl<'p> Model<'p> {
             info.on_failure_word = word(node.props.get("on_failure")).map(str::to_string);
             m.nodes[i] = info;
         }
+        // Which scopes can run out: those with a measure whose worst case
+        // is not proved to fit (crate::budgets, the same bounds as E0801).
+        let mut bounds = Vec::new();
+        crate::budgets::bounds_of(workflow, program, &mut Vec::new(), &mut bounds);
+        let can_run_out: IndexSet<&str> =
+            bounds.iter().filter(|b| b.status != crate::budgets::Status::Fits).map(|b| b.scope.as_str()).collect();
+        m.exhaustible = workflow
+            .nodes
+            .values()
+            .map(|node| {
+                node.kind.has_attempts()
+                    && (can_run_out.contains("run")
+                        || node
+                            .target
+                            .first()
+                            .is_some_and(|a| node.kind == NodeKind::Agent && can_run_out.contains(format!("agent.{a}").as_str()))
+                        || can_run_out.contains(format!("node.{}", node.name).as_str())
+                        || can_run_out.contains(format!("delegation.{}", node.name).as_str()))
+            })
+            .collect();
         // Membership: loops, joins, maps.
         for i in 0..m.nodes.len() {
             let kind = m.nodes[i].kind;
@@ -498,6 +554,9 @@ impl<'p> Model<'p> {
         }
         m.done_base = m.slots;
         m.slots += m.nodes.len().div_ceil(32);
+        // Which nodes' latest output came from a skip or a degrade (not validated).
+        m.settled_base = m.slots;
+        m.slots += m.nodes.len().div_ceil(32);
         for t in &workflow.transfers {
             if let (Some(a), Some(b)) = (node_index(&t.from), node_index(&t.to)) {
                 if t.kind == TransferKind::Handoff {
@@ -539,6 +598,10 @@ impl<'p> Model<'p> {
                 subject,
                 reason: word(gate.props.get("reason")).map(str::to_string),
                 replan_scope: names(gate.props.get("replan_scope")).first().and_then(|n| node_index(n)),
+                pass_on_valid: workflow
+                    .nodes
+                    .get(&gate.from)
+                    .is_some_and(|from| flow_check::semantics::passes_on_valid_output(gate, from, program)),
             });
         }
         if let Some(budget) = budget {
@@ -655,7 +718,22 @@ impl<'p> Model<'p> {
             let slot = self.slots;
             self.slots += 1;
             let zones = zones.into_iter().map(|(_, z, a)| (z, a)).collect();
-            self.zone_scopes.push(ZoneScope { name, covers, slot, zones });
+            let mut measures = 0;
+            for (key, bit) in [
+                ("steps", METERS_STEPS),
+                ("tokens", METERS_TOKENS),
+                ("tool_calls", METERS_CALLS),
+                ("cost", METERS_COST),
+                ("duration", METERS_TIME),
+            ] {
+                if budget.contains_key(key) {
+                    measures |= bit;
+                }
+            }
+            if name == "run" && workflow.props.contains_key("deadline") {
+                measures |= METERS_TIME;
+            }
+            self.zone_scopes.push(ZoneScope { name, covers, slot, zones, measures });
         }
     }
 
@@ -674,9 +752,9 @@ impl<'p> Model<'p> {
     /// actions in order. A terminating action ends the run under its
     /// reason; the others (context, model, reasoning, warnings) leave the
     /// control flow as it is. The thread stays at `stay` otherwise.
-    fn zone_moves(&self, st: &St, t: usize, n: NodeId, stay: Phase, out: &mut Vec<(Option<Label>, St)>) {
+    fn zone_moves(&self, st: &St, t: usize, n: NodeId, stay: Phase, metered: u8, out: &mut Vec<(Option<Label>, St)>) {
         for (si, scope) in self.zone_scopes.iter().enumerate() {
-            if !self.covers(scope, n) {
+            if !self.covers(scope, n) || scope.measures & (metered | METERS_TIME) == 0 {
                 continue;
             }
             let current = st.vars[scope.slot] as usize;
@@ -938,10 +1016,20 @@ impl<'p> Model<'p> {
     /// Records which nodes now have an output.
     fn mark_outputs(&self, out: &mut [(Option<Label>, St)]) {
         for (label, s) in out.iter_mut() {
-            if let Some(Label::Completed(n) | Label::Settled(n, _)) = label {
+            let settled = matches!(label, Some(Label::Settled(..)));
+            if let Some(Label::Completed(n) | Label::Settled(n, _)) = *label {
+                let n = &n;
+                let bit = 1 << (*n % 32);
                 let slot = self.done_base + *n as usize / 32;
                 if let Some(w) = s.vars.get_mut(slot) {
-                    *w |= 1 << (*n % 32);
+                    *w |= bit;
+                }
+                if let Some(w) = s.vars.get_mut(self.settled_base + *n as usize / 32) {
+                    if settled {
+                        *w |= bit;
+                    } else {
+                        *w &= !bit;
+                    }
                 }
             }
         }
@@ -1020,8 +1108,13 @@ impl<'p> Model<'p> {
                     _ => Phase::Tools(0),
                 };
                 self.push(out, None, self.set(st, t, Some((n, go))));
-                self.zone_moves(st, t, n, phase, out);
-                if self.exhaustible {
+                if info.input_limited {
+                    // The first turn is refused before it is sent.
+                    let next = self.fail(n, "failure");
+                    self.push(out, Some(Label::FailedUnsent(n)), self.set(st, t, next));
+                }
+                self.zone_moves(st, t, n, phase, METERS_STEPS, out);
+                if self.exhaustible[n as usize] {
                     let next = self.exhaust(n);
                     self.push(out, Some(Label::Exhausted(n)), self.set(st, t, next));
                 }
@@ -1031,9 +1124,9 @@ impl<'p> Model<'p> {
                     self.push(out, None, self.set(st, t, Some((n, Phase::Finish))));
                     return;
                 };
-                // Budget zones can change before each call (at the attempt's
-                // start, after a turn or a call).
-                self.zone_moves(st, t, n, phase, out);
+                // Budget zones can change before each call (after a turn or
+                // a call).
+                self.zone_moves(st, t, n, phase, METERS_TOKENS | METERS_COST | METERS_CALLS, out);
                 // Skip this tool.
                 self.push(out, None, self.set(st, t, Some((n, Phase::Tools(i + 1)))));
                 if tool.probe {
@@ -1077,10 +1170,8 @@ impl<'p> Model<'p> {
             Phase::NodeCall => {
                 let (tool, _) = info.tool.unwrap_or((0, false));
                 self.push(out, Some(Label::Called(tool, None, n)), self.set(st, t, Some((n, Phase::Finish))));
-                // The attempt's step, reserved before the call, may change
-                // a zone or find the budget used up.
-                self.zone_moves(st, t, n, phase, out);
-                if self.exhaustible {
+                // The call's reservation may find the budget used up.
+                if self.exhaustible[n as usize] {
                     let next = self.exhaust(n);
                     self.push(out, Some(Label::Exhausted(n)), self.set(st, t, next));
                 }
@@ -1096,13 +1187,18 @@ impl<'p> Model<'p> {
                     self.fail(n, "failure")
                 };
                 self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
-                if phase == Phase::Finish && self.exhaustible && matches!(info.kind, Kind::Agent | Kind::Tool) {
+                if phase == Phase::Finish && self.exhaustible[n as usize] {
                     let next = self.exhaust(n);
                     self.push(out, Some(Label::Exhausted(n)), self.set(st, t, next));
                 }
                 if matches!(info.kind, Kind::Agent | Kind::Tool) {
                     // A turn's or call's settlement (and a retry's start) may change a zone.
-                    self.zone_moves(st, t, n, phase, out);
+                    let metered = match (phase, info.kind) {
+                        (Phase::Retried, _) => METERS_STEPS | METERS_TOKENS | METERS_COST | METERS_CALLS,
+                        (_, Kind::Tool) => METERS_CALLS,
+                        _ => METERS_TOKENS | METERS_COST | METERS_CALLS,
+                    };
+                    self.zone_moves(st, t, n, phase, metered, out);
                 }
             }
             Phase::Human => {
@@ -1146,7 +1242,10 @@ impl<'p> Model<'p> {
             Phase::Leave => self.leave(st, t, n, out),
             Phase::Gate(g) => {
                 let gate = &self.gates[g as usize];
-                for &o in &gate.outcomes {
+                let settled = st.vars.get(self.settled_base + gate.from as usize / 32).is_some_and(|w| w & (1 << (gate.from % 32)) != 0);
+                // Over a validated output such a gate can only pass.
+                let pass_only = gate.pass_on_valid && !settled && self.has_output(st, gate.from);
+                for &o in gate.outcomes.iter().filter(|&&o| !pass_only || o == 0) {
                     let event = OUTCOMES[o as usize];
                     let next = match gate.on.iter().find(|(e, _)| e == event) {
                         Some(&(_, site)) => self.act(site),

@@ -27,7 +27,7 @@ pub fn obligations(program: &Program) -> Vec<Obligation> {
     let mut out = Vec::new();
     let tools: Vec<&flow_check::ir::Decl> = program.decls.values().filter(|d| d.kind == Kind::Tool).collect();
     for workflow in program.workflows.values() {
-        let flow = FlowGraph::new(workflow);
+        let flow = FlowGraph::new(workflow, program);
         let reached = flow.reachable();
         let mut agents: Vec<String> = Vec::new();
         for n in reached.keys() {

@@ -60,7 +60,7 @@ fn escape(s: &str) -> String {
 pub fn dot(program: &Program) -> String {
     let mut out = String::from("digraph flow {\n  rankdir=LR;\n  node [fontname=\"Helvetica\"];\n");
     for workflow in program.workflows.values() {
-        let flow = FlowGraph::new(workflow);
+        let flow = FlowGraph::new(workflow, program);
         let _ = writeln!(out, "  subgraph \"cluster_{}\" {{\n    label=\"workflow {}\";", escape(&workflow.name), escape(&workflow.name));
         for name in workflow.nodes.keys() {
             let _ = writeln!(
@@ -113,7 +113,7 @@ fn mermaid_id(workflow: &str, node: &str) -> String {
 pub fn mermaid(program: &Program) -> String {
     let mut out = String::from("flowchart LR\n");
     for workflow in program.workflows.values() {
-        let flow = FlowGraph::new(workflow);
+        let flow = FlowGraph::new(workflow, program);
         let _ = writeln!(out, "  subgraph {}[\"workflow {}\"]", mermaid_id(&workflow.name, ""), workflow.name);
         for (name, node) in &workflow.nodes {
             let label = node_label(&flow, name).replace("\\n", "<br/>").replace('"', "'");
@@ -155,7 +155,7 @@ pub fn json(program: &Program) -> serde_json::Value {
     use serde_json::json;
     let mut workflows = Vec::new();
     for workflow in program.workflows.values() {
-        let flow = FlowGraph::new(workflow);
+        let flow = FlowGraph::new(workflow, program);
         let risky = |tool: &str| crate::lookup::is_risky_tool(program, tool);
         let mut sensitive_tools: Vec<String> = Vec::new();
         let nodes: Vec<serde_json::Value> = workflow

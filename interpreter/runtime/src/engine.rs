@@ -1753,15 +1753,17 @@ impl Engine {
             );
         }
         self.check_ceilings(attempt_id, attempt.turn, &agent, ceiling, reserved, &reply, &turn);
-        self.zone_changes(changes, &turn);
-        if !self.running() {
-            return;
-        }
+        // A turn that used more than its scope had left exhausts it: that
+        // is recorded and handled before any zone the overrun crossed.
         for scope in scopes {
             if let Some(ex) = self.budgets.used_up(scope) {
                 self.exhausted(ex, Some(&node.name), &turn);
                 return;
             }
+        }
+        self.zone_changes(changes, &turn);
+        if !self.running() {
+            return;
         }
         if let Some(err) = reply.error {
             self.attempt_failed(attempt_id, "provider_error", &err, &turn);

@@ -302,18 +302,7 @@ fn candidates(request: &Request) -> Vec<Response> {
 
 /// The policy steps of events, as the model names them.
 fn policy_steps(events: &[Event]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| Obs::of(&e.body))
-        .map(|o| match o {
-            // A confirmation is asked per attempt at run time, per tool in the model.
-            Obs::Decided { subject, decision, by } if subject.starts_with("confirm.") => {
-                let tool = subject["confirm.".len()..].split('.').next().unwrap_or_default();
-                format!("{:?}", Obs::Decided { subject: &format!("confirm.{tool}"), decision, by })
-            }
-            other => format!("{other:?}"),
-        })
-        .collect()
+    events.iter().filter_map(|e| Obs::of(&e.body)).map(|o| flow_verify::mc::step_key(&o)).collect()
 }
 
 /// The engine run by a list of choices: which pending command is answered

@@ -580,7 +580,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
 /// The policy step of an observation, as the model names it: a
 /// confirmation is asked per attempt at run time (`confirm.TOOL.ATTEMPT`)
 /// and per tool in the model (`confirm.TOOL`).
-fn step_key(obs: &Obs) -> String {
+pub fn step_key(obs: &Obs) -> String {
     match obs {
         Obs::Decided { subject, decision, by } if subject.starts_with("confirm.") => {
             let tool = subject["confirm.".len()..].split('.').next().unwrap_or_default();

@@ -175,7 +175,7 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
 
 /// A Flow program with one workflow `generated` of `1..=5` blocks, a pure
 /// function of `seed`; its run budget (when it has one) limits tokens to
-/// `tokens` (see [`workflow_fitting`]).
+/// `tokens` (the refinement tests set it to the static worst case).
 pub fn workflow(seed: u64, tokens: u64) -> String {
     let mut rng = Rng::new(seed);
     let mut names = Names::default();

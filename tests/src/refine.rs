@@ -16,6 +16,7 @@
 //! * a bounded loop (`until`, `max_rounds`, `on_exhausted` continue or a
 //!   fallback);
 //! * a human approval (approve goes on, reject ends);
+//! * a map over an agent's list (at most two items; a longer list fails it);
 //! * a handoff between two agents, with or without a declared context;
 //!
 //! under a run budget of tokens with zones (compress, `return_partial` or
@@ -28,6 +29,7 @@ use std::fmt::Write as _;
 pub use crate::generate::Rng;
 
 const HEADER: &str = r#"type Out = { ok: bool, n: int }
+type Batch = { items: [Out] }
 
 provider local: scripted { max_tokens: 100 }
 principal editor
@@ -78,7 +80,7 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
         exits: vec![(node.to_string(), String::new())],
         gate: None,
     };
-    match rng.below(9) {
+    match rng.below(10) {
         0 | 1 => {
             let line = agent_line(rng, &n, names, false);
             simple(vec![line], &n)
@@ -157,6 +159,20 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
                 format!("  {n} -> {end} else"),
             ];
             Block { lines, entry: n.clone(), exits: vec![(n.clone(), format!(" when {n}.decision == \"approve\""))], gate: None }
+        }
+        8 => {
+            // A map over an agent's list: its item node runs once per item.
+            let (map, item) = (format!("p{k}"), format!("x{k}"));
+            names.nodes.push(n.clone());
+            names.agents.push(n.clone());
+            names.nodes.push(map.clone());
+            let lines = vec![
+                format!("  node {n}: agent w {{ output: Batch }}"),
+                format!("  node {map}: map {item} {{ over: {n}.items, max_items: 2 }}"),
+                agent_line(rng, &item, names, true),
+                format!("  {n} -> {map}"),
+            ];
+            Block { lines, entry: n, exits: vec![(map, String::new())], gate: None }
         }
         _ => {
             let m = format!("m{k}");

@@ -2,7 +2,8 @@
 //! semantics.
 //!
 //! For thousands of generated workflows (`flow_tests::refine`: every node
-//! kind the runtime runs, gates with every built-in evaluator kind,
+//! kind the runtime runs — agent, tool, human, parallel, join, loop, map,
+//! end — gates with every built-in evaluator kind,
 //! decisions, handoffs with and without a declared context, loops, joins,
 //! budgets and zones) and randomly scripted data-plane answers (outputs,
 //! invalid outputs, failures, tool calls, token use, human decisions,
@@ -78,6 +79,11 @@ fn compile(source: &str) -> Result<Program, String> {
     Ok(checked.program)
 }
 
+/// Whether an agent's output type is the generator's `Batch` (a list of items).
+fn wants_items(req: &flow_runtime::proto::AgentRequest) -> bool {
+    req.output_schema.to_string().contains("\"items\"")
+}
+
 /// One answer of the data plane to `request`, drawn from `rng`.
 fn answer(rng: &mut Rng, request: &Request) -> Response {
     match request {
@@ -92,10 +98,16 @@ fn answer(rng: &mut Rng, request: &Request) -> Response {
                 let call = ToolCall { tool: req.tools[0].clone(), input: json!({ "ok": true, "n": 1 }) };
                 return Response::Agent(AgentReply { tool_call: Some(call), usage, ..AgentReply::default() });
             }
+            let out = |rng: &mut Rng| json!({ "ok": rng.chance(60), "n": rng.below(3) });
             let reply = match rng.below(20) {
                 0 | 1 => AgentReply { error: Some("scripted provider failure".into()), usage, ..AgentReply::default() },
                 2 => AgentReply { output: Some(json!({ "ok": "not a bool" })), usage, ..AgentReply::default() },
-                _ => AgentReply { output: Some(json!({ "ok": rng.chance(60), "n": rng.below(3) })), usage, ..AgentReply::default() },
+                // A `Batch`: up to three items (a map takes at most two).
+                _ if wants_items(req) => {
+                    let items: Vec<serde_json::Value> = (0..rng.below(4)).map(|_| out(rng)).collect();
+                    AgentReply { output: Some(json!({ "items": items })), usage, ..AgentReply::default() }
+                }
+                _ => AgentReply { output: Some(out(rng)), usage, ..AgentReply::default() },
             };
             Response::Agent(reply)
         }
@@ -216,6 +228,9 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
             };
             for e in &events {
                 *seen_kinds.entry(e.kind().to_string()).or_default() += 1;
+                if matches!(&e.body, flow_trace::Body::EdgeTaken { via: flow_trace::Via::MapItem(_), .. }) {
+                    *seen_kinds.entry("map item".into()).or_default() += 1;
+                }
             }
             let ended = matches!(status, RunStatus::Terminated { .. });
             if !ended {
@@ -251,7 +266,8 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
         failures.iter().take(3).cloned().collect::<Vec<_>>().join("\n\n")
     );
     // The generator reaches what it claims to (a test of the test).
-    for kind in ["handoff", "gate_recorded", "decision_applied", "budget_zone_changed", "tool_call_started", "policy_violated"] {
+    for kind in ["handoff", "gate_recorded", "decision_applied", "budget_zone_changed", "tool_call_started", "policy_violated", "map item"]
+    {
         assert!(seen_kinds.get(kind).copied().unwrap_or(0) > 0, "no run recorded `{kind}`: {seen_kinds:?}");
     }
     assert!(witnesses > cases / 4, "only {witnesses} witnesses were checked");
@@ -279,6 +295,13 @@ fn candidates(request: &Request) -> Vec<Response> {
                 out.push(AgentReply { tool_call: Some(call), usage: light.clone(), ..AgentReply::default() });
             }
             for usage in [&light, &heavy] {
+                if wants_items(req) {
+                    for k in 0..4 {
+                        let items: Vec<serde_json::Value> = (0..k).map(|_| json!({ "ok": true, "n": 1 })).collect();
+                        out.push(AgentReply { output: Some(json!({ "items": items })), usage: usage.clone(), ..AgentReply::default() });
+                    }
+                    continue;
+                }
                 for ok in [true, false] {
                     out.push(AgentReply { output: Some(json!({ "ok": ok, "n": 1 })), usage: usage.clone(), ..AgentReply::default() });
                 }

@@ -1092,6 +1092,14 @@ impl<'p> Model<'p> {
                     Kind::Join => Phase::Complete,
                     Kind::Other => Phase::Finish,
                 };
+                if info.kind == Kind::Map {
+                    // A map whose list cannot be read, or is longer than its
+                    // `max_items`, fails as it starts.
+                    let mut failing = s.clone();
+                    failing.threads[t] = (n, Phase::FailNow);
+                    failing.threads.sort_unstable();
+                    self.push(out, Some(Label::Started(n)), failing);
+                }
                 s.threads[t] = (n, next);
                 s.threads.sort_unstable();
                 self.push(out, Some(Label::Started(n)), s);

@@ -73,7 +73,7 @@ impl<'a> Obs<'a> {
             Body::ToolCallStarted { tool, agent, .. } => Obs::Called { tool, by: agent.as_deref() },
             Body::ToolCallRefused { tool, agent, .. } => Obs::Refused { tool, by: agent.as_deref() },
             Body::Handoff { from, to, .. } => Obs::HandedOff { from, to },
-            Body::GateRecorded { gate, outcome, .. } => Obs::Outcome { gate, outcome },
+            Body::GateRecorded { gate, outcome, .. } => Obs::Outcome { gate, outcome: outcome.as_str() },
             Body::DecisionApplied { subject, decision, by, .. } => Obs::Decided { subject, decision, by },
             Body::BudgetZoneChanged { to, .. } => Obs::Zone(to),
             Body::RunTerminated { reason, .. } => Obs::Terminated(reason),

@@ -116,12 +116,49 @@ pub struct Usage {
 }
 
 /// One evaluator's verdict inside a gate.
+/// A gate's (or an evaluator's) outcome. Ordered by severity: when
+/// evaluators disagree, the most severe wins (BLOCK > REQUIRES_DECISION >
+/// PASS, reference §6.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+pub enum Outcome {
+    #[serde(rename = "PASS")]
+    Pass,
+    #[serde(rename = "REQUIRES_DECISION")]
+    RequiresDecision,
+    #[serde(rename = "BLOCK")]
+    Block,
+}
+
+impl Outcome {
+    /// Every outcome, least severe first.
+    pub const ALL: [Outcome; 3] = [Outcome::Pass, Outcome::RequiresDecision, Outcome::Block];
+
+    /// The outcome as sources and traces write it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pass => "PASS",
+            Outcome::RequiresDecision => "REQUIRES_DECISION",
+            Outcome::Block => "BLOCK",
+        }
+    }
+
+    /// The outcome a word names (`PASS`, `REQUIRES_DECISION`, `BLOCK`).
+    pub fn parse(word: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.as_str() == word)
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EvaluatorResult {
     /// The evaluator as written, e.g. `predicate(len(research.items) > 0)`.
     pub evaluator: String,
-    /// `PASS`, `REQUIRES_DECISION` or `BLOCK`.
-    pub outcome: String,
+    pub outcome: Outcome,
     /// Why it did not pass, or why it errored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -324,8 +361,8 @@ pub enum Body {
         gate: String,
         from: String,
         to: String,
-        /// `PASS`, `REQUIRES_DECISION` or `BLOCK`: the most severe verdict.
-        outcome: String,
+        /// The most severe verdict of its evaluators.
+        outcome: Outcome,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
         evaluators: Vec<EvaluatorResult>,

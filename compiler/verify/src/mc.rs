@@ -458,14 +458,14 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                     Some(agent) if model.node_kind(from) == NodeKind::Agent => format!("agent.{agent} on node_completed"),
                     _ => "control on node_completed".to_string(),
                 };
-                let outcome = OUTCOMES[*o as usize].to_string();
+                let outcome = flow_trace::Outcome::ALL[*o as usize];
                 let gate = model.gate_names[*g as usize].clone();
                 let body = Body::GateRecorded {
                     schema_version: 1,
                     gate: gate.clone(),
                     from: name(&from),
                     to: name(&to),
-                    outcome: outcome.clone(),
+                    outcome,
                     reason: None,
                     evaluators: vec![EvaluatorResult { evaluator: "model".into(), outcome, reason: None, error: false }],
                     trigger,

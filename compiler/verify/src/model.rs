@@ -24,7 +24,7 @@ use crate::lookup::{budget_record, int, names, word};
 use crate::obligations::Obligation;
 use flow_check::ir::{Action, Guard, Handler, Program, TExpr, TExprKind, Value, Workflow};
 use flow_check::ir::{NodeKind, TransferKind};
-use flow_trace::Via;
+use flow_trace::{Outcome, Via};
 use indexmap::{IndexMap, IndexSet};
 
 pub type NodeId = u16;
@@ -66,7 +66,8 @@ pub enum Label {
     Acted(u16),
 }
 
-pub const OUTCOMES: [&str; 3] = ["PASS", "REQUIRES_DECISION", "BLOCK"];
+/// Gate outcomes as handler events name them, in `flow_trace::Outcome`'s order.
+pub const OUTCOMES: [&str; 3] = [Outcome::Pass.as_str(), Outcome::RequiresDecision.as_str(), Outcome::Block.as_str()];
 pub const DECISIONS: [&str; 4] = ["approve", "revise", "replan", "reject"];
 pub const ZONES: [&str; 4] = ["green", "yellow", "red", "fuse"];
 const VIA_GATE: u8 = 200;

@@ -24,7 +24,7 @@ use flow_check::ir::TransferKind;
 use flow_check::ir::{Guard, Node, NodeKind, Program, Transfer, Value as IrValue, Workflow};
 use flow_check::spec::Kind;
 use flow_policy::{Automaton, Monitor, Verdict};
-use flow_trace::{ArtifactRef, Body, Event, Usage, Via};
+use flow_trace::{ArtifactRef, Body, Event, Outcome, Usage, Via};
 use serde::Serialize;
 use std::io::Read;
 // Keys are the trace's own names and ids: a fast hash, no DoS concern.
@@ -1229,7 +1229,7 @@ impl<'a> Checker<'a> {
                 self.handoff(seq, from, to, context, context_fields, payload, *accepted)
             }
             Body::Delegation { from, to, contract, inputs, budget, .. } => self.delegation(seq, from, to, contract, inputs, budget),
-            Body::GateRecorded { gate, from, to, outcome, trigger, .. } => self.gate_recorded(seq, gate, from, to, outcome, trigger),
+            Body::GateRecorded { gate, from, to, outcome, trigger, .. } => self.gate_recorded(seq, gate, from, to, *outcome, trigger),
             Body::DecisionRequested { subject, .. } => self.decision_requested(seq, subject, &e.body),
             Body::DecisionApplied { subject, decision, by, action, .. } => self.decision_applied(seq, subject, decision, by, action),
             // A gate's `decide` handler asks for a decision as REQUIRES_DECISION does.
@@ -1983,7 +1983,7 @@ impl<'a> Checker<'a> {
 
     // --------------------------------------------------------------- gates
 
-    fn gate_recorded(&mut self, seq: u64, gate: &str, from: &str, to: &str, outcome: &str, trigger: &str) {
+    fn gate_recorded(&mut self, seq: u64, gate: &str, from: &str, to: &str, outcome: Outcome, trigger: &str) {
         let Some(plan) = &self.plan else { return };
         let Some(g) = plan.wf.gates.get(gate) else {
             self.push(
@@ -2021,7 +2021,7 @@ impl<'a> Checker<'a> {
         }
         if let Some(IrValue::Record(t)) = g.props.get("trigger") {
             let by = names(t.get("by"));
-            if !by.is_empty() && outcome != "BLOCK" && !plan.expand_principals(&by).contains(who) {
+            if !by.is_empty() && outcome != Outcome::Block && !plan.expand_principals(&by).contains(who) {
                 found.push(
                     Deviation::new(
                         codes::GATE_TRIGGER,
@@ -2036,8 +2036,8 @@ impl<'a> Checker<'a> {
         }
         self.deviations.append(&mut found);
         let rt = slot(&mut self.gates, gate);
-        rt.open = outcome == "PASS";
-        rt.awaiting = outcome == "REQUIRES_DECISION";
+        rt.open = outcome == Outcome::Pass;
+        rt.awaiting = outcome == Outcome::RequiresDecision;
     }
 
     fn decision_requested(&mut self, seq: u64, subject: &str, request: &Body) {

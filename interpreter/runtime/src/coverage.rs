@@ -252,7 +252,7 @@ mod tests {
                     gate: "g".into(),
                     from: "x".into(),
                     to: "y".into(),
-                    outcome: "PASS".into(),
+                    outcome: flow_trace::Outcome::Pass,
                     reason: None,
                     evaluators: Vec::new(),
                     trigger: "control on node_completed".into(),

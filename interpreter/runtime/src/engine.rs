@@ -20,7 +20,7 @@ use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as I
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::types::Ty;
 use flow_policy::{Automaton, Monitor, Obs};
-use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Str, Usage, Via, SCHEMA_VERSION};
+use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Outcome, Str, Usage, Via, SCHEMA_VERSION};
 use indexmap::{IndexMap, IndexSet};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use serde_json::{json, Value};
@@ -340,7 +340,8 @@ enum InputCeiling {
 struct GateRt {
     results: Vec<Option<EvaluatorResult>>,
     /// Per evaluator, per item: outcomes of probes.
-    probes: BTreeMap<(usize, usize), Option<String>>,
+    /// Per evaluator, per item: a probe's outcome and whether it errored.
+    probes: BTreeMap<(usize, usize), Option<(Outcome, bool)>>,
     cause: String,
     pending: usize,
 }
@@ -2574,7 +2575,7 @@ impl Engine {
             Some(IrValue::List(items)) => items.clone(),
             _ => Vec::new(),
         };
-        let on_error = word(gate.props.get("on_error")).unwrap_or("BLOCK").to_string();
+        let on_error = outcome_of(gate.props.get("on_error"));
         let mut rt = GateRt { results: vec![None; evaluators.len()], probes: BTreeMap::new(), cause: cause.to_string(), pending: 0 };
         let visit = self.nodes.get(&gate.from).map(|n| n.visits).unwrap_or(0);
         let mut probes = Vec::new();
@@ -2582,34 +2583,34 @@ impl Engine {
             let IrValue::Evaluator { name, builtin, args } = ev else {
                 rt.results[i] = Some(EvaluatorResult {
                     evaluator: "?".into(),
-                    outcome: on_error.clone(),
+                    outcome: on_error,
                     reason: Some("invalid evaluator".into()),
                     error: true,
                 });
                 continue;
             };
             let label = format!("{name}({})", args.iter().map(eval::render).collect::<Vec<_>>().join(", "));
-            let result = |outcome: &str, reason: Option<String>, error: bool| EvaluatorResult {
+            let result = |outcome: Outcome, reason: Option<String>, error: bool| EvaluatorResult {
                 evaluator: label.clone(),
-                outcome: outcome.to_string(),
+                outcome,
                 reason,
                 error,
             };
             if *builtin {
-                rt.results[i] = Some(self.builtin_evaluator(name, args, &on_error, &result));
+                rt.results[i] = Some(self.builtin_evaluator(name, args, on_error, &result));
                 continue;
             }
             let Some(decl) = self.decl(name).cloned() else {
-                rt.results[i] = Some(result(&on_error, Some(format!("no evaluator `{name}`")), true));
+                rt.results[i] = Some(result(on_error, Some(format!("no evaluator `{name}`")), true));
                 continue;
             };
-            let fail = word(decl.props.get("fail")).unwrap_or("BLOCK").to_string();
+            let fail = outcome_of(decl.props.get("fail"));
             let reason = word(decl.props.get("reason")).map(str::to_string);
             let input = match args.first() {
                 Some(e) => match eval::eval(e, &self.env) {
                     Ok(v) => v,
                     Err(err) => {
-                        rt.results[i] = Some(result(&on_error, Some(err.message), true));
+                        rt.results[i] = Some(result(on_error, Some(err.message), true));
                         continue;
                     }
                 },
@@ -2622,7 +2623,7 @@ impl Engine {
             };
             match decl.variant.as_deref() {
                 Some("predicate") => {
-                    let mut outcome = "PASS".to_string();
+                    let mut outcome = Outcome::Pass;
                     let mut why = None;
                     let mut error = false;
                     for item in &items {
@@ -2632,41 +2633,41 @@ impl Engine {
                             Some(IrValue::Expr(e)) => match eval::eval_bool(e, &env) {
                                 Ok(true) => {}
                                 Ok(false) => {
-                                    outcome = worst(&outcome, &fail);
+                                    outcome = outcome.max(fail);
                                     why = reason.clone().or_else(|| Some(format!("{} is false", eval::render(e))));
                                 }
                                 Err(err) => {
-                                    outcome = worst(&outcome, &on_error);
+                                    outcome = outcome.max(on_error);
                                     why = Some(err.message);
                                     error = true;
                                 }
                             },
                             _ => {
-                                outcome = worst(&outcome, &on_error);
+                                outcome = outcome.max(on_error);
                                 error = true;
                             }
                         }
                     }
-                    rt.results[i] = Some(result(&outcome, why, error));
+                    rt.results[i] = Some(result(outcome, why, error));
                 }
                 Some("schema") => {
                     let ty = match decl.props.get("schema") {
                         Some(IrValue::Type(ty)) => ty.clone(),
                         _ => Ty::Any,
                     };
-                    let mut outcome = "PASS".to_string();
+                    let mut outcome = Outcome::Pass;
                     let mut why = None;
                     match self.validator("evaluator", name, &ty) {
                         Ok(v) => {
                             for item in &items {
                                 if let Err(errors) = v.validate(item) {
-                                    outcome = worst(&outcome, &fail);
+                                    outcome = outcome.max(fail);
                                     why = reason.clone().or_else(|| Some(errors.join("; ")));
                                 }
                             }
-                            rt.results[i] = Some(result(&outcome, why, false));
+                            rt.results[i] = Some(result(outcome, why, false));
                         }
-                        Err(e) => rt.results[i] = Some(result(&on_error, Some(e), true)),
+                        Err(e) => rt.results[i] = Some(result(on_error, Some(e), true)),
                     }
                 }
                 Some("builtin") => {
@@ -2685,7 +2686,7 @@ impl Engine {
                         probes.push((key, i, j, request));
                     }
                     if items.is_empty() {
-                        rt.results[i] = Some(result("PASS", Some("no items to check".into()), false));
+                        rt.results[i] = Some(result(Outcome::Pass, Some("no items to check".into()), false));
                     }
                 }
                 Some("command") => {
@@ -2702,14 +2703,14 @@ impl Engine {
                         probes.push((key, i, j, ProbeRequest { evaluator: name.clone(), argv, native: None, input: None, timeout_ms }));
                     }
                     if items.is_empty() {
-                        rt.results[i] = Some(result("PASS", Some("no items to probe".into()), false));
+                        rt.results[i] = Some(result(Outcome::Pass, Some("no items to probe".into()), false));
                     }
                 }
                 other => {
                     // llm and human evaluators need a judge this runtime
                     // does not run yet: inconclusive, so never PASS.
                     let msg = format!("`{}` evaluators are not run by this runtime; inconclusive", other.unwrap_or("?"));
-                    rt.results[i] = Some(result(&on_error, Some(msg), true));
+                    rt.results[i] = Some(result(on_error, Some(msg), true));
                 }
             }
         }
@@ -2728,19 +2729,19 @@ impl Engine {
         &mut self,
         name: &str,
         args: &[TExpr],
-        on_error: &str,
-        result: &dyn Fn(&str, Option<String>, bool) -> EvaluatorResult,
+        on_error: Outcome,
+        result: &dyn Fn(Outcome, Option<String>, bool) -> EvaluatorResult,
     ) -> EvaluatorResult {
         let Some(arg) = args.first() else { return result(on_error, Some("no argument".into()), true) };
         match name {
             "predicate" => match eval::eval_bool(arg, &self.env) {
-                Ok(true) => result("PASS", None, false),
-                Ok(false) => result("BLOCK", Some(format!("{} is false", eval::render(arg))), false),
+                Ok(true) => result(Outcome::Pass, None, false),
+                Ok(false) => result(Outcome::Block, Some(format!("{} is false", eval::render(arg))), false),
                 Err(e) => result(on_error, Some(e.message), true),
             },
             "exists" => match eval::eval(arg, &self.env) {
-                Ok(Value::Null) => result("BLOCK", Some(format!("{} is absent", eval::render(arg))), false),
-                Ok(_) => result("PASS", None, false),
+                Ok(Value::Null) => result(Outcome::Block, Some(format!("{} is absent", eval::render(arg))), false),
+                Ok(_) => result(Outcome::Pass, None, false),
                 Err(e) => result(on_error, Some(e.message), true),
             },
             "schema_valid" => {
@@ -2756,8 +2757,8 @@ impl Engine {
                 match eval::eval(arg, &self.env) {
                     Ok(value) => match self.validator("schema_valid", &key, &ty) {
                         Ok(v) => match v.validate(&value) {
-                            Ok(()) => result("PASS", None, false),
-                            Err(errors) => result("BLOCK", Some(errors.join("; ")), false),
+                            Ok(()) => result(Outcome::Pass, None, false),
+                            Err(errors) => result(Outcome::Block, Some(errors.join("; ")), false),
                         },
                         Err(e) => result(on_error, Some(e), true),
                     },
@@ -2770,40 +2771,40 @@ impl Engine {
 
     fn on_probe(&mut self, gate: &str, index: usize, item: usize, res: ProbeResult) {
         let Some(g) = self.wf().gates.get(gate).cloned() else { return };
-        let on_error = word(g.props.get("on_error")).unwrap_or("BLOCK").to_string();
+        let on_error = outcome_of(g.props.get("on_error"));
         let evaluator = match g.props.get("evaluate") {
             Some(IrValue::List(items)) => items.get(index).cloned(),
             _ => None,
         };
         let Some(IrValue::Evaluator { name, .. }) = evaluator else { return };
         let decl = self.decl(&name).cloned();
-        let fail = decl.as_ref().and_then(|d| word(d.props.get("fail"))).unwrap_or("BLOCK").to_string();
+        let fail = outcome_of(decl.as_ref().and_then(|d| d.props.get("fail")));
         let expect = decl.as_ref().and_then(|d| word(d.props.get("expect"))).unwrap_or("exit_zero").to_string();
         let outcome = if res.error.is_some() {
-            on_error.clone()
+            on_error
         } else if expect == "json" {
             match (&res.output, decl.as_ref().and_then(|d| d.props.get("check"))) {
                 (Some(output), Some(IrValue::Expr(check))) => {
                     let mut env = self.env.clone();
                     env.insert("output".into(), output.clone());
                     match eval::eval_bool(check, &env) {
-                        Ok(true) => "PASS".into(),
-                        Ok(false) => fail.clone(),
-                        Err(_) => on_error.clone(),
+                        Ok(true) => Outcome::Pass,
+                        Ok(false) => fail,
+                        Err(_) => on_error,
                     }
                 }
-                (Some(_), _) if res.exit_code == Some(0) => "PASS".into(),
-                _ => on_error.clone(),
+                (Some(_), _) if res.exit_code == Some(0) => Outcome::Pass,
+                _ => on_error,
             }
         } else {
             match res.exit_code {
-                Some(0) => "PASS".into(),
-                Some(_) => fail.clone(),
-                None => on_error.clone(),
+                Some(0) => Outcome::Pass,
+                Some(_) => fail,
+                None => on_error,
             }
         };
         let Some(rt) = self.gates.get_mut(gate) else { return };
-        rt.probes.insert((index, item), Some(if res.error.is_some() { format!("error:{outcome}") } else { outcome }));
+        rt.probes.insert((index, item), Some((outcome, res.error.is_some())));
         rt.pending = rt.pending.saturating_sub(1);
         if rt.pending == 0 {
             self.finish_gate(gate);
@@ -2826,19 +2827,16 @@ impl Engine {
                 .collect(),
             _ => Vec::new(),
         };
-        for ((i, _), outcome) in &rt.probes {
-            let outcome = outcome.clone().unwrap_or_else(|| "BLOCK".into());
-            let (error, outcome) = match outcome.strip_prefix("error:") {
-                Some(o) => (true, o.to_string()),
-                None => (false, outcome),
-            };
+        for ((i, _), probe) in &rt.probes {
+            // A probe that never answered counts as a BLOCK.
+            let (outcome, error) = probe.unwrap_or((Outcome::Block, false));
             let entry = rt.results[*i].get_or_insert_with(|| EvaluatorResult {
                 evaluator: labels.get(*i).cloned().unwrap_or_default(),
-                outcome: "PASS".into(),
+                outcome: Outcome::Pass,
                 reason: None,
                 error: false,
             });
-            let w = worst(&entry.outcome, &outcome);
+            let w = entry.outcome.max(outcome);
             if w != entry.outcome || error {
                 entry.reason = Some(if error { "probe errored or timed out".into() } else { "probe failed".into() });
             }
@@ -2846,9 +2844,9 @@ impl Engine {
             entry.error |= error;
         }
         let results: Vec<EvaluatorResult> = rt.results.into_iter().flatten().collect();
-        let mut outcome = "PASS".to_string();
+        let mut outcome = Outcome::Pass;
         for r in &results {
-            outcome = worst(&outcome, &r.outcome);
+            outcome = outcome.max(r.outcome);
         }
         // Trigger authorisation: only declared agents may trigger.
         let from_agent = self.wf().nodes.get(&gate.from).filter(|n| n.kind == NodeKind::Agent).and_then(|n| n.target.first().cloned());
@@ -2861,37 +2859,38 @@ impl Engine {
             let by = names(t.get("by"));
             let who = from_agent.clone().unwrap_or_default();
             if !by.is_empty() && !by.contains(&who) {
-                outcome = "BLOCK".into();
+                outcome = Outcome::Block;
                 results.push(EvaluatorResult {
                     evaluator: "trigger".into(),
-                    outcome: "BLOCK".into(),
+                    outcome: Outcome::Block,
                     reason: Some(format!("`{who}` may not trigger this gate")),
                     error: false,
                 });
             }
         }
-        let reason = if outcome == "PASS" {
+        let reason = if outcome == Outcome::Pass {
             None
         } else {
-            reason_prop.or_else(|| results.iter().find(|r| r.outcome != "PASS").and_then(|r| r.reason.clone()))
+            reason_prop.or_else(|| results.iter().find(|r| r.outcome != Outcome::Pass).and_then(|r| r.reason.clone()))
         };
         let body = Body::GateRecorded {
             schema_version: V,
             gate: name.to_string(),
             from: gate.from.clone(),
             to: gate.to.clone(),
-            outcome: outcome.clone(),
+            outcome,
             reason,
             evaluators: results,
             trigger,
         };
-        let ctx = Ctx { node: Some(gate.from.clone()), gate: Some(name.to_string()), event: outcome.clone() };
-        let handler = gate.handlers.iter().find(|h| h.events.contains(&outcome)).map(|h| h.action.clone());
+        let event = outcome.as_str().to_string();
+        let ctx = Ctx { node: Some(gate.from.clone()), gate: Some(name.to_string()), event: event.clone() };
+        let handler = gate.handlers.iter().find(|h| h.events.contains(&event)).map(|h| h.action.clone());
         let action = handler.unwrap_or_else(|| Action {
-            name: match outcome.as_str() {
-                "PASS" => "continue".into(),
-                "REQUIRES_DECISION" => "decide".into(),
-                _ => "terminate".into(),
+            name: match outcome {
+                Outcome::Pass => "continue".into(),
+                Outcome::RequiresDecision => "decide".into(),
+                Outcome::Block => "terminate".into(),
             },
             args: Vec::new(),
         });
@@ -2902,7 +2901,7 @@ impl Engine {
     fn record_gate(&mut self, name: &str, body: Body, action: Action, ctx: Ctx, cause: &str) {
         if let Body::GateRecorded { outcome, .. } = &body {
             let held = || Held::Gate { name: name.to_string(), body: Box::new(body.clone()), action: action.clone(), ctx: ctx.clone() };
-            if !self.admit(Obs::Outcome { gate: name, outcome }, "gate_recorded", cause, held) {
+            if !self.admit(Obs::Outcome { gate: name, outcome: outcome.as_str() }, "gate_recorded", cause, held) {
                 return;
             }
         }
@@ -3452,21 +3451,10 @@ impl Engine {
     }
 }
 
-fn severity(outcome: &str) -> u8 {
-    match outcome {
-        "PASS" => 0,
-        "REQUIRES_DECISION" => 1,
-        _ => 2,
-    }
-}
-
-/// The more severe of two outcomes: BLOCK > REQUIRES_DECISION > PASS.
-pub fn worst(a: &str, b: &str) -> String {
-    if severity(b) > severity(a) {
-        b.to_string()
-    } else {
-        a.to_string()
-    }
+/// A gate or evaluator outcome property (`on_error`, `fail`): BLOCK when
+/// undeclared (fail-closed).
+fn outcome_of(value: Option<&IrValue>) -> Outcome {
+    word(value).and_then(Outcome::parse).unwrap_or(Outcome::Block)
 }
 
 /// What an event says, written as the atom that would describe it.
@@ -3650,9 +3638,11 @@ mod tests {
 
     #[test]
     fn outcomes_combine_by_severity() {
-        assert_eq!(worst("PASS", "REQUIRES_DECISION"), "REQUIRES_DECISION");
-        assert_eq!(worst("BLOCK", "REQUIRES_DECISION"), "BLOCK");
-        assert_eq!(worst("REQUIRES_DECISION", "PASS"), "REQUIRES_DECISION");
+        // Outcomes are ordered by severity: the most severe one wins.
+        assert_eq!(Outcome::Pass.max(Outcome::RequiresDecision), Outcome::RequiresDecision);
+        assert_eq!(Outcome::Block.max(Outcome::RequiresDecision), Outcome::Block);
+        assert_eq!(Outcome::RequiresDecision.max(Outcome::Pass), Outcome::RequiresDecision);
+        assert_eq!(outcome_of(None), Outcome::Block, "undeclared: fail-closed");
     }
 
     #[test]

@@ -187,7 +187,12 @@ fn a_monitor_set_gives_each_policy_the_verdict_of_its_own_monitor() {
                     1 => Body::NodeCompleted { schema_version: 1, node, status: "completed".into(), output: None },
                     2 => Body::NodeFailed { schema_version: 1, node, error_code: "x".into(), message: String::new() },
                     3 => Body::Warning { schema_version: 1, message: format!("not a policy step {i}") },
-                    _ => Body::RunTerminated { schema_version: 1, reason: node, status: "success".into(), output: None },
+                    _ => Body::RunTerminated {
+                        schema_version: 1,
+                        reason: node,
+                        status: flow_trace::TerminationStatus::Success,
+                        output: None,
+                    },
                 }
             })
             .collect();

@@ -116,6 +116,50 @@ pub struct Usage {
 }
 
 /// One evaluator's verdict inside a gate.
+/// How a run ended (`run_terminated.status`, reference §6.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminationStatus {
+    Success,
+    Failure,
+    /// A partial result (`fallback`, `return_partial`).
+    Partial,
+    /// A human rejected an escalation.
+    Escalated,
+    Cancelled,
+}
+
+impl TerminationStatus {
+    pub const ALL: [TerminationStatus; 5] = [
+        TerminationStatus::Success,
+        TerminationStatus::Failure,
+        TerminationStatus::Partial,
+        TerminationStatus::Escalated,
+        TerminationStatus::Cancelled,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TerminationStatus::Success => "success",
+            TerminationStatus::Failure => "failure",
+            TerminationStatus::Partial => "partial",
+            TerminationStatus::Escalated => "escalated",
+            TerminationStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// The status a word names (an end node's `status`).
+    pub fn parse(word: &str) -> Option<TerminationStatus> {
+        TerminationStatus::ALL.into_iter().find(|s| s.as_str() == word)
+    }
+}
+
+impl fmt::Display for TerminationStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A gate's (or an evaluator's) outcome. Ordered by severity: when
 /// evaluators disagree, the most severe wins (BLOCK > REQUIRES_DECISION >
 /// PASS, reference §6.4).
@@ -205,8 +249,7 @@ pub enum Body {
         schema_version: u32,
         /// The reason code (an end node's target, or an action's argument).
         reason: String,
-        /// `success`, `failure`, `partial`, `escalated` or `cancelled`.
-        status: String,
+        status: TerminationStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output: Option<ArtifactRef>,
     },

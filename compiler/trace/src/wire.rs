@@ -322,7 +322,7 @@ mod tests {
     fn sample() -> Vec<Event> {
         let bodies = vec![
             Body::NodeStarted { schema_version: 1, node: "a".into(), node_kind: "agent".into(), visit: 1 },
-            Body::RunTerminated { schema_version: 1, reason: "done".into(), status: "success".into(), output: None },
+            Body::RunTerminated { schema_version: 1, reason: "done".into(), status: crate::TerminationStatus::Success, output: None },
             Body::Handoff {
                 schema_version: 1,
                 from: "a".into(),

@@ -517,7 +517,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             }
             Label::Terminated(r) => {
                 let reason = model.reasons.get_index(*r as usize).cloned().unwrap_or_default();
-                let body = Body::RunTerminated { schema_version: 1, reason, status: model.termination_status(*r).into(), output: None };
+                let body = Body::RunTerminated { schema_version: 1, reason, status: model.termination_status(*r), output: None };
                 push(&mut out, "control", body);
             }
             Label::Edge(a, b, via) => {

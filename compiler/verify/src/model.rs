@@ -24,7 +24,7 @@ use crate::lookup::{budget_record, int, names, word};
 use crate::obligations::Obligation;
 use flow_check::ir::{Action, Guard, Handler, Program, TExpr, TExprKind, Value, Workflow};
 use flow_check::ir::{NodeKind, TransferKind};
-use flow_trace::{Outcome, Via};
+use flow_trace::{Outcome, TerminationStatus, Via};
 use indexmap::{IndexMap, IndexSet};
 
 pub type NodeId = u16;
@@ -885,27 +885,24 @@ impl<'p> Model<'p> {
     /// gives it: an end node's `status` (default success), partial after
     /// `fallback` or `return_partial`, escalated after a rejected
     /// escalation, failure otherwise.
-    pub fn termination_status(&self, r: u16) -> &'static str {
+    pub fn termination_status(&self, r: u16) -> TerminationStatus {
         let reason = self.reasons.get_index(r as usize).map(String::as_str).unwrap_or("");
         for (i, info) in self.nodes.iter().enumerate() {
             if info.kind == Kind::End && info.end_reason == r {
                 let node = self.workflow.nodes.get_index(i).map(|(_, n)| n);
-                return match node.and_then(|n| word(n.props.get("status"))) {
-                    Some("failure") => "failure",
-                    Some("partial") => "partial",
-                    Some("escalated") => "escalated",
-                    Some("cancelled") => "cancelled",
-                    _ => "success",
-                };
+                return node
+                    .and_then(|n| word(n.props.get("status")))
+                    .and_then(TerminationStatus::parse)
+                    .unwrap_or(TerminationStatus::Success);
             }
         }
         if reason == "partial_result" || self.partial_reasons.contains(reason) {
-            return "partial";
+            return TerminationStatus::Partial;
         }
         if reason.starts_with("escalation_") {
-            return "escalated";
+            return TerminationStatus::Escalated;
         }
-        "failure"
+        TerminationStatus::Failure
     }
 
     /// The action a decision on `subject` applies, as the engine records

@@ -767,7 +767,7 @@ fn status(run: &str) -> u8 {
             Body::RunResumed { .. } => state = "running or stopped mid-way (`flow resume` continues it)".into(),
             Body::RunTerminated { reason, status, .. } => {
                 state = format!("terminated: {status} ({reason})");
-                code = if status == "success" { exit::SUCCESS } else { exit::FAILED };
+                code = if *status == flow_trace::TerminationStatus::Success { exit::SUCCESS } else { exit::FAILED };
             }
             _ => {}
         }

@@ -20,7 +20,7 @@ use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as I
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::types::Ty;
 use flow_policy::{Automaton, Monitor, Obs};
-use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Outcome, Str, Usage, Via, SCHEMA_VERSION};
+use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Outcome, Str, TerminationStatus, Usage, Via, SCHEMA_VERSION};
 use indexmap::{IndexMap, IndexSet};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use serde_json::{json, Value};
@@ -123,7 +123,7 @@ enum Held {
     Gate { name: String, body: Box<Body>, action: Action, ctx: Ctx },
     Decision { decision: Box<Decision>, request_event: String, answer: HumanAnswer },
     Zones { changes: Vec<ZoneChange> },
-    Terminate { reason: String, status: String, message: Option<String> },
+    Terminate { reason: String, status: TerminationStatus, message: Option<String> },
 }
 
 /// What a run does when a policy is violated (reference §8.4).
@@ -778,7 +778,7 @@ impl Engine {
             }
         }
         if let Some(ev) = stop {
-            self.terminate("policy_violation", "failure", &ev, None);
+            self.terminate("policy_violation", TerminationStatus::Failure, &ev, None);
         }
     }
 
@@ -823,7 +823,7 @@ impl Engine {
                 let message = self.violation_message(i, &what, &required, ": blocked, it did not happen");
                 last = self.report(i, PolicyResponse::Block, offending, message, None, cause);
             }
-            self.terminate("policy_blocked", "failure", &last, None);
+            self.terminate("policy_blocked", TerminationStatus::Failure, &last, None);
             return false;
         }
         if let Some((i, required)) = escalated {
@@ -894,7 +894,7 @@ impl Engine {
             Held::Gate { name, body, action, ctx } => self.record_gate(&name, *body, action, ctx, cause),
             Held::Decision { decision, request_event, answer } => self.on_decision(*decision, &request_event, answer),
             Held::Zones { changes } => self.zone_changes(changes, cause),
-            Held::Terminate { reason, status, message } => self.terminate(&reason, &status, cause, message.as_deref()),
+            Held::Terminate { reason, status, message } => self.terminate(&reason, status, cause, message.as_deref()),
         }
     }
 
@@ -983,14 +983,14 @@ impl Engine {
         if let Some(IrValue::Type(ty)) = self.wf().props.get("input").cloned() {
             if let Ok(v) = self.validator("workflow.input", "", &ty) {
                 if let Err(errors) = v.validate(&input) {
-                    self.terminate("invalid_input", "failure", &started, Some(&errors.join("; ")));
+                    self.terminate("invalid_input", TerminationStatus::Failure, &started, Some(&errors.join("; ")));
                     return;
                 }
             }
         }
         self.env.insert("input".into(), input.clone());
         let Some(start) = ref_name(self.wf().props.get("start")).map(str::to_string) else {
-            self.terminate("no_start", "failure", &started, None);
+            self.terminate("no_start", TerminationStatus::Failure, &started, None);
             return;
         };
         self.start_node(&start, input, "first", &started);
@@ -1003,7 +1003,7 @@ impl Engine {
             return;
         }
         let Some(node) = self.node(name) else {
-            self.terminate("unknown_node", "failure", cause, Some(&format!("no node `{name}`")));
+            self.terminate("unknown_node", TerminationStatus::Failure, cause, Some(&format!("no node `{name}`")));
             return;
         };
         let held = || Held::StartNode { name: name.to_string(), input: input.clone(), trigger: trigger.to_string() };
@@ -1140,7 +1140,8 @@ impl Engine {
             Some(cause),
         );
         self.nodes[name].running = false;
-        self.terminate(reason, status, &done, None);
+        // The checker allows only the statuses there are; success is the default.
+        self.terminate(reason, TerminationStatus::parse(status).unwrap_or(TerminationStatus::Success), &done, None);
     }
 
     /// A parallel node completes once its branches are started.
@@ -2034,7 +2035,7 @@ impl Engine {
                 let ctx = Ctx { node: node.map(str::to_string), gate: None, event: event.to_string() };
                 self.act(&action, &ctx, "workflow", cause)
             }
-            None => self.terminate(default_reason, "failure", cause, Some(message)),
+            None => self.terminate(default_reason, TerminationStatus::Failure, cause, Some(message)),
         }
     }
 
@@ -2186,7 +2187,7 @@ impl Engine {
             return;
         }
         if self.waiting.is_empty() && self.attempts.is_empty() {
-            self.terminate("dead_end", "failure", cause, Some(&format!("no edge leaves `{from}`")));
+            self.terminate("dead_end", TerminationStatus::Failure, cause, Some(&format!("no edge leaves `{from}`")));
         }
     }
 
@@ -2996,7 +2997,7 @@ impl Engine {
                 if answer.decision == "approve" {
                     self.act(&action, &ctx, "escalation", &applied);
                 } else {
-                    self.terminate(&format!("escalation_{}", answer.decision), "escalated", &applied, None);
+                    self.terminate(&format!("escalation_{}", answer.decision), TerminationStatus::Escalated, &applied, None);
                 }
             }
             Decision::Confirm { attempt, tool, input, key_template, agent } => {
@@ -3021,7 +3022,7 @@ impl Engine {
                 if approved {
                     self.resume_held(*held, &applied);
                 } else {
-                    self.terminate("policy_violation", "failure", &applied, None);
+                    self.terminate("policy_violation", TerminationStatus::Failure, &applied, None);
                 }
             }
             Decision::Reconcile { attempt } => {
@@ -3092,7 +3093,7 @@ impl Engine {
                     if attempts < Self::max_attempts(&node).max(2) {
                         self.start_attempt(&node, "retry", &taken);
                     } else {
-                        self.terminate(&format!("{}_failed", node.name), "failure", &taken, Some("retries exhausted"));
+                        self.terminate(&format!("{}_failed", node.name), TerminationStatus::Failure, &taken, Some("retries exhausted"));
                     }
                 }
             }
@@ -3113,11 +3114,11 @@ impl Engine {
             "terminate" => {
                 let reason = arg.or_else(|| gate.as_ref().and_then(|g| word(g.props.get("reason")).map(str::to_string)));
                 let reason = reason.unwrap_or_else(|| ctx.event.to_lowercase());
-                self.terminate(&reason, "failure", &taken, None);
+                self.terminate(&reason, TerminationStatus::Failure, &taken, None);
             }
-            "halt" => self.terminate("halted", "failure", &taken, None),
-            "fallback" => self.terminate(&arg.unwrap_or_else(|| "fallback".into()), "partial", &taken, None),
-            "return_partial" => self.terminate("partial_result", "partial", &taken, None),
+            "halt" => self.terminate("halted", TerminationStatus::Failure, &taken, None),
+            "fallback" => self.terminate(&arg.unwrap_or_else(|| "fallback".into()), TerminationStatus::Partial, &taken, None),
+            "return_partial" => self.terminate("partial_result", TerminationStatus::Partial, &taken, None),
             "goto" | "activate" => {
                 if let Some(to) = arg {
                     let from = ctx.node.clone().unwrap_or_else(|| "control".into());
@@ -3232,19 +3233,19 @@ impl Engine {
         self.result_output.as_ref().or(self.last_output.as_ref())
     }
 
-    fn terminate(&mut self, reason: &str, status: &str, cause: &str, message: Option<&str>) {
+    fn terminate(&mut self, reason: &str, status: TerminationStatus, cause: &str, message: Option<&str>) {
         if !self.running() {
             return;
         }
-        let held = || Held::Terminate { reason: reason.to_string(), status: status.to_string(), message: message.map(str::to_string) };
+        let held = || Held::Terminate { reason: reason.to_string(), status, message: message.map(str::to_string) };
         if !self.admit(Obs::Terminated(reason), "run_terminated", cause, held) {
             return;
         }
-        let mut status = status.to_string();
-        if status == "success" {
+        let mut status = status;
+        if status == TerminationStatus::Success {
             if let Some(IrValue::Expr(cond)) = self.wf().props.get("success").cloned() {
                 if !eval::eval_bool(&cond, &self.env).unwrap_or(false) {
-                    status = "failure".into();
+                    status = TerminationStatus::Failure;
                     self.emit(
                         "control",
                         Body::Warning { schema_version: V, message: format!("success condition {} is false", eval::render(&cond)) },
@@ -3254,7 +3255,7 @@ impl Engine {
             }
         }
         // A run that succeeds returns a value of the workflow's `output` type.
-        if status == "success" {
+        if status == TerminationStatus::Success {
             if let Some(IrValue::Type(ty)) = self.wf().props.get("output").cloned() {
                 let (from, value) = match self.result().cloned() {
                     Some((node, _)) => (format!("`{node}`'s output"), self.env.get(&node).cloned().unwrap_or(Value::Null)),
@@ -3265,7 +3266,7 @@ impl Engine {
                     Err(e) => Some(e),
                 };
                 if let Some(problem) = problem {
-                    status = "failure".into();
+                    status = TerminationStatus::Failure;
                     let message = format!("invalid output: the run's result ({from}) is not the workflow's `output` type {ty}: {problem}");
                     self.emit("control", Body::Warning { schema_version: V, message }, Some(cause));
                 }
@@ -3308,18 +3309,14 @@ impl Engine {
                 continue;
             };
             let response = self.policies[i].response;
-            if response != PolicyResponse::Warn && matches!(status.as_str(), "success" | "partial") {
-                status = "failure".into();
+            if response != PolicyResponse::Warn && matches!(status, TerminationStatus::Success | TerminationStatus::Partial) {
+                status = TerminationStatus::Failure;
             }
             self.report(i, response, offending, message, owed, cause);
         }
         let output = self.result().map(|(_, a)| a.clone());
-        self.emit(
-            "control",
-            Body::RunTerminated { schema_version: V, reason: reason.to_string(), status: status.clone(), output },
-            Some(cause),
-        );
-        self.status = RunStatus::Terminated { reason: reason.to_string(), status, budget_exhausted: self.budget_hit };
+        self.emit("control", Body::RunTerminated { schema_version: V, reason: reason.to_string(), status, output }, Some(cause));
+        self.status = RunStatus::Terminated { reason: reason.to_string(), status: status.to_string(), budget_exhausted: self.budget_hit };
     }
 
     // ---------------------------------------------------------------- resume
@@ -3410,7 +3407,7 @@ impl Engine {
             }
             _ => {}
         }
-        self.terminate("cancelled", "cancelled", &ev, None);
+        self.terminate("cancelled", TerminationStatus::Cancelled, &ev, None);
     }
 
     /// Renews the lease of every attempt still running.

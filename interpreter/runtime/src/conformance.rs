@@ -93,7 +93,7 @@ pub const CODES: &[CodeInfo] = &[
     CodeInfo {
         code: codes::MALFORMED,
         title: "malformed event",
-        explanation: "A line of the trace is not a trace event: not JSON, an unknown `kind`, or a payload that misses a field or has one of the wrong type (the schema is stdlib/schemas/trace-event.schema.json). The line is skipped; its `seq`, when it has one, still counts for T002.",
+        explanation: "A line of the trace is not a trace event: not JSON, an unknown `kind`, a payload that misses a field or has one of the wrong type, or a word outside the closed vocabulary (an edge's `via`, a gate's `outcome`, a run's `status`) (the schema is stdlib/schemas/trace-event.schema.json). The line is skipped; its `seq`, when it has one, still counts for T002.",
     },
     CodeInfo {
         code: codes::SEQ,

@@ -792,6 +792,30 @@ mod tests {
     }
 
     #[test]
+    fn the_closed_words_round_trip_and_nothing_else_parses() {
+        for via in
+            ["always", "when a.ok", "else", "gate g", "fanout", "join", "loop_round", "map_item_3", "goto", "activate", "revise", "replan"]
+        {
+            assert_eq!(Via::parse(via).map(|v| v.to_string()).as_deref(), Some(via));
+        }
+        assert_eq!(Via::parse("map_item_x"), None);
+        let edge = |via: &str| format!(r#"{{"kind":"edge_taken","payload":{{"schema_version":1,"from":"a","to":"b","via":"{via}"}}}}"#);
+        assert!(serde_json::from_str::<Body>(&edge("when a.ok")).is_ok());
+        assert!(serde_json::from_str::<Body>(&edge("teleport")).is_err(), "an unknown via is not an event");
+        let gate = |o: &str| {
+            format!(
+                r#"{{"kind":"gate_recorded","payload":{{"schema_version":1,"gate":"g","from":"a","to":"b","outcome":"{o}","evaluators":[],"trigger":"t"}}}}"#
+            )
+        };
+        assert!(serde_json::from_str::<Body>(&gate("REQUIRES_DECISION")).is_ok());
+        assert!(serde_json::from_str::<Body>(&gate("MAYBE")).is_err(), "an unknown outcome is not an event");
+        let end = |st: &str| format!(r#"{{"kind":"run_terminated","payload":{{"schema_version":1,"reason":"r","status":"{st}"}}}}"#);
+        assert!(serde_json::from_str::<Body>(&end("partial")).is_ok());
+        assert!(serde_json::from_str::<Body>(&end("sort_of")).is_err(), "an unknown status is not an event");
+        assert!(Outcome::Block > Outcome::RequiresDecision && Outcome::RequiresDecision > Outcome::Pass);
+    }
+
+    #[test]
     fn policy_violations_round_trip_and_map_to_evaluations() {
         let body = Body::PolicyViolated {
             schema_version: SCHEMA_VERSION,

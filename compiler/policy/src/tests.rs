@@ -184,7 +184,7 @@ fn a_monitor_set_gives_each_policy_the_verdict_of_its_own_monitor() {
                 let node = nodes[(r >> 8) as usize % 3].to_string();
                 match r % 5 {
                     0 => Body::NodeStarted { schema_version: 1, node, node_kind: "agent".into(), visit: 1 },
-                    1 => Body::NodeCompleted { schema_version: 1, node, status: "completed".into(), output: None },
+                    1 => Body::NodeCompleted { schema_version: 1, node, status: flow_trace::NodeStatus::Completed, output: None },
                     2 => Body::NodeFailed { schema_version: 1, node, error_code: "x".into(), message: String::new() },
                     3 => Body::Warning { schema_version: 1, message: format!("not a policy step {i}") },
                     _ => Body::RunTerminated {

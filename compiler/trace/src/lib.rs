@@ -116,6 +116,32 @@ pub struct Usage {
 }
 
 /// One evaluator's verdict inside a gate.
+/// How a node's visit ended with an output (`node_completed.status`):
+/// on its own, or after a failure by a `skip` or another going-on action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    Completed,
+    Skipped,
+    Degraded,
+}
+
+impl NodeStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            NodeStatus::Completed => "completed",
+            NodeStatus::Skipped => "skipped",
+            NodeStatus::Degraded => "degraded",
+        }
+    }
+}
+
+impl fmt::Display for NodeStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How a run ended (`run_terminated.status`, reference §6.7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -266,8 +292,7 @@ pub enum Body {
     NodeCompleted {
         schema_version: u32,
         node: String,
-        /// `completed`, `skipped` or `degraded`.
-        status: String,
+        status: NodeStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output: Option<ArtifactRef>,
     },

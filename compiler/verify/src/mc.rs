@@ -362,8 +362,8 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 push(&mut out, "control", Body::ActionTaken { schema_version: 1, event, scope, action });
             }
             Label::Settled(n, status) => {
-                let status = if *status == 1 { "skipped" } else { "degraded" };
-                let body = Body::NodeCompleted { schema_version: 1, node: name(n), status: status.into(), output: Some(payload.clone()) };
+                let status = if *status == 1 { flow_trace::NodeStatus::Skipped } else { flow_trace::NodeStatus::Degraded };
+                let body = Body::NodeCompleted { schema_version: 1, node: name(n), status, output: Some(payload.clone()) };
                 push(&mut out, "control", body);
             }
             Label::Completed(n) => {
@@ -378,7 +378,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                         Body::AttemptCompleted { schema_version: 1, node: name(n), attempt_id, attempt_no: 1, output: payload.clone() };
                     push(&mut out, "control", body);
                 }
-                let body = Body::NodeCompleted { schema_version: 1, node: name(n), status: "completed".into(), output };
+                let body = Body::NodeCompleted { schema_version: 1, node: name(n), status: flow_trace::NodeStatus::Completed, output };
                 push(&mut out, "control", body);
             }
             Label::Failed(n) | Label::FailedUnsent(n) => {

@@ -24,7 +24,7 @@ use flow_check::ir::TransferKind;
 use flow_check::ir::{Guard, Node, NodeKind, Program, Transfer, Value as IrValue, Workflow};
 use flow_check::spec::Kind;
 use flow_policy::{Automaton, Monitor, Verdict};
-use flow_trace::{ArtifactRef, Body, Event, Outcome, Usage, Via};
+use flow_trace::{ArtifactRef, Body, Event, NodeStatus, Outcome, Usage, Via};
 use serde::Serialize;
 use std::io::Read;
 // Keys are the trace's own names and ids: a fast hash, no DoS concern.
@@ -1161,7 +1161,7 @@ impl<'a> Checker<'a> {
                 self.termination(position, e, reason, status.as_str());
             }
             Body::NodeStarted { node, node_kind, visit, .. } => self.node_started(seq, node, node_kind, *visit),
-            Body::NodeCompleted { node, status, output, .. } => self.node_completed(seq, node, status, output.as_ref()),
+            Body::NodeCompleted { node, status, output, .. } => self.node_completed(seq, node, *status, output.as_ref()),
             Body::NodeFailed { node, error_code, .. } => self.node_failed(seq, node, error_code),
             Body::AttemptStarted { node, attempt_id, attempt_no, .. } => self.attempt_started(seq, node, attempt_id, *attempt_no),
             Body::AttemptCompleted { node, attempt_id, .. } => self.attempt_ended(seq, node, attempt_id, None),
@@ -1488,12 +1488,12 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn node_completed(&mut self, seq: u64, node: &str, status: &str, output: Option<&ArtifactRef>) {
+    fn node_completed(&mut self, seq: u64, node: &str, status: NodeStatus, output: Option<&ArtifactRef>) {
         let rt = slot(&mut self.nodes, node);
         let ok = match rt.phase {
             Phase::Running => true,
             // A handler's continue/skip/degrade after a failure.
-            Phase::Failed => status != "completed",
+            Phase::Failed => status != NodeStatus::Completed,
             Phase::Idle | Phase::Completed => false,
         };
         let phase = rt.phase;

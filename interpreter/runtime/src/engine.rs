@@ -20,7 +20,7 @@ use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as I
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::types::Ty;
 use flow_policy::{Automaton, Monitor, Obs};
-use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Outcome, Str, TerminationStatus, Usage, Via, SCHEMA_VERSION};
+use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, NodeStatus, Outcome, Str, TerminationStatus, Usage, Via, SCHEMA_VERSION};
 use indexmap::{IndexMap, IndexSet};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use serde_json::{json, Value};
@@ -115,7 +115,7 @@ enum Held {
     StartNode { name: String, input: Value, trigger: String },
     CallTool { attempt: String, tool: String, input: Value, key_template: Option<String>, agent: Option<String>, delay: u64 },
     Transfer { from: String, to: String, input: Value },
-    CompleteNode { name: String, output: Value, status: String },
+    CompleteNode { name: String, output: Value, status: NodeStatus },
     EndNode { name: String, reason: String, status: String },
     ParallelDone { name: String },
     NodeFailed { node: String, event: String, code: String, message: String },
@@ -882,7 +882,7 @@ impl Engine {
                     self.start_node(&to, input, "first", &parent);
                 }
             }
-            Held::CompleteNode { name, output, status } => self.complete_node(&name, output, &status, cause),
+            Held::CompleteNode { name, output, status } => self.complete_node(&name, output, status, cause),
             Held::EndNode { name, reason, status } => self.finish_end(&name, &reason, &status, cause),
             Held::ParallelDone { name } => self.finish_parallel(&name, cause),
             Held::NodeFailed { node, event, code, message } => {
@@ -1136,7 +1136,7 @@ impl Engine {
         }
         let done = self.emit(
             "control",
-            Body::NodeCompleted { schema_version: V, node: name.to_string(), status: "completed".into(), output: None },
+            Body::NodeCompleted { schema_version: V, node: name.to_string(), status: NodeStatus::Completed, output: None },
             Some(cause),
         );
         self.nodes[name].running = false;
@@ -1151,7 +1151,7 @@ impl Engine {
         }
         self.emit(
             "control",
-            Body::NodeCompleted { schema_version: V, node: name.to_string(), status: "completed".into(), output: None },
+            Body::NodeCompleted { schema_version: V, node: name.to_string(), status: NodeStatus::Completed, output: None },
             Some(cause),
         );
         self.nodes[name].running = false;
@@ -1172,7 +1172,7 @@ impl Engine {
             }
         } else {
             let results = self.maps.remove(map).map(|m| m.results).unwrap_or_default();
-            self.complete_node(map, Value::Array(results), "completed", cause);
+            self.complete_node(map, Value::Array(results), NodeStatus::Completed, cause);
         }
     }
 
@@ -1946,7 +1946,7 @@ impl Engine {
             Some(cause),
         );
         self.release(attempt_id, &done);
-        self.complete_node_as(&node, output, "completed", &done, Some(artifact));
+        self.complete_node_as(&node, output, NodeStatus::Completed, &done, Some(artifact));
     }
 
     fn attempt_failed(&mut self, attempt_id: &str, code: &str, message: &str, cause: &str) {
@@ -2039,19 +2039,19 @@ impl Engine {
         }
     }
 
-    fn complete_node(&mut self, name: &str, output: Value, status: &str, cause: &str) {
+    fn complete_node(&mut self, name: &str, output: Value, status: NodeStatus, cause: &str) {
         self.complete_node_as(name, output, status, cause, None)
     }
 
     /// [`Engine::complete_node`], with the output's reference when it is
     /// already known (not digested again).
-    fn complete_node_as(&mut self, name: &str, output: Value, status: &str, cause: &str, known: Option<ArtifactRef>) {
+    fn complete_node_as(&mut self, name: &str, output: Value, status: NodeStatus, cause: &str, known: Option<ArtifactRef>) {
         if !self.running() {
             return;
         }
         // A delegate's result must satisfy its contract.
         let contract = self.nodes.get(name).and_then(|n| n.contract.clone());
-        if let (Some(contract), "completed") = (contract, status) {
+        if let (Some(contract), NodeStatus::Completed) = (contract, status) {
             if let Some(why) = self.contract_violation(&contract, &output) {
                 if let Some(node) = self.node(name) {
                     self.node_failed(&node, "contract_rejected", &format!("contract `{contract}`: {why}"), cause);
@@ -2059,14 +2059,14 @@ impl Engine {
                 return;
             }
         }
-        let held = || Held::CompleteNode { name: name.to_string(), output: output.clone(), status: status.to_string() };
+        let held = || Held::CompleteNode { name: name.to_string(), output: output.clone(), status };
         if !self.admit(Obs::Completed(name), "node_completed", cause, held) {
             return;
         }
         let artifact = if output.is_null() { None } else { Some(known.unwrap_or_else(|| self.artifact_of(&output).0)) };
         let done = self.emit(
             "control",
-            Body::NodeCompleted { schema_version: V, node: name.to_string(), status: status.to_string(), output: artifact.clone() },
+            Body::NodeCompleted { schema_version: V, node: name.to_string(), status, output: artifact.clone() },
             Some(cause),
         );
         if let Some(a) = artifact {
@@ -2295,7 +2295,7 @@ impl Engine {
                 }
             }
         }
-        self.complete_node(join, merged, "completed", cause);
+        self.complete_node(join, merged, NodeStatus::Completed, cause);
     }
 
     fn round_end(&mut self, lp: &str, cause: &str) {
@@ -2339,10 +2339,10 @@ impl Engine {
                     },
                     Some(cause),
                 );
-                self.complete_node(lp, output, "completed", &ex);
+                self.complete_node(lp, output, NodeStatus::Completed, &ex);
                 return;
             }
-            self.complete_node(lp, output, "completed", cause);
+            self.complete_node(lp, output, NodeStatus::Completed, cause);
             return;
         }
         if let Some(l) = self.loops.get_mut(lp) {
@@ -2985,7 +2985,7 @@ impl Engine {
                 if let Some(c) = answer.comment {
                     output["comment"] = Value::String(c);
                 }
-                self.complete_node(&node, output, "completed", &applied);
+                self.complete_node(&node, output, NodeStatus::Completed, &applied);
             }
             Decision::Escalation { ctx, .. } => {
                 let action = if answer.decision == "approve" {
@@ -3079,7 +3079,7 @@ impl Engine {
                 } else if let Some(node) = &ctx.node {
                     let running = self.nodes.get(node).is_some_and(|n| n.running) || !self.env.contains_key(node);
                     if running || ctx.event == "failure" || ctx.event == "timeout" || ctx.event == "invalid_output" {
-                        let status = if action.name == "skip" { "skipped" } else { "degraded" };
+                        let status = if action.name == "skip" { NodeStatus::Skipped } else { NodeStatus::Degraded };
                         let output = self.env.get(node).cloned().unwrap_or(Value::Null);
                         self.complete_node(node, output, status, &taken);
                     } else {

@@ -346,6 +346,24 @@ mod tests {
     fn bodies() -> Vec<Body> {
         vec![
             Body::NodeStarted { schema_version: 1, node: "n3".into(), node_kind: "tool".into(), visit: 1 },
+            // The closed words (status, outcome, context) are read fast too.
+            Body::NodeCompleted { schema_version: 1, node: "n3".into(), status: crate::NodeStatus::Skipped, output: None },
+            Body::GateRecorded {
+                schema_version: 1,
+                gate: "g".into(),
+                from: "a".into(),
+                to: "b".into(),
+                outcome: crate::Outcome::RequiresDecision,
+                reason: None,
+                evaluators: vec![crate::EvaluatorResult {
+                    evaluator: "p".into(),
+                    outcome: crate::Outcome::Block,
+                    reason: None,
+                    error: false,
+                }],
+                trigger: "control".into(),
+            },
+            Body::RunTerminated { schema_version: 1, reason: "done".into(), status: crate::TerminationStatus::Partial, output: None },
             Body::BudgetSettled {
                 schema_version: 1,
                 scope: "run".into(),
@@ -358,7 +376,7 @@ mod tests {
                 from: "a".into(),
                 to: "b".into(),
                 reason: None,
-                context: "filtered".into(),
+                context: crate::ContextMode::Filtered,
                 context_fields: vec!["x".into(), "y".into()],
                 payload: ArtifactRef { digest: "sha256:00".into(), size: 2 },
                 accepted: true,

@@ -116,10 +116,62 @@ pub struct Usage {
 }
 
 /// One evaluator's verdict inside a gate.
+/// Serialises a closed word of the vocabulary as its string, and reads it
+/// back through `parse` (so every reader — serde_json and the fast reader —
+/// reads it as a string; a word outside the set is an error).
+macro_rules! word_serde {
+    ($($ty:ident),*) => {$(
+        impl Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<$ty, D::Error> {
+                let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+                $ty::parse(&text).ok_or_else(|| serde::de::Error::custom(format!(concat!("unknown ", stringify!($ty), " `{}`"), text)))
+            }
+        }
+    )*};
+}
+
+word_serde!(ContextMode, NodeStatus, TerminationStatus, Outcome);
+
+/// What a receiver of a handoff sees (`handoff.context`, reference §6.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(rename_all = "snake_case")]
+pub enum ContextMode {
+    Isolated,
+    Fork,
+    Filtered,
+}
+
+impl ContextMode {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ContextMode::Isolated => "isolated",
+            ContextMode::Fork => "fork",
+            ContextMode::Filtered => "filtered",
+        }
+    }
+
+    /// The mode a word names.
+    pub fn parse(word: &str) -> Option<ContextMode> {
+        [ContextMode::Isolated, ContextMode::Fork, ContextMode::Filtered].into_iter().find(|m| m.as_str() == word)
+    }
+}
+
+impl fmt::Display for ContextMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How a node's visit ended with an output (`node_completed.status`):
 /// on its own, or after a failure by a `skip` or another going-on action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(rename_all = "snake_case")]
 pub enum NodeStatus {
     Completed,
     Skipped,
@@ -134,6 +186,11 @@ impl NodeStatus {
             NodeStatus::Degraded => "degraded",
         }
     }
+
+    /// The status a word names.
+    pub fn parse(word: &str) -> Option<NodeStatus> {
+        [NodeStatus::Completed, NodeStatus::Skipped, NodeStatus::Degraded].into_iter().find(|s| s.as_str() == word)
+    }
 }
 
 impl fmt::Display for NodeStatus {
@@ -143,8 +200,8 @@ impl fmt::Display for NodeStatus {
 }
 
 /// How a run ended (`run_terminated.status`, reference §6.7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(rename_all = "snake_case")]
 pub enum TerminationStatus {
     Success,
     Failure,
@@ -189,13 +246,13 @@ impl fmt::Display for TerminationStatus {
 /// A gate's (or an evaluator's) outcome. Ordered by severity: when
 /// evaluators disagree, the most severe wins (BLOCK > REQUIRES_DECISION >
 /// PASS, reference §6.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
 pub enum Outcome {
-    #[serde(rename = "PASS")]
+    #[schemars(rename = "PASS")]
     Pass,
-    #[serde(rename = "REQUIRES_DECISION")]
+    #[schemars(rename = "REQUIRES_DECISION")]
     RequiresDecision,
-    #[serde(rename = "BLOCK")]
+    #[schemars(rename = "BLOCK")]
     Block,
 }
 
@@ -367,8 +424,7 @@ pub enum Body {
         to: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
-        /// `isolated`, `fork` or `filtered`.
-        context: String,
+        context: ContextMode,
         /// The context slice actually passed (the fields kept).
         context_fields: Vec<String>,
         payload: ArtifactRef,

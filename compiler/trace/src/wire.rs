@@ -328,7 +328,7 @@ mod tests {
                 from: "a".into(),
                 to: "b".into(),
                 reason: Some("r".into()),
-                context: "filtered".into(),
+                context: crate::ContextMode::Filtered,
                 context_fields: vec!["x".into()],
                 payload: ArtifactRef { digest: "sha256:00".into(), size: 2 },
                 accepted: true,

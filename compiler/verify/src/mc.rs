@@ -437,8 +437,8 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 let context = transfer
                     .and_then(|t| crate::lookup::word(t.props.get("context")))
                     .or(flow_check::spec::HANDOFF_BLOCK.default_word("context"))
-                    .unwrap_or_default()
-                    .to_string();
+                    .and_then(flow_trace::ContextMode::parse)
+                    .unwrap_or(flow_trace::ContextMode::Isolated);
                 let fields = transfer.map(|t| crate::lookup::names(t.props.get("context_fields"))).unwrap_or_default();
                 let body = Body::Handoff {
                     schema_version: 1,

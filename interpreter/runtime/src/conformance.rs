@@ -24,7 +24,7 @@ use flow_check::ir::TransferKind;
 use flow_check::ir::{Guard, Node, NodeKind, Program, Transfer, Value as IrValue, Workflow};
 use flow_check::spec::Kind;
 use flow_policy::{Automaton, Monitor, Verdict};
-use flow_trace::{ArtifactRef, Body, Event, NodeStatus, Outcome, Usage, Via};
+use flow_trace::{ArtifactRef, Body, ContextMode, Event, NodeStatus, Outcome, Usage, Via};
 use serde::Serialize;
 use std::io::Read;
 // Keys are the trace's own names and ids: a fast hash, no DoS concern.
@@ -1226,7 +1226,7 @@ impl<'a> Checker<'a> {
             Body::ToolCallRefused { attempt_id, .. } => self.in_attempt(seq, attempt_id, "a tool call refusal"),
             Body::EdgeTaken { from, to, via, .. } => self.edge_taken(seq, from, to, via),
             Body::Handoff { from, to, context, context_fields, payload, accepted, .. } => {
-                self.handoff(seq, from, to, context, context_fields, payload, *accepted)
+                self.handoff(seq, from, to, *context, context_fields, payload, *accepted)
             }
             Body::Delegation { from, to, contract, inputs, budget, .. } => self.delegation(seq, from, to, contract, inputs, budget),
             Body::GateRecorded { gate, from, to, outcome, trigger, .. } => self.gate_recorded(seq, gate, from, to, *outcome, trigger),
@@ -1811,7 +1811,7 @@ impl<'a> Checker<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn handoff(&mut self, seq: u64, from: &str, to: &str, context: &str, fields: &[String], payload: &ArtifactRef, accepted: bool) {
+    fn handoff(&mut self, seq: u64, from: &str, to: &str, context: ContextMode, fields: &[String], payload: &ArtifactRef, accepted: bool) {
         let on_edge = self.note_transfer(true, from, to);
         let Some(plan) = &self.plan else { return };
         let mut found = Vec::new();
@@ -1831,12 +1831,17 @@ impl<'a> Checker<'a> {
             self.deviations.append(&mut found);
             return;
         };
-        let want_context = word(t.props.get("context")).or(flow_check::spec::HANDOFF_BLOCK.default_word("context")).unwrap_or_default();
+        let want_context =
+            word(t.props.get("context")).or(flow_check::spec::HANDOFF_BLOCK.default_word("context")).and_then(ContextMode::parse);
         let want_fields = names(t.props.get("context_fields"));
-        if context != want_context || fields != want_fields.as_slice() {
+        if Some(context) != want_context || fields != want_fields.as_slice() {
             found.push(
                 Deviation::new(codes::TRANSFER, Some(seq), format!("handoff {from} -> {to} passed another context slice than declared"))
-                    .expected(format!("context {want_context}, context_fields [{}]", want_fields.join(", ")))
+                    .expected(format!(
+                        "context {}, context_fields [{}]",
+                        want_context.map_or("?", ContextMode::as_str),
+                        want_fields.join(", ")
+                    ))
                     .actual(format!("context {context}, context_fields [{}]", fields.join(", ")))
                     .node(to),
             );

@@ -20,7 +20,9 @@ use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as I
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::types::Ty;
 use flow_policy::{Automaton, Monitor, Obs};
-use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, NodeStatus, Outcome, Str, TerminationStatus, Usage, Via, SCHEMA_VERSION};
+use flow_trace::{
+    ArtifactRef, Body, ContextMode, EvaluatorResult, Event, NodeStatus, Outcome, Str, TerminationStatus, Usage, Via, SCHEMA_VERSION,
+};
 use indexmap::{IndexMap, IndexSet};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use serde_json::{json, Value};
@@ -2422,16 +2424,17 @@ impl Engine {
                     }
                     return Crossing::Held;
                 }
+                // The plan carries the resolved mode (the default filled in at lowering).
                 let context = word(transfer.props.get("context"))
                     .or(flow_check::spec::HANDOFF_BLOCK.default_word("context"))
-                    .unwrap_or_default()
-                    .to_string();
+                    .and_then(ContextMode::parse)
+                    .unwrap_or(ContextMode::Isolated);
                 let fields = names(transfer.props.get("context_fields"));
                 // `payload` is what `from` produced (the declared payload
                 // type); the context slice is what the receiver sees.
                 let payload = input.clone();
-                let slice = match (&input, context.as_str()) {
-                    (Value::Object(map), "filtered") if !fields.is_empty() => {
+                let slice = match (&input, context) {
+                    (Value::Object(map), ContextMode::Filtered) if !fields.is_empty() => {
                         Some(Value::Object(map.iter().filter(|(k, _)| fields.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect()))
                     }
                     _ => None,

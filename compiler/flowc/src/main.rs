@@ -465,6 +465,7 @@ fn budget_json(db: &SourceDb, b: &flow_verify::BudgetBound) -> serde_json::Value
         "input_unbounded_turns": number(b.open_turns),
         "status": b.status,
         "note": b.note,
+        "assumes": flow_verify::budgets::assumption(b),
         "file": name,
         "line": line,
     })

@@ -171,7 +171,10 @@ fn every_budget_bound_is_reported_in_json_and_in_notes() {
     assert_eq!(find("tests/ui/ok/input_limits.flow", "priced_run", "run", "cost")["worst_case"], 0.012);
     // Human output: one note per bound, before the summary.
     let (_, stdout, _) = flowc(&["verify", "tests/ui/ok/input_limits.flow"]);
-    assert!(stdout.contains("note: budget `run` of `w`: tokens: worst case 16000 tokens, limit 16000 tokens: fits\n"), "{stdout}");
+    assert!(
+        stdout.contains("note: budget `run` of `w`: tokens: worst case 16000 tokens, limit 16000 tokens: fits (assuming providers report no more than a turn's max_input_tokens and max_tokens; more is recorded as a warning)\n"),
+        "{stdout}"
+    );
     assert!(stdout.ends_with("1 file: 0 errors, 0 warnings\n"), "{stdout}");
     let (_, stdout, _) = flowc(&["verify", "tests/ui/budgets/unbounded.flow"]);
     assert!(stdout.contains("duration: no static bound, limit 10m: unbounded"), "{stdout}");

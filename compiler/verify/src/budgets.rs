@@ -1020,6 +1020,14 @@ fn has_budgets(workflow: &Workflow, program: &Program) -> bool {
         || workflow.transfers.iter().any(|t| t.kind == TransferKind::Delegate)
 }
 
+/// What a bound that fits rests on, when the data plane reports the
+/// amounts (tokens, cost): the model checker takes a scope that fits as one
+/// that never runs out.
+pub fn assumption(b: &BudgetBound) -> Option<&'static str> {
+    (b.status == Status::Fits && matches!(b.measure, "tokens" | "cost"))
+        .then_some("providers report no more than a turn's max_input_tokens and max_tokens; more is recorded as a warning")
+}
+
 /// One bound for people, as `flowc verify` notes it: the scope, the
 /// measure, the worst case against the limit, and the status.
 pub fn describe(b: &BudgetBound) -> String {
@@ -1046,7 +1054,7 @@ pub fn describe(b: &BudgetBound) -> String {
     };
     let why = match (b.status, &b.note) {
         (Status::Unbounded | Status::Conditional, Some(note)) => format!(" — {note}"),
-        _ => String::new(),
+        _ => assumption(b).map(|a| format!(" (assuming {a})")).unwrap_or_default(),
     };
     format!("{whose}: {}: {worst}, {limit}: {}{why}", b.measure, b.status.as_str())
 }

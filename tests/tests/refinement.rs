@@ -129,18 +129,23 @@ fn answer(rng: &mut Rng, request: &Request) -> Response {
     }
 }
 
-/// A run of the engine with answers from `rng`, in random order.
-fn run(program: &Arc<Program>, rng: &mut Rng) -> Result<(Vec<Event>, MemoryArtifacts, RunStatus), String> {
+/// A fresh engine over `program`, on a fake clock, in process.
+fn engine(program: &Arc<Program>, name: &str) -> Result<Engine, String> {
     let cfg = RunConfig {
-        run_id: "run-refinement".into(),
+        run_id: format!("run-{name}"),
         execution_id: "exec-1".into(),
         plan_digest: "sha256:test".into(),
         plan_content_digest: None,
         clock: Arc::new(FakeClock::new(1_700_000_000_000)),
-        owner: "refinement".into(),
+        owner: name.into(),
         lease_ttl_ms: 60_000,
     };
-    let mut engine = Engine::new(program.clone(), None, cfg)?;
+    Engine::new(program.clone(), None, cfg)
+}
+
+/// A run of the engine with answers from `rng`, in random order.
+fn run(program: &Arc<Program>, rng: &mut Rng) -> Result<(Vec<Event>, MemoryArtifacts, RunStatus), String> {
+    let mut engine = engine(program, "refinement")?;
     let mut artifacts = MemoryArtifacts::default();
     let mut events = Vec::new();
     engine.start(json!({}));
@@ -331,16 +336,7 @@ fn policy_steps(events: &[Event]) -> Vec<String> {
 /// The engine run by a list of choices: which pending command is answered
 /// next (by its index) and with which candidate answer.
 fn replay(program: &Arc<Program>, choices: &[(usize, usize)]) -> Result<(Vec<Event>, Vec<flow_runtime::proto::Command>, bool), String> {
-    let cfg = RunConfig {
-        run_id: "run-witness".into(),
-        execution_id: "exec-1".into(),
-        plan_digest: "sha256:test".into(),
-        plan_content_digest: None,
-        clock: Arc::new(FakeClock::new(1_700_000_000_000)),
-        owner: "witness".into(),
-        lease_ttl_ms: 60_000,
-    };
-    let mut engine = Engine::new(program.clone(), None, cfg)?;
+    let mut engine = engine(program, "witness")?;
     engine.start(json!({}));
     let mut events = engine.take_events();
     let mut pending = engine.take_commands();

@@ -19,6 +19,7 @@ pub mod semantics;
 pub mod spec;
 pub mod stdlib;
 pub mod types;
+pub mod view;
 mod workflow;
 
 use flow_diagnostics::{Diagnostic, FileId, SourceDb, Span};

@@ -1,0 +1,2 @@
+//! Typed readers the trace needs beyond the shared ones (to be merged into
+//! `decl.rs` / `flow.rs`).

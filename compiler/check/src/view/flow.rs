@@ -1,0 +1,367 @@
+//! Typed readers of a workflow's parts: the workflow itself, its nodes,
+//! gates, transfers and policies (reference §6–§8).
+
+use super::{duration, expr, exprs, flag, int, names, record, ty, word, Budget, Conflicts, OnFailure, PolicyResponse, Props};
+use crate::ir::{Action, Gate, Node, Policy, Program, TExpr, Transfer, Value, Workflow};
+use crate::types::Ty;
+use flow_trace::{ContextMode, Outcome, TerminationStatus};
+use indexmap::IndexMap;
+
+/// A node's retry policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    /// Total attempts, the first included.
+    pub attempts: u64,
+    pub backoff_ms: Option<u64>,
+    pub max_backoff_ms: Option<u64>,
+}
+
+/// Who may trigger a gate, and on which boundary events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trigger {
+    pub by: Vec<String>,
+    pub on: Vec<String>,
+}
+
+/// One evaluator a gate applies.
+#[derive(Debug, Clone, Copy)]
+pub struct EvaluatorRef<'p> {
+    /// A declared evaluator's name, or a built-in's (`predicate`, …).
+    pub name: &'p str,
+    pub builtin: bool,
+    pub args: &'p [TExpr],
+}
+
+impl Workflow {
+    /// The first node.
+    pub fn start(&self) -> Option<&str> {
+        word(self.prop("start"))
+    }
+
+    /// The run's budget.
+    pub fn budget<'p>(&'p self, program: &'p Program) -> Option<Budget<'p>> {
+        Budget::of(program, self.prop("budget"))
+    }
+
+    /// Time allowed for the whole run, in milliseconds.
+    pub fn deadline_ms(&self) -> Option<u64> {
+        duration(self.prop("deadline"))
+    }
+
+    /// Who is asked when the run cannot go on.
+    pub fn escalate_to(&self) -> Vec<String> {
+        names(self.prop("escalate_to"))
+    }
+
+    /// The workflow's input type (`input` in expressions).
+    pub fn input_type(&self) -> Option<&Ty> {
+        ty(self.prop("input"))
+    }
+
+    /// The workflow's result type.
+    pub fn output_type(&self) -> Option<&Ty> {
+        ty(self.prop("output"))
+    }
+
+    /// The success condition checked at termination.
+    pub fn success(&self) -> Option<&TExpr> {
+        expr(self.prop("success"))
+    }
+
+    /// The task state machine the nodes move.
+    pub fn machine(&self) -> Option<&str> {
+        word(self.prop("machine"))
+    }
+
+    /// Parallel branches running at once.
+    pub fn concurrency(&self) -> Option<u64> {
+        int(self.prop("concurrency"))
+    }
+
+    /// Limit on QUERY/RESPONSE ping-pong between two nodes.
+    pub fn max_hops(&self) -> Option<u64> {
+        int(self.prop("max_hops"))
+    }
+
+    /// What the workflow does.
+    pub fn description(&self) -> Option<&str> {
+        word(self.prop("description"))
+    }
+}
+
+impl Node {
+    /// What the node does.
+    pub fn description(&self) -> Option<&str> {
+        word(self.prop("description"))
+    }
+
+    /// The node's budget for one visit (all its attempts).
+    pub fn budget<'p>(&'p self, program: &'p Program) -> Option<Budget<'p>> {
+        Budget::of(program, self.prop("budget"))
+    }
+
+    /// How many times the node may run in one run.
+    pub fn max_visits(&self) -> Option<u64> {
+        int(self.prop("max_visits"))
+    }
+
+    /// The declared input type.
+    pub fn input_type(&self) -> Option<&Ty> {
+        ty(self.prop("input"))
+    }
+
+    /// The declared output type property (the checked output type is
+    /// [`Node::output`]).
+    pub fn output_type(&self) -> Option<&Ty> {
+        ty(self.prop("output"))
+    }
+
+    /// The retry policy, when declared.
+    pub fn retry(&self) -> Option<Retry> {
+        let r = record(self.prop("retry"))?;
+        Some(Retry {
+            attempts: int(r.get("attempts")).unwrap_or(1),
+            backoff_ms: duration(r.get("backoff")),
+            max_backoff_ms: duration(r.get("max_backoff")),
+        })
+    }
+
+    /// What happens when attempts are exhausted, when declared.
+    pub fn on_failure(&self) -> Option<OnFailure> {
+        word(self.prop("on_failure")).and_then(OnFailure::parse)
+    }
+
+    /// The per-attempt timeout, in milliseconds.
+    pub fn timeout_ms(&self) -> Option<u64> {
+        duration(self.prop("timeout"))
+    }
+
+    /// The task state (`Machine.STATE`) entered when the node completes.
+    pub fn state(&self) -> Option<(&str, &str)> {
+        match self.prop("state")? {
+            Value::State { machine, state } => Some((machine, state)),
+            _ => None,
+        }
+    }
+
+    /// Data labels of the node's output.
+    pub fn labels(&self) -> Vec<String> {
+        names(self.prop("labels"))
+    }
+
+    /// What the task is, for agent routing rules (`task` in `routes`).
+    pub fn task(&self) -> Option<&Value> {
+        self.prop("task")
+    }
+
+    /// Whether at most one outgoing guard may hold.
+    pub fn exclusive(&self) -> bool {
+        flag(self.prop("exclusive")).unwrap_or(false)
+    }
+
+    /// The task given to the agent (agent) or the question asked (human).
+    pub fn prompt(&self) -> Option<&str> {
+        word(self.prop("prompt"))
+    }
+
+    /// The agent node's context override.
+    pub fn context(&self) -> Option<ContextMode> {
+        word(self.prop("context")).and_then(ContextMode::parse)
+    }
+
+    /// Repair retries for invalid output (agent; default 1).
+    pub fn repair(&self) -> u64 {
+        int(self.prop("repair")).unwrap_or(1)
+    }
+
+    /// Turns per attempt (agent), when declared.
+    pub fn max_turns(&self) -> Option<u64> {
+        int(self.prop("max_turns"))
+    }
+
+    /// A tool node's arguments: `{ field: expr }`.
+    pub fn args(&self) -> Option<&IndexMap<String, Value>> {
+        record(self.prop("args"))
+    }
+
+    /// A tool node's key template for non-idempotent calls.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        word(self.prop("idempotency_key"))
+    }
+
+    /// The decisions a human node offers, when declared.
+    pub fn decisions(&self) -> Option<Vec<String>> {
+        matches!(self.prop("decisions"), Some(Value::List(_))).then(|| names(self.prop("decisions")))
+    }
+
+    /// The list a map node ranges over.
+    pub fn over(&self) -> Option<&TExpr> {
+        expr(self.prop("over"))
+    }
+
+    /// The largest list a map node accepts.
+    pub fn max_items(&self) -> Option<u64> {
+        int(self.prop("max_items"))
+    }
+
+    /// Items (map) or branches (parallel) processed at once.
+    pub fn max_concurrency(&self) -> Option<u64> {
+        int(self.prop("max_concurrency"))
+    }
+
+    /// What a join does with conflicting results (default keep).
+    pub fn conflicts(&self) -> Conflicts {
+        word(self.prop("conflicts")).and_then(Conflicts::parse).unwrap_or(Conflicts::Keep)
+    }
+
+    /// Rounds a loop allows.
+    pub fn max_rounds(&self) -> Option<u64> {
+        int(self.prop("max_rounds"))
+    }
+
+    /// A loop's convergence condition.
+    pub fn until(&self) -> Option<&TExpr> {
+        expr(self.prop("until"))
+    }
+
+    /// What a loop does when its rounds run out (`None`: continue).
+    pub fn on_exhausted(&self) -> Option<&Action> {
+        match self.prop("on_exhausted")? {
+            Value::Action(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// An end node's run status (default success).
+    pub fn status(&self) -> TerminationStatus {
+        word(self.prop("status")).and_then(TerminationStatus::parse).unwrap_or(TerminationStatus::Success)
+    }
+}
+
+impl Gate {
+    /// The evaluators applied, in order.
+    pub fn evaluators(&self) -> Vec<EvaluatorRef<'_>> {
+        match self.prop("evaluate") {
+            Some(Value::List(items)) => items
+                .iter()
+                .filter_map(|v| match v {
+                    Value::Evaluator { name, builtin, args } => Some(EvaluatorRef { name, builtin: *builtin, args }),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The outcome of an evaluator error, timeout or inconclusive result
+    /// (default BLOCK: fail closed).
+    pub fn on_error(&self) -> Outcome {
+        word(self.prop("on_error")).and_then(Outcome::parse).unwrap_or(Outcome::Block)
+    }
+
+    /// Who may decide, when declared (`None`: the workflow's `escalate_to`).
+    pub fn decided_by(&self) -> Option<Vec<String>> {
+        self.prop("decided_by").map(|v| names(Some(v)))
+    }
+
+    /// The decisions allowed, when declared (`None`: all four).
+    pub fn decisions(&self) -> Option<Vec<String>> {
+        matches!(self.prop("decisions"), Some(Value::List(_))).then(|| names(self.prop("decisions")))
+    }
+
+    /// Who may trigger the gate, and on which events.
+    pub fn trigger(&self) -> Option<Trigger> {
+        let t = record(self.prop("trigger"))?;
+        Some(Trigger { by: names(t.get("by")), on: names(t.get("on")) })
+    }
+
+    /// The reason code recorded when the gate does not pass.
+    pub fn reason(&self) -> Option<&str> {
+        word(self.prop("reason"))
+    }
+
+    /// The sub-graph a REPLAN re-runs (empty: the whole workflow).
+    pub fn replan_scope(&self) -> Vec<String> {
+        names(self.prop("replan_scope"))
+    }
+
+    /// What the gate protects.
+    pub fn description(&self) -> Option<&str> {
+        word(self.prop("description"))
+    }
+
+    /// Time allowed for evaluation and decision, in milliseconds.
+    pub fn timeout_ms(&self) -> Option<u64> {
+        duration(self.prop("timeout"))
+    }
+}
+
+impl Transfer {
+    /// A delegation's contract.
+    pub fn contract(&self) -> Option<&str> {
+        word(self.prop("contract"))
+    }
+
+    /// The contract declaration a delegation names.
+    pub fn contract_decl<'p>(&self, program: &'p Program) -> Option<&'p crate::ir::Decl> {
+        program.decls.get(self.contract()?)
+    }
+
+    /// A handoff's context mode (declared default: isolated, filled in at
+    /// lowering); `None` for a delegation, whose context its contract sets.
+    pub fn context(&self) -> Option<ContextMode> {
+        word(self.prop("context")).and_then(ContextMode::parse)
+    }
+
+    /// The fields of a filtered context slice.
+    pub fn context_fields(&self) -> Vec<String> {
+        names(self.prop("context_fields"))
+    }
+
+    /// The type of what a handoff hands over (`payload`).
+    pub fn payload_type(&self) -> Option<&Ty> {
+        ty(self.prop("payload"))
+    }
+
+    /// A handoff's acceptance checks over `payload`.
+    pub fn accept(&self) -> Vec<&TExpr> {
+        exprs(self.prop("accept"))
+    }
+
+    /// Back-and-forth handoffs allowed on this pair.
+    pub fn max_hops(&self) -> Option<u64> {
+        int(self.prop("max_hops"))
+    }
+
+    /// Why control moves.
+    pub fn reason(&self) -> Option<&str> {
+        word(self.prop("reason"))
+    }
+
+    /// A delegation's inputs: `{ name: expr }`.
+    pub fn inputs(&self) -> Option<&IndexMap<String, Value>> {
+        record(self.prop("inputs"))
+    }
+
+    /// Data labels of the payload.
+    pub fn labels(&self) -> Vec<String> {
+        names(self.prop("labels"))
+    }
+}
+
+impl Policy {
+    /// What a run monitor does on violation (default halt).
+    pub fn response(&self) -> PolicyResponse {
+        word(self.prop("response")).and_then(PolicyResponse::parse).unwrap_or(PolicyResponse::Halt)
+    }
+
+    /// Who is asked when the response is escalate.
+    pub fn escalate_to(&self) -> Vec<String> {
+        names(self.prop("escalate_to"))
+    }
+
+    /// What the policy protects.
+    pub fn description(&self) -> Option<&str> {
+        word(self.prop("description"))
+    }
+}

@@ -1,0 +1,207 @@
+//! Typed views of a resolved plan: the one place that reads properties.
+//!
+//! The IR keeps each block's properties as a checked `IndexMap` (the plan's
+//! wire form). Every reader of a plan — the verifier, the model checker,
+//! the engine, trace check — reads them through the methods here, which
+//! return typed values (`Option<u64>`, `Outcome`, `ContextMode`, [`Budget`],
+//! …) and apply each documented fallback in exactly one place. Outside this
+//! crate no code looks a property up by its name: `rg 'props\.get\('
+//! compiler/verify interpreter` is empty, and `tests/tests/architecture.rs`
+//! keeps it so.
+//!
+//! Defaults that the spec declares (`def(…)` in [`crate::spec`]) are filled
+//! in at lowering, so a view of a lowered plan never falls back for them;
+//! the fallbacks written here serve IR built by hand (tests, tools) and say
+//! the same thing.
+
+mod budget;
+mod decl;
+mod flow;
+// Readers added while each consumer moved onto the views (merged here later).
+mod ext_engine;
+mod ext_trace;
+mod ext_verify;
+
+pub use budget::{Budget, Reserve, ZoneSpec};
+pub use decl::{Audit, Rate, Route};
+pub use flow::{EvaluatorRef, Retry, Trigger};
+
+use crate::ir::{Action, TExpr, Value};
+use crate::types::Ty;
+use indexmap::IndexMap;
+
+/// The properties of one block, read by name: private to the views.
+pub(crate) trait Props {
+    fn props(&self) -> &IndexMap<String, Value>;
+
+    fn prop(&self, key: &str) -> Option<&Value> {
+        self.props().get(key)
+    }
+}
+
+macro_rules! props_of {
+    ($($ty:ty),*) => {
+        $(impl Props for $ty {
+            fn props(&self) -> &IndexMap<String, Value> {
+                &self.props
+            }
+        })*
+    };
+}
+props_of!(crate::ir::Decl, crate::ir::Node, crate::ir::Gate, crate::ir::Transfer, crate::ir::Workflow, crate::ir::Policy);
+
+impl Props for IndexMap<String, Value> {
+    fn props(&self) -> &IndexMap<String, Value> {
+        self
+    }
+}
+
+/// A single-word value: a word, a string, a node or a reference's name.
+pub(crate) fn word(value: Option<&Value>) -> Option<&str> {
+    crate::lookup::word(value)
+}
+
+/// A whole number (never negative in a checked plan).
+pub(crate) fn int(value: Option<&Value>) -> Option<u64> {
+    crate::lookup::int(value)
+}
+
+/// The names a value lists (a single name is a list of one).
+pub(crate) fn names(value: Option<&Value>) -> Vec<String> {
+    crate::lookup::names(value)
+}
+
+/// A duration, in milliseconds.
+pub(crate) fn duration(value: Option<&Value>) -> Option<u64> {
+    match value? {
+        Value::Duration(ms) => Some(*ms),
+        _ => None,
+    }
+}
+
+/// An amount of money (dollars).
+pub(crate) fn money(value: Option<&Value>) -> Option<f64> {
+    match value? {
+        Value::Money(m) | Value::Float(m) => Some(*m),
+        Value::Int(i) => Some(*i as f64),
+        _ => None,
+    }
+}
+
+/// A share in 0..=1.
+pub(crate) fn fraction(value: Option<&Value>) -> Option<f64> {
+    match value? {
+        Value::Fraction(f) | Value::Float(f) => Some(*f),
+        Value::Int(i) => Some(*i as f64),
+        _ => None,
+    }
+}
+
+/// A type.
+pub(crate) fn ty(value: Option<&Value>) -> Option<&Ty> {
+    match value? {
+        Value::Type(t) => Some(t),
+        _ => None,
+    }
+}
+
+/// An expression.
+pub(crate) fn expr(value: Option<&Value>) -> Option<&TExpr> {
+    match value? {
+        Value::Expr(e) => Some(e),
+        _ => None,
+    }
+}
+
+/// The expressions a list of predicates holds.
+pub(crate) fn exprs(value: Option<&Value>) -> Vec<&TExpr> {
+    match value {
+        Some(Value::List(items)) => items.iter().filter_map(|v| expr(Some(v))).collect(),
+        Some(Value::Expr(e)) => vec![e],
+        _ => Vec::new(),
+    }
+}
+
+/// A record.
+pub(crate) fn record(value: Option<&Value>) -> Option<&IndexMap<String, Value>> {
+    match value? {
+        Value::Record(r) => Some(r),
+        _ => None,
+    }
+}
+
+/// One action, or a list of actions taken in order.
+pub(crate) fn actions(value: Option<&Value>) -> Vec<&Action> {
+    match value {
+        Some(Value::Action(a)) => vec![a],
+        Some(Value::List(items)) => items.iter().filter_map(|v| if let Value::Action(a) = v { Some(a) } else { None }).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A boolean.
+pub(crate) fn flag(value: Option<&Value>) -> Option<bool> {
+    match value? {
+        Value::Bool(b) => Some(*b),
+        _ => None,
+    }
+}
+
+/// A word from one of the spec's closed sets, as its enum.
+macro_rules! closed_word {
+    ($(#[$doc:meta])* $name:ident { $($variant:ident = $word:literal),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant),* }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $word),* }
+            }
+
+            pub fn parse(word: &str) -> Option<$name> {
+                match word { $($word => Some($name::$variant),)* _ => None }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+closed_word!(
+    /// A tool's risk level (reference §5.4).
+    Risk { Low = "low", Medium = "medium", High = "high", Critical = "critical" }
+);
+closed_word!(
+    /// A tool's side effects (reference §5.4).
+    Effect { None = "none", Idempotent = "idempotent", NonIdempotent = "non_idempotent" }
+);
+closed_word!(
+    /// Where data sent to a tool ends up (reference §5.4).
+    Sink { Public = "public", Internal = "internal", Private = "private" }
+);
+closed_word!(
+    /// What happens when a node's attempts are exhausted (reference §6.3).
+    OnFailure { Retry = "retry", Degrade = "degrade", Skip = "skip", Terminate = "terminate" }
+);
+closed_word!(
+    /// What a run monitor does when a policy is violated (reference §8).
+    PolicyResponse { Warn = "warn", Block = "block", Halt = "halt", Escalate = "escalate" }
+);
+closed_word!(
+    /// How a command evaluator's probe is read (reference §5.5).
+    Expect { ExitZero = "exit_zero", Json = "json" }
+);
+closed_word!(
+    /// What a join does with conflicting results (reference §6.1).
+    Conflicts { Keep = "keep", Fail = "fail" }
+);
+
+#[cfg(test)]
+mod tests;

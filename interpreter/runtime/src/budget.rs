@@ -2,7 +2,8 @@
 //! before a call and settle after, reserves held back from ordinary work,
 //! zones entered as the remaining share falls.
 
-use flow_check::ir::{Action, Value};
+use flow_check::ir::{Action, Program, Value};
+use flow_check::view::Budget;
 use flow_trace::Usage;
 use indexmap::IndexMap;
 
@@ -56,85 +57,49 @@ pub struct Exhausted {
     pub limit: String,
 }
 
-fn share(value: Option<&Value>) -> f64 {
-    match value {
-        Some(Value::Fraction(f)) | Some(Value::Float(f)) => *f,
-        Some(Value::Int(i)) => *i as f64,
-        _ => 0.0,
-    }
-}
-
-fn int(value: Option<&Value>) -> Option<u64> {
-    match value {
-        Some(Value::Int(i)) => Some((*i).max(0) as u64),
-        Some(Value::Float(f)) => Some(f.max(0.0) as u64),
-        _ => None,
-    }
-}
-
-fn actions(value: Option<&Value>) -> Vec<Action> {
-    match value {
-        Some(Value::Action(a)) => vec![a.clone()],
-        Some(Value::List(items)) => items.iter().filter_map(|v| if let Value::Action(a) = v { Some(a.clone()) } else { None }).collect(),
-        Some(Value::Word(w)) => vec![Action { name: w.clone(), args: Vec::new() }],
-        _ => Vec::new(),
+impl Limits {
+    /// The limits a budget declares.
+    pub fn of(budget: &Budget) -> Limits {
+        Limits {
+            steps: budget.steps,
+            tokens: budget.tokens,
+            tool_calls: budget.tool_calls,
+            cost: budget.cost,
+            duration_ms: budget.duration_ms,
+        }
     }
 }
 
 impl Scope {
-    /// A scope from a budget's properties (§5.6).
-    pub fn from_props(name: &str, props: &IndexMap<String, Value>) -> Scope {
-        let limits = Limits {
-            steps: int(props.get("steps")),
-            tokens: int(props.get("tokens")),
-            tool_calls: int(props.get("tool_calls")),
-            cost: match props.get("cost") {
-                Some(Value::Money(m)) | Some(Value::Float(m)) => Some(*m),
-                Some(Value::Int(i)) => Some(*i as f64),
-                _ => None,
-            },
-            duration_ms: match props.get("duration") {
-                Some(Value::Duration(ms)) => Some(*ms),
-                _ => None,
-            },
-        };
-        let reserve_share = match props.get("reserve") {
-            Some(Value::Record(r)) => r.values().map(|v| share(Some(v))).sum::<f64>().min(1.0),
-            _ => 0.0,
-        };
-        let mut zones: Vec<Zone> = match props.get("zones") {
-            Some(Value::List(items)) => items
-                .iter()
-                .filter_map(|z| match z {
-                    Value::Record(r) => Some(Zone {
-                        name: match r.get("zone") {
-                            Some(Value::Word(w)) | Some(Value::Str(w)) => w.clone(),
-                            _ => "zone".into(),
-                        },
-                        below: share(r.get("below")),
-                        actions: actions(r.get("action")),
-                    }),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
+    /// A scope from a budget (§5.6).
+    pub fn from_budget(name: &str, budget: &Budget) -> Scope {
+        let mut zones: Vec<Zone> = budget
+            .zones
+            .iter()
+            .map(|z| Zone { name: z.zone.to_string(), below: z.below, actions: z.actions.iter().map(|a| (*a).clone()).collect() })
+            .collect();
         // Most severe (lowest threshold) last.
         zones.sort_by(|a, b| b.below.partial_cmp(&a.below).unwrap_or(std::cmp::Ordering::Equal));
-        let on_exhausted = match props.get("on_exhausted") {
-            Some(Value::Action(a)) => Some(a.clone()),
-            _ => None,
-        };
         Scope {
             name: name.to_string(),
-            limits,
-            reserve_share,
+            limits: Limits::of(budget),
+            reserve_share: budget.reserve.total().min(1.0),
             zones,
-            on_exhausted,
+            on_exhausted: budget.on_exhausted.cloned(),
             used: Usage::default(),
             reserved: Usage::default(),
             zone: "green".into(),
         }
+    }
+
+    /// A scope from an inline budget's properties: [`Scope::from_budget`]
+    /// of their view. (Kept for the engine's callers until they build the
+    /// view themselves.)
+    pub fn from_props(name: &str, props: &IndexMap<String, Value>) -> Scope {
+        let record = Value::Record(props.clone());
+        let program = Program::default();
+        let budget = Budget::of(&program, Some(&record)).expect("a record is an inline budget");
+        Scope::from_budget(name, &budget)
     }
 
     /// What ordinary work may use of a limit (the reserves held back);
@@ -310,8 +275,33 @@ impl Budgets {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flow_check::view::{Reserve, ZoneSpec};
+
+    fn warn() -> Action {
+        Action { name: "warn".into(), args: vec![] }
+    }
 
     fn scope() -> Scope {
+        let warn = warn();
+        let zone = |zone, below| ZoneSpec { zone, below, actions: vec![&warn] };
+        let budget = Budget {
+            name: None,
+            decl_loc: None,
+            steps: Some(10),
+            tokens: Some(1000),
+            tool_calls: None,
+            duration_ms: None,
+            cost: None,
+            reserve: Reserve { verification: 0.1, ..Reserve::default() },
+            // Declared most severe first: the scope keeps it last.
+            zones: vec![zone("fuse", 0.05), zone("yellow", 0.5)],
+            on_exhausted: None,
+        };
+        Scope::from_budget("run", &budget)
+    }
+
+    #[test]
+    fn from_props_reads_what_from_budget_does() {
         let mut props = IndexMap::new();
         props.insert("steps".to_string(), Value::Int(10));
         props.insert("tokens".to_string(), Value::Int(1000));
@@ -322,11 +312,16 @@ mod tests {
             let mut z = IndexMap::new();
             z.insert("zone".to_string(), Value::Word(name.into()));
             z.insert("below".to_string(), Value::Fraction(below));
-            z.insert("action".to_string(), Value::Action(Action { name: "warn".into(), args: vec![] }));
+            z.insert("action".to_string(), Value::Action(warn()));
             Value::Record(z)
         };
-        props.insert("zones".to_string(), Value::List(vec![zone("yellow", 0.5), zone("fuse", 0.05)]));
-        Scope::from_props("run", &props)
+        props.insert("zones".to_string(), Value::List(vec![zone("fuse", 0.05), zone("yellow", 0.5)]));
+        let (a, b) = (Scope::from_props("run", &props), scope());
+        assert_eq!(
+            (&a.name, &a.limits, a.reserve_share, &a.zones, &a.on_exhausted),
+            (&b.name, &b.limits, b.reserve_share, &b.zones, &b.on_exhausted)
+        );
+        assert_eq!(a.zones.iter().map(|z| z.name.as_str()).collect::<Vec<_>>(), ["yellow", "fuse"]);
     }
 
     #[test]

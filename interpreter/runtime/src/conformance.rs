@@ -16,15 +16,14 @@
 //! policies (the `flow-policy` monitors: the one implementation of their
 //! semantics) and the termination reason.
 
-use crate::budget::{add_usage, sub_usage, Limits, Scope};
+use crate::budget::{add_usage, sub_usage, Limits};
 use crate::journal::ArtifactStore;
-use crate::lookup::{budget_props, names, ref_name, word};
 use crate::validate::Validator;
 use flow_check::ir::TransferKind;
 use flow_check::ir::{Guard, Node, NodeKind, Program, Transfer, Value as IrValue, Workflow};
 use flow_check::spec::Kind;
 use flow_policy::{Automaton, Monitor, Verdict};
-use flow_trace::{ArtifactRef, Body, ContextMode, Event, NodeStatus, Outcome, Usage, Via};
+use flow_trace::{ArtifactRef, Body, ContextMode, Event, NodeStatus, Outcome, TerminationStatus, Usage, Via};
 use serde::Serialize;
 use std::io::Read;
 // Keys are the trace's own names and ids: a fast hash, no DoS concern.
@@ -743,15 +742,13 @@ impl<'a> PlanView<'a> {
                 _ => false,
             };
         }
-        let start = ref_name(wf.props.get("start"));
+        let start = wf.start();
         if let Some(s) = start {
             replan_targets.insert(s);
         }
         for gate in wf.gates.values() {
-            if let Some(IrValue::List(scope)) = gate.props.get("replan_scope") {
-                if let Some(IrValue::Node(first) | IrValue::Ref { name: first, .. }) = scope.first() {
-                    replan_targets.insert(first.as_str());
-                }
+            if let Some(first) = gate.replan_start() {
+                replan_targets.insert(first);
             }
         }
         let mut handoffs = HashMap::default();
@@ -783,11 +780,11 @@ impl<'a> PlanView<'a> {
             let before = out.len();
             for decl in self.program.decls.values().filter(|d| d.kind == Kind::Principal) {
                 if out.contains(&decl.name) {
-                    for member in names(decl.props.get("members")) {
+                    for member in decl.members() {
                         out.insert(member);
                     }
                 }
-                if names(decl.props.get("roles")).iter().any(|r| out.contains(r)) {
+                if decl.roles().iter().any(|r| out.contains(r)) {
                     out.insert(decl.name.clone());
                 }
             }
@@ -799,12 +796,9 @@ impl<'a> PlanView<'a> {
 
     /// Who may decide on `subject` (empty: the plan names nobody).
     fn deciders_of(&self, subject: &str) -> Vec<String> {
-        let escalate_to = || names(self.wf.props.get("escalate_to"));
+        let escalate_to = || self.wf.escalate_to();
         if let Some(gate) = self.wf.gates.get(subject) {
-            return match gate.props.get("decided_by") {
-                Some(v) => names(Some(v)),
-                None => escalate_to(),
-            };
+            return gate.decided_by().unwrap_or_else(escalate_to);
         }
         if let Some(node) = self.node(subject).filter(|n| n.kind == NodeKind::Human) {
             return node.target.clone();
@@ -818,8 +812,8 @@ impl<'a> PlanView<'a> {
         if let Some(rest) = subject.strip_prefix("confirm.") {
             let mut out = escalate_to();
             let tool = rest.split('.').next().unwrap_or_default();
-            if let Some(IrValue::Record(audit)) = self.program.decls.get(tool).and_then(|d| d.props.get("audit")) {
-                out.extend(names(audit.get("visible_to")));
+            if let Some(audit) = self.program.decls.get(tool).and_then(|d| d.audit()) {
+                out.extend(audit.visible_to);
             }
             return out;
         }
@@ -1099,21 +1093,19 @@ impl<'a> Checker<'a> {
         let Some(plan) = &self.plan else { return };
         let program = self.program;
         let wf = plan.wf;
-        if let Some(props) = budget_props(program, wf.props.get("budget")) {
-            self.budgets.insert("run".into(), ScopeAcc::new(Scope::from_props("run", props).limits));
+        if let Some(budget) = wf.budget(program) {
+            self.budgets.insert("run".into(), ScopeAcc::new(Limits::of(&budget)));
         }
         for (name, decl) in &program.decls {
             if decl.kind == Kind::Agent {
-                if let Some(props) = budget_props(program, decl.props.get("budget")) {
-                    let scope = format!("agent.{name}");
-                    self.budgets.insert(scope.clone(), ScopeAcc::new(Scope::from_props(&scope, props).limits));
+                if let Some(budget) = decl.budget(program) {
+                    self.budgets.insert(format!("agent.{name}"), ScopeAcc::new(Limits::of(&budget)));
                 }
             }
         }
         for node in wf.nodes.values() {
-            if let Some(props) = budget_props(program, node.props.get("budget")) {
-                let scope = format!("node.{}", node.name);
-                self.budgets.insert(scope.clone(), ScopeAcc::new(Scope::from_props(&scope, props).limits));
+            if let Some(budget) = node.budget(program) {
+                self.budgets.insert(format!("node.{}", node.name), ScopeAcc::new(Limits::of(&budget)));
             }
         }
     }
@@ -1122,7 +1114,7 @@ impl<'a> Checker<'a> {
         let top = self.program.policies.iter().map(|p| (p, "program".to_string()));
         let own = wf.into_iter().flat_map(|w| w.policies.iter().map(move |p| (p, w.name.clone())));
         for (policy, scope) in top.chain(own) {
-            let response = word(policy.props.get("response")).unwrap_or("halt").to_string();
+            let response = policy.response().as_str().to_string();
             let monitor = match Automaton::new(&policy.formula) {
                 Ok(a) => Some(Monitor::new(a)),
                 Err(e) => {
@@ -1672,13 +1664,12 @@ impl<'a> Checker<'a> {
         let program = self.program;
         let problem = match agent {
             Some(agent) => {
-                let allowed_by_agent =
-                    program.decls.get(agent).map(|d| names(d.props.get("tools")).iter().any(|t| t == tool)).unwrap_or(false);
+                let allowed_by_agent = program.decls.get(agent).map(|d| d.holds_tool(tool)).unwrap_or(false);
                 let allowed_by_tool = program
                     .decls
                     .get(tool)
                     .map(|d| {
-                        let allowed = names(d.props.get("allowed_agents"));
+                        let allowed = d.allowed_agents();
                         allowed.is_empty() || allowed.iter().any(|a| a == agent)
                     })
                     .unwrap_or(false);
@@ -1831,9 +1822,8 @@ impl<'a> Checker<'a> {
             self.deviations.append(&mut found);
             return;
         };
-        let want_context =
-            word(t.props.get("context")).or(flow_check::spec::HANDOFF_BLOCK.default_word("context")).and_then(ContextMode::parse);
-        let want_fields = names(t.props.get("context_fields"));
+        let want_context = t.context();
+        let want_fields = t.context_fields();
         if Some(context) != want_context || fields != want_fields.as_slice() {
             found.push(
                 Deviation::new(codes::TRANSFER, Some(seq), format!("handoff {from} -> {to} passed another context slice than declared"))
@@ -1864,7 +1854,7 @@ impl<'a> Checker<'a> {
         self.deviations.append(&mut found);
         // A refused handoff may carry a payload of another type: the
         // runtime refuses exactly those.
-        if let (true, Some(IrValue::Type(ty))) = (accepted, t.props.get("payload")) {
+        if let (true, Some(ty)) = (accepted, t.payload_type()) {
             let key = format!("handoff {from} -> {to}");
             self.typed(seq, &key, ty, payload, to);
         }
@@ -1892,7 +1882,7 @@ impl<'a> Checker<'a> {
             self.deviations.append(&mut found);
             return;
         };
-        let want = ref_name(t.props.get("contract")).unwrap_or_default();
+        let want = t.contract().unwrap_or_default();
         if want != contract {
             found.push(
                 Deviation::new(codes::TRANSFER, Some(seq), format!("delegation {from} -> {to} under another contract than declared"))
@@ -1902,7 +1892,7 @@ impl<'a> Checker<'a> {
             );
         }
         let decl = program.decls.get(want);
-        let limits = decl.and_then(|c| budget_props(program, c.props.get("budget"))).map(|p| Scope::from_props("delegation", p).limits);
+        let limits = decl.and_then(|c| c.budget(program)).map(|b| Limits::of(&b));
         let expected = limits.as_ref().map(|l| Usage {
             steps: l.steps.unwrap_or(0),
             tokens: l.tokens.unwrap_or(0),
@@ -1944,7 +1934,7 @@ impl<'a> Checker<'a> {
         }
         // The runtime refuses a delegation whose inputs are not of the
         // contract's `inputs` type: one that happened has such inputs.
-        if let Some(IrValue::Type(ty)) = decl.and_then(|d| d.props.get("inputs")) {
+        if let Some(ty) = decl.and_then(|d| d.inputs_type()) {
             let key = format!("contract {want} inputs");
             self.typed(seq, &key, ty, inputs, to);
         }
@@ -2024,8 +2014,8 @@ impl<'a> Checker<'a> {
                 .node(&g.from),
             );
         }
-        if let Some(IrValue::Record(t)) = g.props.get("trigger") {
-            let by = names(t.get("by"));
+        if let Some(trigger) = g.trigger() {
+            let by = trigger.by;
             if !by.is_empty() && outcome != Outcome::Block && !plan.expand_principals(&by).contains(who) {
                 found.push(
                     Deviation::new(
@@ -2310,19 +2300,17 @@ impl<'a> Checker<'a> {
             Body::NodeCompleted { node, .. } => match plan.node(node).filter(|n| n.kind == NodeKind::End) {
                 Some(n) => {
                     let want = n.target.first().cloned().unwrap_or_else(|| n.name.clone());
-                    let declared = word(n.props.get("status")).unwrap_or("success");
                     // A success end under a false `success` condition, or
                     // with a result not of the declared `output` type, fails.
-                    let statuses: &[&str] = match declared {
-                        "success" if plan.wf.props.contains_key("success") || plan.wf.props.contains_key("output") => {
+                    let statuses: &[&str] = match n.status() {
+                        TerminationStatus::Success if plan.wf.success().is_some() || plan.wf.output_type().is_some() => {
                             &["success", "failure"]
                         }
-                        "success" => &["success"],
-                        "failure" => &["failure"],
-                        "partial" => &["partial"],
-                        "escalated" => &["escalated"],
-                        "cancelled" => &["cancelled"],
-                        _ => &["success", "failure", "partial", "escalated", "cancelled"],
+                        TerminationStatus::Success => &["success"],
+                        TerminationStatus::Failure => &["failure"],
+                        TerminationStatus::Partial => &["partial"],
+                        TerminationStatus::Escalated => &["escalated"],
+                        TerminationStatus::Cancelled => &["cancelled"],
                     };
                     Some((want, statuses))
                 }
@@ -2332,8 +2320,7 @@ impl<'a> Checker<'a> {
                 let (name, arg) = split_action(action);
                 match name {
                     "terminate" => {
-                        let gate_reason =
-                            scope.strip_prefix("gate.").and_then(|g| plan.wf.gates.get(g)).and_then(|g| word(g.props.get("reason")));
+                        let gate_reason = scope.strip_prefix("gate.").and_then(|g| plan.wf.gates.get(g)).and_then(|g| g.reason());
                         let want = arg.map(str::to_string).or(gate_reason.map(str::to_string)).unwrap_or_else(|| event.to_lowercase());
                         Some((want, &["failure"][..]))
                     }

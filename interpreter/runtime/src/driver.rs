@@ -20,8 +20,9 @@ use crate::engine::{Engine, RunConfig, RunStatus};
 use crate::exec::{Cassette, Executors, Miss, ReplayMode};
 use crate::journal::{ArtifactStore, DirArtifacts, Journal, MemoryArtifacts, MemoryJournal, SqliteJournal};
 use crate::proto::*;
-use flow_check::ir::{Program, Value as IrValue};
+use flow_check::ir::Program;
 use flow_check::plan::Plan;
+use flow_check::view::Rate;
 use flow_trace::{Body, Event};
 use indexmap::IndexMap;
 use rustc_hash::FxHashMap;
@@ -399,17 +400,14 @@ impl Driver {
 
     fn timeout_for(&self, command: &Command) -> Option<u64> {
         let node = command.key.split('#').next()?;
-        match self.engine.workflow().nodes.get(node)?.props.get("timeout") {
-            Some(IrValue::Duration(ms)) => Some(*ms),
-            _ => None,
-        }
+        self.engine.workflow().nodes.get(node)?.timeout_ms()
     }
 
     /// How long to hold a call of `decl` (a tool or an agent) back so
     /// that its `rate_limit` holds.
     fn rate_delay(&mut self, program: &Program, decl: &str) -> u64 {
         let tool = decl;
-        let Some(IrValue::Rate { count, per_ms }) = program.decls.get(tool).and_then(|d| d.props.get("rate_limit")).cloned() else {
+        let Some(Rate { count, per_ms }) = program.decls.get(tool).and_then(|d| d.rate_limit()) else {
             return 0;
         };
         if self.opts.clock.is_fake() || count == 0 {
@@ -623,7 +621,7 @@ fn executors(program: Arc<Program>, base_dir: &Path, replay: &Option<(PathBuf, R
 pub fn secrets_of(program: &Program) -> Vec<String> {
     let mut secrets = Vec::new();
     for decl in program.decls.values() {
-        if let Some(IrValue::Str(name)) = decl.props.get("api_key_env") {
+        if let Some(name) = decl.api_key_env() {
             if let Ok(value) = std::env::var(name) {
                 if !value.is_empty() && !secrets.contains(&value) {
                     secrets.push(value);
@@ -639,8 +637,8 @@ fn max_concurrency(program: &Program, workflow: Option<&str>) -> usize {
         Some(w) => program.workflows.get(w),
         None => program.workflows.values().next(),
     };
-    match wf.and_then(|w| w.props.get("concurrency")) {
-        Some(IrValue::Int(n)) if *n > 0 => *n as usize,
+    match wf.and_then(|w| w.concurrency()) {
+        Some(n) if n > 0 => n as usize,
         _ => 8,
     }
 }

@@ -12,7 +12,7 @@
 
 use crate::engine::template;
 use crate::proto::*;
-use flow_check::ir::{Decl, Program, Value as IrValue};
+use flow_check::ir::{Decl, Program};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -109,33 +109,6 @@ impl std::fmt::Debug for Executors {
 pub struct Script {
     #[serde(default)]
     pub replies: HashMap<String, Vec<AgentReply>>,
-}
-
-fn word<'a>(decl: &'a Decl, key: &str) -> Option<&'a str> {
-    match decl.props.get(key) {
-        Some(IrValue::Word(w)) | Some(IrValue::Str(w)) => Some(w),
-        _ => None,
-    }
-}
-
-fn strings(decl: &Decl, key: &str) -> Vec<String> {
-    match decl.props.get(key) {
-        Some(IrValue::List(items)) => items
-            .iter()
-            .filter_map(|i| match i {
-                IrValue::Str(s) | IrValue::Word(s) => Some(s.clone()),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-fn duration(decl: &Decl, key: &str) -> Option<u64> {
-    match decl.props.get(key) {
-        Some(IrValue::Duration(ms)) => Some(*ms),
-        _ => None,
-    }
 }
 
 /// A minimal value of a JSON Schema (what the scripted provider answers
@@ -400,7 +373,7 @@ impl Executors {
     pub fn execute_now(&self, request: &Request) -> Option<Result<Response, Miss>> {
         let Request::Tool(t) = request else { return None };
         let decl = self.program.decls.get(&t.tool)?;
-        if decl.variant.as_deref() != Some("builtin") || !PURE_BUILTINS.contains(&word(decl, "function").unwrap_or(&t.tool)) {
+        if decl.variant.as_deref() != Some("builtin") || !PURE_BUILTINS.contains(&decl.function()) {
             return None;
         }
         let computed = || self.settle(request, Response::Tool(self.builtin(decl, t)));
@@ -419,7 +392,7 @@ impl Executors {
     /// A call of a `builtin` tool.
     fn builtin(&self, decl: &Decl, request: &ToolRequest) -> ToolResult {
         let started = std::time::Instant::now();
-        let function = word(decl, "function").unwrap_or(&request.tool);
+        let function = decl.function();
         let mut result = match builtin_tool(function, &request.input, &self.base_dir) {
             Ok(output) => ToolResult { ok: true, output: Some(output), ..ToolResult::default() },
             Err(e) => ToolResult { ok: false, error: Some(e), ..ToolResult::default() },
@@ -429,7 +402,7 @@ impl Executors {
     }
 
     fn script(&self, provider: &Decl) -> Result<Script, String> {
-        let Some(path) = word(provider, "script") else { return Ok(Script::default()) };
+        let Some(path) = provider.script() else { return Ok(Script::default()) };
         let mut scripts = self.scripts.lock().map_err(|_| "script cache poisoned".to_string())?;
         if let Some(s) = scripts.get(path) {
             return Ok(s.clone());
@@ -483,12 +456,9 @@ impl Executors {
             reply.usage = TokenUsage { input_tokens: estimate_tokens(&request.context) + 16, output_tokens: estimate_tokens(&produced) };
         }
         if reply.cost == 0.0 {
-            let price = |key: &str| match provider.props.get(key) {
-                Some(IrValue::Money(m)) => *m,
-                _ => 0.0,
-            };
-            reply.cost =
-                (price("price_input") * reply.usage.input_tokens as f64 + price("price_output") * reply.usage.output_tokens as f64) / 1e6;
+            reply.cost = (provider.price_input() * reply.usage.input_tokens as f64
+                + provider.price_output() * reply.usage.output_tokens as f64)
+                / 1e6;
         }
         reply
     }
@@ -498,16 +468,16 @@ impl Executors {
         let Some(decl) = self.program.decls.get(&request.tool) else {
             return ToolResult { ok: false, error: Some(format!("no tool `{}`", request.tool)), ..ToolResult::default() };
         };
-        let timeout_ms = duration(decl, "timeout").or(timeout_ms);
+        let timeout_ms = decl.timeout_ms().or(timeout_ms);
         let mut result = match decl.variant.as_deref() {
             Some("command") => {
-                let argv: Vec<String> = strings(decl, "argv").iter().map(|a| template(a, &request.input)).collect();
-                let env = strings(decl, "env");
-                let cwd = word(decl, "cwd").map(|c| self.base_dir.join(c)).unwrap_or_else(|| self.base_dir.clone());
+                let argv: Vec<String> = decl.argv().iter().map(|a| template(a, &request.input)).collect();
+                let env = decl.env_allow();
+                let cwd = decl.cwd().map(|c| self.base_dir.join(c)).unwrap_or_else(|| self.base_dir.clone());
                 let out = run_command(&argv, &env, &cwd, timeout_ms).await;
                 match out {
                     Ok((0, stdout, _)) => {
-                        let wants_string = matches!(decl.props.get("output"), Some(IrValue::Type(flow_check::types::Ty::String)));
+                        let wants_string = matches!(decl.output_type(), Some(flow_check::types::Ty::String));
                         let output = if wants_string {
                             Value::String(stdout.trim_end().to_string())
                         } else if stdout.trim().is_empty() {
@@ -539,8 +509,8 @@ impl Executors {
             Some("builtin") => self.builtin(decl, request),
             Some("http") => self.http_tool(decl, request, timeout_ms).await,
             Some("mcp") => {
-                let server = strings(decl, "server");
-                let remote = word(decl, "remote_name").unwrap_or(&request.tool).to_string();
+                let server = decl.server();
+                let remote = decl.remote_name().to_string();
                 // Only what the server offers under the declared name.
                 match self.mcp.tools(&server).await {
                     Ok(offered) if offered.iter().any(|(name, _)| *name == remote) => {
@@ -582,20 +552,16 @@ impl Executors {
             error_code: code.map(str::to_string),
             ..ToolResult::default()
         };
-        let Some(url) = word(decl, "url") else { return fail("http tool without a url".into(), None) };
+        let Some(url) = decl.url() else { return fail("http tool without a url".into(), None) };
         let url = crate::engine::template_with(url, &request.input, percent_encode);
-        let method = word(decl, "method").unwrap_or("POST").to_ascii_uppercase();
+        let method = decl.method().to_ascii_uppercase();
         let method = match reqwest::Method::from_bytes(method.as_bytes()) {
             Ok(m) => m,
             Err(_) => return fail(format!("unknown HTTP method `{method}`"), None),
         };
         let mut builder = self.client().request(method.clone(), &url);
-        if let Some(IrValue::Record(headers)) = decl.props.get("headers") {
-            for (name, value) in headers {
-                if let IrValue::Str(v) | IrValue::Word(v) = value {
-                    builder = builder.header(name.as_str(), v.as_str());
-                }
-            }
+        for (name, value) in decl.headers() {
+            builder = builder.header(name, value);
         }
         if let Some(key) = &request.idempotency_key {
             builder = builder.header("Idempotency-Key", key.as_str());
@@ -762,6 +728,7 @@ pub fn builtin_tool(function: &str, input: &Value, base_dir: &Path) -> Result<Va
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flow_check::ir::Value as IrValue;
 
     use indexmap::IndexMap;
 

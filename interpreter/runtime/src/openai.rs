@@ -20,7 +20,7 @@
 
 use crate::prompt::{self, tighten};
 use crate::proto::{AgentReply, AgentRequest, TokenUsage, ToolCall};
-use flow_check::ir::{Decl, Value as IrValue};
+use flow_check::ir::Decl;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -57,22 +57,9 @@ impl OpenAiProvider {
         if decl.variant.as_deref() != Some("openai") {
             return Err(format!("provider `{}` is not an openai provider", decl.name));
         }
-        let text = |key: &str| match decl.props.get(key) {
-            Some(IrValue::Str(s)) | Some(IrValue::Word(s)) => Some(s.clone()),
-            _ => None,
-        };
-        let int = |key: &str| match decl.props.get(key) {
-            Some(IrValue::Int(n)) => Some((*n).max(0) as u64),
-            _ => None,
-        };
-        let money = |key: &str| match decl.props.get(key) {
-            Some(IrValue::Money(m)) | Some(IrValue::Float(m)) => *m,
-            Some(IrValue::Int(n)) => *n as f64,
-            _ => 0.0,
-        };
-        let base_url = text("base_url").ok_or_else(|| format!("provider `{}` needs a `base_url`", decl.name))?;
-        let model = text("model").ok_or_else(|| format!("provider `{}` needs a `model`", decl.name))?;
-        let structured_output = text("structured_output").unwrap_or_else(|| "json_object".into());
+        let base_url = decl.base_url().ok_or_else(|| format!("provider `{}` needs a `base_url`", decl.name))?.to_string();
+        let model = decl.model().ok_or_else(|| format!("provider `{}` needs a `model`", decl.name))?.to_string();
+        let structured_output = decl.structured_output().unwrap_or("json_object").to_string();
         if !matches!(structured_output.as_str(), "json_schema" | "json_object" | "none") {
             return Err(format!(
                 "provider `{}`: structured_output is `{structured_output}`, expected json_schema, json_object or none",
@@ -82,16 +69,13 @@ impl OpenAiProvider {
         Ok(OpenAiProvider {
             base_url,
             model,
-            api_key_env: text("api_key_env"),
+            api_key_env: decl.api_key_env().map(str::to_string),
             structured_output,
-            timeout_ms: match decl.props.get("timeout") {
-                Some(IrValue::Duration(ms)) => *ms,
-                _ => 60_000,
-            },
-            retries: int("retries").map(|n| n.min(u32::MAX as u64) as u32).unwrap_or(2),
-            price_input: money("price_input"),
-            price_output: money("price_output"),
-            max_tokens: int("max_tokens").unwrap_or(flow_check::ceilings::DEFAULT_MAX_TOKENS),
+            timeout_ms: decl.timeout_ms().unwrap_or(60_000),
+            retries: decl.retries().map(|n| n.min(u32::MAX as u64) as u32).unwrap_or(2),
+            price_input: decl.price_input(),
+            price_output: decl.price_output(),
+            max_tokens: decl.max_tokens().unwrap_or(flow_check::ceilings::DEFAULT_MAX_TOKENS),
         })
     }
 
@@ -335,6 +319,7 @@ fn strip_fences(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flow_check::ir::Value as IrValue;
     use std::io::{Read, Write};
     use std::net::TcpListener;
     use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! declares has an implementation, and every implementation a declaration.
 
 use flow_check::spec::Kind;
-use flow_check::{check_program, ir::Value, NoFiles};
+use flow_check::{check_program, NoFiles};
 use flow_diagnostics::SourceDb;
 use flow_runtime::exec::NATIVE_EVALUATORS;
 use std::collections::BTreeSet;
@@ -18,11 +18,7 @@ fn stdlib_natives_and_runtime_natives_are_the_same_set() {
         assert!(errors.is_empty(), "{module} does not check clean: {errors:?}");
         for decl in checked.program.decls.values() {
             if decl.kind == Kind::Evaluator && decl.variant.as_deref() == Some("builtin") {
-                let function = match decl.props.get("function") {
-                    Some(Value::Str(f)) => f.clone(),
-                    _ => decl.name.clone(),
-                };
-                declared.insert(function);
+                declared.insert(decl.function().to_string());
             }
         }
     }

@@ -83,3 +83,91 @@ impl Transfer {
             .unwrap_or(ContextMode::Isolated)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::{Decl, Gate, Node, NodeKind, Transfer, TransferKind, Value};
+    use crate::spec::Kind;
+    use crate::types::Ty;
+    use flow_trace::ContextMode;
+    use indexmap::IndexMap;
+
+    fn props(items: &[(&str, Value)]) -> IndexMap<String, Value> {
+        items.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    }
+
+    fn node(items: &[(&str, Value)]) -> Node {
+        Node {
+            name: "n".into(),
+            kind: NodeKind::Agent,
+            target: vec!["a".into()],
+            props: props(items),
+            handlers: Vec::new(),
+            output: Ty::Any,
+            loc: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_node_attempts_at_least_once_and_a_loop_runs_one_round_by_default() {
+        assert_eq!(node(&[]).attempts(), 1);
+        let retry = |n| Value::Record(props(&[("attempts", Value::Int(n))]));
+        assert_eq!(node(&[("retry", retry(3))]).attempts(), 3);
+        assert_eq!(node(&[("retry", retry(0))]).attempts(), 1);
+        assert_eq!(node(&[("retry", Value::Record(IndexMap::new()))]).attempts(), 1);
+        assert_eq!(node(&[]).rounds(), 1);
+        assert_eq!(node(&[("max_rounds", Value::Int(4))]).rounds(), 4);
+    }
+
+    #[test]
+    fn an_agent_node_sees_its_override_else_its_agents_context_else_isolated() {
+        let agent = |items: &[(&str, Value)]| Decl {
+            kind: Kind::Agent,
+            name: "a".into(),
+            variant: None,
+            props: props(items),
+            loc: Default::default(),
+            imported: false,
+        };
+        let fork = ("context", Value::Word("fork".into()));
+        let filtered = ("context", Value::Word("filtered".into()));
+        assert_eq!(node(&[]).agent_context(&agent(&[])), ContextMode::Isolated);
+        assert_eq!(node(&[]).agent_context(&agent(std::slice::from_ref(&fork))), ContextMode::Fork);
+        assert_eq!(node(&[filtered]).agent_context(&agent(&[fork])), ContextMode::Filtered);
+    }
+
+    #[test]
+    fn decisions_default_to_approve_and_reject_at_a_human_node_and_all_four_at_a_gate() {
+        assert_eq!(node(&[]).offered_decisions(), ["approve", "reject"]);
+        let only = ("decisions", Value::List(vec![Value::Word("revise".into())]));
+        assert_eq!(node(std::slice::from_ref(&only)).offered_decisions(), ["revise"]);
+        let gate = |items: &[(&str, Value)]| Gate {
+            name: "g".into(),
+            from: "a".into(),
+            to: "b".into(),
+            props: props(items),
+            handlers: Vec::new(),
+            loc: Default::default(),
+        };
+        assert_eq!(gate(&[]).allowed_decisions(), crate::spec::DECISIONS);
+        assert_eq!(gate(&[only]).allowed_decisions(), ["revise"]);
+        // An item that is not an evaluator keeps its place, to fail closed on.
+        let ev = Value::Evaluator { name: "predicate".into(), builtin: true, args: Vec::new() };
+        let g = gate(&[("evaluate", Value::List(vec![Value::Int(1), ev]))]);
+        let items: Vec<Option<&str>> = g.evaluator_items().iter().map(|e| e.map(|e| e.name)).collect();
+        assert_eq!(items, [None, Some("predicate")]);
+    }
+
+    #[test]
+    fn a_handoff_is_isolated_unless_it_says_otherwise() {
+        let transfer = |items: &[(&str, Value)]| Transfer {
+            kind: TransferKind::Handoff,
+            from: "a".into(),
+            to: "b".into(),
+            props: props(items),
+            loc: Default::default(),
+        };
+        assert_eq!(transfer(&[]).handoff_context(), ContextMode::Isolated);
+        assert_eq!(transfer(&[("context", Value::Word("fork".into()))]).handoff_context(), ContextMode::Fork);
+    }
+}

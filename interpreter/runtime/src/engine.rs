@@ -11,7 +11,6 @@ use crate::budget::{Budgets, Exhausted, Scope, ZoneChange};
 use crate::clock::{rfc3339, Clock};
 use crate::eval::{self, Env};
 use crate::journal::{artifact_ref, artifact_ref_of};
-use crate::lookup::{budget_props, int, names, ref_name, word};
 use crate::prompt;
 use crate::proto::*;
 use crate::validate::{ty_to_schema, Validator};
@@ -19,6 +18,7 @@ use flow_check::ceilings::{self, TurnCeiling};
 use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as IrValue, Workflow};
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::types::Ty;
+use flow_check::view::{Conflicts, Effect, EvaluatorRef, Expect, OnFailure, PolicyResponse};
 use flow_policy::{Automaton, Monitor, Obs};
 use flow_trace::{
     ArtifactRef, Body, ContextMode, EvaluatorResult, Event, NodeStatus, Outcome, Str, TerminationStatus, Usage, Via, SCHEMA_VERSION,
@@ -118,7 +118,7 @@ enum Held {
     CallTool { attempt: String, tool: String, input: Value, key_template: Option<String>, agent: Option<String>, delay: u64 },
     Transfer { from: String, to: String, input: Value },
     CompleteNode { name: String, output: Value, status: NodeStatus },
-    EndNode { name: String, reason: String, status: String },
+    EndNode { name: String, reason: String, status: TerminationStatus },
     ParallelDone { name: String },
     NodeFailed { node: String, event: String, code: String, message: String },
     ToolRefused { attempt: String, tool: String, message: String },
@@ -128,42 +128,12 @@ enum Held {
     Terminate { reason: String, status: TerminationStatus, message: Option<String> },
 }
 
-/// What a run does when a policy is violated (reference §8.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PolicyResponse {
-    /// Record it and go on.
-    Warn,
-    /// The event does not happen; the run stops (`policy_blocked`).
-    Block,
-    /// The event happens; the run stops right after (`policy_violation`).
-    Halt,
-    /// A human decides whether the event happens.
-    Escalate,
-}
-
-impl PolicyResponse {
-    fn of(word: Option<&str>) -> PolicyResponse {
-        match word {
-            Some("warn") => PolicyResponse::Warn,
-            Some("block") => PolicyResponse::Block,
-            Some("escalate") => PolicyResponse::Escalate,
-            _ => PolicyResponse::Halt,
-        }
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            PolicyResponse::Warn => "warn",
-            PolicyResponse::Block => "block",
-            PolicyResponse::Halt => "halt",
-            PolicyResponse::Escalate => "escalate",
-        }
-    }
-
-    /// Whether it acts before the offending event is recorded.
-    fn acts_before(self) -> bool {
-        matches!(self, PolicyResponse::Block | PolicyResponse::Escalate)
-    }
+/// Whether a policy's response (reference §8.4) acts before the offending
+/// event is recorded: `block` (the event does not happen; the run stops)
+/// and `escalate` (a human decides whether it happens). `warn` records it
+/// and goes on; `halt` lets it happen and stops the run right after.
+fn acts_before(response: PolicyResponse) -> bool {
+    matches!(response, PolicyResponse::Block | PolicyResponse::Escalate)
 }
 
 /// One policy's online monitor.
@@ -486,16 +456,16 @@ impl Engine {
         };
         let wf = &program.workflows[wf_index];
         let mut budgets = Budgets::default();
-        if let Some(props) = budget_props(&program, wf.props.get("budget")) {
+        if let Some(props) = wf.budget_props(&program) {
             budgets.add(Scope::from_props("run", props));
         }
-        if let Some(IrValue::Duration(ms)) = wf.props.get("deadline") {
+        if let Some(ms) = wf.deadline_ms() {
             let scope = budgets.scopes.entry("run".into()).or_insert_with(|| Scope::from_props("run", &IndexMap::new()));
-            scope.limits.duration_ms = Some(scope.limits.duration_ms.map_or(*ms, |d| d.min(*ms)));
+            scope.limits.duration_ms = Some(scope.limits.duration_ms.map_or(ms, |d| d.min(ms)));
         }
         for (name, decl) in &program.decls {
             if decl.kind == flow_check::spec::Kind::Agent {
-                if let Some(props) = budget_props(&program, decl.props.get("budget")) {
+                if let Some(props) = decl.budget_props(&program) {
                     budgets.add(Scope::from_props(&format!("agent.{name}"), props));
                 }
             }
@@ -548,15 +518,15 @@ impl Engine {
         let mut policies = Vec::new();
         for policy in program.policies.iter().chain(&wf.policies) {
             let automaton = Automaton::new(&policy.formula).map_err(|e| format!("policy `{}`: {e}", policy.name))?;
-            let mut escalate_to = names(policy.props.get("escalate_to"));
+            let mut escalate_to = policy.escalate_to();
             if escalate_to.is_empty() {
-                escalate_to = names(wf.props.get("escalate_to"));
+                escalate_to = wf.escalate_to();
             }
             policies.push(PolicyRt {
                 name: policy.name.clone(),
-                response: PolicyResponse::of(word(policy.props.get("response"))),
+                response: policy.response(),
                 escalate_to,
-                description: word(policy.props.get("description")).map(str::to_string),
+                description: policy.description().map(str::to_string),
                 monitor: Monitor::new(automaton),
                 reported: false,
             });
@@ -801,7 +771,7 @@ impl Engine {
         let mut blocked: Vec<(usize, String)> = Vec::new();
         let mut escalated: Option<(usize, String)> = None;
         for (i, p) in self.policies.iter_mut().enumerate() {
-            if p.reported || !p.response.acts_before() {
+            if p.reported || !acts_before(p.response) {
                 continue;
             }
             let now = p.monitor.state();
@@ -885,7 +855,7 @@ impl Engine {
                 }
             }
             Held::CompleteNode { name, output, status } => self.complete_node(&name, output, status, cause),
-            Held::EndNode { name, reason, status } => self.finish_end(&name, &reason, &status, cause),
+            Held::EndNode { name, reason, status } => self.finish_end(&name, &reason, status, cause),
             Held::ParallelDone { name } => self.finish_parallel(&name, cause),
             Held::NodeFailed { node, event, code, message } => {
                 if let Some(n) = self.node(&node) {
@@ -982,7 +952,7 @@ impl Engine {
         if !input.is_null() {
             self.store(&input, "input", Some(&started));
         }
-        if let Some(IrValue::Type(ty)) = self.wf().props.get("input").cloned() {
+        if let Some(ty) = self.wf().input_type().cloned() {
             if let Ok(v) = self.validator("workflow.input", "", &ty) {
                 if let Err(errors) = v.validate(&input) {
                     self.terminate("invalid_input", TerminationStatus::Failure, &started, Some(&errors.join("; ")));
@@ -991,7 +961,7 @@ impl Engine {
             }
         }
         self.env.insert("input".into(), input.clone());
-        let Some(start) = ref_name(self.wf().props.get("start")).map(str::to_string) else {
+        let Some(start) = self.wf().start().map(str::to_string) else {
             self.terminate("no_start", TerminationStatus::Failure, &started, None);
             return;
         };
@@ -1031,30 +1001,26 @@ impl Engine {
             Some(cause),
         );
         self.nodes[name].started_event = started.clone();
-        if let Some(max) = int(node.props.get("max_visits")) {
+        if let Some(max) = node.max_visits() {
             if visit as u64 > max {
                 self.node_failed(&node, "max_visits", &format!("`{name}` ran {max} times already (max_visits)"), &started);
                 return;
             }
         }
         // A node budget covers one visit.
-        if let Some(props) = budget_props(&self.program, node.props.get("budget")).cloned() {
+        if let Some(props) = node.budget_props(&self.program).cloned() {
             self.budgets.add(Scope::from_props(&format!("node.{name}"), &props));
         }
         match node.kind {
             NodeKind::Agent | NodeKind::Tool => self.start_attempt(&node, trigger, &started),
             NodeKind::Human => {
-                let decisions = match node.props.get("decisions") {
-                    Some(IrValue::List(_)) => names(node.props.get("decisions")),
-                    _ => vec!["approve".into(), "reject".into()],
-                };
-                let prompt = word(node.props.get("prompt")).map(str::to_string);
+                let decisions = node.offered_decisions();
+                let prompt = node.prompt().map(str::to_string);
                 self.ask(Decision::HumanNode { node: name.to_string() }, node.target.clone(), prompt, decisions, &started);
             }
             NodeKind::End => {
                 let reason = node.target.first().cloned().unwrap_or_else(|| name.to_string());
-                let status = word(node.props.get("status")).unwrap_or("success").to_string();
-                self.finish_end(name, &reason, &status, &started);
+                self.finish_end(name, &reason, node.status(), &started);
             }
             NodeKind::Parallel => {
                 let branches = node.target.clone();
@@ -1100,13 +1066,13 @@ impl Engine {
                 }
             }
             NodeKind::Map => {
-                let items = match node.props.get("over") {
-                    Some(IrValue::Expr(e)) => eval::eval(e, &self.env),
-                    _ => Ok(Value::Array(Vec::new())),
+                let items = match node.over() {
+                    Some(e) => eval::eval(e, &self.env),
+                    None => Ok(Value::Array(Vec::new())),
                 };
                 match items {
                     Ok(Value::Array(items)) => {
-                        if let Some(max) = int(node.props.get("max_items")) {
+                        if let Some(max) = node.max_items() {
                             if items.len() as u64 > max {
                                 let msg = format!("{} items exceed max_items {max}", items.len());
                                 self.node_failed(&node, "too_many_items", &msg, &started);
@@ -1131,8 +1097,8 @@ impl Engine {
     }
 
     /// An end node completes, and the run terminates with its reason.
-    fn finish_end(&mut self, name: &str, reason: &str, status: &str, cause: &str) {
-        let held = || Held::EndNode { name: name.to_string(), reason: reason.to_string(), status: status.to_string() };
+    fn finish_end(&mut self, name: &str, reason: &str, status: TerminationStatus, cause: &str) {
+        let held = || Held::EndNode { name: name.to_string(), reason: reason.to_string(), status };
         if !self.admit(Obs::Completed(name), "node_completed", cause, held) {
             return;
         }
@@ -1142,8 +1108,7 @@ impl Engine {
             Some(cause),
         );
         self.nodes[name].running = false;
-        // The checker allows only the statuses there are; success is the default.
-        self.terminate(reason, TerminationStatus::parse(status).unwrap_or(TerminationStatus::Success), &done, None);
+        self.terminate(reason, status, &done, None);
     }
 
     /// A parallel node completes once its branches are started.
@@ -1192,10 +1157,7 @@ impl Engine {
     }
 
     fn max_attempts(node: &Node) -> u32 {
-        match node.props.get("retry") {
-            Some(IrValue::Record(r)) => int(r.get("attempts")).unwrap_or(1).max(1) as u32,
-            _ => 1,
-        }
+        node.attempts() as u32
     }
 
     /// The delay before attempt `attempt_no`: none before the first,
@@ -1204,15 +1166,12 @@ impl Engine {
         if attempt_no <= 1 {
             return 0;
         }
-        let Some(IrValue::Record(r)) = node.props.get("retry") else { return 0 };
-        let base = match r.get("backoff") {
-            Some(IrValue::Duration(ms)) => *ms,
-            _ => return 0,
-        };
+        let Some(retry) = node.retry() else { return 0 };
+        let Some(base) = retry.backoff_ms else { return 0 };
         let delay = base.saturating_mul(1u64 << (attempt_no.saturating_sub(2)).min(20));
-        match r.get("max_backoff") {
-            Some(IrValue::Duration(max)) => delay.min(*max),
-            _ => delay,
+        match retry.max_backoff_ms {
+            Some(max) => delay.min(max),
+            None => delay,
         }
     }
 
@@ -1268,7 +1227,7 @@ impl Engine {
             },
             Some(&started),
         );
-        let repair = int(node.props.get("repair")).unwrap_or(1) as u32;
+        let repair = node.repair() as u32;
         let attempt = Attempt {
             id: id.clone(),
             node: node.name.clone(),
@@ -1292,8 +1251,8 @@ impl Engine {
 
     fn tool_node_call(&mut self, node: &Node, attempt: &str, delay: u64, cause: &str) {
         let Some(tool) = node.target.first().cloned() else { return };
-        let input = match node.props.get("args") {
-            Some(IrValue::Record(args)) => {
+        let input = match node.args() {
+            Some(args) => {
                 let mut out = serde_json::Map::new();
                 for (k, v) in args {
                     let value = match v {
@@ -1312,7 +1271,7 @@ impl Engine {
             }
             _ => self.nodes[&node.name].input.clone(),
         };
-        let key_template = word(node.props.get("idempotency_key")).map(str::to_string);
+        let key_template = node.idempotency_key().map(str::to_string);
         self.call_tool(attempt, &tool, input, key_template, None, delay, cause);
     }
 
@@ -1335,7 +1294,7 @@ impl Engine {
             return;
         };
         // The tool's input is validated before the call.
-        if let Some(IrValue::Type(ty)) = decl.props.get("input") {
+        if let Some(ty) = decl.input_type() {
             match self.validator("tool.input", tool, ty) {
                 Ok(v) => {
                     if let Err(errors) = v.validate(&input) {
@@ -1357,10 +1316,10 @@ impl Engine {
         // A tool that needs confirmation runs only after a human approved
         // something in this run (an approval node or a gate decision);
         // otherwise the control plane asks first.
-        if decl.props.get("confirm").is_some_and(|v| matches!(v, IrValue::Bool(true))) && self.approvals == 0 {
-            let mut deciders = names(self.wf().props.get("escalate_to"));
-            if let Some(IrValue::Record(audit)) = decl.props.get("audit") {
-                deciders.extend(names(audit.get("visible_to")));
+        if decl.confirm() && self.approvals == 0 {
+            let mut deciders = self.wf().escalate_to();
+            if let Some(audit) = decl.audit() {
+                deciders.extend(audit.visible_to);
             }
             self.ask(
                 Decision::Confirm {
@@ -1390,8 +1349,8 @@ impl Engine {
         }
         // An MCP server's quota: calls per run at that server.
         if decl.variant.as_deref() == Some("mcp") {
-            if let Some(quota) = int(decl.props.get("quota")) {
-                let server = names(decl.props.get("server")).join(" ");
+            if let Some(quota) = decl.quota() {
+                let server = decl.server().join(" ");
                 let used = self.mcp_calls.entry(server.clone()).or_default();
                 if *used >= quota {
                     let msg = format!("the quota of {quota} calls at `{server}` is used up");
@@ -1414,10 +1373,9 @@ impl Engine {
                 return;
             }
         };
-        let effect = word(decl.props.get("effect")).unwrap_or("none").to_string();
         let idempotency_key = match key_template {
             Some(t) => Some(template(&t, &input)),
-            None if effect == "non_idempotent" => Some(format!("{}:{attempt_id}", self.cfg.run_id)),
+            None if decl.effect() == Effect::NonIdempotent => Some(format!("{}:{attempt_id}", self.cfg.run_id)),
             None => None,
         };
         let request = ToolRequest { tool: tool.to_string(), input: input.clone(), idempotency_key: idempotency_key.clone() };
@@ -1506,22 +1464,21 @@ impl Engine {
 
     /// The context an agent sees, by its context policy.
     fn context_for(&self, node: &Node, agent: &Decl) -> Value {
-        let policy = word(node.props.get("context")).or_else(|| word(agent.props.get("context"))).unwrap_or("isolated").to_string();
         let rt = self.nodes.get(&node.name);
         // A filtered handoff decides what crosses: the slice it passed.
         let input = rt.and_then(|n| n.slice.clone()).or_else(|| rt.map(|n| n.input.clone())).unwrap_or(Value::Null);
-        match policy.as_str() {
-            "fork" => {
+        match node.agent_context(agent) {
+            ContextMode::Fork => {
                 let mut all = serde_json::Map::new();
                 for (k, v) in &self.env {
                     all.insert(k.clone(), v.clone());
                 }
                 json!({ "input": input, "run": Value::Object(all) })
             }
-            "filtered" => {
+            ContextMode::Filtered => {
                 // Each named field from the node's input, else from the
                 // run's input: the slice, and nothing else.
-                let fields = names(agent.props.get("context_fields"));
+                let fields = agent.context_fields();
                 if fields.is_empty() {
                     return json!({ "input": input });
                 }
@@ -1535,7 +1492,7 @@ impl Engine {
                 }
                 json!({ "input": Value::Object(slice) })
             }
-            _ => json!({ "input": input }),
+            ContextMode::Isolated => json!({ "input": input }),
         }
     }
 
@@ -1543,25 +1500,25 @@ impl Engine {
         if let Some(p) = &self.provider_override {
             return (p.clone(), None);
         }
-        let default = ref_name(agent.props.get("provider")).unwrap_or_default().to_string();
-        let model = word(agent.props.get("model")).map(str::to_string);
-        if let Some(IrValue::List(routes)) = agent.props.get("routes") {
-            let task = match node.props.get("task") {
+        let default = agent.provider().unwrap_or_default().to_string();
+        let model = agent.model().map(str::to_string);
+        let routes = agent.routes();
+        if !routes.is_empty() {
+            let task = match node.task() {
                 Some(v) => eval::value_to_json(v),
                 None => json!({}),
             };
             let mut env = Env::new();
             env.insert("task".into(), task);
             for route in routes {
-                let IrValue::Record(r) = route else { continue };
-                let holds = match r.get("when") {
-                    Some(IrValue::Expr(e)) => eval::eval_bool(e, &env).unwrap_or(false),
-                    Some(IrValue::Bool(b)) => *b,
-                    _ => false,
+                let holds = match (route.when, route.always) {
+                    (Some(e), _) => eval::eval_bool(e, &env).unwrap_or(false),
+                    (None, Some(b)) => b,
+                    (None, None) => false,
                 };
                 if holds {
-                    let provider = ref_name(r.get("use")).unwrap_or(&default).to_string();
-                    return (provider, word(r.get("model")).map(str::to_string).or(model));
+                    let provider = route.provider.unwrap_or(&default).to_string();
+                    return (provider, route.model.map(str::to_string).or(model));
                 }
             }
         }
@@ -1593,11 +1550,11 @@ impl Engine {
             node: node.name.clone(),
             provider,
             model,
-            instructions: word(agent.props.get("instructions")).map(str::to_string),
-            prompt: word(node.props.get("prompt")).map(str::to_string),
+            instructions: agent.instructions().map(str::to_string),
+            prompt: node.prompt().map(str::to_string),
             context: self.context_for(&node, &agent),
             output_schema: ty_to_schema(&output_ty, &self.program.types),
-            tools: names(agent.props.get("tools")),
+            tools: agent.tools(),
             visit: self.nodes[&node.name].visits,
             attempt_no: attempt.attempt_no,
             turn: attempt.turn + 1,
@@ -1610,7 +1567,7 @@ impl Engine {
         // What the request can hold, held against the declared input
         // ceiling before anything is reserved or sent.
         let bound = prompt::input_token_bound(&request);
-        let input_from = match (int(agent.props.get("max_input_tokens")), ceiling.max_input_tokens) {
+        let input_from = match (agent.max_input_tokens(), ceiling.max_input_tokens) {
             (Some(_), _) => InputCeiling::Agent,
             (None, Some(_)) => InputCeiling::Provider,
             (None, None) => InputCeiling::Request,
@@ -1774,11 +1731,11 @@ impl Engine {
             return;
         }
         if let Some(call) = reply.tool_call {
-            let allowed_by_agent = self.decl(&agent).map(|d| names(d.props.get("tools")).contains(&call.tool)).unwrap_or(false);
+            let allowed_by_agent = self.decl(&agent).map(|d| d.holds_tool(&call.tool)).unwrap_or(false);
             let allowed_by_tool = self
                 .decl(&call.tool)
                 .map(|d| {
-                    let allowed = names(d.props.get("allowed_agents"));
+                    let allowed = d.allowed_agents();
                     allowed.is_empty() || allowed.contains(&agent)
                 })
                 .unwrap_or(false);
@@ -1900,7 +1857,7 @@ impl Engine {
         let mut result = result;
         if result.ok {
             let program = self.program.clone();
-            if let Some(IrValue::Type(ty)) = program.decls.get(tool).and_then(|d| d.props.get("output")) {
+            if let Some(ty) = program.decls.get(tool).and_then(|d| d.output_type()) {
                 match self.validator("tool.output", tool, ty) {
                     Ok(v) => {
                         if let Err(errors) = v.validate(result.output.as_ref().unwrap_or(&Value::Null)) {
@@ -2009,9 +1966,9 @@ impl Engine {
             self.act(&action, &ctx, &format!("node.{}", node.name), &failed);
             return;
         }
-        if let Some(w) = word(node.props.get("on_failure")) {
-            let action = Action { name: w.to_string(), args: Vec::new() };
-            if w != "retry" {
+        if let Some(on_failure) = node.on_failure() {
+            let action = Action { name: on_failure.to_string(), args: Vec::new() };
+            if on_failure != OnFailure::Retry {
                 self.act(&action, &ctx, &format!("node.{}", node.name), &failed);
                 return;
             }
@@ -2072,9 +2029,9 @@ impl Engine {
             Some(cause),
         );
         if let Some(a) = artifact {
-            let of_result_type = match self.wf().props.get("output") {
-                Some(IrValue::Type(ty)) => self.node(name).is_some_and(|n| &n.output == ty),
-                _ => false,
+            let of_result_type = match self.wf().output_type() {
+                Some(ty) => self.node(name).is_some_and(|n| &n.output == ty),
+                None => false,
             };
             if of_result_type {
                 self.result_output = Some((name.to_string(), a.clone()));
@@ -2089,7 +2046,7 @@ impl Engine {
             self.budgets.scopes.shift_remove(&format!("node.{name}"));
         }
         // Task state machine.
-        if let Some(IrValue::State { machine, state }) = self.wf().nodes.get(name).and_then(|n| n.props.get("state")).cloned() {
+        if let Some((machine, state)) = self.wf().nodes.get(name).and_then(|n| n.state()).map(|(m, s)| (m.to_string(), s.to_string())) {
             if let Some(m) = self.program.machines.get(&machine).cloned() {
                 let from = self.task_state.get(&machine).cloned().unwrap_or_else(|| m.initial.clone());
                 let legal = from == state || m.transitions.iter().any(|(a, b)| *a == from && *b == state);
@@ -2196,7 +2153,7 @@ impl Engine {
     /// Why `output` does not satisfy `contract`, if it does not.
     fn contract_violation(&mut self, contract: &str, output: &Value) -> Option<String> {
         let decl = self.decl(contract)?.clone();
-        if let Some(IrValue::Type(ty)) = decl.props.get("output") {
+        if let Some(ty) = decl.output_type() {
             match self.validator("contract.output", contract, ty) {
                 Ok(v) => {
                     if let Err(errors) = v.validate(output) {
@@ -2206,16 +2163,15 @@ impl Engine {
                 Err(e) => return Some(e),
             }
         }
-        if let Some(IrValue::List(checks)) = decl.props.get("accept") {
+        let checks = decl.accept();
+        if !checks.is_empty() {
             let mut env = self.env.clone();
             env.insert("output".into(), output.clone());
-            for check in checks {
-                if let IrValue::Expr(e) = check {
-                    match eval::eval_bool(e, &env) {
-                        Ok(true) => {}
-                        Ok(false) => return Some(format!("acceptance check failed: {}", eval::render(e))),
-                        Err(err) => return Some(format!("acceptance check errored: {}", err.message)),
-                    }
+            for e in checks {
+                match eval::eval_bool(e, &env) {
+                    Ok(true) => {}
+                    Ok(false) => return Some(format!("acceptance check failed: {}", eval::render(e))),
+                    Err(err) => return Some(format!("acceptance check errored: {}", err.message)),
                 }
             }
         }
@@ -2276,13 +2232,13 @@ impl Engine {
                 branches.insert(branch.clone(), out);
             }
         }
-        if word(node.props.get("conflicts")) == Some("fail") && !conflicts.is_empty() {
+        if node.conflicts() == Conflicts::Fail && !conflicts.is_empty() {
             let msg = format!("{} conflicting results (conflicts: fail)", conflicts.len());
             self.node_failed(&node, "conflict", &msg, cause);
             return;
         }
         let merged = json!({ "results": results, "conflicts": conflicts, "branches": Value::Object(branches) });
-        if node.props.contains_key("output") {
+        if node.output_type().is_some() {
             match self.validator("node.output", join, &node.output) {
                 Ok(v) => {
                     if let Err(errors) = v.validate(&merged) {
@@ -2303,8 +2259,8 @@ impl Engine {
     fn round_end(&mut self, lp: &str, cause: &str) {
         let Some(node) = self.node(lp) else { return };
         let round = self.loops.get(lp).map(|l| l.round).unwrap_or(1);
-        let converged = match node.props.get("until") {
-            Some(IrValue::Expr(e)) => match eval::eval_bool(e, &self.env) {
+        let converged = match node.until() {
+            Some(e) => match eval::eval_bool(e, &self.env) {
                 Ok(b) => b,
                 Err(err) => {
                     self.loops.remove(lp);
@@ -2312,19 +2268,16 @@ impl Engine {
                     return;
                 }
             },
-            _ => false,
+            None => false,
         };
-        let max = int(node.props.get("max_rounds")).unwrap_or(1) as u32;
+        let max = node.rounds() as u32;
         if converged || round >= max {
             self.loops.remove(lp);
             let output = json!({ "rounds": round, "converged": converged });
             if !converged {
                 // The loop's declared alternative, recorded once as taken.
                 let handler = node.handlers.iter().find(|h| h.events.iter().any(|e| e == "exhausted")).map(|h| h.action.clone());
-                let action = handler.or_else(|| match node.props.get("on_exhausted") {
-                    Some(IrValue::Action(a)) => Some(a.clone()),
-                    _ => None,
-                });
+                let action = handler.or_else(|| node.on_exhausted().cloned());
                 if let Some(action) = action.filter(|a| a.name != "continue") {
                     self.env.insert(lp.to_string(), output);
                     let ctx = Ctx { node: Some(lp.to_string()), gate: None, event: "exhausted".into() };
@@ -2404,7 +2357,7 @@ impl Engine {
                 let hops = self.hops.entry((from.to_string(), to.to_string())).or_default();
                 *hops += 1;
                 let hops = *hops;
-                if let Some(max) = int(transfer.props.get("max_hops")) {
+                if let Some(max) = transfer.max_hops() {
                     if hops > max {
                         let ex = self.emit(
                             "control",
@@ -2425,11 +2378,8 @@ impl Engine {
                     return Crossing::Held;
                 }
                 // The plan carries the resolved mode (the default filled in at lowering).
-                let context = word(transfer.props.get("context"))
-                    .or(flow_check::spec::HANDOFF_BLOCK.default_word("context"))
-                    .and_then(ContextMode::parse)
-                    .unwrap_or(ContextMode::Isolated);
-                let fields = names(transfer.props.get("context_fields"));
+                let context = transfer.handoff_context();
+                let fields = transfer.context_fields();
                 // `payload` is what `from` produced (the declared payload
                 // type); the context slice is what the receiver sees.
                 let payload = input.clone();
@@ -2444,7 +2394,7 @@ impl Engine {
                 let mut accepted = true;
                 let mut why = String::new();
                 // The payload is of its declared type, or the handoff is refused.
-                if let Some(IrValue::Type(ty)) = transfer.props.get("payload") {
+                if let Some(ty) = transfer.payload_type() {
                     let problem = match self.validator("handoff.payload", &format!("{from} -> {to}"), ty) {
                         Ok(v) => v.validate(&payload).err().map(|errors| format!("the payload is not a `{ty}`: {}", errors.join("; "))),
                         Err(e) => Some(e),
@@ -2454,21 +2404,19 @@ impl Engine {
                         why = problem;
                     }
                 }
-                if let (true, Some(IrValue::List(checks))) = (accepted, transfer.props.get("accept")) {
-                    for check in checks {
-                        if let IrValue::Expr(e) = check {
-                            match eval::eval_bool(e, &env) {
-                                Ok(true) => {}
-                                Ok(false) => {
-                                    accepted = false;
-                                    why = format!("acceptance check failed: {}", eval::render(e));
-                                    break;
-                                }
-                                Err(err) => {
-                                    accepted = false;
-                                    why = format!("acceptance check errored: {}", err.message);
-                                    break;
-                                }
+                if accepted {
+                    for e in transfer.accept() {
+                        match eval::eval_bool(e, &env) {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                accepted = false;
+                                why = format!("acceptance check failed: {}", eval::render(e));
+                                break;
+                            }
+                            Err(err) => {
+                                accepted = false;
+                                why = format!("acceptance check errored: {}", err.message);
+                                break;
                             }
                         }
                     }
@@ -2480,7 +2428,7 @@ impl Engine {
                         schema_version: V,
                         from: from.to_string(),
                         to: to.to_string(),
-                        reason: word(transfer.props.get("reason")).map(str::to_string),
+                        reason: transfer.reason().map(str::to_string),
                         context,
                         context_fields: fields,
                         payload: payload_ref.clone(),
@@ -2512,7 +2460,7 @@ impl Engine {
                 parent = handoff;
             } else if transfer.kind == TransferKind::Delegate {
                 let mut inputs = serde_json::Map::new();
-                if let Some(IrValue::Record(r)) = transfer.props.get("inputs") {
+                if let Some(r) = transfer.inputs() {
                     for (k, v) in r {
                         let value = match v {
                             IrValue::Expr(e) => eval::eval(e, &self.env).unwrap_or(Value::Null),
@@ -2522,11 +2470,11 @@ impl Engine {
                     }
                 }
                 let inputs = Value::Object(inputs);
-                let contract = ref_name(transfer.props.get("contract")).unwrap_or_default().to_string();
+                let contract = transfer.contract().unwrap_or_default().to_string();
                 let contract_name = contract.clone();
                 // The inputs are of the contract's `inputs` type, or the
                 // delegation is refused: the delegator fails.
-                if let Some(IrValue::Type(ty)) = self.decl(&contract).and_then(|c| c.props.get("inputs")).cloned() {
+                if let Some(ty) = self.decl(&contract).and_then(|c| c.inputs_type()).cloned() {
                     let problem = match self.validator("contract.inputs", &contract, &ty) {
                         Ok(v) => v.validate(&inputs).err().map(|errors| format!("the inputs are not a `{ty}`: {}", errors.join("; "))),
                         Err(e) => Some(e),
@@ -2539,7 +2487,7 @@ impl Engine {
                         return Crossing::Refused;
                     }
                 }
-                let budget_props = self.decl(&contract).and_then(|c| budget_props(&self.program, c.props.get("budget"))).cloned();
+                let budget_props = self.decl(&contract).and_then(|c| c.budget_props(&self.program)).cloned();
                 let mut granted = Usage::default();
                 if let Some(props) = budget_props {
                     let scope = Scope::from_props(&format!("delegation.{to}"), &props);
@@ -2575,16 +2523,13 @@ impl Engine {
     // ----------------------------------------------------------------- gates
 
     fn evaluate_gate(&mut self, gate: &Gate, cause: &str) {
-        let evaluators = match gate.props.get("evaluate") {
-            Some(IrValue::List(items)) => items.clone(),
-            _ => Vec::new(),
-        };
-        let on_error = outcome_of(gate.props.get("on_error"));
+        let evaluators = gate.evaluator_items();
+        let on_error = gate.on_error();
         let mut rt = GateRt { results: vec![None; evaluators.len()], probes: BTreeMap::new(), cause: cause.to_string(), pending: 0 };
         let visit = self.nodes.get(&gate.from).map(|n| n.visits).unwrap_or(0);
         let mut probes = Vec::new();
         for (i, ev) in evaluators.iter().enumerate() {
-            let IrValue::Evaluator { name, builtin, args } = ev else {
+            let Some(EvaluatorRef { name, builtin, args }) = *ev else {
                 rt.results[i] = Some(EvaluatorResult {
                     evaluator: "?".into(),
                     outcome: on_error,
@@ -2600,7 +2545,7 @@ impl Engine {
                 reason,
                 error,
             };
-            if *builtin {
+            if builtin {
                 rt.results[i] = Some(self.builtin_evaluator(name, args, on_error, &result));
                 continue;
             }
@@ -2608,8 +2553,8 @@ impl Engine {
                 rt.results[i] = Some(result(on_error, Some(format!("no evaluator `{name}`")), true));
                 continue;
             };
-            let fail = outcome_of(decl.props.get("fail"));
-            let reason = word(decl.props.get("reason")).map(str::to_string);
+            let fail = decl.fail();
+            let reason = decl.reason().map(str::to_string);
             let input = match args.first() {
                 Some(e) => match eval::eval(e, &self.env) {
                     Ok(v) => v,
@@ -2621,8 +2566,8 @@ impl Engine {
                 None => Value::Null,
             };
             // A list argument whose items fit the input type: once per item.
-            let items: Vec<Value> = match (&input, decl.props.get("input")) {
-                (Value::Array(items), Some(IrValue::Type(ty))) if !matches!(ty, Ty::List { .. }) => items.clone(),
+            let items: Vec<Value> = match (&input, decl.input_type()) {
+                (Value::Array(items), Some(ty)) if !matches!(ty, Ty::List { .. }) => items.clone(),
                 _ => vec![input.clone()],
             };
             match decl.variant.as_deref() {
@@ -2633,8 +2578,8 @@ impl Engine {
                     for item in &items {
                         let mut env = self.env.clone();
                         env.insert("input".into(), item.clone());
-                        match decl.props.get("check") {
-                            Some(IrValue::Expr(e)) => match eval::eval_bool(e, &env) {
+                        match decl.check() {
+                            Some(e) => match eval::eval_bool(e, &env) {
                                 Ok(true) => {}
                                 Ok(false) => {
                                     outcome = outcome.max(fail);
@@ -2646,7 +2591,7 @@ impl Engine {
                                     error = true;
                                 }
                             },
-                            _ => {
+                            None => {
                                 outcome = outcome.max(on_error);
                                 error = true;
                             }
@@ -2655,10 +2600,7 @@ impl Engine {
                     rt.results[i] = Some(result(outcome, why, error));
                 }
                 Some("schema") => {
-                    let ty = match decl.props.get("schema") {
-                        Some(IrValue::Type(ty)) => ty.clone(),
-                        _ => Ty::Any,
-                    };
+                    let ty = decl.schema().cloned().unwrap_or(Ty::Any);
                     let mut outcome = Outcome::Pass;
                     let mut why = None;
                     match self.validator("evaluator", name, &ty) {
@@ -2675,13 +2617,13 @@ impl Engine {
                     }
                 }
                 Some("builtin") => {
-                    let function = word(decl.props.get("function")).unwrap_or(name).to_string();
+                    let function = decl.function().to_string();
                     for (j, item) in items.iter().enumerate() {
                         rt.probes.insert((i, j), None);
                         rt.pending += 1;
                         let key = format!("probe/{}/{visit}/{i}.{j}", gate.name);
                         let request = ProbeRequest {
-                            evaluator: name.clone(),
+                            evaluator: name.to_string(),
                             argv: Vec::new(),
                             native: Some(function.clone()),
                             input: Some(item.clone()),
@@ -2694,17 +2636,14 @@ impl Engine {
                     }
                 }
                 Some("command") => {
-                    let argv = names(decl.props.get("argv"));
-                    let timeout_ms = match decl.props.get("timeout") {
-                        Some(IrValue::Duration(ms)) => Some(*ms),
-                        _ => None,
-                    };
+                    let argv = decl.argv();
+                    let timeout_ms = decl.timeout_ms();
                     for (j, item) in items.iter().enumerate() {
                         let argv: Vec<String> = argv.iter().map(|a| template(a, item)).collect();
                         rt.probes.insert((i, j), None);
                         rt.pending += 1;
                         let key = format!("probe/{}/{visit}/{i}.{j}", gate.name);
-                        probes.push((key, i, j, ProbeRequest { evaluator: name.clone(), argv, native: None, input: None, timeout_ms }));
+                        probes.push((key, i, j, ProbeRequest { evaluator: name.to_string(), argv, native: None, input: None, timeout_ms }));
                     }
                     if items.is_empty() {
                         rt.results[i] = Some(result(Outcome::Pass, Some("no items to probe".into()), false));
@@ -2775,20 +2714,16 @@ impl Engine {
 
     fn on_probe(&mut self, gate: &str, index: usize, item: usize, res: ProbeResult) {
         let Some(g) = self.wf().gates.get(gate).cloned() else { return };
-        let on_error = outcome_of(g.props.get("on_error"));
-        let evaluator = match g.props.get("evaluate") {
-            Some(IrValue::List(items)) => items.get(index).cloned(),
-            _ => None,
-        };
-        let Some(IrValue::Evaluator { name, .. }) = evaluator else { return };
-        let decl = self.decl(&name).cloned();
-        let fail = outcome_of(decl.as_ref().and_then(|d| d.props.get("fail")));
-        let expect = decl.as_ref().and_then(|d| word(d.props.get("expect"))).unwrap_or("exit_zero").to_string();
+        let on_error = g.on_error();
+        let Some(Some(evaluator)) = g.evaluator_items().get(index).copied() else { return };
+        let decl = self.decl(evaluator.name).cloned();
+        let fail = decl.as_ref().map_or(Outcome::Block, Decl::fail);
+        let expect = decl.as_ref().map_or(Expect::ExitZero, Decl::expect);
         let outcome = if res.error.is_some() {
             on_error
-        } else if expect == "json" {
-            match (&res.output, decl.as_ref().and_then(|d| d.props.get("check"))) {
-                (Some(output), Some(IrValue::Expr(check))) => {
+        } else if expect == Expect::Json {
+            match (&res.output, decl.as_ref().and_then(Decl::check)) {
+                (Some(output), Some(check)) => {
                     let mut env = self.env.clone();
                     env.insert("output".into(), output.clone());
                     match eval::eval_bool(check, &env) {
@@ -2818,19 +2753,17 @@ impl Engine {
     fn finish_gate(&mut self, name: &str) {
         let Some(gate) = self.wf().gates.get(name).cloned() else { return };
         let Some(mut rt) = self.gates.remove(name) else { return };
-        let reason_prop = word(gate.props.get("reason")).map(str::to_string);
-        let labels: Vec<String> = match gate.props.get("evaluate") {
-            Some(IrValue::List(items)) => items
-                .iter()
-                .map(|e| match e {
-                    IrValue::Evaluator { name, args, .. } => {
-                        format!("{name}({})", args.iter().map(eval::render).collect::<Vec<_>>().join(", "))
-                    }
-                    _ => "?".into(),
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
+        let reason_prop = gate.reason().map(str::to_string);
+        let labels: Vec<String> = gate
+            .evaluator_items()
+            .iter()
+            .map(|e| match e {
+                Some(EvaluatorRef { name, args, .. }) => {
+                    format!("{name}({})", args.iter().map(eval::render).collect::<Vec<_>>().join(", "))
+                }
+                None => "?".into(),
+            })
+            .collect();
         for ((i, _), probe) in &rt.probes {
             // A probe that never answered counts as a BLOCK.
             let (outcome, error) = probe.unwrap_or((Outcome::Block, false));
@@ -2859,8 +2792,8 @@ impl Engine {
             None => "control on node_completed".to_string(),
         };
         let mut results = results;
-        if let Some(IrValue::Record(t)) = gate.props.get("trigger") {
-            let by = names(t.get("by"));
+        if let Some(trigger) = gate.trigger() {
+            let by = trigger.by;
             let who = from_agent.clone().unwrap_or_default();
             if !by.is_empty() && !by.contains(&who) {
                 outcome = Outcome::Block;
@@ -3102,20 +3035,14 @@ impl Engine {
             }
             "decide" => {
                 if let Some(g) = gate {
-                    let deciders = match g.props.get("decided_by") {
-                        Some(v) => names(Some(v)),
-                        None => names(self.wf().props.get("escalate_to")),
-                    };
-                    let decisions = match g.props.get("decisions") {
-                        Some(v) => names(Some(v)),
-                        None => flow_check::spec::DECISIONS.iter().map(|d| d.to_string()).collect(),
-                    };
-                    let prompt = word(g.props.get("description")).map(str::to_string);
+                    let deciders = g.decided_by().unwrap_or_else(|| self.wf().escalate_to());
+                    let decisions = g.allowed_decisions();
+                    let prompt = g.description().map(str::to_string);
                     self.ask(Decision::Gate { gate: g.name.clone() }, deciders, prompt, decisions, &taken);
                 }
             }
             "terminate" => {
-                let reason = arg.or_else(|| gate.as_ref().and_then(|g| word(g.props.get("reason")).map(str::to_string)));
+                let reason = arg.or_else(|| gate.as_ref().and_then(|g| g.reason().map(str::to_string)));
                 let reason = reason.unwrap_or_else(|| ctx.event.to_lowercase());
                 self.terminate(&reason, TerminationStatus::Failure, &taken, None);
             }
@@ -3137,8 +3064,8 @@ impl Engine {
             "revise" | "replan" => {
                 let target = arg.or_else(|| {
                     if action.name == "replan" {
-                        let scope = gate.as_ref().map(|g| names(g.props.get("replan_scope"))).unwrap_or_default();
-                        scope.first().cloned().or_else(|| ref_name(self.wf().props.get("start")).map(str::to_string))
+                        let scope = gate.as_ref().map(|g| g.replan_scope()).unwrap_or_default();
+                        scope.first().cloned().or_else(|| self.wf().start().map(str::to_string))
                     } else {
                         ctx.node.clone()
                     }
@@ -3246,7 +3173,7 @@ impl Engine {
         }
         let mut status = status;
         if status == TerminationStatus::Success {
-            if let Some(IrValue::Expr(cond)) = self.wf().props.get("success").cloned() {
+            if let Some(cond) = self.wf().success().cloned() {
                 if !eval::eval_bool(&cond, &self.env).unwrap_or(false) {
                     status = TerminationStatus::Failure;
                     self.emit(
@@ -3259,7 +3186,7 @@ impl Engine {
         }
         // A run that succeeds returns a value of the workflow's `output` type.
         if status == TerminationStatus::Success {
-            if let Some(IrValue::Type(ty)) = self.wf().props.get("output").cloned() {
+            if let Some(ty) = self.wf().output_type().cloned() {
                 let (from, value) = match self.result().cloned() {
                     Some((node, _)) => (format!("`{node}`'s output"), self.env.get(&node).cloned().unwrap_or(Value::Null)),
                     None => ("no output".to_string(), Value::Null),
@@ -3352,8 +3279,8 @@ impl Engine {
                 }
                 Waiting::Tool { attempt, tool, .. } => {
                     self.waiting.remove(&key);
-                    let effect = self.decl(&tool).and_then(|d| word(d.props.get("effect"))).unwrap_or("none").to_string();
-                    self.expire(&attempt, &resumed, (effect == "non_idempotent").then_some(tool));
+                    let non_idempotent = self.decl(&tool).is_some_and(|d| d.effect() == Effect::NonIdempotent);
+                    self.expire(&attempt, &resumed, non_idempotent.then_some(tool));
                 }
             }
         }
@@ -3372,7 +3299,7 @@ impl Engine {
                 Body::ReconciliationRequired { schema_version: V, attempt_id: a.id.clone(), tool, idempotency_key: key },
                 Some(&expired),
             );
-            let deciders = names(self.wf().props.get("escalate_to"));
+            let deciders = self.wf().escalate_to();
             self.ask(
                 Decision::Reconcile { attempt: a.id.clone() },
                 deciders,
@@ -3453,10 +3380,6 @@ impl Engine {
 
 /// A gate or evaluator outcome property (`on_error`, `fail`): BLOCK when
 /// undeclared (fail-closed).
-fn outcome_of(value: Option<&IrValue>) -> Outcome {
-    word(value).and_then(Outcome::parse).unwrap_or(Outcome::Block)
-}
-
 /// What an event says, written as the atom that would describe it.
 fn obs_text(obs: &Obs) -> String {
     match obs {
@@ -3642,7 +3565,15 @@ mod tests {
         assert_eq!(Outcome::Pass.max(Outcome::RequiresDecision), Outcome::RequiresDecision);
         assert_eq!(Outcome::Block.max(Outcome::RequiresDecision), Outcome::Block);
         assert_eq!(Outcome::RequiresDecision.max(Outcome::Pass), Outcome::RequiresDecision);
-        assert_eq!(outcome_of(None), Outcome::Block, "undeclared: fail-closed");
+        let gate = Gate {
+            name: "g".into(),
+            from: "a".into(),
+            to: "b".into(),
+            props: IndexMap::new(),
+            handlers: Vec::new(),
+            loc: Default::default(),
+        };
+        assert_eq!(gate.on_error(), Outcome::Block, "undeclared: fail-closed");
     }
 
     #[test]

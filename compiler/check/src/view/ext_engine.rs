@@ -1,2 +1,173 @@
 //! Typed readers the engine needs beyond the shared ones (to be merged into
 //! `decl.rs` / `flow.rs`).
+
+use super::{int, record, EvaluatorRef, Props};
+use crate::ir::{Decl, Gate, Node, Program, Transfer, Value, Workflow};
+use flow_trace::ContextMode;
+use indexmap::IndexMap;
+
+impl Workflow {
+    /// The run budget's properties whole (inline, or the named budget's),
+    /// for a reader that takes them as written (the runtime's budget scopes).
+    pub fn budget_props<'p>(&'p self, program: &'p Program) -> Option<&'p IndexMap<String, Value>> {
+        crate::lookup::budget_props(program, self.prop("budget"))
+    }
+}
+
+impl Decl {
+    /// The budget's properties whole (agent, contract), as
+    /// [`Workflow::budget_props`].
+    pub fn budget_props<'p>(&'p self, program: &'p Program) -> Option<&'p IndexMap<String, Value>> {
+        crate::lookup::budget_props(program, self.prop("budget"))
+    }
+}
+
+impl Node {
+    /// The node budget's properties whole, as [`Workflow::budget_props`].
+    pub fn budget_props<'p>(&'p self, program: &'p Program) -> Option<&'p IndexMap<String, Value>> {
+        crate::lookup::budget_props(program, self.prop("budget"))
+    }
+
+    /// Attempts per visit, the first included: the retry policy's (at
+    /// least 1), or 1 without one.
+    pub fn attempts(&self) -> u64 {
+        record(self.prop("retry")).map_or(1, |r| int(r.get("attempts")).unwrap_or(1).max(1))
+    }
+
+    /// Rounds a loop runs at most (1 when undeclared).
+    pub fn rounds(&self) -> u64 {
+        self.max_rounds().unwrap_or(1)
+    }
+
+    /// What an agent node's `agent` sees: the node's override, else the
+    /// agent's context, else isolated.
+    pub fn agent_context(&self, agent: &Decl) -> ContextMode {
+        self.context().or_else(|| agent.context()).unwrap_or(ContextMode::Isolated)
+    }
+
+    /// The decisions a human node offers (default approve and reject).
+    pub fn offered_decisions(&self) -> Vec<String> {
+        self.decisions().unwrap_or_else(|| vec!["approve".into(), "reject".into()])
+    }
+}
+
+impl Gate {
+    /// Every item the gate's `evaluate` lists, in order: `None` for one that
+    /// is not an evaluator (never in a checked plan), so a reader can fail
+    /// closed on it.
+    pub fn evaluator_items(&self) -> Vec<Option<EvaluatorRef<'_>>> {
+        match self.prop("evaluate") {
+            Some(Value::List(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::Evaluator { name, builtin, args } => Some(EvaluatorRef { name, builtin: *builtin, args }),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The decisions allowed (default all four, [`crate::spec::DECISIONS`]).
+    pub fn allowed_decisions(&self) -> Vec<String> {
+        self.decisions().unwrap_or_else(|| crate::spec::DECISIONS.iter().map(|d| d.to_string()).collect())
+    }
+}
+
+impl Transfer {
+    /// A handoff's context mode: as declared, else the spec's default
+    /// (isolated).
+    pub fn handoff_context(&self) -> ContextMode {
+        self.context()
+            .or_else(|| crate::spec::HANDOFF_BLOCK.default_word("context").and_then(ContextMode::parse))
+            .unwrap_or(ContextMode::Isolated)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::{Decl, Gate, Node, NodeKind, Transfer, TransferKind, Value};
+    use crate::spec::Kind;
+    use crate::types::Ty;
+    use flow_trace::ContextMode;
+    use indexmap::IndexMap;
+
+    fn props(items: &[(&str, Value)]) -> IndexMap<String, Value> {
+        items.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    }
+
+    fn node(items: &[(&str, Value)]) -> Node {
+        Node {
+            name: "n".into(),
+            kind: NodeKind::Agent,
+            target: vec!["a".into()],
+            props: props(items),
+            handlers: Vec::new(),
+            output: Ty::Any,
+            loc: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_node_attempts_at_least_once_and_a_loop_runs_one_round_by_default() {
+        assert_eq!(node(&[]).attempts(), 1);
+        let retry = |n| Value::Record(props(&[("attempts", Value::Int(n))]));
+        assert_eq!(node(&[("retry", retry(3))]).attempts(), 3);
+        assert_eq!(node(&[("retry", retry(0))]).attempts(), 1);
+        assert_eq!(node(&[("retry", Value::Record(IndexMap::new()))]).attempts(), 1);
+        assert_eq!(node(&[]).rounds(), 1);
+        assert_eq!(node(&[("max_rounds", Value::Int(4))]).rounds(), 4);
+    }
+
+    #[test]
+    fn an_agent_node_sees_its_override_else_its_agents_context_else_isolated() {
+        let agent = |items: &[(&str, Value)]| Decl {
+            kind: Kind::Agent,
+            name: "a".into(),
+            variant: None,
+            props: props(items),
+            loc: Default::default(),
+            imported: false,
+        };
+        let fork = ("context", Value::Word("fork".into()));
+        let filtered = ("context", Value::Word("filtered".into()));
+        assert_eq!(node(&[]).agent_context(&agent(&[])), ContextMode::Isolated);
+        assert_eq!(node(&[]).agent_context(&agent(std::slice::from_ref(&fork))), ContextMode::Fork);
+        assert_eq!(node(&[filtered]).agent_context(&agent(&[fork])), ContextMode::Filtered);
+    }
+
+    #[test]
+    fn decisions_default_to_approve_and_reject_at_a_human_node_and_all_four_at_a_gate() {
+        assert_eq!(node(&[]).offered_decisions(), ["approve", "reject"]);
+        let only = ("decisions", Value::List(vec![Value::Word("revise".into())]));
+        assert_eq!(node(std::slice::from_ref(&only)).offered_decisions(), ["revise"]);
+        let gate = |items: &[(&str, Value)]| Gate {
+            name: "g".into(),
+            from: "a".into(),
+            to: "b".into(),
+            props: props(items),
+            handlers: Vec::new(),
+            loc: Default::default(),
+        };
+        assert_eq!(gate(&[]).allowed_decisions(), crate::spec::DECISIONS);
+        assert_eq!(gate(&[only]).allowed_decisions(), ["revise"]);
+        // An item that is not an evaluator keeps its place, to fail closed on.
+        let ev = Value::Evaluator { name: "predicate".into(), builtin: true, args: Vec::new() };
+        let g = gate(&[("evaluate", Value::List(vec![Value::Int(1), ev]))]);
+        let items: Vec<Option<&str>> = g.evaluator_items().iter().map(|e| e.map(|e| e.name)).collect();
+        assert_eq!(items, [None, Some("predicate")]);
+    }
+
+    #[test]
+    fn a_handoff_is_isolated_unless_it_says_otherwise() {
+        let transfer = |items: &[(&str, Value)]| Transfer {
+            kind: TransferKind::Handoff,
+            from: "a".into(),
+            to: "b".into(),
+            props: props(items),
+            loc: Default::default(),
+        };
+        assert_eq!(transfer(&[]).handoff_context(), ContextMode::Isolated);
+        assert_eq!(transfer(&[("context", Value::Word("fork".into()))]).handoff_context(), ContextMode::Fork);
+    }
+}

@@ -38,9 +38,10 @@
 //! (`lease_expired`, `reconciled`).
 
 use crate::flowgraph::{loc_span, EdgeKind, FastHash, FlowGraph, Parents};
-use crate::lookup::{agent_of, budget_record};
 use flow_check::ceilings::{self, TurnBound};
-use flow_check::ir::{Decl, Loc, Node, NodeKind, Program, TransferKind, Value, Workflow};
+use flow_check::ir::{Decl, Loc, Node, NodeKind, Program, TransferKind, Workflow};
+use flow_check::lookup::agent_of;
+use flow_check::view::{Budget, OnFailure};
 use flow_diagnostics::{codes, Diagnostic, Label};
 use indexmap::{IndexMap, IndexSet};
 use petgraph::graph::NodeIndex;
@@ -101,15 +102,6 @@ pub struct BudgetBound {
     pub note: Option<String>,
     /// Where the budget is written.
     pub loc: Loc,
-}
-
-fn int(v: Option<&Value>) -> Option<f64> {
-    match v? {
-        Value::Int(i) => Some(*i as f64),
-        Value::Money(m) => Some(*m),
-        Value::Duration(ms) => Some(*ms as f64),
-        _ => None,
-    }
 }
 
 /// Maps keyed by the graph's own node indices: a fast hash, the order kept.
@@ -195,13 +187,7 @@ fn budget_graph<'w>(workflow: &'w Workflow, program: &'w Program) -> FlowGraph<'
             match (h.action.name.as_str(), h.action.args.is_empty()) {
                 ("revise", true) => local.push((from, from, &h.action.name)),
                 ("replan", true) => {
-                    let scope = match gate.props.get("replan_scope") {
-                        Some(Value::List(items)) => items.iter().find_map(|v| match v {
-                            Value::Node(n) | Value::Str(n) | Value::Word(n) => index(&flow, n),
-                            _ => None,
-                        }),
-                        _ => None,
-                    };
+                    let scope = gate.replan_scope().iter().find_map(|n| index(&flow, n));
                     local.extend(scope.or(start).map(|s| (from, s, h.action.name.as_str())));
                 }
                 _ => {}
@@ -258,7 +244,7 @@ fn budget_graph<'w>(workflow: &'w Workflow, program: &'w Program) -> FlowGraph<'
 fn handles(node: &Node, event: &str) -> bool {
     let failure = matches!(event, "failure" | "timeout" | "invalid_output");
     node.handlers.iter().any(|h| h.events.iter().any(|e| e == event || (failure && e == "failure")))
-        || (failure && matches!(node.props.get("on_failure"), Some(Value::Word(w)) if w != "retry"))
+        || (failure && node.on_failure().is_some_and(|f| f != OnFailure::Retry))
 }
 
 /// Everything the bounds of one workflow share.
@@ -268,7 +254,7 @@ struct Bounds<'a, 'p> {
     mult: NodeMap<Option<f64>>,
     reached: Parents,
     /// Contract budgets of the nodes every entry into which is delegated.
-    delegated: IndexMap<&'p str, &'p IndexMap<String, Value>>,
+    delegated: IndexMap<&'p str, Budget<'p>>,
     /// Whether a `retry` action can restart a node (then every visit may
     /// take at least two attempts).
     retry_action: bool,
@@ -280,11 +266,9 @@ impl<'a, 'p> Bounds<'a, 'p> {
         let retry_action = ceilings::actions(program, workflow).iter().any(|a| a.name == "retry");
         let mut delegated = IndexMap::new();
         for t in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate) {
-            if let Some(Value::Ref { name, .. }) = t.props.get("contract") {
-                if let Some(budget) = program.decls.get(name).and_then(|c| budget_record(c.props.get("budget"), program)) {
-                    if every_entry_delegated(flow, &t.to) {
-                        delegated.entry(t.to.as_str()).or_insert(budget);
-                    }
+            if let Some(budget) = t.contract_decl(program).and_then(|c| c.budget(program)) {
+                if every_entry_delegated(flow, &t.to) {
+                    delegated.entry(t.to.as_str()).or_insert(budget);
                 }
             }
         }
@@ -292,10 +276,7 @@ impl<'a, 'p> Bounds<'a, 'p> {
     }
 
     fn attempts(&self, node: &Node) -> f64 {
-        let declared = match node.props.get("retry") {
-            Some(Value::Record(r)) => int(r.get("attempts")).unwrap_or(1.0).max(1.0),
-            _ => 1.0,
-        };
+        let declared = node.retry().map_or(1.0, |r| (r.attempts as f64).max(1.0));
         if self.retry_action {
             declared.max(2.0)
         } else {
@@ -320,9 +301,7 @@ impl<'a, 'p> Bounds<'a, 'p> {
                 match q {
                     "steps" => count(tries),
                     // At most one tool call per turn.
-                    "tool_calls" => {
-                        count(if matches!(agent.props.get("tools"), Some(Value::List(l)) if !l.is_empty()) { turns } else { 0.0 })
-                    }
+                    "tool_calls" => count(if agent.has_tools() { turns } else { 0.0 }),
                     "tokens" => Some(match turn.tokens {
                         Some(tokens) => Bound { fixed: turns * tokens as f64, open: 0.0 },
                         None => Bound { fixed: turns * turn.output_tokens as f64, open: turns },
@@ -345,8 +324,8 @@ impl<'a, 'p> Bounds<'a, 'p> {
     /// The per-visit caps of a node: its own budget, and the contract's
     /// when every entry is delegated.
     fn visit_cap(&self, node: &Node, q: &str) -> Option<f64> {
-        let own = budget_record(node.props.get("budget"), self.program).and_then(|b| int(b.get(q)));
-        min_cap(own, self.delegated.get(node.name.as_str()).and_then(|b| int(b.get(q))))
+        let own = node.budget(self.program).and_then(|b| b.limit(q));
+        min_cap(own, self.delegated.get(node.name.as_str()).and_then(|b| b.limit(q)))
     }
 
     /// One visit of a node, capped.
@@ -357,7 +336,7 @@ impl<'a, 'p> Bounds<'a, 'p> {
     /// The run-wide cap an agent's own budget sets on its nodes.
     fn agent_cap(&self, node: &Node, q: &str) -> Option<f64> {
         let agent = agent_of(node, self.program)?;
-        budget_record(agent.props.get("budget"), self.program).and_then(|b| int(b.get(q)))
+        agent.budget(self.program).and_then(|b| b.limit(q))
     }
 
     /// The worst path from the start with `weight` per node (one run).
@@ -416,7 +395,7 @@ impl<'a, 'p> Bounds<'a, 'p> {
 
     /// The node scope's worst case: one visit.
     fn node_worst(&self, node: &Node, q: &str) -> B {
-        let delegated = self.delegated.get(node.name.as_str()).and_then(|b| int(b.get(q)));
+        let delegated = self.delegated.get(node.name.as_str()).and_then(|b| b.limit(q));
         capped(self.intrinsic(node, q), min_cap(delegated, self.agent_cap(node, q)))
     }
 
@@ -425,7 +404,7 @@ impl<'a, 'p> Bounds<'a, 'p> {
     /// of the run (the scope lasts until the next delegation).
     fn delegation_worst(&self, n: NodeIndex, q: &str) -> B {
         let node = self.flow.node(n);
-        let own = budget_record(node.props.get("budget"), self.program).and_then(|b| int(b.get(q)));
+        let own = node.budget(self.program).and_then(|b| b.limit(q));
         let visit = capped(self.intrinsic(node, q), own);
         let total = if self.delegated.contains_key(node.name.as_str()) { visit } else { times(visit, self.mult[&n]) };
         capped(total, self.agent_cap(node, q))
@@ -466,7 +445,7 @@ impl<'a, 'p> Bounds<'a, 'p> {
                     .workflow
                     .nodes
                     .values()
-                    .any(|m| m.kind == NodeKind::Map && m.target.contains(&node.name) && !m.props.contains_key("max_items"));
+                    .any(|m| m.kind == NodeKind::Map && m.target.contains(&node.name) && m.max_items().is_none());
                 return if in_map {
                     format!("`{}` runs once per item of a `map` without `max_items`", node.name)
                 } else {
@@ -525,8 +504,8 @@ fn multipliers(flow: &FlowGraph<'_>) -> NodeMap<Option<f64>> {
         if !cyclic {
             continue;
         }
-        let visits: f64 = scc.iter().filter_map(|&n| int(flow.node(n).props.get("max_visits"))).sum();
-        let unannotated: NodeSet = scc.iter().copied().filter(|&n| !flow.node(n).props.contains_key("max_visits")).collect();
+        let visits: f64 = scc.iter().filter_map(|&n| flow.node(n).max_visits().map(|v| v as f64)).sum();
+        let unannotated: NodeSet = scc.iter().copied().filter(|&n| flow.node(n).max_visits().is_none()).collect();
         let breaks = unannotated.len() < scc.len() && {
             let mut sub = petgraph::Graph::<(), ()>::new();
             let map: NodeMap<NodeIndex> = unannotated.iter().map(|&n| (n, sub.add_node(()))).collect();
@@ -540,7 +519,7 @@ fn multipliers(flow: &FlowGraph<'_>) -> NodeMap<Option<f64>> {
             petgraph::algo::toposort(&sub, None).is_ok()
         };
         for &n in &scc {
-            let own_visits = int(flow.node(n).props.get("max_visits"));
+            let own_visits = flow.node(n).max_visits().map(|v| v as f64);
             let bound = if !breaks { None } else { Some(own_visits.unwrap_or(1.0 + visits)) };
             own[&n] = match (own[&n], bound) {
                 (Some(a), Some(b)) => Some(a * b),
@@ -555,8 +534,8 @@ fn multipliers(flow: &FlowGraph<'_>) -> NodeMap<Option<f64>> {
         .nodes
         .values()
         .filter_map(|node| match node.kind {
-            NodeKind::Loop => Some((node, int(node.props.get("max_rounds")))),
-            NodeKind::Map => Some((node, int(node.props.get("max_items")))),
+            NodeKind::Loop => Some((node, node.max_rounds().map(|v| v as f64))),
+            NodeKind::Map => Some((node, node.max_items().map(|v| v as f64))),
             _ => None,
         })
         .collect();
@@ -581,7 +560,7 @@ fn multipliers(flow: &FlowGraph<'_>) -> NodeMap<Option<f64>> {
         }
     }
     for (n, m) in mult.iter_mut() {
-        if let Some(cap) = int(flow.node(*n).props.get("max_visits")) {
+        if let Some(cap) = flow.node(*n).max_visits().map(|v| v as f64) {
             *m = Some(m.map_or(cap, |v| v.min(cap)));
         }
     }
@@ -759,25 +738,16 @@ impl Dp<'_, '_> {
     }
 }
 
-/// Where a budget value is written and the name of its declaration.
-fn budget_site(value: Option<&Value>, program: &Program, fallback: Loc) -> (Option<String>, Loc) {
-    match value {
-        Some(Value::Ref { name, .. }) => (Some(name.clone()), program.decls.get(name).map(|d| d.loc).unwrap_or(fallback)),
-        _ => (None, fallback),
-    }
-}
-
-fn reserve_share(budget: &IndexMap<String, Value>) -> f64 {
-    match budget.get("reserve") {
-        Some(Value::Record(r)) => r.values().filter_map(|v| if let Value::Fraction(f) = v { Some(*f) } else { None }).sum(),
-        _ => 0.0,
-    }
+/// Where a budget is written (its declaration, or `inline` where it is
+/// written inline) and the name of its declaration.
+fn budget_site(budget: &Budget<'_>, inline: Loc) -> (Option<String>, Loc) {
+    (budget.name.map(str::to_string), budget.decl_loc.unwrap_or(inline))
 }
 
 /// One scope to report: its name, budget and where it is written.
 struct ScopeSite<'p> {
     scope: String,
-    budget: &'p IndexMap<String, Value>,
+    budget: Budget<'p>,
     name: Option<String>,
     loc: Loc,
     /// Where a diagnostic about it is reported.
@@ -796,8 +766,8 @@ struct Worst {
 fn workflow_bounds(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>, report: &mut Vec<BudgetBound>) {
     let workflow = flow.workflow;
     let mut sites: Vec<ScopeSite<'_>> = Vec::new();
-    if let Some(budget) = budget_record(workflow.props.get("budget"), program) {
-        let (name, loc) = budget_site(workflow.props.get("budget"), program, workflow.loc);
+    if let Some(budget) = workflow.budget(program) {
+        let (name, loc) = budget_site(&budget, workflow.loc);
         sites.push(ScopeSite { scope: "run".into(), budget, name, loc, at: workflow.loc });
     }
     let bounds = Bounds::new(flow, program);
@@ -812,35 +782,35 @@ fn workflow_bounds(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagno
     }
     for agent in &agents {
         let Some(decl) = program.decls.get(*agent) else { continue };
-        if let Some(budget) = budget_record(decl.props.get("budget"), program) {
-            let (name, loc) = budget_site(decl.props.get("budget"), program, decl.loc);
+        if let Some(budget) = decl.budget(program) {
+            let (name, loc) = budget_site(&budget, decl.loc);
             sites.push(ScopeSite { scope: format!("agent.{agent}"), budget, name, loc, at: decl.loc });
         }
     }
     for n in bounds.reached.keys() {
         let node = flow.node(n);
-        if let Some(budget) = budget_record(node.props.get("budget"), program) {
-            let (name, loc) = budget_site(node.props.get("budget"), program, node.loc);
+        if let Some(budget) = node.budget(program) {
+            let (name, loc) = budget_site(&budget, node.loc);
             sites.push(ScopeSite { scope: format!("node.{}", node.name), budget, name, loc, at: node.loc });
         }
     }
     let mut delegations: IndexSet<(&str, &str)> = IndexSet::new();
     for t in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate) {
-        let Some(Value::Ref { name: contract, .. }) = t.props.get("contract") else { continue };
+        let Some(contract) = t.contract() else { continue };
         let Some(decl) = program.decls.get(contract) else { continue };
         let reached = flow.index.get(&t.to).is_some_and(|n| bounds.reached.contains_key(n));
-        if !reached || !delegations.insert((t.to.as_str(), contract.as_str())) {
+        if !reached || !delegations.insert((t.to.as_str(), contract)) {
             continue;
         }
-        if let Some(budget) = budget_record(decl.props.get("budget"), program) {
-            let (_, loc) = budget_site(decl.props.get("budget"), program, decl.loc);
-            sites.push(ScopeSite { scope: format!("delegation.{}", t.to), budget, name: Some(contract.clone()), loc, at: t.loc });
+        if let Some(budget) = decl.budget(program) {
+            let (_, loc) = budget_site(&budget, decl.loc);
+            sites.push(ScopeSite { scope: format!("delegation.{}", t.to), budget, name: Some(contract.to_string()), loc, at: t.loc });
         }
     }
     for site in &sites {
-        let reserve = reserve_share(site.budget);
+        let reserve = site.budget.reserve.total();
         for &q in MEASURES {
-            let Some(limit) = int(site.budget.get(q)) else { continue };
+            let Some(limit) = site.budget.limit(q) else { continue };
             let available = limit * (1.0 - reserve).max(0.0);
             if q == "duration" {
                 report.push(BudgetBound {
@@ -1012,11 +982,8 @@ pub fn bounds_of(workflow: &Workflow, program: &Program, out: &mut Vec<Diagnosti
 
 /// Whether a run of `workflow` has any budget scope.
 fn has_budgets(workflow: &Workflow, program: &Program) -> bool {
-    workflow.props.contains_key("budget")
-        || workflow
-            .nodes
-            .values()
-            .any(|n| n.props.contains_key("budget") || agent_of(n, program).is_some_and(|a| a.props.contains_key("budget")))
+    workflow.budget(program).is_some()
+        || workflow.nodes.values().any(|n| n.budget(program).is_some() || agent_of(n, program).is_some_and(|a| a.budget(program).is_some()))
         || workflow.transfers.iter().any(|t| t.kind == TransferKind::Delegate)
 }
 
@@ -1080,47 +1047,42 @@ pub fn show(q: &str, v: f64) -> String {
 }
 
 /// E0802: reserves that do not fit, zones out of order.
-pub fn check_budget_shape(props: &IndexMap<String, Value>, loc: Loc, out: &mut Vec<Diagnostic>) {
+pub fn check_budget_shape(budget: &Budget<'_>, loc: Loc, out: &mut Vec<Diagnostic>) {
     let (file, span) = loc_span(loc);
-    if let Some(Value::Record(reserve)) = props.get("reserve") {
-        let total: f64 = reserve.values().filter_map(|v| if let Value::Fraction(f) = v { Some(*f) } else { None }).sum();
-        if total >= 1.0 {
-            out.push(
-                Diagnostic::new(
-                    codes::INVALID_BUDGET,
-                    file,
-                    span,
-                    format!("the reserves add up to {:.0}%, leaving nothing for the work", total * 100.0),
-                )
-                .with_primary_message("reserves do not fit"),
-            );
-        }
+    let total = budget.reserve.total();
+    if total >= 1.0 {
+        out.push(
+            Diagnostic::new(
+                codes::INVALID_BUDGET,
+                file,
+                span,
+                format!("the reserves add up to {:.0}%, leaving nothing for the work", total * 100.0),
+            )
+            .with_primary_message("reserves do not fit"),
+        );
     }
-    if let Some(Value::List(zones)) = props.get("zones") {
-        let order = ["yellow", "red", "fuse"];
-        let mut last: Option<(usize, f64)> = None;
-        let mut seen = IndexSet::new();
-        for zone in zones {
-            let Value::Record(z) = zone else { continue };
-            let (Some(Value::Word(name)), Some(Value::Fraction(below))) = (z.get("zone"), z.get("below")) else { continue };
-            let rank = order.iter().position(|o| o == name).unwrap_or(0);
-            if !seen.insert(name.clone()) {
-                out.push(Diagnostic::new(codes::INVALID_BUDGET, file, span, format!("zone `{name}` is declared twice")));
-            }
-            if let Some((prev_rank, prev_below)) = last {
-                if rank <= prev_rank || *below >= prev_below {
-                    out.push(
-                        Diagnostic::new(
-                            codes::INVALID_BUDGET,
-                            file,
-                            span,
-                            format!("zone `{name}` (below {:.0}%) is out of order", below * 100.0),
-                        )
-                        .with_note("zones go yellow, red, fuse, each below the previous one"),
-                    );
-                }
-            }
-            last = Some((rank, *below));
+    let order = ["yellow", "red", "fuse"];
+    let mut last: Option<(usize, f64)> = None;
+    let mut seen = IndexSet::new();
+    for zone in &budget.zones {
+        let (name, below) = (zone.zone, zone.below);
+        let rank = order.iter().position(|o| *o == name).unwrap_or(0);
+        if !seen.insert(name) {
+            out.push(Diagnostic::new(codes::INVALID_BUDGET, file, span, format!("zone `{name}` is declared twice")));
         }
+        if let Some((prev_rank, prev_below)) = last {
+            if rank <= prev_rank || below >= prev_below {
+                out.push(
+                    Diagnostic::new(
+                        codes::INVALID_BUDGET,
+                        file,
+                        span,
+                        format!("zone `{name}` (below {:.0}%) is out of order", below * 100.0),
+                    )
+                    .with_note("zones go yellow, red, fuse, each below the previous one"),
+                );
+            }
+        }
+        last = Some((rank, below));
     }
 }

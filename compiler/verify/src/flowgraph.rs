@@ -213,7 +213,7 @@ impl<'w> FlowGraph<'w> {
             handler_roots: Vec::new(),
             edge_ends: Vec::with_capacity(workflow.edges.len()),
         };
-        if let Some(flow_check::ir::Value::Node(start)) = workflow.props.get("start") {
+        if let Some(start) = workflow.start() {
             flow.start = flow.index.get(start).copied();
         }
         // Edges are usually written grouped by source or as chains
@@ -253,10 +253,7 @@ impl<'w> FlowGraph<'w> {
                     let action = flow_check::semantics::gate_decision_action(gate, &decision);
                     let target = match action.name.as_str() {
                         "revise" => flow.index.get(&gate.from).copied(),
-                        "replan" => crate::lookup::names(gate.props.get("replan_scope"))
-                            .first()
-                            .and_then(|n| flow.index.get(n).copied())
-                            .or(flow.start),
+                        "replan" => gate.replan_scope().first().and_then(|n| flow.index.get(n).copied()).or(flow.start),
                         _ => None,
                     };
                     let (Some(from), Some(to)) = (flow.index.get(&gate.from).copied(), target) else { continue };

@@ -3,9 +3,10 @@
 
 use crate::flowgraph::{loc_span, EdgeKind, FlowGraph};
 use flow_check::ir::NodeKind;
-use flow_check::ir::{Gate, Program, Value};
-use flow_check::spec::{DECISIONS, OUTCOMES};
+use flow_check::ir::{Gate, Program};
+use flow_check::spec::{Kind, DECISIONS, OUTCOMES};
 use flow_diagnostics::{codes, Diagnostic, Label};
+use flow_trace::Outcome;
 use indexmap::IndexSet;
 use petgraph::visit::EdgeRef;
 
@@ -13,25 +14,10 @@ use petgraph::visit::EdgeRef;
 pub fn possible_exits(gate: &Gate, program: &Program) -> Vec<String> {
     let mut exits: IndexSet<String> = IndexSet::new();
     exits.insert("PASS".into());
-    let on_error = match gate.props.get("on_error") {
-        Some(Value::Word(w)) => w.clone(),
-        _ => "BLOCK".into(),
-    };
-    exits.insert(on_error);
-    if let Some(Value::List(evaluators)) = gate.props.get("evaluate") {
-        for evaluator in evaluators {
-            if let Value::Evaluator { name, builtin, .. } = evaluator {
-                let fail = if *builtin {
-                    "BLOCK".to_string()
-                } else {
-                    match program.decls.get(name).and_then(|d| d.props.get("fail")) {
-                        Some(Value::Word(w)) => w.clone(),
-                        _ => "BLOCK".into(),
-                    }
-                };
-                exits.insert(fail);
-            }
-        }
+    exits.insert(gate.on_error().as_str().to_string());
+    for evaluator in gate.evaluators() {
+        let fail = if evaluator.builtin { Outcome::Block } else { program.decls.get(evaluator.name).map_or(Outcome::Block, |d| d.fail()) };
+        exits.insert(fail.as_str().to_string());
     }
     let mut ordered: Vec<String> = OUTCOMES.iter().filter(|o| exits.contains(**o)).map(|o| o.to_string()).collect();
     if exits.contains("REQUIRES_DECISION") {
@@ -41,10 +27,7 @@ pub fn possible_exits(gate: &Gate, program: &Program) -> Vec<String> {
 }
 
 pub fn allowed_decisions(gate: &Gate) -> Vec<String> {
-    match gate.props.get("decisions") {
-        Some(Value::List(items)) => items.iter().filter_map(|i| if let Value::Word(w) = i { Some(w.clone()) } else { None }).collect(),
-        _ => DECISIONS.iter().map(|d| d.to_string()).collect(),
-    }
+    gate.decisions().unwrap_or_else(|| DECISIONS.iter().map(|d| d.to_string()).collect())
 }
 
 pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
@@ -80,7 +63,7 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
             );
         }
         // Someone must be able to decide.
-        if exits.iter().any(|e| e == "REQUIRES_DECISION") && !gate.props.contains_key("decided_by") {
+        if exits.iter().any(|e| e == "REQUIRES_DECISION") && gate.decided_by().is_none() {
             out.push(
                 Diagnostic::new(
                     codes::NO_DECIDER,
@@ -94,34 +77,31 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
         }
         fail_open(flow, gate, out);
         // Triggers: only the agent that runs `from`, or principals.
-        if let Some(Value::Record(trigger)) = gate.props.get("trigger") {
-            if let Some(Value::List(by)) = trigger.get("by") {
-                let from_node = flow.node(from);
-                for who in by {
-                    if let Value::Ref { kind: flow_check::spec::Kind::Agent, name } = who {
-                        let runs_from = from_node.kind == NodeKind::Agent && from_node.target.first() == Some(name);
-                        if !runs_from {
-                            let (nf, ns) = loc_span(from_node.loc);
-                            out.push(
-                                Diagnostic::new(
-                                    codes::UNAUTHORISED_TRIGGER,
-                                    file,
-                                    span,
-                                    format!("agent `{name}` may trigger gate `{}` but does not run `{}`", gate.name, gate.from),
-                                )
-                                .with_primary_message("trigger not authorised")
-                                .with_label(Label::secondary(
-                                    nf,
-                                    ns,
-                                    format!(
-                                        "`{}` is run by {}",
-                                        from_node.name,
-                                        from_node.target.first().map(|t| format!("`{t}`")).unwrap_or_else(|| "no agent".into())
-                                    ),
-                                )),
-                            );
-                        }
-                    }
+        if let Some(trigger) = gate.trigger() {
+            let from_node = flow.node(from);
+            let agents = trigger.by.iter().filter(|who| program.decls.get(who.as_str()).is_some_and(|d| d.kind == Kind::Agent));
+            for name in agents {
+                let runs_from = from_node.kind == NodeKind::Agent && from_node.target.first() == Some(name);
+                if !runs_from {
+                    let (nf, ns) = loc_span(from_node.loc);
+                    out.push(
+                        Diagnostic::new(
+                            codes::UNAUTHORISED_TRIGGER,
+                            file,
+                            span,
+                            format!("agent `{name}` may trigger gate `{}` but does not run `{}`", gate.name, gate.from),
+                        )
+                        .with_primary_message("trigger not authorised")
+                        .with_label(Label::secondary(
+                            nf,
+                            ns,
+                            format!(
+                                "`{}` is run by {}",
+                                from_node.name,
+                                from_node.target.first().map(|t| format!("`{t}`")).unwrap_or_else(|| "no agent".into())
+                            ),
+                        )),
+                    );
                 }
             }
         }
@@ -176,7 +156,7 @@ fn fail_open(flow: &FlowGraph<'_>, gate: &Gate, out: &mut Vec<Diagnostic>) {
             w
         })
     };
-    if matches!(gate.props.get("evaluate"), Some(Value::List(items)) if items.is_empty()) {
+    if gate.evaluators().is_empty() {
         out.push(
             Diagnostic::new(codes::FAIL_OPEN_GATE, file, span, format!("gate `{}` has no evaluators: it passes everything", gate.name))
                 .with_primary_message("fail-open"),

@@ -4,7 +4,7 @@
 use crate::flowgraph::{loc_span, EdgeKind, FastHash, FlowGraph, Parents};
 use crate::types::Types;
 use flow_check::ir::NodeKind;
-use flow_check::ir::{Guard, TExpr, TExprKind, Value};
+use flow_check::ir::{Guard, Program, TExpr, TExprKind, Value};
 use flow_check::types::Ty;
 use flow_diagnostics::{codes, Diagnostic, Label};
 use indexmap::{IndexMap, IndexSet};
@@ -21,7 +21,7 @@ pub fn check(flow: &FlowGraph<'_>, types: &Types<'_>, out: &mut Vec<Diagnostic>)
     let ends: Vec<bool> = flow.graph.node_indices().map(|n| flow.is_terminal(n) || flow.has_terminating_handler(n)).collect();
     let dead_ends = dead_ends(flow, &reached, &ends, out);
     cannot_terminate(flow, &reached, &ends, &dead_ends, out);
-    unbounded_cycles(flow, &reached, out);
+    unbounded_cycles(flow, types.program(), &reached, out);
     routers(flow, types, &reached, out);
     fanouts(flow, &reached, out);
 }
@@ -112,9 +112,9 @@ fn reaches(flow: &FlowGraph<'_>, from: NodeIndex, to: NodeIndex) -> bool {
 }
 
 /// E0403: cycles outside loop rounds with nothing bounding them.
-fn unbounded_cycles(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
+fn unbounded_cycles(flow: &FlowGraph<'_>, program: &Program, reached: &Parents, out: &mut Vec<Diagnostic>) {
     // A budget bounds every cycle: nothing to find.
-    let budget_bound = has_budget_limit(flow);
+    let budget_bound = has_budget_limit(flow, program);
     if budget_bound {
         return;
     }
@@ -143,14 +143,14 @@ fn unbounded_cycles(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagn
     }
 }
 
-fn has_budget_limit(flow: &FlowGraph<'_>) -> bool {
-    flow.workflow.props.contains_key("budget")
+fn has_budget_limit(flow: &FlowGraph<'_>, program: &Program) -> bool {
+    flow.workflow.budget(program).is_some()
 }
 
 /// Whether removing the nodes that declare `max_visits` leaves the
 /// component acyclic: then every cycle passes a bounded node.
 fn visits_break_cycles(flow: &FlowGraph<'_>, filtered: &petgraph::Graph<(), ()>, scc: &[NodeIndex]) -> bool {
-    let members: IndexSet<NodeIndex, FastHash> = scc.iter().copied().filter(|&n| !flow.node(n).props.contains_key("max_visits")).collect();
+    let members: IndexSet<NodeIndex, FastHash> = scc.iter().copied().filter(|&n| flow.node(n).max_visits().is_none()).collect();
     if members.len() == scc.len() {
         return false;
     }
@@ -427,7 +427,7 @@ fn routers(flow: &FlowGraph<'_>, types: &Types<'_>, reached: &Parents, out: &mut
     for (index, edges) in by_source {
         let (name, node) = (flow.name(index), flow.node(index));
         let has_default = edges.iter().any(|e| !matches!(e.guard, Guard::When(_)));
-        let exclusive = matches!(node.props.get("exclusive"), Some(Value::Bool(true)));
+        let exclusive = node.exclusive();
         // With a default way on, only exclusivity is left to check.
         if has_default && !exclusive {
             continue;

@@ -11,7 +11,6 @@ pub mod budgets;
 mod flowgraph;
 pub mod gates;
 mod graph_checks;
-mod lookup;
 pub mod mc;
 pub mod model;
 pub mod obligations;
@@ -54,7 +53,7 @@ pub fn verify_with_budgets(program: &Program) -> (Vec<Diagnostic>, Vec<BudgetBou
     }
     permissions::check_agents(program, &mut diagnostics);
     for budget in program.decls.values().filter(|d| d.kind == flow_check::spec::Kind::Budget) {
-        budgets::check_budget_shape(&budget.props, budget.loc, &mut diagnostics);
+        budgets::check_budget_shape(&flow_check::view::Budget::of_decl(budget), budget.loc, &mut diagnostics);
     }
     flow_diagnostics::sort_diagnostics(&mut diagnostics);
     (diagnostics, bounds)

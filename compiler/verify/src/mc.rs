@@ -262,22 +262,13 @@ pub fn cover(model: &Model, wanted: impl Fn(&Label) -> bool, max_states: usize) 
 
 /// The budget a delegate is granted: its contract's limits (as the engine
 /// records them).
-fn granted(props: &indexmap::IndexMap<String, flow_check::ir::Value>) -> Usage {
-    use flow_check::ir::Value;
-    let int = |k: &str| crate::lookup::int(props.get(k)).unwrap_or(0);
+fn granted(budget: &flow_check::view::Budget<'_>) -> Usage {
     Usage {
-        steps: int("steps"),
-        tokens: int("tokens"),
-        tool_calls: int("tool_calls"),
-        cost: match props.get("cost") {
-            Some(Value::Money(m)) | Some(Value::Float(m)) => *m,
-            Some(Value::Int(i)) => *i as f64,
-            _ => 0.0,
-        },
-        duration_ms: match props.get("duration") {
-            Some(Value::Duration(ms)) => *ms,
-            _ => 0,
-        },
+        steps: budget.steps.unwrap_or(0),
+        tokens: budget.tokens.unwrap_or(0),
+        tool_calls: budget.tool_calls.unwrap_or(0),
+        cost: budget.cost.unwrap_or(0.0),
+        duration_ms: budget.duration_ms.unwrap_or(0),
     }
 }
 
@@ -435,11 +426,10 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 let transfer =
                     model.workflow.transfers.iter().find(|t| t.kind == TransferKind::Handoff && t.from == name(a) && t.to == name(b));
                 let context = transfer
-                    .and_then(|t| crate::lookup::word(t.props.get("context")))
-                    .or(flow_check::spec::HANDOFF_BLOCK.default_word("context"))
-                    .and_then(flow_trace::ContextMode::parse)
+                    .and_then(|t| t.context())
+                    .or_else(|| flow_check::spec::HANDOFF_BLOCK.default_word("context").and_then(flow_trace::ContextMode::parse))
                     .unwrap_or(flow_trace::ContextMode::Isolated);
-                let fields = transfer.map(|t| crate::lookup::names(t.props.get("context_fields"))).unwrap_or_default();
+                let fields = transfer.map(|t| t.context_fields()).unwrap_or_default();
                 let body = Body::Handoff {
                     schema_version: 1,
                     from: name(a),
@@ -542,14 +532,9 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 push(&mut out, "control", body);
                 // A delegation into `b` is recorded with the crossing.
                 for t in model.workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate && t.to == name(b)) {
-                    let contract = crate::lookup::word(t.props.get("contract")).unwrap_or_default().to_string();
-                    let budget = model
-                        .program
-                        .decls
-                        .get(&contract)
-                        .and_then(|c| crate::lookup::budget_record(c.props.get("budget"), model.program))
-                        .map(granted)
-                        .unwrap_or_default();
+                    let contract = t.contract().unwrap_or_default().to_string();
+                    let budget =
+                        t.contract_decl(model.program).and_then(|c| c.budget(model.program)).map(|b| granted(&b)).unwrap_or_default();
                     let body = Body::Delegation {
                         schema_version: 1,
                         from: t.from.clone(),

@@ -20,12 +20,12 @@
 //! modelled; a map runs its item node at most `max_items` times (twice when
 //! it declares no bound).
 
-use crate::lookup::{budget_record, int, names, word};
 use crate::obligations::Obligation;
 use flow_check::ir::{Action, Guard, Handler, Program, TExpr, TExprKind, Value, Workflow};
 use flow_check::ir::{NodeKind, TransferKind};
+use flow_check::view::{Budget, OnFailure};
 use flow_trace::{Outcome, TerminationStatus, Via};
-use indexmap::{IndexMap, IndexSet};
+use indexmap::IndexSet;
 
 pub type NodeId = u16;
 
@@ -246,7 +246,7 @@ struct NodeInfo {
     map_of: Option<NodeId>,
     /// Resolved handlers for node events (`failure`, `timeout`, decisions, `exhausted`).
     on: Vec<(String, u16)>,
-    on_failure_word: Option<String>,
+    on_failure: Option<OnFailure>,
     max_visits: Option<(usize, u32)>,
     loop_slot: usize,
     loop_max: u32,
@@ -346,18 +346,14 @@ impl<'p> Model<'p> {
             settled_base: 0,
             reduce: true,
         };
-        m.start = word(workflow.props.get("start")).and_then(node_index);
-        let budget = workflow.props.get("budget").and_then(|v| match v {
-            Value::Ref { name, .. } => program.decls.get(name).map(|d| &d.props),
-            Value::Record(r) => Some(r),
-            _ => None,
-        });
+        m.start = workflow.start().and_then(node_index);
+        let budget = workflow.budget(program);
         // Every run is finite when something bounds its steps or its time;
         // a limit on tokens, tool calls or cost alone does not (a loop of
         // tool nodes spends no tokens).
-        let limits_steps = budget.is_some_and(|b| b.contains_key("steps") || b.contains_key("duration"));
-        m.finite_runs = limits_steps || workflow.props.contains_key("deadline");
-        for p in names(workflow.props.get("escalate_to")) {
+        let limits_steps = budget.as_ref().is_some_and(|b| b.steps.is_some() || b.duration_ms.is_some());
+        m.finite_runs = limits_steps || workflow.deadline_ms().is_some();
+        for p in workflow.escalate_to() {
             let i = intern(&mut m.principals, &p);
             m.escalate_to.push(i);
         }
@@ -392,7 +388,7 @@ impl<'p> Model<'p> {
                 join_of: None,
                 map_of: None,
                 on: Vec::new(),
-                on_failure_word: None,
+                on_failure: None,
                 max_visits: None,
                 loop_slot: 0,
                 loop_max: 1,
@@ -407,8 +403,7 @@ impl<'p> Model<'p> {
                 until_refs: Vec::new(),
             });
         }
-        let confirm_of =
-            |tool: &str| program.decls.get(tool).and_then(|d| d.props.get("confirm")).is_some_and(|v| matches!(v, Value::Bool(true)));
+        let confirm_of = |tool: &str| program.decls.get(tool).is_some_and(|d| d.confirm());
         for (i, (name, node)) in workflow.nodes.iter().enumerate() {
             let targets: Vec<NodeId> = node.target.iter().filter_map(|t| node_index(t)).collect();
             let mut info = m.nodes[i].clone();
@@ -423,7 +418,7 @@ impl<'p> Model<'p> {
                                 .iter()
                                 .any(|p| flow_check::ceilings::TurnCeiling::of(decl, program.decls.get(*p)).max_input_tokens.is_some());
                         }
-                        let allowed = program.decls.get(agent).map(|d| names(d.props.get("tools"))).unwrap_or_default();
+                        let allowed = program.decls.get(agent).map(|d| d.tools()).unwrap_or_default();
                         for tool in &allowed {
                             let t = intern(&mut m.tools, tool);
                             info.tools.push(ToolUse { tool: t, confirm: confirm_of(tool), probe: false });
@@ -453,12 +448,9 @@ impl<'p> Model<'p> {
                         let pi = intern(&mut m.principals, p);
                         info.principals.push(pi);
                     }
-                    let ds = match node.props.get("decisions") {
-                        Some(v @ Value::List(_)) => names(Some(v)),
-                        _ => vec!["approve".into(), "reject".into()],
-                    };
+                    let ds = node.decisions().unwrap_or_else(|| vec!["approve".into(), "reject".into()]);
                     info.decisions = ds.iter().filter_map(|d| DECISIONS.iter().position(|x| x == d).map(|x| x as u8)).collect();
-                    info.can_timeout = node.props.contains_key("timeout");
+                    info.can_timeout = node.timeout_ms().is_some();
                     info.dec_slot = m.slots;
                     m.slots += 1;
                 }
@@ -469,13 +461,13 @@ impl<'p> Model<'p> {
                 Kind::Loop => {
                     info.loop_slot = m.slots;
                     m.slots += 1;
-                    info.loop_max = int(node.props.get("max_rounds")).unwrap_or(1).max(1) as u32;
-                    info.loop_until = node.props.contains_key("until");
+                    info.loop_max = node.max_rounds().unwrap_or(1).max(1) as u32;
+                    info.loop_until = node.until().is_some();
                 }
                 Kind::Map => {
                     info.loop_slot = m.slots;
                     m.slots += 1;
-                    info.map_bound = int(node.props.get("max_items")).unwrap_or(2) as u32;
+                    info.map_bound = node.max_items().unwrap_or(2) as u32;
                 }
                 Kind::Join => {
                     // Two slots: the branches arrived since the join last
@@ -486,11 +478,11 @@ impl<'p> Model<'p> {
                 }
                 _ => {}
             }
-            if let Some(max) = int(node.props.get("max_visits")) {
+            if let Some(max) = node.max_visits() {
                 info.max_visits = Some((m.slots, max as u32));
                 m.slots += 1;
             }
-            info.on_failure_word = word(node.props.get("on_failure")).map(str::to_string);
+            info.on_failure = node.on_failure();
             m.nodes[i] = info;
         }
         // Which scopes can run out: those with a measure whose worst case
@@ -549,7 +541,7 @@ impl<'p> Model<'p> {
             if !guards.is_empty() {
                 m.nodes[i].guards_can_fail = crate::graph_checks::guards_can_all_fail(&types, &guards);
             }
-            if let Some(Value::Expr(e)) = node.props.get("until") {
+            if let Some(e) = node.until() {
                 m.nodes[i].until_refs = refs_of(e, &node_index);
             }
         }
@@ -580,15 +572,9 @@ impl<'p> Model<'p> {
             let on = m.sites_for(&gate.handlers, node_index(&gate.from), Some(gi as u16));
             let exits = crate::gates::possible_exits(gate, program);
             let outcomes: Vec<u8> = (0..3u8).filter(|o| exits.iter().any(|e| e == OUTCOMES[*o as usize])).collect();
-            let deciders = match gate.props.get("decided_by") {
-                Some(v) => names(Some(v)),
-                None => names(workflow.props.get("escalate_to")),
-            };
+            let deciders = gate.decided_by().unwrap_or_else(|| workflow.escalate_to());
             let deciders = deciders.iter().map(|p| intern(&mut m.principals, p)).collect();
-            let decisions = match gate.props.get("decisions") {
-                Some(v) => names(Some(v)),
-                None => DECISIONS.iter().map(|d| d.to_string()).collect(),
-            };
+            let decisions = gate.decisions().unwrap_or_else(|| DECISIONS.iter().map(|d| d.to_string()).collect());
             m.gates.push(GateInfo {
                 from: node_index(&gate.from).unwrap_or(0),
                 to: node_index(&gate.to).unwrap_or(0),
@@ -597,18 +583,16 @@ impl<'p> Model<'p> {
                 deciders,
                 decisions: decisions.iter().filter_map(|d| DECISIONS.iter().position(|x| x == d).map(|x| x as u8)).collect(),
                 subject,
-                reason: word(gate.props.get("reason")).map(str::to_string),
-                replan_scope: names(gate.props.get("replan_scope")).first().and_then(|n| node_index(n)),
+                reason: gate.reason().map(str::to_string),
+                replan_scope: gate.replan_scope().first().and_then(|n| node_index(n)),
                 pass_on_valid: workflow
                     .nodes
                     .get(&gate.from)
                     .is_some_and(|from| flow_check::semantics::passes_on_valid_output(gate, from, program)),
             });
         }
-        if let Some(budget) = budget {
-            if let Some(Value::Action(a)) = budget.get("on_exhausted") {
-                m.exhaust_site = Some(m.site(a.clone(), None, None, "budget_exhausted"));
-            }
+        if let Some(a) = budget.as_ref().and_then(|b| b.on_exhausted) {
+            m.exhaust_site = Some(m.site(a.clone(), None, None, "budget_exhausted"));
         }
         m.zone_scopes_from(budget, &node_index);
         // Termination reasons known up front.
@@ -642,14 +626,7 @@ impl<'p> Model<'p> {
         }
         // Every reason an action anywhere can end the run with (handlers are
         // sites; loops, budgets and zones hold actions in properties).
-        let mut every = Vec::new();
-        let props = std::iter::once(&workflow.props)
-            .chain(workflow.nodes.values().map(|n| &n.props))
-            .chain(workflow.gates.values().map(|g| &g.props))
-            .chain(program.decls.values().map(|d| &d.props));
-        for p in props {
-            p.values().for_each(|v| collect_actions(Some(v), &mut every));
-        }
+        let mut every: Vec<Action> = flow_check::ceilings::value_actions(program, workflow).into_iter().cloned().collect();
         every.extend(m.sites.iter().map(|s| s.action.clone()));
         for a in every.iter().filter(|a| matches!(a.name.as_str(), "terminate" | "fallback")) {
             let reason = a.args.first().cloned().unwrap_or_else(|| a.name.clone());
@@ -671,45 +648,36 @@ impl<'p> Model<'p> {
 
     /// The budget scopes with zones, as the engine creates them: the run's
     /// budget, each agent's, each node's and each delegation contract's.
-    fn zone_scopes_from(&mut self, run: Option<&IndexMap<String, Value>>, node_index: &impl Fn(&str) -> Option<NodeId>) {
+    fn zone_scopes_from(&mut self, run: Option<Budget<'p>>, node_index: &impl Fn(&str) -> Option<NodeId>) {
         let program = self.program;
         let workflow = self.workflow;
-        let mut scopes: Vec<(String, Covers, &IndexMap<String, Value>)> = Vec::new();
+        let mut scopes: Vec<(String, Covers, Budget<'p>)> = Vec::new();
         if let Some(b) = run {
             scopes.push(("run".into(), Covers::All, b));
         }
         for (name, decl) in &program.decls {
             if decl.kind == flow_check::spec::Kind::Agent {
-                if let Some(b) = budget_record(decl.props.get("budget"), program) {
+                if let Some(b) = decl.budget(program) {
                     let a = intern(&mut self.agents, name);
                     scopes.push((format!("agent.{name}"), Covers::Agent(a), b));
                 }
             }
         }
         for (i, node) in workflow.nodes.values().enumerate() {
-            if let Some(b) = budget_record(node.props.get("budget"), program) {
+            if let Some(b) = node.budget(program) {
                 scopes.push((format!("node.{}", node.name), Covers::Node(i as NodeId), b));
             }
         }
         for t in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate) {
-            let contract = word(t.props.get("contract")).and_then(|c| program.decls.get(c));
-            if let (Some(b), Some(to)) = (contract.and_then(|c| budget_record(c.props.get("budget"), program)), node_index(&t.to)) {
+            if let (Some(b), Some(to)) = (t.contract_decl(program).and_then(|c| c.budget(program)), node_index(&t.to)) {
                 scopes.push((format!("delegation.{}", t.to), Covers::Node(to), b));
             }
         }
         for (name, covers, budget) in scopes {
-            let Some(Value::List(items)) = budget.get("zones") else { continue };
             let mut zones: Vec<(f64, u8, Vec<Action>)> = Vec::new();
-            for item in items {
-                let Value::Record(r) = item else { continue };
-                let z = word(r.get("zone")).and_then(|z| ZONES.iter().position(|x| *x == z)).unwrap_or(0) as u8;
-                let below = match r.get("below") {
-                    Some(Value::Fraction(f)) => *f,
-                    _ => 0.0,
-                };
-                let mut actions = Vec::new();
-                collect_actions(r.get("action"), &mut actions);
-                zones.push((below, z, actions));
+            for zone in &budget.zones {
+                let z = ZONES.iter().position(|x| *x == zone.zone).unwrap_or(0) as u8;
+                zones.push((zone.below, z, zone.actions.iter().map(|a| (*a).clone()).collect()));
             }
             if zones.is_empty() || self.zone_scopes.iter().any(|s| s.name == name) {
                 continue;
@@ -727,11 +695,11 @@ impl<'p> Model<'p> {
                 ("cost", METERS_COST),
                 ("duration", METERS_TIME),
             ] {
-                if budget.contains_key(key) {
+                if budget.limit(key).is_some() {
                     measures |= bit;
                 }
             }
-            if name == "run" && workflow.props.contains_key("deadline") {
+            if name == "run" && workflow.deadline_ms().is_some() {
                 measures |= METERS_TIME;
             }
             self.zone_scopes.push(ZoneScope { name, covers, slot, zones, measures });
@@ -890,10 +858,7 @@ impl<'p> Model<'p> {
         for (i, info) in self.nodes.iter().enumerate() {
             if info.kind == Kind::End && info.end_reason == r {
                 let node = self.workflow.nodes.get_index(i).map(|(_, n)| n);
-                return node
-                    .and_then(|n| word(n.props.get("status")))
-                    .and_then(TerminationStatus::parse)
-                    .unwrap_or(TerminationStatus::Success);
+                return node.map_or(TerminationStatus::Success, |n| n.status());
             }
         }
         if reason == "partial_result" || self.partial_reasons.contains(reason) {
@@ -1329,8 +1294,8 @@ impl<'p> Model<'p> {
                 if round >= l.loop_max {
                     let next = match l.on.iter().find(|(e, _)| e == "exhausted") {
                         Some(&(_, site)) if self.sites[site as usize].action.name != "continue" => self.act(site),
-                        _ => match self.workflow.nodes.get_index(lp as usize).and_then(|(_, node)| node.props.get("on_exhausted")) {
-                            Some(Value::Action(a)) if a.name != "continue" => self.act_direct(a, Some(lp), None, "exhausted"),
+                        _ => match self.workflow.nodes.get_index(lp as usize).and_then(|(_, node)| node.on_exhausted()) {
+                            Some(a) if a.name != "continue" => self.act_direct(a, Some(lp), None, "exhausted"),
                             _ => Some((lp, Phase::Complete)),
                         },
                     };
@@ -1449,9 +1414,9 @@ impl<'p> Model<'p> {
             }
             return self.act(site);
         }
-        if let Some(w) = &info.on_failure_word {
-            if w != "retry" {
-                let action = Action { name: w.clone(), args: Vec::new() };
+        if let Some(f) = info.on_failure {
+            if f != OnFailure::Retry {
+                let action = Action { name: f.as_str().to_string(), args: Vec::new() };
                 return self.act_direct(&action, Some(n), None, event);
             }
         }
@@ -1699,16 +1664,6 @@ fn literal(e: &TExpr) -> Option<&str> {
             _ => None,
         },
         _ => None,
-    }
-}
-
-/// Every action in a property value (an action, or actions in lists and records).
-fn collect_actions(value: Option<&Value>, out: &mut Vec<Action>) {
-    match value {
-        Some(Value::Action(a)) => out.push(a.clone()),
-        Some(Value::List(items)) => items.iter().for_each(|v| collect_actions(Some(v), out)),
-        Some(Value::Record(r)) => r.values().for_each(|v| collect_actions(Some(v), out)),
-        _ => {}
     }
 }
 

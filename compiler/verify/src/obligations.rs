@@ -4,7 +4,6 @@
 //! (probed and refused), every delegation edge, every gate outlet.
 
 use crate::flowgraph::FlowGraph;
-use crate::lookup::names;
 use flow_check::ir::Program;
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::spec::Kind;
@@ -49,7 +48,7 @@ pub fn obligations(program: &Program) -> Vec<Obligation> {
                 subject: vec![agent.clone()],
                 description: format!("agent `{agent}` takes part in a run"),
             });
-            let allowed = program.decls.get(agent).map(|a| names(a.props.get("tools"))).unwrap_or_default();
+            let allowed = program.decls.get(agent).map(|a| a.tools()).unwrap_or_default();
             for tool in &allowed {
                 out.push(Obligation {
                     kind: "tool_edge".into(),
@@ -61,10 +60,10 @@ pub fn obligations(program: &Program) -> Vec<Obligation> {
             }
             // Restricted: tools that name their allowed agents and exclude this one.
             for tool in &tools {
-                if allowed.contains(&tool.name) || !tool.props.contains_key("allowed_agents") {
+                if allowed.contains(&tool.name) {
                     continue;
                 }
-                if !names(tool.props.get("allowed_agents")).contains(agent) {
+                if tool.declared_allowed_agents().is_some_and(|names| !names.contains(agent)) {
                     out.push(Obligation {
                         kind: "restricted_tool_edge".into(),
                         id: format!("restricted_tool_edge:{agent}->{}", tool.name),

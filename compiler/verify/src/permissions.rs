@@ -2,10 +2,11 @@
 //! tools behind human approval, information flow of private data.
 
 use crate::flowgraph::{loc_span, FlowGraph, Parents};
-use crate::lookup::{agent_of, budget_record, is_risky_tool, names};
-use flow_check::ir::{Decl, Node, Program, Value};
+use flow_check::ir::{Node, Program};
 use flow_check::ir::{NodeKind, TransferKind};
+use flow_check::lookup::agent_of;
 use flow_check::spec::Kind;
+use flow_check::view::Sink;
 use flow_diagnostics::{codes, Diagnostic, Label};
 use indexmap::{IndexMap, IndexSet};
 use petgraph::graph::NodeIndex;
@@ -13,19 +14,13 @@ use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 use std::collections::VecDeque;
 
-fn flag(decl: &Decl, key: &str) -> bool {
-    matches!(decl.props.get(key), Some(Value::Bool(true)))
-}
-
 /// E0701: an agent lists a tool that does not allow it.
 pub fn check_agents(program: &Program, out: &mut Vec<Diagnostic>) {
     for agent in program.decls.values().filter(|d| d.kind == Kind::Agent && !d.imported) {
-        for tool_name in names(agent.props.get("tools")) {
+        for tool_name in agent.tools() {
             let Some(tool) = program.decls.get(&tool_name) else { continue };
-            if !tool.props.contains_key("allowed_agents") {
-                continue;
-            }
-            let allowed = names(tool.props.get("allowed_agents"));
+            // A tool that names its agents (even none) allows only those.
+            let Some(allowed) = tool.declared_allowed_agents() else { continue };
             if !allowed.contains(&agent.name) {
                 let (file, span) = loc_span(agent.loc);
                 let (tf, ts) = loc_span(tool.loc);
@@ -52,24 +47,8 @@ pub fn check_agents(program: &Program, out: &mut Vec<Diagnostic>) {
 fn tools_of(node: &Node, program: &Program) -> Vec<String> {
     match node.kind {
         NodeKind::Tool => node.target.clone(),
-        NodeKind::Agent => agent_of(node, program).map(|a| names(a.props.get("tools"))).unwrap_or_default(),
+        NodeKind::Agent => agent_of(node, program).map(|a| a.tools()).unwrap_or_default(),
         _ => Vec::new(),
-    }
-}
-
-fn quantity(record: &IndexMap<String, Value>, key: &str) -> Option<f64> {
-    match record.get(key)? {
-        Value::Int(i) => Some(*i as f64),
-        Value::Money(m) => Some(*m),
-        Value::Duration(ms) => Some(*ms as f64),
-        _ => None,
-    }
-}
-
-fn reserved_share(record: &IndexMap<String, Value>) -> f64 {
-    match record.get("reserve") {
-        Some(Value::Record(r)) => r.values().filter_map(|v| if let Value::Fraction(f) = v { Some(*f) } else { None }).sum(),
-        _ => 0.0,
     }
 }
 
@@ -103,15 +82,15 @@ fn delegations(flow: &FlowGraph<'_>, program: &Program, sink: &mut Vec<Diagnosti
             _ => None,
         };
         let (file, span) = loc_span(t.loc);
-        let Some(Value::Ref { name: contract_name, .. }) = t.props.get("contract") else { continue };
-        let Some(contract) = program.decls.get(contract_name) else { continue };
+        let Some(contract_name) = t.contract() else { continue };
+        let Some(contract) = t.contract_decl(program) else { continue };
         let (Some(from), Some(to)) = (workflow.nodes.get(&t.from), workflow.nodes.get(&t.to)) else { continue };
         let delegator = agent_of(from, program);
         let delegate = agent_of(to, program);
         let (cf, cs) = loc_span(contract.loc);
         // May the delegator delegate at all?
         if let Some(agent) = delegator {
-            if !flag(agent, "can_delegate") {
+            if !agent.can_delegate() {
                 let (af, asp) = loc_span(agent.loc);
                 out.push(
                     Diagnostic::new(
@@ -126,9 +105,9 @@ fn delegations(flow: &FlowGraph<'_>, program: &Program, sink: &mut Vec<Diagnosti
             }
         }
         for parent in delegates.iter().filter(|p| p.to == t.from) {
-            if let Some(Value::Ref { name, .. }) = parent.props.get("contract") {
+            if let Some(name) = parent.contract() {
                 if let Some(parent_contract) = program.decls.get(name) {
-                    if !flag(parent_contract, "can_delegate") {
+                    if !parent_contract.can_delegate() {
                         let (pf, ps) = loc_span(parent.loc);
                         out.push(
                             Diagnostic::new(
@@ -149,10 +128,10 @@ fn delegations(flow: &FlowGraph<'_>, program: &Program, sink: &mut Vec<Diagnosti
             }
         }
         // Attenuation: tools, scope, budget.
-        let granted = names(contract.props.get("tools"));
+        let granted = contract.declared_tools();
         if let Some(agent) = delegator {
-            let held = names(agent.props.get("tools"));
-            for tool in granted.iter().filter(|t| !held.contains(t)) {
+            let held = agent.tools();
+            for tool in granted.iter().flatten().filter(|t| !held.contains(t)) {
                 out.push(
                     Diagnostic::new(
                         codes::ATTENUATION,
@@ -164,8 +143,8 @@ fn delegations(flow: &FlowGraph<'_>, program: &Program, sink: &mut Vec<Diagnosti
                     .with_label(Label::secondary(file, span, format!("used by `{} -> {}`", t.from, t.to))),
                 );
             }
-            let scope = names(agent.props.get("scope"));
-            for s in names(contract.props.get("scope")).iter().filter(|s| !scope.contains(s)) {
+            let scope = agent.scope();
+            for s in contract.scope().iter().filter(|s| !scope.contains(s)) {
                 out.push(
                     Diagnostic::new(
                         codes::ATTENUATION,
@@ -176,13 +155,11 @@ fn delegations(flow: &FlowGraph<'_>, program: &Program, sink: &mut Vec<Diagnosti
                     .with_label(Label::secondary(file, span, format!("used by `{} -> {}`", t.from, t.to))),
                 );
             }
-            let parent_budget = budget_record(from.props.get("budget"), program)
-                .or_else(|| budget_record(agent.props.get("budget"), program))
-                .or_else(|| budget_record(workflow.props.get("budget"), program));
-            if let (Some(parent), Some(child)) = (parent_budget, budget_record(contract.props.get("budget"), program)) {
-                let available = 1.0 - reserved_share(parent);
+            let parent_budget = from.budget(program).or_else(|| agent.budget(program)).or_else(|| workflow.budget(program));
+            if let (Some(parent), Some(child)) = (parent_budget, contract.budget(program)) {
+                let available = 1.0 - parent.reserve.total();
                 for key in ["tokens", "cost", "tool_calls", "duration", "steps"] {
-                    if let (Some(p), Some(c)) = (quantity(parent, key), quantity(child, key)) {
+                    if let (Some(p), Some(c)) = (parent.limit(key), child.limit(key)) {
                         if c > p * available + 1e-9 {
                             out.push(
                                 Diagnostic::new(
@@ -207,8 +184,9 @@ fn delegations(flow: &FlowGraph<'_>, program: &Program, sink: &mut Vec<Diagnosti
             }
         }
         if let Some(agent) = delegate {
-            if contract.props.contains_key("tools") {
-                for tool in names(agent.props.get("tools")).iter().filter(|t| !granted.contains(t)) {
+            // A contract that declares `tools` (even none) grants only those.
+            if let Some(granted) = &granted {
+                for tool in agent.tools().iter().filter(|t| !granted.contains(t)) {
                     let (af, asp) = loc_span(agent.loc);
                     out.push(
                         Diagnostic::new(
@@ -225,9 +203,9 @@ fn delegations(flow: &FlowGraph<'_>, program: &Program, sink: &mut Vec<Diagnosti
         }
         // Limits of the subtree the contract governs: how many delegates the
         // delegate may start, and how deep delegation may go below it.
-        if let Some(Value::Int(max)) = contract.props.get("max_fanout") {
+        if let Some(max) = contract.max_fanout() {
             let n = fanout.get(t.to.as_str()).copied().unwrap_or(0);
-            if n as i64 > *max {
+            if n as u64 > max {
                 out.push(Diagnostic::new(
                     codes::DELEGATION_LIMIT,
                     file,
@@ -240,9 +218,9 @@ fn delegations(flow: &FlowGraph<'_>, program: &Program, sink: &mut Vec<Diagnosti
                 ));
             }
         }
-        if let Some(Value::Int(max)) = contract.props.get("max_depth") {
+        if let Some(max) = contract.max_depth() {
             let depth = depth_below(&t.to, &delegates, 0);
-            if depth as i64 > *max {
+            if depth as u64 > max {
                 out.push(Diagnostic::new(
                     codes::DELEGATION_LIMIT,
                     file,
@@ -285,8 +263,7 @@ fn human_gate(flow: &FlowGraph<'_>, program: &Program, from: &str, to: &str) -> 
     flow.workflow.gates.values().any(|g| {
         g.from == from
             && g.to == to
-            && matches!(g.props.get("evaluate"), Some(Value::List(items)) if items.iter().any(|e| matches!(e, Value::Evaluator { name, builtin: false, .. }
-                if program.decls.get(name).is_some_and(|d| d.variant.as_deref() == Some("human")))))
+            && g.evaluators().iter().any(|e| !e.builtin && program.decls.get(e.name).is_some_and(|d| d.variant.as_deref() == Some("human")))
     })
 }
 
@@ -297,7 +274,7 @@ pub fn check_risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<
 
 /// E0705: risky or confirm-required tools reachable without approval.
 fn risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
-    let risky = |tool: &str| is_risky_tool(program, tool);
+    let risky = |tool: &str| program.decls.get(tool).is_some_and(|t| t.is_risky());
     // Nothing to prove when no tool is risky, or no node can call one
     // (checked without allocating: most nodes call none).
     if !program.decls.values().any(|d| d.kind == Kind::Tool && risky(&d.name)) {
@@ -305,10 +282,7 @@ fn risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic
     }
     let calls_risky = |node: &Node| match node.kind {
         NodeKind::Tool => node.target.iter().any(|t| risky(t)),
-        NodeKind::Agent => agent_of(node, program).is_some_and(|a| match a.props.get("tools") {
-            Some(Value::List(items)) => items.iter().any(|i| matches!(i, Value::Ref { name, .. } if risky(name))),
-            _ => false,
-        }),
+        NodeKind::Agent => agent_of(node, program).is_some_and(|a| a.tools().iter().any(|t| risky(t))),
         _ => false,
     };
     let callers: IndexMap<NodeIndex, String> = flow
@@ -352,26 +326,20 @@ fn risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic
     }
 }
 
-fn labels(value: Option<&Value>) -> Vec<String> {
-    names(value)
-}
-
 fn is_private_source(node: &Node, program: &Program) -> bool {
-    let private = |v: Option<&Value>| labels(v).iter().any(|l| l == "private");
-    if private(node.props.get("labels")) {
+    let private = |labels: Vec<String>| labels.iter().any(|l| l == "private");
+    if private(node.labels()) {
         return true;
     }
     match node.kind {
-        NodeKind::Agent => agent_of(node, program).is_some_and(|a| private(a.props.get("labels"))),
-        NodeKind::Tool => node.target.first().and_then(|t| program.decls.get(t)).is_some_and(|t| private(t.props.get("labels"))),
+        NodeKind::Agent => agent_of(node, program).is_some_and(|a| private(a.labels())),
+        NodeKind::Tool => node.target.first().and_then(|t| program.decls.get(t)).is_some_and(|t| private(t.labels())),
         _ => false,
     }
 }
 
 fn public_sink(node: &Node, program: &Program) -> Option<String> {
-    tools_of(node, program)
-        .into_iter()
-        .find(|t| program.decls.get(t).is_some_and(|d| matches!(d.props.get("sink"), Some(Value::Word(w)) if w == "public")))
+    tools_of(node, program).into_iter().find(|t| program.decls.get(t).is_some_and(|d| d.sink() == Some(Sink::Public)))
 }
 
 /// E0706: private data reaching a public sink along edges and handoffs.

@@ -3,7 +3,7 @@
 
 use crate::flowgraph::{EdgeKind, FlowGraph};
 use flow_check::ir::NodeKind;
-use flow_check::ir::{Guard, Program, Value};
+use flow_check::ir::{Guard, Program};
 use petgraph::visit::EdgeRef;
 use std::fmt::Write;
 
@@ -22,10 +22,10 @@ fn node_label(flow: &FlowGraph<'_>, name: &str) -> String {
     let node = &flow.workflow.nodes[name];
     let target = node.target.join(", ");
     let mut label = format!("{name}\\n{} {target}", node.kind);
-    if let Some(Value::Int(rounds)) = node.props.get("max_rounds") {
+    if let Some(rounds) = node.max_rounds() {
         let _ = write!(label, "\\nmax_rounds {rounds}");
     }
-    if let Some(Value::Int(v)) = node.props.get("max_visits") {
+    if let Some(v) = node.max_visits() {
         let _ = write!(label, "\\nmax_visits {v}");
     }
     label
@@ -156,7 +156,7 @@ pub fn json(program: &Program) -> serde_json::Value {
     let mut workflows = Vec::new();
     for workflow in program.workflows.values() {
         let flow = FlowGraph::new(workflow, program);
-        let risky = |tool: &str| crate::lookup::is_risky_tool(program, tool);
+        let risky = |tool: &str| program.decls.get(tool).is_some_and(|t| t.is_risky());
         let mut sensitive_tools: Vec<String> = Vec::new();
         let nodes: Vec<serde_json::Value> = workflow
             .nodes
@@ -186,8 +186,7 @@ pub fn json(program: &Program) -> serde_json::Value {
                         Guard::Always => {}
                     },
                     EdgeKind::LoopBack => {
-                        let bound = workflow.nodes.get(to).and_then(|l| l.props.get("max_rounds"));
-                        if let Some(Value::Int(b)) = bound {
+                        if let Some(b) = workflow.nodes.get(to).and_then(|l| l.max_rounds()) {
                             e["loop_bound"] = json!(b);
                         }
                     }

@@ -2,7 +2,7 @@
 //! workflow's paths.
 
 use crate::flowgraph::{loc_span, FlowGraph};
-use flow_check::ir::{Machine, Program, Value};
+use flow_check::ir::{Machine, Program};
 use flow_diagnostics::{codes, Diagnostic, Label};
 use indexmap::{IndexMap, IndexSet};
 use petgraph::graph::NodeIndex;
@@ -67,19 +67,13 @@ pub fn check_machine(machine: &Machine, out: &mut Vec<Diagnostic>) {
 }
 
 fn node_state(flow: &FlowGraph<'_>, n: NodeIndex) -> Option<(String, String)> {
-    match flow.node(n).props.get("state") {
-        Some(Value::State { machine, state }) => Some((machine.clone(), state.clone())),
-        _ => None,
-    }
+    flow.node(n).state().map(|(machine, state)| (machine.to_string(), state.to_string()))
 }
 
 /// E0903 and E0904: states set along paths follow the machine.
 pub fn check_workflow(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
     let workflow = flow.workflow;
-    let declared = match workflow.props.get("machine") {
-        Some(Value::Ref { name, .. }) => Some(name.clone()),
-        _ => None,
-    };
+    let declared = workflow.machine().map(str::to_string);
     let mut any_state = false;
     for n in flow.graph.node_indices() {
         let Some((machine, _)) = node_state(flow, n) else { continue };

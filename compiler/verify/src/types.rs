@@ -2,8 +2,8 @@
 //! satisfy what the next one requires?
 
 use crate::flowgraph::{loc_span, EdgeKind, FlowGraph};
+use flow_check::ir::Program;
 use flow_check::ir::{NodeKind, TransferKind};
-use flow_check::ir::{Program, Value};
 use flow_check::types::Ty;
 use flow_diagnostics::{codes, Diagnostic, Label};
 use petgraph::visit::EdgeRef;
@@ -35,6 +35,11 @@ impl Mismatch {
 impl<'p> Types<'p> {
     pub fn new(program: &'p Program) -> Types<'p> {
         Types { program }
+    }
+
+    /// The program whose types these are.
+    pub fn program(&self) -> &'p Program {
+        self.program
     }
 
     pub fn expand(&self, ty: &Ty) -> Ty {
@@ -143,7 +148,7 @@ pub fn check_contracts(flow: &FlowGraph<'_>, types: &Types<'_>, out: &mut Vec<Di
         }
     }
     for transfer in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Handoff) {
-        let Some(Value::Type(payload)) = transfer.props.get("payload") else { continue };
+        let Some(payload) = transfer.payload_type() else { continue };
         let (Some(from), Some(to)) = (workflow.nodes.get(&transfer.from), workflow.nodes.get(&transfer.to)) else { continue };
         let (file, span) = loc_span(transfer.loc);
         if let Some(m) = types.mismatch(&from.output, payload, "$", 0) {
@@ -158,7 +163,7 @@ pub fn check_contracts(flow: &FlowGraph<'_>, types: &Types<'_>, out: &mut Vec<Di
                 .with_label(Label::secondary(f, s, format!("`{}` produces {}", from.name, from.output))),
             );
         }
-        if let Some(Value::Type(want)) = to.props.get("input") {
+        if let Some(want) = to.input_type() {
             if let Some(m) = types.mismatch(payload, want, "$", 0) {
                 let (f, s) = loc_span(to.loc);
                 out.push(
@@ -178,14 +183,12 @@ pub fn check_contracts(flow: &FlowGraph<'_>, types: &Types<'_>, out: &mut Vec<Di
 /// The input type a node requires from its predecessor: its declared
 /// `input`, or for a tool node without `args`, the tool's input.
 fn input_type(node: &flow_check::ir::Node, program: &Program) -> Option<Ty> {
-    if let Some(Value::Type(ty)) = node.props.get("input") {
+    if let Some(ty) = node.input_type() {
         return Some(ty.clone());
     }
-    if node.kind == NodeKind::Tool && !node.props.contains_key("args") {
+    if node.kind == NodeKind::Tool && node.args().is_none() {
         let tool = program.decls.get(node.target.first()?)?;
-        if let Some(Value::Type(ty)) = tool.props.get("input") {
-            return Some(ty.clone());
-        }
+        return tool.input_type().cloned();
     }
     None
 }

@@ -36,3 +36,38 @@ fn no_compiler_crate_depends_on_an_interpreter_crate() {
         }
     }
 }
+
+/// The `.rs` files under `folder`, recursively.
+fn rust_files(folder: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(folder).expect("folder").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn only_the_plan_views_read_properties_by_name() {
+    // The verifier, the model checker, the engine and trace check read a
+    // plan through `flow_check::view`: a property looked up by its name
+    // anywhere else is a second reading of the language (and a second
+    // default) waiting to drift.
+    let mut files = Vec::new();
+    for folder in ["compiler/verify", "interpreter"] {
+        rust_files(&repo_root().join(folder), &mut files);
+    }
+    assert!(files.len() > 20, "found only {} files", files.len());
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("source");
+        for (i, line) in text.lines().enumerate() {
+            if line.contains("props.get(") || line.contains("props.contains_key(") {
+                found.push(format!("{}:{}: {}", file.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "properties read by name outside compiler/check/src/view:\n{}", found.join("\n"));
+}

@@ -5,7 +5,6 @@
 
 use crate::ir::NodeKind;
 use crate::ir::{Decl, Node, Program, Value};
-use indexmap::IndexMap;
 
 /// A single-word property: a word, a string, a node or a reference's name.
 pub fn word(value: Option<&Value>) -> Option<&str> {
@@ -44,16 +43,6 @@ pub fn names(value: Option<&Value>) -> Vec<String> {
 pub fn ref_name(value: Option<&Value>) -> Option<&str> {
     match value {
         Some(Value::Ref { name, .. }) | Some(Value::Node(name)) => Some(name),
-        _ => None,
-    }
-}
-
-/// A budget property: an inline record, or the record of the budget it
-/// names.
-pub fn budget_props<'p>(program: &'p Program, value: Option<&'p Value>) -> Option<&'p IndexMap<String, Value>> {
-    match value? {
-        Value::Record(r) => Some(r),
-        Value::Ref { name, .. } => program.decls.get(name).map(|d| &d.props),
         _ => None,
     }
 }

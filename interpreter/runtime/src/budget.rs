@@ -2,7 +2,7 @@
 //! before a call and settle after, reserves held back from ordinary work,
 //! zones entered as the remaining share falls.
 
-use flow_check::ir::{Action, Program, Value};
+use flow_check::ir::Action;
 use flow_check::view::Budget;
 use flow_trace::Usage;
 use indexmap::IndexMap;
@@ -90,16 +90,6 @@ impl Scope {
             reserved: Usage::default(),
             zone: "green".into(),
         }
-    }
-
-    /// A scope from an inline budget's properties: [`Scope::from_budget`]
-    /// of their view. (Kept for the engine's callers until they build the
-    /// view themselves.)
-    pub fn from_props(name: &str, props: &IndexMap<String, Value>) -> Scope {
-        let record = Value::Record(props.clone());
-        let program = Program::default();
-        let budget = Budget::of(&program, Some(&record)).expect("a record is an inline budget");
-        Scope::from_budget(name, &budget)
     }
 
     /// What ordinary work may use of a limit (the reserves held back);
@@ -298,30 +288,6 @@ mod tests {
             on_exhausted: None,
         };
         Scope::from_budget("run", &budget)
-    }
-
-    #[test]
-    fn from_props_reads_what_from_budget_does() {
-        let mut props = IndexMap::new();
-        props.insert("steps".to_string(), Value::Int(10));
-        props.insert("tokens".to_string(), Value::Int(1000));
-        let mut reserve = IndexMap::new();
-        reserve.insert("verification".to_string(), Value::Fraction(0.1));
-        props.insert("reserve".to_string(), Value::Record(reserve));
-        let zone = |name: &str, below: f64| {
-            let mut z = IndexMap::new();
-            z.insert("zone".to_string(), Value::Word(name.into()));
-            z.insert("below".to_string(), Value::Fraction(below));
-            z.insert("action".to_string(), Value::Action(warn()));
-            Value::Record(z)
-        };
-        props.insert("zones".to_string(), Value::List(vec![zone("fuse", 0.05), zone("yellow", 0.5)]));
-        let (a, b) = (Scope::from_props("run", &props), scope());
-        assert_eq!(
-            (&a.name, &a.limits, a.reserve_share, &a.zones, &a.on_exhausted),
-            (&b.name, &b.limits, b.reserve_share, &b.zones, &b.on_exhausted)
-        );
-        assert_eq!(a.zones.iter().map(|z| z.name.as_str()).collect::<Vec<_>>(), ["yellow", "fuse"]);
     }
 
     #[test]

@@ -1665,14 +1665,7 @@ impl<'a> Checker<'a> {
         let problem = match agent {
             Some(agent) => {
                 let allowed_by_agent = program.decls.get(agent).map(|d| d.holds_tool(tool)).unwrap_or(false);
-                let allowed_by_tool = program
-                    .decls
-                    .get(tool)
-                    .map(|d| {
-                        let allowed = d.allowed_agents();
-                        allowed.is_empty() || allowed.iter().any(|a| a == agent)
-                    })
-                    .unwrap_or(false);
+                let allowed_by_tool = program.decls.get(tool).map(|d| d.allows_agent(agent)).unwrap_or(false);
                 match (allowed_by_agent, allowed_by_tool) {
                     (true, true) => None,
                     (false, _) => Some((format!("agent `{agent}` called `{tool}`, which is not among its tools"), "a tool_call_refused")),

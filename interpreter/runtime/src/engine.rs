@@ -18,7 +18,7 @@ use flow_check::ceilings::{self, TurnCeiling};
 use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as IrValue, Workflow};
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::types::Ty;
-use flow_check::view::{Conflicts, Effect, EvaluatorRef, Expect, OnFailure, PolicyResponse};
+use flow_check::view::{Budget, Conflicts, Effect, EvaluatorRef, Expect, OnFailure, PolicyResponse};
 use flow_policy::{Automaton, Monitor, Obs};
 use flow_trace::{
     ArtifactRef, Body, ContextMode, EvaluatorResult, Event, NodeStatus, Outcome, Str, TerminationStatus, Usage, Via, SCHEMA_VERSION,
@@ -456,17 +456,17 @@ impl Engine {
         };
         let wf = &program.workflows[wf_index];
         let mut budgets = Budgets::default();
-        if let Some(props) = wf.budget_props(&program) {
-            budgets.add(Scope::from_props("run", props));
+        if let Some(budget) = wf.budget(&program) {
+            budgets.add(Scope::from_budget("run", &budget));
         }
         if let Some(ms) = wf.deadline_ms() {
-            let scope = budgets.scopes.entry("run".into()).or_insert_with(|| Scope::from_props("run", &IndexMap::new()));
+            let scope = budgets.scopes.entry("run".into()).or_insert_with(|| Scope::from_budget("run", &Budget::default()));
             scope.limits.duration_ms = Some(scope.limits.duration_ms.map_or(ms, |d| d.min(ms)));
         }
         for (name, decl) in &program.decls {
             if decl.kind == flow_check::spec::Kind::Agent {
-                if let Some(props) = decl.budget_props(&program) {
-                    budgets.add(Scope::from_props(&format!("agent.{name}"), props));
+                if let Some(budget) = decl.budget(&program) {
+                    budgets.add(Scope::from_budget(&format!("agent.{name}"), &budget));
                 }
             }
         }
@@ -1008,8 +1008,9 @@ impl Engine {
             }
         }
         // A node budget covers one visit.
-        if let Some(props) = node.budget_props(&self.program).cloned() {
-            self.budgets.add(Scope::from_props(&format!("node.{name}"), &props));
+        let program = self.program.clone();
+        if let Some(budget) = node.budget(&program) {
+            self.budgets.add(Scope::from_budget(&format!("node.{name}"), &budget));
         }
         match node.kind {
             NodeKind::Agent | NodeKind::Tool => self.start_attempt(&node, trigger, &started),
@@ -1732,13 +1733,7 @@ impl Engine {
         }
         if let Some(call) = reply.tool_call {
             let allowed_by_agent = self.decl(&agent).map(|d| d.holds_tool(&call.tool)).unwrap_or(false);
-            let allowed_by_tool = self
-                .decl(&call.tool)
-                .map(|d| {
-                    let allowed = d.allowed_agents();
-                    allowed.is_empty() || allowed.contains(&agent)
-                })
-                .unwrap_or(false);
+            let allowed_by_tool = self.decl(&call.tool).map(|d| d.allows_agent(&agent)).unwrap_or(false);
             if !(allowed_by_agent && allowed_by_tool) {
                 let msg = format!("agent `{agent}` may not call `{}`", call.tool);
                 self.feed_tool_error(attempt_id, &call.tool, &msg, &turn);
@@ -2487,10 +2482,11 @@ impl Engine {
                         return Crossing::Refused;
                     }
                 }
-                let budget_props = self.decl(&contract).and_then(|c| c.budget_props(&self.program)).cloned();
+                let program = self.program.clone();
+                let budget = program.decls.get(&contract).and_then(|c| c.budget(&program));
                 let mut granted = Usage::default();
-                if let Some(props) = budget_props {
-                    let scope = Scope::from_props(&format!("delegation.{to}"), &props);
+                if let Some(budget) = budget {
+                    let scope = Scope::from_budget(&format!("delegation.{to}"), &budget);
                     granted = Usage {
                         steps: scope.limits.steps.unwrap_or(0),
                         tokens: scope.limits.tokens.unwrap_or(0),

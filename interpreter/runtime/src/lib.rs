@@ -26,7 +26,6 @@ pub mod engine;
 pub mod eval;
 pub mod exec;
 pub mod journal;
-pub mod lookup;
 pub mod mcp;
 pub mod openai;
 pub mod prompt;

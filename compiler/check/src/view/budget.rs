@@ -5,7 +5,8 @@ use super::{actions, duration, fraction, int, money, record, word, Props};
 use crate::ir::{Action, Loc, Program, Value};
 
 /// A budget's properties, typed.
-#[derive(Debug, Clone, PartialEq)]
+/// `Budget::default()` limits nothing.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Budget<'p> {
     /// The declared budget's name, when the property names one.
     pub name: Option<&'p str>,

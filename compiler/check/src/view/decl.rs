@@ -168,11 +168,6 @@ impl Decl {
 
     // ---- tool
 
-    /// Agents allowed to call the tool (empty: any agent holding it).
-    pub fn allowed_agents(&self) -> Vec<String> {
-        names(self.prop("allowed_agents"))
-    }
-
     /// Whether the tool's calls need a human confirmation.
     pub fn confirm(&self) -> bool {
         flag(self.prop("confirm")).unwrap_or(false)

@@ -16,11 +16,9 @@
 
 mod budget;
 mod decl;
+mod declared;
 mod flow;
-// Readers added while each consumer moved onto the views (merged here later).
-mod ext_engine;
-mod ext_trace;
-mod ext_verify;
+mod resolved;
 
 pub use budget::{Budget, Reserve, ZoneSpec};
 pub use decl::{Audit, Rate, Route};

@@ -88,7 +88,7 @@ fn declarations_read_typed() {
     assert_eq!((tool.risk(), tool.effect(), tool.sink()), (Some(Risk::High), Effect::Idempotent, Some(Sink::Public)));
     assert!(tool.is_risky() && !tool.confirm());
     assert_eq!(tool.rate_limit(), Some(Rate { count: 10, per_ms: 60_000 }));
-    assert_eq!(tool.allowed_agents(), ["writer"]);
+    assert!(tool.allows_agent("writer") && !tool.allows_agent("other"));
     assert_eq!(tool.audit().map(|a| (a.level, a.visible_to)), Some(("full".to_string(), vec!["lead".to_string()])));
     assert_eq!(tool.function(), "search");
     let agent = &p.decls["writer"];

@@ -1,5 +1,6 @@
-//! Typed readers the verify needs beyond the shared ones (to be merged into
-//! `decl.rs` / `flow.rs`).
+//! Readers of lists as declared, keeping an empty list apart from an
+//! absent one: `allowed_agents: []` lets no agent call a tool, no
+//! `allowed_agents` lets every agent that holds it.
 
 use super::{names, Props};
 use crate::ir::Decl;
@@ -16,6 +17,13 @@ impl Decl {
     /// (`None` when undeclared) (tool).
     pub fn declared_allowed_agents(&self) -> Option<Vec<String>> {
         self.prop("allowed_agents").map(|v| names(Some(v)))
+    }
+
+    /// Whether the tool lets `agent` call it: every agent when it declares
+    /// no `allowed_agents`, only those listed when it does (none for `[]`).
+    /// The verifier (E0701), the engine and trace check all ask this.
+    pub fn allows_agent(&self, agent: &str) -> bool {
+        self.declared_allowed_agents().is_none_or(|names| names.iter().any(|n| n == agent))
     }
 }
 
@@ -42,6 +50,8 @@ contract silent { objective: "says nothing of tools", output: R }
         let p = checked.program;
         assert_eq!(p.decls["closed"].declared_allowed_agents(), Some(Vec::new()));
         assert_eq!(p.decls["open"].declared_allowed_agents(), None);
+        assert!(!p.decls["closed"].allows_agent("anyone"), "`allowed_agents: []` lets no agent call it");
+        assert!(p.decls["open"].allows_agent("anyone"), "no `allowed_agents` lets every holder call it");
         assert_eq!(p.decls["grants_none"].declared_tools(), Some(Vec::new()));
         assert_eq!(p.decls["silent"].declared_tools(), None);
     }

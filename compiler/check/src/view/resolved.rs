@@ -1,33 +1,12 @@
-//! Typed readers the engine needs beyond the shared ones (to be merged into
-//! `decl.rs` / `flow.rs`).
+//! Readers that resolve a value from several places: a property, else
+//! another block's, else the spec's default (the node's context, else its
+//! agent's, else isolated).
 
-use super::{int, record, EvaluatorRef, Props};
-use crate::ir::{Decl, Gate, Node, Program, Transfer, Value, Workflow};
+use super::{int, record, word, EvaluatorRef, Props};
+use crate::ir::{Decl, Gate, Node, Transfer, Value};
 use flow_trace::ContextMode;
-use indexmap::IndexMap;
-
-impl Workflow {
-    /// The run budget's properties whole (inline, or the named budget's),
-    /// for a reader that takes them as written (the runtime's budget scopes).
-    pub fn budget_props<'p>(&'p self, program: &'p Program) -> Option<&'p IndexMap<String, Value>> {
-        crate::lookup::budget_props(program, self.prop("budget"))
-    }
-}
-
-impl Decl {
-    /// The budget's properties whole (agent, contract), as
-    /// [`Workflow::budget_props`].
-    pub fn budget_props<'p>(&'p self, program: &'p Program) -> Option<&'p IndexMap<String, Value>> {
-        crate::lookup::budget_props(program, self.prop("budget"))
-    }
-}
 
 impl Node {
-    /// The node budget's properties whole, as [`Workflow::budget_props`].
-    pub fn budget_props<'p>(&'p self, program: &'p Program) -> Option<&'p IndexMap<String, Value>> {
-        crate::lookup::budget_props(program, self.prop("budget"))
-    }
-
     /// Attempts per visit, the first included: the retry policy's (at
     /// least 1), or 1 without one.
     pub fn attempts(&self) -> u64 {
@@ -81,6 +60,18 @@ impl Transfer {
         self.context()
             .or_else(|| crate::spec::HANDOFF_BLOCK.default_word("context").and_then(ContextMode::parse))
             .unwrap_or(ContextMode::Isolated)
+    }
+}
+
+impl Gate {
+    /// The node a REPLAN through the gate re-runs first: the first node of
+    /// [`Gate::replan_scope`], borrowed (`None`: the scope is the whole workflow).
+    pub fn replan_start(&self) -> Option<&str> {
+        match self.prop("replan_scope")? {
+            Value::List(items) => items.iter().find_map(|v| word(Some(v))),
+            Value::Str(_) => None,
+            single => word(Some(single)),
+        }
     }
 }
 
@@ -169,5 +160,26 @@ mod tests {
         };
         assert_eq!(transfer(&[]).handoff_context(), ContextMode::Isolated);
         assert_eq!(transfer(&[("context", Value::Word("fork".into()))]).handoff_context(), ContextMode::Fork);
+    }
+
+    mod replan {
+        use crate::ir::{Gate, Value};
+
+        fn gate(scope: Option<Value>) -> Gate {
+            let mut props = indexmap::IndexMap::new();
+            if let Some(scope) = scope {
+                props.insert("replan_scope".to_string(), scope);
+            }
+            Gate { name: "g".into(), from: "a".into(), to: "b".into(), props, handlers: Vec::new(), loc: Default::default() }
+        }
+
+        #[test]
+        fn replan_start_is_the_first_of_the_replan_scope() {
+            let list = Value::List(vec![Value::Node("draft".into()), Value::Node("review".into())]);
+            assert_eq!(gate(Some(list.clone())).replan_start(), Some("draft"));
+            assert_eq!(gate(Some(list)).replan_scope().first().map(String::as_str), Some("draft"));
+            assert_eq!(gate(Some(Value::List(Vec::new()))).replan_start(), None);
+            assert_eq!(gate(None).replan_start(), None);
+        }
     }
 }

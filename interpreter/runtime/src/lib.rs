@@ -32,3 +32,4 @@ pub mod openai;
 pub mod prompt;
 pub mod proto;
 pub mod validate;
+pub mod witness;

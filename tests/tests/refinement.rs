@@ -20,10 +20,12 @@
 //! and every witness the model checker writes for a violated policy is,
 //! to trace check, a trace of the plan that violates exactly that policy.
 //!
-//! `every_witness_is_a_run_of_the_engine` turns witnesses into runs: a
-//! search over data-plane answers (outputs, failures, tool calls, light and
-//! heavy turns, decisions) and their order finds one under which the engine
-//! makes exactly the witness's policy steps. Two abstractions of the model
+//! `every_witness_is_a_run_of_the_engine` turns witnesses into runs with
+//! `flow_runtime::witness` (what `flow run FILE --witness W.jsonl` does): a
+//! search over data-plane answers (outputs built from the declared types,
+//! failures, tool calls, light and heavy turns, decisions) and their order
+//! finds one under which the engine makes exactly the witness's policy
+//! steps. Two abstractions of the model
 //! are not made by answers and are counted apart (printed): a turn refused
 //! for its input size (the search's outputs are small), and budget amounts
 //! (a witness exhausting a budget or entering a zone where the engine's
@@ -39,6 +41,7 @@ use flow_runtime::conformance;
 use flow_runtime::engine::{Engine, RunConfig, RunStatus};
 use flow_runtime::journal::{ArtifactStore, MemoryArtifacts};
 use flow_runtime::proto::{AgentReply, HumanAnswer, Request, Response, TokenUsage, ToolCall, ToolResult};
+use flow_runtime::witness;
 use flow_tests::refine::{self, Rng};
 use flow_tests::RepoLoader;
 use flow_trace::Event;
@@ -129,9 +132,9 @@ fn answer(rng: &mut Rng, request: &Request) -> Response {
     }
 }
 
-/// A fresh engine over `program`, on a fake clock, in process.
-fn engine(program: &Arc<Program>, name: &str) -> Result<Engine, String> {
-    let cfg = RunConfig {
+/// The configuration of an in-process run, on a fake clock.
+fn config(name: &str) -> RunConfig {
+    RunConfig {
         run_id: format!("run-{name}"),
         execution_id: "exec-1".into(),
         plan_digest: "sha256:test".into(),
@@ -139,8 +142,12 @@ fn engine(program: &Arc<Program>, name: &str) -> Result<Engine, String> {
         clock: Arc::new(FakeClock::new(1_700_000_000_000)),
         owner: name.into(),
         lease_ttl_ms: 60_000,
-    };
-    Engine::new(program.clone(), None, cfg)
+    }
+}
+
+/// A fresh engine over `program`, on a fake clock, in process.
+fn engine(program: &Arc<Program>, name: &str) -> Result<Engine, String> {
+    Engine::new(program.clone(), None, config(name))
 }
 
 /// A run of the engine with answers from `rng`, in random order.
@@ -287,107 +294,6 @@ fn timeline(events: &[Event]) -> String {
         .join("\n")
 }
 
-/// The answers the witness search tries for a data-plane request.
-fn candidates(request: &Request) -> Vec<Response> {
-    // A light turn, and one that uses its whole ceiling (budget zones).
-    let light = TokenUsage { input_tokens: 10, output_tokens: 10 };
-    let heavy = TokenUsage { input_tokens: 4_000, output_tokens: 100 };
-    match request {
-        Request::Agent(req) => {
-            let mut out = Vec::new();
-            if !req.tools.is_empty() && req.attempt_no == 1 && req.turn == 1 {
-                let call = ToolCall { tool: req.tools[0].clone(), input: json!({ "ok": true, "n": 1 }) };
-                out.push(AgentReply { tool_call: Some(call), usage: light.clone(), ..AgentReply::default() });
-            }
-            for usage in [&light, &heavy] {
-                if wants_items(req) {
-                    for k in 0..4 {
-                        let items: Vec<serde_json::Value> = (0..k).map(|_| json!({ "ok": true, "n": 1 })).collect();
-                        out.push(AgentReply { output: Some(json!({ "items": items })), usage: usage.clone(), ..AgentReply::default() });
-                    }
-                    continue;
-                }
-                for ok in [true, false] {
-                    out.push(AgentReply { output: Some(json!({ "ok": ok, "n": 1 })), usage: usage.clone(), ..AgentReply::default() });
-                }
-            }
-            out.push(AgentReply { error: Some("scripted provider failure".into()), usage: light, ..AgentReply::default() });
-            out.into_iter().map(Response::Agent).collect()
-        }
-        Request::Tool(req) => vec![
-            Response::Tool(ToolResult { ok: true, output: Some(req.input.clone()), ..ToolResult::default() }),
-            Response::Tool(ToolResult { ok: false, error: Some("scripted tool failure".into()), ..ToolResult::default() }),
-        ],
-        Request::Human(req) => {
-            let by = req.principals.first().cloned().unwrap_or_else(|| "editor".into());
-            req.decisions.iter().map(|d| Response::Human(HumanAnswer { decision: d.clone(), by: by.clone(), comment: None })).collect()
-        }
-        Request::Probe(_) => {
-            vec![Response::Probe(flow_runtime::proto::ProbeResult { error: Some("no probes".into()), ..Default::default() })]
-        }
-    }
-}
-
-/// The policy steps of events, as the model names them.
-fn policy_steps(events: &[Event]) -> Vec<String> {
-    events.iter().filter_map(|e| Obs::of(&e.body)).map(|o| flow_verify::mc::step_key(&o)).collect()
-}
-
-/// The engine run by a list of choices: which pending command is answered
-/// next (by its index) and with which candidate answer.
-fn replay(program: &Arc<Program>, choices: &[(usize, usize)]) -> Result<(Vec<Event>, Vec<flow_runtime::proto::Command>, bool), String> {
-    let mut engine = engine(program, "witness")?;
-    engine.start(json!({}));
-    let mut events = engine.take_events();
-    let mut pending = engine.take_commands();
-    for &(c, a) in choices {
-        let command = pending.remove(c);
-        let answer = candidates(&command.request).swap_remove(a);
-        engine.on_response(&command.key, answer)?;
-        events.extend(engine.take_events());
-        pending.extend(engine.take_commands());
-    }
-    let running = matches!(engine.status(), RunStatus::Running);
-    Ok((events, pending, running))
-}
-
-/// Searches for data-plane answers, and an order of them, under which the
-/// engine makes exactly the policy steps `want` (a run that goes on past a
-/// safety witness's last step still counts). `Ok(None)`: the search ran out
-/// of `tries`.
-fn execute(program: &Arc<Program>, want: &[String], choices: &mut Vec<(usize, usize)>, tries: &mut usize) -> Result<Option<bool>, String> {
-    if *tries == 0 {
-        return Ok(None);
-    }
-    *tries -= 1;
-    let (events, pending, running) = replay(program, choices)?;
-    let got = policy_steps(&events);
-    let n = got.len().min(want.len());
-    if got[..n] != want[..n] {
-        return Ok(Some(false));
-    }
-    if got.len() >= want.len() {
-        return Ok(Some(true));
-    }
-    if !running {
-        return Ok(Some(false));
-    }
-    let mut undecided = false;
-    for (c, command) in pending.iter().enumerate() {
-        for a in 0..candidates(&command.request).len() {
-            choices.push((c, a));
-            let found = execute(program, want, choices, tries)?;
-            choices.pop();
-            match found {
-                Some(true) => return Ok(Some(true)),
-                Some(false) => {}
-                None => undecided = true,
-            }
-        }
-    }
-    Ok(if undecided { None } else { Some(false) })
-}
-
 #[test]
 fn every_witness_is_a_run_of_the_engine() {
     let cases = env_u64("FLOW_REFINEMENT_WITNESS_CASES", 400);
@@ -421,15 +327,15 @@ fn every_witness_is_a_run_of_the_engine() {
                 .events
                 .iter()
                 .any(|e| matches!(&e.body, flow_trace::Body::BudgetExhausted { .. } | flow_trace::Body::BudgetZoneChanged { .. }));
-            let want = policy_steps(&report.events);
-            let mut tries = 20_000;
-            match execute(&program, &want, &mut Vec::new(), &mut tries).unwrap_or_else(|e| panic!("seed {seed}: {e}")) {
-                Some(true) => executed += 1,
-                Some(false) if exhausts => budget_amounts += 1,
-                Some(false) => {
+            let (want, _) = witness::wanted_steps(&report.events);
+            let search = witness::Search { program: &program, workflow: None, input: &json!({}), want: &want, config: &config("witness") };
+            match witness::execute(&search, witness::DEFAULT_TRIES).unwrap_or_else(|e| panic!("seed {seed}: {e}")) {
+                witness::Found::Run(_) => executed += 1,
+                witness::Found::NotARun(_) if exhausts => budget_amounts += 1,
+                witness::Found::NotARun(_) => {
                     failures.push(format!("seed {seed}: no run of the engine makes the witness of `{}`:\n{want:#?}\n{source}", report.name))
                 }
-                None => undecided += 1,
+                witness::Found::Undecided(_) => undecided += 1,
             }
         }
     }

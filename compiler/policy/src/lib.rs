@@ -63,6 +63,19 @@ pub enum Obs<'a> {
 }
 
 impl<'a> Obs<'a> {
+    /// The step as the model checker and the witness search compare
+    /// steps: the observation itself, except that a confirmation's subject
+    /// keeps only its tool (`confirm.TOOL`; attempt ids differ per run).
+    pub fn step_key(&self) -> String {
+        match self {
+            Obs::Decided { subject, decision, by } if subject.starts_with("confirm.") => {
+                let tool = subject["confirm.".len()..].split('.').next().unwrap_or_default();
+                format!("{:?}", Obs::Decided { subject: &format!("confirm.{tool}"), decision, by })
+            }
+            other => format!("{other:?}"),
+        }
+    }
+
     /// The observation of an event, or `None` when no atom can describe it
     /// (then the event is not a step of the policy trace).
     pub fn of(body: &'a Body) -> Option<Obs<'a>> {

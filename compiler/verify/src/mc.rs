@@ -566,13 +566,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
 /// confirmation is asked per attempt at run time (`confirm.TOOL.ATTEMPT`)
 /// and per tool in the model (`confirm.TOOL`).
 pub fn step_key(obs: &Obs) -> String {
-    match obs {
-        Obs::Decided { subject, decision, by } if subject.starts_with("confirm.") => {
-            let tool = subject["confirm.".len()..].split('.').next().unwrap_or_default();
-            format!("{:?}", Obs::Decided { subject: &format!("confirm.{tool}"), decision, by })
-        }
-        other => format!("{other:?}"),
-    }
+    obs.step_key()
 }
 
 /// Refinement: whether a run's policy steps (the observations of its

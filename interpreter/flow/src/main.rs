@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod witness;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "flow",
@@ -94,6 +96,17 @@ enum Command {
         /// e.g. `--provider-url local=http://127.0.0.1:8080/v1`.
         #[arg(long, value_name = "NAME=URL")]
         provider_url: Vec<String>,
+        /// Make a witness of `flowc verify --witness-dir` into a run: search
+        /// for model, tool and human answers (and their order) under which
+        /// the engine makes the witness's policy steps, write the run's
+        /// trace.jsonl, artifacts/ and answers.json to the run directory,
+        /// and compare trace check's policy verdicts on the witness and the
+        /// run. Exit 0 when they agree, 1 when no run makes the witness.
+        #[arg(long, value_name = "W.jsonl", conflicts_with_all = ["record", "replay", "provider_url"])]
+        witness: Option<PathBuf>,
+        /// With --witness: how many engine runs the search may try.
+        #[arg(long, default_value_t = flow_runtime::witness::DEFAULT_TRIES, requires = "witness")]
+        tries: usize,
         #[command(flatten)]
         common: Common,
     },
@@ -242,6 +255,19 @@ fn fail(error: RunError) -> u8 {
 
 async fn dispatch(cli: Cli) -> u8 {
     match cli.command {
+        Command::Run { file, run_dir, run_id, workflow, input, base_dir, witness: Some(witness_file), tries, common, .. } => {
+            witness::run(witness::WitnessRun {
+                file: &file,
+                witness: &witness_file,
+                run_dir,
+                run_id: run_id.unwrap_or_else(fresh_run_id),
+                workflow,
+                input,
+                base_dir,
+                tries,
+                quiet: common.quiet,
+            })
+        }
         Command::Run {
             file,
             run_dir,
@@ -254,7 +280,9 @@ async fn dispatch(cli: Cli) -> u8 {
             replay,
             no_cassette,
             provider_url,
+            witness: None,
             common,
+            ..
         } => {
             let files = RunFiles { input, base_dir, unverified, record, replay, no_cassette };
             run(file, run_dir, run_id, workflow, files, &provider_url, common).await

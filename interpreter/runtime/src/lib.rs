@@ -31,3 +31,4 @@ pub mod openai;
 pub mod prompt;
 pub mod proto;
 pub mod validate;
+pub mod witness;

@@ -1,0 +1,388 @@
+//! Witnesses as runs: a search over data-plane answers, and their order,
+//! under which the engine makes exactly a witness's policy steps.
+//!
+//! The model checker's witness of a violated policy is a trace in the
+//! vocabulary of `flow run`. [`execute`] turns it into a run of the engine:
+//! it drives the engine in process, on a fake clock, answering each command
+//! with one of a few candidate answers ([`candidates`]: outputs built from
+//! the declared types with one field varied at a time, failures, tool calls,
+//! light and heavy turns, every decision) in any order, depth first, and
+//! keeps the first run whose policy steps (the events atoms can describe,
+//! [`flow_policy::Obs`]) begin with the witness's; the run stops where the
+//! witness stops. Pure: no I/O, deterministic.
+
+use crate::clock::FakeClock;
+use crate::engine::{Engine, RunConfig, RunStatus};
+use crate::proto::{AgentReply, Command, HumanAnswer, ProbeResult, Request, Response, TokenUsage, ToolCall, ToolResult};
+use flow_check::ir::{Program, TypeDef, Workflow};
+use flow_check::types::Ty;
+use flow_trace::{ArtifactRef, Event};
+use indexmap::IndexMap;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// The default number of engine runs [`execute`] may try.
+pub const DEFAULT_TRIES: usize = 20_000;
+
+/// How many variants of one value are tried, at most.
+const MAX_VARIANTS: usize = 32;
+
+/// The policy steps of events, as the model checker names them.
+pub fn policy_steps(events: &[Event]) -> Vec<String> {
+    events.iter().filter_map(|e| flow_policy::Obs::of(&e.body)).map(|o| o.step_key()).collect()
+}
+
+/// The steps a run must make to run a witness: its policy steps and, for
+/// a lasso (a witness ending `run_paused` with reason `cycle`, waiting on
+/// the `seq` where its cycle starts), the cycle's first step once more —
+/// the run shows the cycle closing. Also says whether it is a lasso.
+pub fn wanted_steps(events: &[Event]) -> (Vec<String>, bool) {
+    let mut steps = policy_steps(events);
+    let cycle_start = match events.last().map(|e| &e.body) {
+        Some(flow_trace::Body::RunPaused { reason, waiting_on, .. }) if reason == "cycle" => {
+            waiting_on.strip_prefix("seq ").and_then(|n| n.parse::<u64>().ok())
+        }
+        _ => return (steps, false),
+    };
+    let again = cycle_start.and_then(|n| {
+        events.iter().filter(|e| e.seq > n).find_map(|e| flow_policy::Obs::of(&e.body)).map(|o| o.step_key())
+    });
+    steps.extend(again);
+    (steps, true)
+}
+
+/// Steps with each run of one repeated step kept once. The model makes a
+/// visit's tool call once however many attempts the visit takes; a retry
+/// repeats it in the engine. Policies do not count repeats of one step.
+fn stutter_free(mut steps: Vec<String>) -> Vec<String> {
+    steps.dedup();
+    steps
+}
+
+/// What [`execute`] found.
+#[derive(Debug)]
+pub enum Found {
+    /// A run of the engine that makes the witness's steps.
+    Run(Run),
+    /// No answers make them: the witness is not a run of the engine.
+    NotARun(Stuck),
+    /// The search ran out of tries.
+    Undecided(Stuck),
+}
+
+/// How far the search got: the longest prefix of the witness's steps some
+/// run made, and what runs made instead of the next step.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stuck {
+    /// Steps of the witness made (after folding repeats).
+    pub matched: usize,
+    /// The witness's next step, which no run made there.
+    pub wanted: Option<String>,
+    /// What runs made there instead (`None`: the run ended or waited).
+    pub instead: Vec<Option<String>>,
+}
+
+impl Stuck {
+    fn saw(&mut self, matched: usize, wanted: &str, got: Option<&String>) {
+        if matched > self.matched || self.wanted.is_none() {
+            *self = Stuck { matched, wanted: Some(wanted.to_string()), instead: Vec::new() };
+        }
+        if matched == self.matched && !self.instead.contains(&got.cloned()) {
+            self.instead.push(got.cloned());
+        }
+    }
+}
+
+/// A run of the engine made by scripted answers.
+#[derive(Debug)]
+pub struct Run {
+    pub events: Vec<Event>,
+    /// The artifacts the run stored, encoded.
+    pub artifacts: Vec<(ArtifactRef, Vec<u8>)>,
+    /// The answers given, in order: the command's key and the answer.
+    pub answers: Vec<(String, Response)>,
+    /// Engine runs tried before this one.
+    pub tried: usize,
+    pub status: RunStatus,
+}
+
+/// One search: the plan, the workflow, the input and the steps wanted.
+pub struct Search<'a> {
+    pub program: &'a Arc<Program>,
+    pub workflow: Option<&'a str>,
+    pub input: &'a Value,
+    pub want: &'a [String],
+    /// The configuration of each engine run (its clock is replaced by a
+    /// fake one).
+    pub config: &'a RunConfig,
+}
+
+impl std::fmt::Debug for Search<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Search").field("workflow", &self.workflow).field("want", &self.want).finish_non_exhaustive()
+    }
+}
+
+/// Searches for data-plane answers under which the engine makes the
+/// policy steps `search.want` (a run going on past them still counts), in
+/// at most `tries` engine runs.
+pub fn execute(search: &Search, tries: usize) -> Result<Found, String> {
+    let mut budget = tries;
+    let mut choices = Vec::new();
+    let mut stuck = Stuck::default();
+    match dfs(search, &mut choices, &mut budget, &mut stuck)? {
+        Some(true) => {
+            let mut run = finish(search, &choices)?;
+            run.tried = tries - budget;
+            Ok(Found::Run(run))
+        }
+        Some(false) => Ok(Found::NotARun(stuck)),
+        None => Ok(Found::Undecided(stuck)),
+    }
+}
+
+/// A fresh engine on a fake clock.
+fn engine(search: &Search) -> Result<Engine, String> {
+    let mut cfg = search.config.clone();
+    cfg.clock = Arc::new(FakeClock::new(1_700_000_000_000));
+    Engine::new(search.program.clone(), search.workflow, cfg)
+}
+
+fn workflow<'p>(search: &'p Search) -> Option<&'p Workflow> {
+    match search.workflow {
+        Some(name) => search.program.workflows.get(name),
+        None => search.program.workflows.first().map(|(_, w)| w),
+    }
+}
+
+/// The engine driven by `choices`: which pending command is answered next
+/// (its index) and with which candidate (its index).
+struct Replayed {
+    engine: Engine,
+    events: Vec<Event>,
+    pending: Vec<Command>,
+    answers: Vec<(String, Response)>,
+}
+
+fn replay(search: &Search, choices: &[(usize, usize)]) -> Result<Replayed, String> {
+    let mut engine = engine(search)?;
+    engine.start(search.input.clone());
+    let mut events = engine.take_events();
+    let mut pending = engine.take_commands();
+    let mut answers = Vec::new();
+    for &(c, a) in choices {
+        let command = pending.remove(c);
+        let answer = candidates(search.program, workflow(search), &command.request).swap_remove(a);
+        engine.on_response(&command.key, answer.clone())?;
+        answers.push((command.key, answer));
+        events.extend(engine.take_events());
+        pending.extend(engine.take_commands());
+    }
+    Ok(Replayed { engine, events, pending, answers })
+}
+
+fn dfs(search: &Search, choices: &mut Vec<(usize, usize)>, tries: &mut usize, stuck: &mut Stuck) -> Result<Option<bool>, String> {
+    if *tries == 0 {
+        return Ok(None);
+    }
+    *tries -= 1;
+    let replayed = replay(search, choices)?;
+    let got = stutter_free(policy_steps(&replayed.events));
+    let want = &stutter_free(search.want.to_vec())[..];
+    let n = got.len().min(want.len());
+    if let Some(i) = (0..n).find(|&i| got[i] != want[i]) {
+        stuck.saw(i, &want[i], Some(&got[i]));
+        return Ok(Some(false));
+    }
+    if got.len() >= want.len() {
+        return Ok(Some(true));
+    }
+    if !matches!(replayed.engine.status(), RunStatus::Running) || replayed.pending.is_empty() {
+        stuck.saw(n, &want[n], None);
+        return Ok(Some(false));
+    }
+    let mut undecided = false;
+    for (c, command) in replayed.pending.iter().enumerate() {
+        for a in 0..candidates(search.program, workflow(search), &command.request).len() {
+            choices.push((c, a));
+            match dfs(search, choices, tries, stuck)? {
+                // The path found stays in `choices`.
+                Some(true) => return Ok(Some(true)),
+                Some(false) => {}
+                None => undecided = true,
+            }
+            choices.pop();
+        }
+    }
+    Ok(if undecided { None } else { Some(false) })
+}
+
+/// The run made by `choices`: it stops where the witness stops.
+fn finish(search: &Search, choices: &[(usize, usize)]) -> Result<Run, String> {
+    let Replayed { mut engine, events, answers, .. } = replay(search, choices)?;
+    let artifacts = engine.take_artifacts();
+    Ok(Run { events, artifacts, answers, tried: 0, status: engine.status().clone() })
+}
+
+/// The answers the search tries for a data-plane request, the plainest
+/// first.
+pub fn candidates(program: &Program, workflow: Option<&Workflow>, request: &Request) -> Vec<Response> {
+    let types = &program.types;
+    match request {
+        Request::Agent(req) => {
+            // A light turn, and one that uses its whole ceiling (budget zones).
+            let light = TokenUsage { input_tokens: 10, output_tokens: 10 };
+            let heavy = TokenUsage { input_tokens: 4_000, output_tokens: 100 };
+            let mut out = Vec::new();
+            // Each tool at most once per visit (the model's abstraction):
+            // on the first turn of the first attempt.
+            if req.attempt_no == 1 && req.turn == 1 {
+                for tool in &req.tools {
+                    let input = program.decls.get(tool).and_then(|d| d.input_type()).map(|t| base(t, types, 0)).unwrap_or(json!({}));
+                    let call = ToolCall { tool: tool.clone(), input };
+                    out.push(AgentReply { tool_call: Some(call), usage: light.clone(), ..AgentReply::default() });
+                }
+            }
+            let output = workflow.and_then(|w| w.nodes.get(&req.node)).map(|n| &n.output);
+            let values = output.map(|t| instances(t, types)).unwrap_or_else(|| vec![json!({})]);
+            for usage in [&light, &heavy] {
+                for value in &values {
+                    out.push(AgentReply { output: Some(value.clone()), usage: usage.clone(), ..AgentReply::default() });
+                }
+            }
+            out.push(AgentReply { error: Some("scripted provider failure".into()), usage: light, ..AgentReply::default() });
+            out.into_iter().map(Response::Agent).collect()
+        }
+        Request::Tool(req) => {
+            let output = program.decls.get(&req.tool).and_then(|d| d.output_type());
+            let mut out: Vec<Response> = match output {
+                Some(t) => instances(t, types).into_iter().take(3).map(|v| ok_tool(Some(v))).collect(),
+                None => vec![ok_tool(Some(req.input.clone()))],
+            };
+            out.push(Response::Tool(ToolResult { ok: false, error: Some("scripted tool failure".into()), ..ToolResult::default() }));
+            out
+        }
+        Request::Human(req) => {
+            let by = req.principals.first().cloned().unwrap_or_else(|| "operator".into());
+            req.decisions.iter().map(|d| Response::Human(HumanAnswer { decision: d.clone(), by: by.clone(), comment: None })).collect()
+        }
+        Request::Probe(_) => vec![
+            Response::Probe(ProbeResult { exit_code: Some(0), output: Some(json!({})), ..ProbeResult::default() }),
+            Response::Probe(ProbeResult { exit_code: Some(1), ..ProbeResult::default() }),
+            Response::Probe(ProbeResult { error: Some("scripted probe failure".into()), ..ProbeResult::default() }),
+        ],
+    }
+}
+
+fn ok_tool(output: Option<Value>) -> Response {
+    Response::Tool(ToolResult { ok: true, output, ..ToolResult::default() })
+}
+
+/// Values of `ty`: the plainest first, then each with one position varied
+/// (a boolean false, another enum value, 0 or 10, an empty string, a list
+/// of one to three items, null, an optional field present).
+pub fn instances(ty: &Ty, types: &IndexMap<String, TypeDef>) -> Vec<Value> {
+    let mut out = vec![base(ty, types, 0)];
+    out.extend(variants(ty, types, 0));
+    out.truncate(MAX_VARIANTS);
+    out
+}
+
+/// Named types are followed this deep (they may refer to themselves).
+const MAX_DEPTH: usize = 6;
+
+fn named<'t>(name: &str, types: &'t IndexMap<String, TypeDef>) -> Option<&'t Ty> {
+    types.get(name).map(|d| &d.ty)
+}
+
+/// The plainest value of `ty`.
+fn base(ty: &Ty, types: &IndexMap<String, TypeDef>, depth: usize) -> Value {
+    match ty {
+        Ty::Any | Ty::Null => Value::Null,
+        Ty::Bool => json!(true),
+        Ty::Int => json!(1),
+        Ty::Float | Ty::Duration | Ty::Money => json!(1.0),
+        Ty::Percent => json!(0.5),
+        Ty::String => json!("x"),
+        Ty::List { .. } => json!([]),
+        Ty::Record { fields } => {
+            Value::Object(fields.iter().filter(|(_, f)| !f.optional).map(|(k, f)| (k.clone(), base(&f.ty, types, depth))).collect())
+        }
+        Ty::Enum { values } => values.first().map(|v| json!(v)).unwrap_or(Value::Null),
+        Ty::Nullable { inner } => base(inner, types, depth),
+        Ty::Named { name } if depth < MAX_DEPTH => named(name, types).map(|t| base(t, types, depth + 1)).unwrap_or(Value::Null),
+        Ty::Named { .. } => Value::Null,
+    }
+}
+
+/// Values of `ty` other than [`base`], each different in one position.
+fn variants(ty: &Ty, types: &IndexMap<String, TypeDef>, depth: usize) -> Vec<Value> {
+    match ty {
+        Ty::Bool => vec![json!(false)],
+        Ty::Int => vec![json!(0), json!(10)],
+        Ty::Float | Ty::Duration | Ty::Money => vec![json!(0.0), json!(10.0)],
+        Ty::Percent => vec![json!(0.0), json!(1.0)],
+        Ty::String => vec![json!("")],
+        Ty::Enum { values } => values.iter().skip(1).map(|v| json!(v)).collect(),
+        Ty::Nullable { inner } => {
+            let mut out = variants(inner, types, depth);
+            out.push(Value::Null);
+            out
+        }
+        Ty::List { item } => (1..=3).map(|k| Value::Array(vec![base(item, types, depth); k])).collect(),
+        Ty::Record { fields } => {
+            let plain = base(ty, types, depth);
+            let mut out = Vec::new();
+            for (name, field) in fields {
+                let mut alternatives = variants(&field.ty, types, depth);
+                if field.optional {
+                    alternatives.insert(0, base(&field.ty, types, depth));
+                }
+                for alt in alternatives {
+                    let mut v = plain.clone();
+                    if let Some(map) = v.as_object_mut() {
+                        map.insert(name.clone(), alt);
+                    }
+                    out.push(v);
+                }
+            }
+            out
+        }
+        Ty::Named { name } if depth < MAX_DEPTH => named(name, types).map(|t| variants(t, types, depth + 1)).unwrap_or_default(),
+        Ty::Any | Ty::Null | Ty::Named { .. } => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flow_check::types::FieldTy;
+
+    fn record(fields: &[(&str, Ty, bool)]) -> Ty {
+        Ty::Record {
+            fields: fields.iter().map(|(n, t, o)| (n.to_string(), FieldTy { ty: t.clone(), optional: *o })).collect(),
+        }
+    }
+
+    #[test]
+    fn instances_start_plain_and_vary_one_position_at_a_time() {
+        let ty = record(&[("ok", Ty::Bool, false), ("n", Ty::Int, false), ("note", Ty::String, true)]);
+        let got = instances(&ty, &IndexMap::new());
+        assert_eq!(got[0], json!({ "ok": true, "n": 1 }));
+        assert!(got.contains(&json!({ "ok": false, "n": 1 })));
+        assert!(got.contains(&json!({ "ok": true, "n": 10 })));
+        assert!(got.contains(&json!({ "ok": true, "n": 1, "note": "x" })));
+        assert!(got.len() <= MAX_VARIANTS);
+    }
+
+    #[test]
+    fn lists_enums_and_recursive_types_are_bounded() {
+        let list = Ty::List { item: Box::new(Ty::Enum { values: vec!["a".into(), "b".into()] }) };
+        assert_eq!(instances(&list, &IndexMap::new()), [json!([]), json!(["a"]), json!(["a", "a"]), json!(["a", "a", "a"])]);
+        let mut types = IndexMap::new();
+        let tree = record(&[("next", Ty::Named { name: "T".into() }, false)]);
+        types.insert("T".into(), TypeDef { name: "T".into(), ty: tree, loc: Default::default(), schema: None });
+        let v = base(&Ty::Named { name: "T".into() }, &types, 0);
+        assert!(v.to_string().len() < 200, "{v}");
+    }
+}

@@ -327,8 +327,14 @@ fn every_witness_is_a_run_of_the_engine() {
                 .events
                 .iter()
                 .any(|e| matches!(&e.body, flow_trace::Body::BudgetExhausted { .. } | flow_trace::Body::BudgetZoneChanged { .. }));
-            let (want, _) = witness::wanted_steps(&report.events);
-            let search = witness::Search { program: &program, workflow: None, input: &json!({}), want: &want, config: &config("witness") };
+            let want = witness::wanted_steps(&report.events).0;
+            let search = witness::Search {
+                program: &program,
+                workflow: None,
+                input: &json!({}),
+                witness: &report.events,
+                config: &config("witness"),
+            };
             match witness::execute(&search, witness::DEFAULT_TRIES).unwrap_or_else(|e| panic!("seed {seed}: {e}")) {
                 witness::Found::Run(_) => executed += 1,
                 witness::Found::NotARun(_) if exhausts => budget_amounts += 1,

@@ -75,7 +75,7 @@ pub fn run(args: WitnessRun) -> u8 {
         lease_ttl_ms: 60_000,
     };
     let program = plan.program.clone();
-    let search = Search { program: &program, workflow: workflow.as_deref(), input: &input, want: &want, config: &config };
+    let search = Search { program: &program, workflow: workflow.as_deref(), input: &input, witness: &events, config: &config };
     let found = match witness::execute(&search, args.tries) {
         Ok(found) => found,
         Err(e) => {
@@ -122,7 +122,9 @@ pub fn run(args: WitnessRun) -> u8 {
         println!("  policy {name}: {verdict}{mark}");
     }
     if lasso {
-        println!("  (a lasso witness: its cycle repeats forever; the run goes round it once and stops where it closes, its obligation open)");
+        println!(
+            "  (a lasso witness: its cycle repeats forever; the run goes round it once and stops where it closes, its obligation open)"
+        );
     }
     // Deviations besides policy verdicts: the run may show only those the
     // witness shows too (a broken plan's witness crosses a boundary, say).
@@ -145,7 +147,11 @@ pub fn run(args: WitnessRun) -> u8 {
 /// Where the search got stuck.
 fn explain_stuck(stuck: &witness::Stuck, steps: usize) {
     let Some(wanted) = &stuck.wanted else { return };
-    eprintln!("flow: runs make {} of the witness's {steps} steps (repeats folded); none makes step {}: {wanted}", stuck.matched, stuck.matched + 1);
+    eprintln!(
+        "flow: runs make {} of the witness's {steps} steps (repeats folded); none makes step {}: {wanted}",
+        stuck.matched,
+        stuck.matched + 1
+    );
     for got in &stuck.instead {
         match got {
             Some(step) => eprintln!("  a run makes {step} there"),
@@ -156,7 +162,13 @@ fn explain_stuck(stuck: &witness::Stuck, steps: usize) {
 
 /// The run's input: `--input`, NAME.input.json, or the plainest value of
 /// the workflow's input type.
-fn input_for(args: &WitnessRun, program: &flow_check::ir::Program, workflow: Option<&str>, base: &Path, stem: &str) -> Result<serde_json::Value, u8> {
+fn input_for(
+    args: &WitnessRun,
+    program: &flow_check::ir::Program,
+    workflow: Option<&str>,
+    base: &Path,
+    stem: &str,
+) -> Result<serde_json::Value, u8> {
     let path = args.input.clone().or_else(|| Some(base.join(format!("{stem}.input.json"))).filter(|p| p.exists()));
     if let Some(path) = path {
         return std::fs::read_to_string(&path)
@@ -171,7 +183,10 @@ fn input_for(args: &WitnessRun, program: &flow_check::ir::Program, workflow: Opt
         Some(name) => program.workflows.get(name),
         None => program.workflows.first().map(|(_, w)| w),
     };
-    Ok(wf.and_then(|w| w.input_type()).and_then(|t| witness::instances(t, &program.types).into_iter().next()).unwrap_or(serde_json::json!({})))
+    Ok(wf
+        .and_then(|w| w.input_type())
+        .and_then(|t| witness::instances(t, &program.types).into_iter().next())
+        .unwrap_or(serde_json::json!({})))
 }
 
 /// Each policy's verdict; for a lasso witness an obligation left open is

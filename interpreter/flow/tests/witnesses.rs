@@ -131,3 +131,74 @@ workflow release {
     assert!(!dir.join("r").join("trace.jsonl").exists(), "nothing ran");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn flow(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_flow")).args(args).current_dir(repo_root()).output().expect("flow runs")
+}
+
+#[test]
+fn flow_run_witness_makes_each_counterexample_a_run_of_the_engine() {
+    let dir = scratch("run-witness");
+    let cases = [
+        ("research_writer", "outline_after_evidence", false),
+        ("agent_proxy", "merge_needs_pm", false),
+        ("short_video", "compose_after_audio_gate", false),
+        ("decision_meeting", "meeting_terminates", true),
+    ];
+    for (name, policy, lasso) in cases {
+        let plan = format!("examples/{name}/{name}.broken.flow");
+        let program = program(&plan);
+        let reports = flow_verify::policies::check_policies(&program, "sha256:test", flow_verify::policies::DEFAULT_MAX_STATES);
+        let report = reports.iter().find(|r| r.name == policy).expect("the policy is checked");
+        let witness = write_jsonl(&dir, &format!("{name}.{policy}.jsonl"), &report.events);
+        let run_dir = dir.join(format!("{name}-run"));
+        let out = flow(&["run", &plan, "--witness", witness.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap(), "-q"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{name}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(&format!("policy {policy}: violated")), "{name}: {stdout}");
+        // The run is the engine's: trace check holds it against the plan
+        // on its own, with its artifacts, and finds the policy broken
+        // (for a lasso, owed and open where the cycle closes).
+        assert!(run_dir.join("answers.json").exists() && run_dir.join("artifacts").is_dir());
+        let (code, doc) = trace_check(&run_dir, &plan);
+        assert_eq!(code, if lasso { 0 } else { 1 }, "{name}: {doc}");
+        let verdict = doc["policies"].as_array().unwrap().iter().find(|p| p["name"] == policy).expect("the policy")["verdict"].clone();
+        assert_eq!(verdict, if lasso { "open" } else { "violated" }, "{name}: {doc}");
+        // Its policy steps are the witness's (a retry's repeated call folded).
+        let trace = std::fs::read_to_string(run_dir.join("trace.jsonl")).unwrap();
+        let mut made = flow_runtime::witness::policy_steps(&flow_trace::parse_jsonl(&trace).unwrap());
+        let mut want = flow_runtime::witness::wanted_steps(&report.events).0;
+        made.dedup();
+        want.dedup();
+        assert!(made.starts_with(&want), "{name}: the run made {made:#?}\nthe witness {want:#?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn flow_run_witness_says_when_no_run_makes_a_witness() {
+    let dir = scratch("run-witness-bad");
+    let plan = "examples/research_writer/research_writer.broken.flow";
+    let program = program(plan);
+    let reports = flow_verify::policies::check_policies(&program, "sha256:test", flow_verify::policies::DEFAULT_MAX_STATES);
+    let report = reports.iter().find(|r| r.name == "outline_after_evidence").expect("the policy is checked");
+    // The witness with its first node swapped for another: the engine
+    // always starts at `start`, so no answers make it.
+    let mut events = report.events.clone();
+    let first = events.iter().position(|e| matches!(e.body, flow_trace::Body::NodeStarted { .. })).expect("a node starts");
+    if let flow_trace::Body::NodeStarted { node, .. } = &mut events[first].body {
+        *node = "outline".into();
+    }
+    let witness = write_jsonl(&dir, "tampered.jsonl", &events);
+    let out = flow(&["run", plan, "--witness", witness.to_str().unwrap(), "--run-dir", dir.join("run").to_str().unwrap(), "-q"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not a run of the plan") && stderr.contains("none makes step 1: Started(\"outline\")"), "{stderr}");
+    assert!(stderr.contains("a run makes Started(\"research\") there"), "{stderr}");
+    assert!(!dir.join("run").exists(), "nothing is written when no run makes the witness");
+    // Not a witness at all: a usage error.
+    std::fs::write(dir.join("junk.jsonl"), "not json\n").unwrap();
+    let out = flow(&["run", plan, "--witness", dir.join("junk.jsonl").to_str().unwrap(), "-q"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -44,9 +44,8 @@ pub fn wanted_steps(events: &[Event]) -> (Vec<String>, bool) {
         }
         _ => return (steps, false),
     };
-    let again = cycle_start.and_then(|n| {
-        events.iter().filter(|e| e.seq > n).find_map(|e| flow_policy::Obs::of(&e.body)).map(|o| o.step_key())
-    });
+    let again =
+        cycle_start.and_then(|n| events.iter().filter(|e| e.seq > n).find_map(|e| flow_policy::Obs::of(&e.body)).map(|o| o.step_key()));
     steps.extend(again);
     (steps, true)
 }
@@ -106,12 +105,14 @@ pub struct Run {
     pub status: RunStatus,
 }
 
-/// One search: the plan, the workflow, the input and the steps wanted.
+/// One search: the plan, the workflow, the input and the witness.
 pub struct Search<'a> {
     pub program: &'a Arc<Program>,
     pub workflow: Option<&'a str>,
     pub input: &'a Value,
-    pub want: &'a [String],
+    /// The witness's events: the run must make their policy steps
+    /// ([`wanted_steps`]).
+    pub witness: &'a [Event],
     /// The configuration of each engine run (its clock is replaced by a
     /// fake one).
     pub config: &'a RunConfig,
@@ -119,20 +120,38 @@ pub struct Search<'a> {
 
 impl std::fmt::Debug for Search<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Search").field("workflow", &self.workflow).field("want", &self.want).finish_non_exhaustive()
+        f.debug_struct("Search").field("workflow", &self.workflow).field("witness_events", &self.witness.len()).finish_non_exhaustive()
     }
 }
 
+/// What one search holds fixed: the steps wanted (repeats folded) and the
+/// tool calls the witness has refused (a model may ask for a tool its
+/// agent does not hold; the control plane refuses it).
+struct Goal<'a> {
+    search: &'a Search<'a>,
+    want: Vec<String>,
+    refused: Vec<(String, String)>,
+}
+
 /// Searches for data-plane answers under which the engine makes the
-/// policy steps `search.want` (a run going on past them still counts), in
-/// at most `tries` engine runs.
+/// witness's policy steps (a run going on past them still counts), in at
+/// most `tries` engine runs.
 pub fn execute(search: &Search, tries: usize) -> Result<Found, String> {
+    let refused = search
+        .witness
+        .iter()
+        .filter_map(|e| match &e.body {
+            flow_trace::Body::ToolCallRefused { tool, agent: Some(agent), .. } => Some((tool.clone(), agent.clone())),
+            _ => None,
+        })
+        .collect();
+    let goal = Goal { search, want: stutter_free(wanted_steps(search.witness).0), refused };
     let mut budget = tries;
     let mut choices = Vec::new();
     let mut stuck = Stuck::default();
-    match dfs(search, &mut choices, &mut budget, &mut stuck)? {
+    match dfs(&goal, &mut choices, &mut budget, &mut stuck)? {
         Some(true) => {
-            let mut run = finish(search, &choices)?;
+            let mut run = finish(&goal, &choices)?;
             run.tried = tries - budget;
             Ok(Found::Run(run))
         }
@@ -164,7 +183,8 @@ struct Replayed {
     answers: Vec<(String, Response)>,
 }
 
-fn replay(search: &Search, choices: &[(usize, usize)]) -> Result<Replayed, String> {
+fn replay(goal: &Goal, choices: &[(usize, usize)]) -> Result<Replayed, String> {
+    let search = goal.search;
     let mut engine = engine(search)?;
     engine.start(search.input.clone());
     let mut events = engine.take_events();
@@ -172,7 +192,7 @@ fn replay(search: &Search, choices: &[(usize, usize)]) -> Result<Replayed, Strin
     let mut answers = Vec::new();
     for &(c, a) in choices {
         let command = pending.remove(c);
-        let answer = candidates(search.program, workflow(search), &command.request).swap_remove(a);
+        let answer = goal.candidates(&command.request).swap_remove(a);
         engine.on_response(&command.key, answer.clone())?;
         answers.push((command.key, answer));
         events.extend(engine.take_events());
@@ -181,14 +201,14 @@ fn replay(search: &Search, choices: &[(usize, usize)]) -> Result<Replayed, Strin
     Ok(Replayed { engine, events, pending, answers })
 }
 
-fn dfs(search: &Search, choices: &mut Vec<(usize, usize)>, tries: &mut usize, stuck: &mut Stuck) -> Result<Option<bool>, String> {
+fn dfs(goal: &Goal, choices: &mut Vec<(usize, usize)>, tries: &mut usize, stuck: &mut Stuck) -> Result<Option<bool>, String> {
     if *tries == 0 {
         return Ok(None);
     }
     *tries -= 1;
-    let replayed = replay(search, choices)?;
+    let replayed = replay(goal, choices)?;
     let got = stutter_free(policy_steps(&replayed.events));
-    let want = &stutter_free(search.want.to_vec())[..];
+    let want = &goal.want[..];
     let n = got.len().min(want.len());
     if let Some(i) = (0..n).find(|&i| got[i] != want[i]) {
         stuck.saw(i, &want[i], Some(&got[i]));
@@ -203,9 +223,9 @@ fn dfs(search: &Search, choices: &mut Vec<(usize, usize)>, tries: &mut usize, st
     }
     let mut undecided = false;
     for (c, command) in replayed.pending.iter().enumerate() {
-        for a in 0..candidates(search.program, workflow(search), &command.request).len() {
+        for a in 0..goal.candidates(&command.request).len() {
             choices.push((c, a));
-            match dfs(search, choices, tries, stuck)? {
+            match dfs(goal, choices, tries, stuck)? {
                 // The path found stays in `choices`.
                 Some(true) => return Ok(Some(true)),
                 Some(false) => {}
@@ -218,10 +238,30 @@ fn dfs(search: &Search, choices: &mut Vec<(usize, usize)>, tries: &mut usize, st
 }
 
 /// The run made by `choices`: it stops where the witness stops.
-fn finish(search: &Search, choices: &[(usize, usize)]) -> Result<Run, String> {
-    let Replayed { mut engine, events, answers, .. } = replay(search, choices)?;
+fn finish(goal: &Goal, choices: &[(usize, usize)]) -> Result<Run, String> {
+    let Replayed { mut engine, events, answers, .. } = replay(goal, choices)?;
     let artifacts = engine.take_artifacts();
     Ok(Run { events, artifacts, answers, tried: 0, status: engine.status().clone() })
+}
+
+impl Goal<'_> {
+    /// [`candidates`], and on an agent's first turn a call of each tool the
+    /// witness shows refused to that agent.
+    fn candidates(&self, request: &Request) -> Vec<Response> {
+        let mut out = candidates(self.search.program, workflow(self.search), request);
+        if let Request::Agent(req) = request {
+            if req.attempt_no == 1 && req.turn == 1 {
+                for (tool, _) in self.refused.iter().filter(|(t, a)| *a == req.agent && !req.tools.contains(t)) {
+                    let input = self.search.program.decls.get(tool).and_then(|d| d.input_type());
+                    let input = input.map(|t| base(t, &self.search.program.types, 0)).unwrap_or(json!({}));
+                    let call = ToolCall { tool: tool.clone(), input };
+                    let usage = TokenUsage { input_tokens: 10, output_tokens: 10 };
+                    out.push(Response::Agent(AgentReply { tool_call: Some(call), usage, ..AgentReply::default() }));
+                }
+            }
+        }
+        out
+    }
 }
 
 /// The answers the search tries for a data-plane request, the plainest
@@ -359,9 +399,7 @@ mod tests {
     use flow_check::types::FieldTy;
 
     fn record(fields: &[(&str, Ty, bool)]) -> Ty {
-        Ty::Record {
-            fields: fields.iter().map(|(n, t, o)| (n.to_string(), FieldTy { ty: t.clone(), optional: *o })).collect(),
-        }
+        Ty::Record { fields: fields.iter().map(|(n, t, o)| (n.to_string(), FieldTy { ty: t.clone(), optional: *o })).collect() }
     }
 
     #[test]

@@ -158,7 +158,7 @@ pub fn turn_providers<'p>(program: &'p Program, workflow: &'p Workflow, agent: &
         }
     }
     for action in actions(program, workflow) {
-        if action.name == "switch_model" {
+        if action.name == crate::ir::ActionKind::SwitchModel {
             if let Some(name) = action.args.first() {
                 push(name);
             }

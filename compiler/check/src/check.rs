@@ -1164,7 +1164,10 @@ impl<'a> Checker<'a> {
                 }
             }
         }
-        Value::Action(ir::Action { name: name.to_string(), args: out })
+        match ir::ActionKind::parse(name) {
+            Some(kind) => Value::Action(ir::Action { name: kind, args: out }),
+            None => Value::Invalid,
+        }
     }
 
     fn check_evaluator(&mut self, expr: &Expr) -> Value {

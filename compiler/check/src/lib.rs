@@ -10,6 +10,7 @@
 pub mod ceilings;
 mod check;
 mod expr;
+pub mod index;
 pub mod ir;
 pub mod lookup;
 pub mod plan;

@@ -6,7 +6,8 @@
 //! handler says, which action a decision applies.
 
 use crate::ir::NodeKind;
-use crate::ir::{Action, Gate, Handler, Node, Value};
+use crate::ir::{Action, ActionKind, Gate, Handler, Node, Value};
+use flow_trace::TerminationStatus;
 
 /// The handler of `handlers` for `event`, if one is declared.
 pub fn handler_for<'h>(handlers: &'h [Handler], event: &str) -> Option<&'h Action> {
@@ -23,19 +24,19 @@ pub fn gate_decision_action(gate: &Gate, decision: &str) -> Action {
         return action.clone();
     }
     let (name, args) = match decision {
-        "approve" => ("continue", vec![]),
-        "revise" => ("revise", vec![gate.from.clone()]),
-        "replan" => ("replan", vec![]),
-        _ => ("terminate", vec![]),
+        "approve" => (ActionKind::Continue, vec![]),
+        "revise" => (ActionKind::Revise, vec![gate.from.clone()]),
+        "replan" => (ActionKind::Replan, vec![]),
+        _ => (ActionKind::Terminate, vec![]),
     };
-    Action { name: name.into(), args }
+    Action { name, args }
 }
 
 /// The action a decision at a human node applies: the node's handler for
 /// the decision, else `continue` (the node completes with the decision as
 /// its output).
 pub fn human_decision_action(node: &Node, decision: &str) -> Action {
-    handler_for(&node.handlers, decision).cloned().unwrap_or_else(|| Action { name: "continue".into(), args: vec![] })
+    handler_for(&node.handlers, decision).cloned().unwrap_or_else(|| Action::bare(ActionKind::Continue))
 }
 
 /// A join node's aggregation rule (`rule`, default `all`).
@@ -113,4 +114,47 @@ pub fn passes_on_valid_output(gate: &Gate, from: &Node, program: &crate::ir::Pro
             },
             _ => false,
         })
+}
+
+/// How an action ends a run (reference §6.3): the termination reason and
+/// status. `terminate` ends under its argument, else the gate's `reason`,
+/// else the event's name (lowercased), with status failure; `halt` under
+/// `halted` (failure); `fallback` under its argument, else `fallback`, and
+/// `return_partial` under `partial_result`, both with status partial. Every
+/// other action does not end the run.
+pub fn ending(kind: ActionKind, arg: Option<&str>, gate_reason: Option<&str>, event: &str) -> Option<(String, TerminationStatus)> {
+    Some(match kind {
+        ActionKind::Terminate => {
+            let reason = arg.or(gate_reason).map(str::to_string).unwrap_or_else(|| event.to_lowercase());
+            (reason, TerminationStatus::Failure)
+        }
+        ActionKind::Halt => ("halted".to_string(), TerminationStatus::Failure),
+        ActionKind::Fallback => (arg.unwrap_or("fallback").to_string(), TerminationStatus::Partial),
+        ActionKind::ReturnPartial => ("partial_result".to_string(), TerminationStatus::Partial),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_action_ends_a_run_under_one_reason() {
+        let end = |k, arg, gate, event| ending(k, arg, gate, event);
+        assert_eq!(end(ActionKind::Terminate, Some("bad"), Some("gate_reason"), "BLOCK"), Some(("bad".into(), TerminationStatus::Failure)));
+        assert_eq!(
+            end(ActionKind::Terminate, None, Some("gate_reason"), "BLOCK"),
+            Some(("gate_reason".into(), TerminationStatus::Failure))
+        );
+        assert_eq!(end(ActionKind::Terminate, None, None, "BLOCK"), Some(("block".into(), TerminationStatus::Failure)));
+        assert_eq!(end(ActionKind::Halt, None, None, "failure"), Some(("halted".into(), TerminationStatus::Failure)));
+        assert_eq!(end(ActionKind::Fallback, Some("low_budget"), None, "x"), Some(("low_budget".into(), TerminationStatus::Partial)));
+        assert_eq!(end(ActionKind::Fallback, None, None, "x"), Some(("fallback".into(), TerminationStatus::Partial)));
+        assert_eq!(end(ActionKind::ReturnPartial, None, None, "x"), Some(("partial_result".into(), TerminationStatus::Partial)));
+        for k in ActionKind::ALL {
+            let ends = matches!(k, ActionKind::Terminate | ActionKind::Halt | ActionKind::Fallback | ActionKind::ReturnPartial);
+            assert_eq!(end(k, None, None, "e").is_some(), ends, "{k}");
+        }
+    }
 }

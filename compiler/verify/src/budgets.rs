@@ -175,7 +175,7 @@ fn budget_graph<'w>(workflow: &'w Workflow, program: &'w Program) -> FlowGraph<'
         let me = NodeIndex::new(i);
         for h in &node.handlers {
             match (h.action.name.as_str(), h.action.args.is_empty()) {
-                ("revise", true) => local.push((me, me, &h.action.name)),
+                ("revise", true) => local.push((me, me, h.action.name.as_str())),
                 ("replan", true) => local.extend(start.map(|s| (me, s, h.action.name.as_str()))),
                 _ => {}
             }
@@ -185,7 +185,7 @@ fn budget_graph<'w>(workflow: &'w Workflow, program: &'w Program) -> FlowGraph<'
         let Some(from) = index(&flow, &gate.from) else { continue };
         for h in &gate.handlers {
             match (h.action.name.as_str(), h.action.args.is_empty()) {
-                ("revise", true) => local.push((from, from, &h.action.name)),
+                ("revise", true) => local.push((from, from, h.action.name.as_str())),
                 ("replan", true) => {
                     let scope = gate.replan_scope().iter().find_map(|n| index(&flow, n));
                     local.extend(scope.or(start).map(|s| (from, s, h.action.name.as_str())));
@@ -263,7 +263,7 @@ struct Bounds<'a, 'p> {
 impl<'a, 'p> Bounds<'a, 'p> {
     fn new(flow: &'a FlowGraph<'p>, program: &'p Program) -> Bounds<'a, 'p> {
         let workflow = flow.workflow;
-        let retry_action = ceilings::actions(program, workflow).iter().any(|a| a.name == "retry");
+        let retry_action = ceilings::actions(program, workflow).iter().any(|a| a.name == flow_check::ir::ActionKind::Retry);
         let mut delegated = IndexMap::new();
         for t in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate) {
             if let Some(budget) = t.contract_decl(program).and_then(|c| c.budget(program)) {

@@ -11,6 +11,7 @@
 //! - handler actions that name a node (`goto`, `activate`, `revise`,
 //!   `replan(n)`) lead from the handler's owner (a gate's `from` node) to it.
 
+use flow_check::ir::ActionKind;
 use flow_check::ir::NodeKind;
 use flow_check::ir::{Guard, Loc, Node, Workflow};
 use flow_diagnostics::{FileId, Span, Witness, WitnessStep};
@@ -239,7 +240,7 @@ impl<'w> FlowGraph<'w> {
         for gate in workflow.gates.values() {
             for handler in &gate.handlers {
                 if let Some(target) = node_target(&handler.action) {
-                    flow.add(&gate.from, target, EdgeKind::Handler { action: &handler.action.name, gate: Some(&gate.name) });
+                    flow.add(&gate.from, target, EdgeKind::Handler { action: handler.action.name.as_str(), gate: Some(&gate.name) });
                 }
             }
             // A decision with no handler of its own takes the default
@@ -251,13 +252,13 @@ impl<'w> FlowGraph<'w> {
                         continue;
                     }
                     let action = flow_check::semantics::gate_decision_action(gate, &decision);
-                    let target = match action.name.as_str() {
-                        "revise" => flow.index.get(&gate.from).copied(),
-                        "replan" => gate.replan_scope().first().and_then(|n| flow.index.get(n).copied()).or(flow.start),
+                    let target = match action.name {
+                        ActionKind::Revise => flow.index.get(&gate.from).copied(),
+                        ActionKind::Replan => gate.replan_scope().first().and_then(|n| flow.index.get(n).copied()).or(flow.start),
                         _ => None,
                     };
                     let (Some(from), Some(to)) = (flow.index.get(&gate.from).copied(), target) else { continue };
-                    let name: &'static str = if action.name == "revise" { "revise" } else { "replan" };
+                    let name: &'static str = if action.name == flow_check::ir::ActionKind::Revise { "revise" } else { "replan" };
                     flow.graph.add_edge(from, to, EdgeKind::Handler { action: name, gate: Some(&gate.name) });
                 }
             }
@@ -333,7 +334,7 @@ impl<'w> FlowGraph<'w> {
         for handler in &node.handlers {
             if let Some(target) = node_target(&handler.action) {
                 if let Some(&t) = self.index.get(target) {
-                    self.graph.add_edge(me, t, EdgeKind::Handler { action: &handler.action.name, gate: None });
+                    self.graph.add_edge(me, t, EdgeKind::Handler { action: handler.action.name.as_str(), gate: None });
                 }
             }
         }
@@ -372,7 +373,7 @@ impl<'w> FlowGraph<'w> {
     /// Whether the node has a handler that ends the run (terminate,
     /// fallback, return_partial, halt, escalate).
     pub fn has_terminating_handler(&self, index: NodeIndex) -> bool {
-        self.node(index).handlers.iter().any(|h| is_terminating(&h.action.name))
+        self.node(index).handlers.iter().any(|h| is_terminating(h.action.name.as_str()))
     }
 
     /// Breadth-first search from the start (and workflow-level handler
@@ -487,14 +488,14 @@ impl<'w> FlowGraph<'w> {
 /// Whether a gate can ask for a decision: a `decide` handler, or an
 /// outcome REQUIRES_DECISION its evaluators or `on_error` can give.
 fn may_ask(gate: &flow_check::ir::Gate, program: &flow_check::ir::Program) -> bool {
-    gate.handlers.iter().any(|h| h.action.name == "decide")
+    gate.handlers.iter().any(|h| h.action.name == flow_check::ir::ActionKind::Decide)
         || crate::gates::possible_exits(gate, program).iter().any(|e| e == "REQUIRES_DECISION")
 }
 
 /// The node an action leads to, if it names one.
 pub fn node_target(action: &flow_check::ir::Action) -> Option<&str> {
-    match action.name.as_str() {
-        "goto" | "activate" | "revise" | "replan" => action.args.first().map(String::as_str),
+    match action.name {
+        ActionKind::Goto | ActionKind::Activate | ActionKind::Revise | ActionKind::Replan => action.args.first().map(String::as_str),
         _ => None,
     }
 }

@@ -2,6 +2,7 @@
 //! authorised triggers, fail-closed configuration, someone to decide.
 
 use crate::flowgraph::{loc_span, EdgeKind, FlowGraph};
+use flow_check::ir::ActionKind;
 use flow_check::ir::NodeKind;
 use flow_check::ir::{Gate, Program};
 use flow_check::spec::{Kind, DECISIONS, OUTCOMES};
@@ -166,9 +167,9 @@ fn fail_open(flow: &FlowGraph<'_>, gate: &Gate, out: &mut Vec<Diagnostic>) {
         }
     }
     for handler in &gate.handlers {
-        let lets_through = match handler.action.name.as_str() {
-            "continue" | "skip" | "degrade" | "warn" => true,
-            "goto" | "activate" => handler.action.args.first() == Some(&gate.to),
+        let lets_through = match handler.action.name {
+            ActionKind::Continue | ActionKind::Skip | ActionKind::Degrade | ActionKind::Warn => true,
+            ActionKind::Goto | ActionKind::Activate => handler.action.args.first() == Some(&gate.to),
             _ => false,
         };
         for event in &handler.events {

@@ -21,6 +21,7 @@
 //! it declares no bound).
 
 use crate::obligations::Obligation;
+use flow_check::ir::ActionKind;
 use flow_check::ir::{Action, Guard, Handler, Program, TExpr, TExprKind, Value, Workflow};
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::view::{Budget, OnFailure};
@@ -505,18 +506,13 @@ impl<'p> Model<'p> {
                         || can_run_out.contains(format!("delegation.{}", node.name).as_str()))
             })
             .collect();
-        // Membership: loops, joins, maps.
-        for i in 0..m.nodes.len() {
-            let kind = m.nodes[i].kind;
-            let targets = m.nodes[i].targets.clone();
-            for t in targets {
-                match kind {
-                    Kind::Loop => m.nodes[t as usize].in_loop = Some(i as NodeId),
-                    Kind::Join => m.nodes[t as usize].join_of = Some(i as NodeId),
-                    Kind::Map => m.nodes[t as usize].map_of = Some(i as NodeId),
-                    _ => {}
-                }
-            }
+        // Membership: loops, joins, maps (the plan index's, as the engine
+        // reads it).
+        let index = flow_check::index::PlanIndex::new(program, workflow);
+        for (i, name) in workflow.nodes.keys().enumerate() {
+            m.nodes[i].in_loop = index.loop_of(name).and_then(node_index);
+            m.nodes[i].join_of = index.joins_of(name).last().and_then(|j| node_index(j));
+            m.nodes[i].map_of = index.map_of(name).and_then(node_index);
         }
         for edge in &workflow.edges {
             if let (Some(a), Some(b)) = (node_index(&edge.from), node_index(&edge.to)) {
@@ -628,9 +624,9 @@ impl<'p> Model<'p> {
         // sites; loops, budgets and zones hold actions in properties).
         let mut every: Vec<Action> = flow_check::ceilings::value_actions(program, workflow).into_iter().cloned().collect();
         every.extend(m.sites.iter().map(|s| s.action.clone()));
-        for a in every.iter().filter(|a| matches!(a.name.as_str(), "terminate" | "fallback")) {
-            let reason = a.args.first().cloned().unwrap_or_else(|| a.name.clone());
-            if a.name == "fallback" {
+        for a in every.iter().filter(|a| matches!(a.name, ActionKind::Terminate | ActionKind::Fallback)) {
+            let reason = a.args.first().cloned().unwrap_or_else(|| a.name.to_string());
+            if a.name == flow_check::ir::ActionKind::Fallback {
                 m.partial_reasons.insert(reason.clone());
             }
             m.reasons.insert(reason);
@@ -743,18 +739,12 @@ impl<'p> Model<'p> {
 
     /// The reason a terminating action ends the run with, outside a gate.
     fn terminating_reason(&self, action: &Action, event: &str) -> Option<u16> {
-        let arg = action.args.first().map(String::as_str);
-        match action.name.as_str() {
-            "terminate" => Some(self.reason_or_add(arg.unwrap_or(event))),
-            "halt" => Some(self.reason("halted")),
-            "fallback" => Some(self.reason_or_add(arg.unwrap_or("fallback"))),
-            "return_partial" => Some(self.reason("partial_result")),
-            _ => None,
-        }
+        let (reason, _) = flow_check::semantics::ending(action.name, action.arg(), None, event)?;
+        Some(self.reason_or_add(&reason))
     }
 
     fn site(&mut self, action: Action, node: Option<NodeId>, gate: Option<u16>, event: &str) -> u16 {
-        if action.name == "escalate" {
+        if action.name == flow_check::ir::ActionKind::Escalate {
             let p = action.args.first().cloned().unwrap_or_default();
             intern(&mut self.principals, &p);
             intern(&mut self.subjects, &format!("escalation.{p}"));
@@ -778,15 +768,10 @@ impl<'p> Model<'p> {
     /// terminating actions; others give an unused name).
     fn site_reason(&self, s: usize) -> String {
         let site = &self.sites[s];
-        let arg = site.action.args.first().cloned();
-        match site.action.name.as_str() {
-            "terminate" => arg
-                .or_else(|| site.gate.and_then(|g| self.gates.get(g as usize)).and_then(|g| g.reason.clone()))
-                .unwrap_or_else(|| site.event.to_lowercase()),
-            "halt" => "halted".into(),
-            "fallback" => arg.unwrap_or_else(|| "fallback".into()),
-            "return_partial" => "partial_result".into(),
-            _ => "dead_end".into(),
+        let gate_reason = site.gate.and_then(|g| self.gates.get(g as usize)).and_then(|g| g.reason.as_deref());
+        match flow_check::semantics::ending(site.action.name, site.action.arg(), gate_reason, &site.event) {
+            Some((reason, _)) => reason,
+            None => "dead_end".into(),
         }
     }
 
@@ -1293,9 +1278,9 @@ impl<'p> Model<'p> {
                 }
                 if round >= l.loop_max {
                     let next = match l.on.iter().find(|(e, _)| e == "exhausted") {
-                        Some(&(_, site)) if self.sites[site as usize].action.name != "continue" => self.act(site),
+                        Some(&(_, site)) if self.sites[site as usize].action.name != flow_check::ir::ActionKind::Continue => self.act(site),
                         _ => match self.workflow.nodes.get_index(lp as usize).and_then(|(_, node)| node.on_exhausted()) {
-                            Some(a) if a.name != "continue" => self.act_direct(a, Some(lp), None, "exhausted"),
+                            Some(a) if a.name != flow_check::ir::ActionKind::Continue => self.act_direct(a, Some(lp), None, "exhausted"),
                             _ => Some((lp, Phase::Complete)),
                         },
                     };
@@ -1409,14 +1394,14 @@ impl<'p> Model<'p> {
     fn fail(&self, n: NodeId, event: &str) -> Option<(NodeId, Phase)> {
         let info = &self.nodes[n as usize];
         if let Some(&(_, site)) = info.on.iter().find(|(e, _)| e == event).or_else(|| info.on.iter().find(|(e, _)| e == "failure")) {
-            if self.sites[site as usize].action.name == "retry" {
+            if self.sites[site as usize].action.name == flow_check::ir::ActionKind::Retry {
                 return Some((n, Phase::Retried));
             }
             return self.act(site);
         }
         if let Some(f) = info.on_failure {
             if f != OnFailure::Retry {
-                let action = Action { name: f.as_str().to_string(), args: Vec::new() };
+                let action = Action::bare(f.action());
                 return self.act_direct(&action, Some(n), None, event);
             }
         }
@@ -1456,7 +1441,7 @@ impl<'p> Model<'p> {
 
     fn act_now(&self, site: u16) -> Option<(NodeId, Phase)> {
         let s = &self.sites[site as usize];
-        if s.action.name == "escalate" {
+        if s.action.name == flow_check::ir::ActionKind::Escalate {
             let owner = s.node.or(s.gate.map(|g| self.gates[g as usize].from)).unwrap_or(0);
             return Some((owner, Phase::Escalate(site)));
         }
@@ -1468,34 +1453,38 @@ impl<'p> Model<'p> {
         let owner = node.or(gate.map(|g| self.gates[g as usize].from)).unwrap_or(0);
         let arg = action.args.first();
         let target = |name: &str| self.workflow.nodes.get_index_of(name).map(|i| i as NodeId);
-        match action.name.as_str() {
-            "continue" | "skip" | "degrade" | "warn" => self.continue_in(node, gate, event, action.name == "skip"),
-            "retry" => Some((owner, Phase::Retried)),
-            "decide" => gate.map(|g| (owner, Phase::Decide(g))),
-            "terminate" => {
+        match action.name {
+            ActionKind::Continue | ActionKind::Skip | ActionKind::Degrade | ActionKind::Warn => {
+                self.continue_in(node, gate, event, action.name == flow_check::ir::ActionKind::Skip)
+            }
+            ActionKind::Retry => Some((owner, Phase::Retried)),
+            ActionKind::Decide => gate.map(|g| (owner, Phase::Decide(g))),
+            ActionKind::Terminate => {
                 let reason = arg
                     .cloned()
                     .or_else(|| gate.and_then(|g| self.gates[g as usize].reason.clone()))
                     .unwrap_or_else(|| event.to_lowercase());
                 Some((owner, Phase::Terminate(self.reason_or_add(&reason))))
             }
-            "halt" => Some((owner, Phase::Terminate(self.reason("halted")))),
-            "fallback" => Some((owner, Phase::Terminate(self.reason_or_add(arg.map(String::as_str).unwrap_or("fallback"))))),
-            "return_partial" => Some((owner, Phase::Terminate(self.reason("partial_result")))),
-            "goto" | "activate" => {
-                let via = if action.name == "goto" { 3 } else { 4 };
+            ActionKind::Halt => Some((owner, Phase::Terminate(self.reason("halted")))),
+            ActionKind::Fallback => Some((owner, Phase::Terminate(self.reason_or_add(arg.map(String::as_str).unwrap_or("fallback"))))),
+            ActionKind::ReturnPartial => Some((owner, Phase::Terminate(self.reason("partial_result")))),
+            ActionKind::Goto | ActionKind::Activate => {
+                let via = if action.name == flow_check::ir::ActionKind::Goto { 3 } else { 4 };
                 arg.and_then(|a| target(a)).map(|to| (owner, Phase::Jump(to, via)))
             }
-            "revise" | "replan" => {
+            ActionKind::Revise | ActionKind::Replan => {
                 let to = match arg {
                     Some(a) => target(a),
-                    None if action.name == "replan" => gate.and_then(|g| self.gates[g as usize].replan_scope).or(self.start),
+                    None if action.name == flow_check::ir::ActionKind::Replan => {
+                        gate.and_then(|g| self.gates[g as usize].replan_scope).or(self.start)
+                    }
                     None => node,
                 };
-                let via = if action.name == "revise" { 5 } else { 6 };
+                let via = if action.name == flow_check::ir::ActionKind::Revise { 5 } else { 6 };
                 to.map(|to| (owner, Phase::Jump(to, via)))
             }
-            "escalate" => {
+            ActionKind::Escalate => {
                 // An escalation outside a handler site: find the site.
                 let site = self.sites.iter().position(|s| s.action == *action && s.node == node && s.gate == gate);
                 site.map(|s| (owner, Phase::Escalate(s as u16)))

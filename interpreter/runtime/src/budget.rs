@@ -268,7 +268,7 @@ mod tests {
     use flow_check::view::{Reserve, ZoneSpec};
 
     fn warn() -> Action {
-        Action { name: "warn".into(), args: vec![] }
+        Action { name: flow_check::ir::ActionKind::Warn, args: vec![] }
     }
 
     fn scope() -> Scope {

@@ -19,8 +19,11 @@
 use crate::budget::{add_usage, sub_usage, Limits};
 use crate::journal::ArtifactStore;
 use crate::validate::Validator;
+use flow_check::index::{guard_via, PlanIndex};
+use flow_check::ir::ActionKind;
 use flow_check::ir::TransferKind;
-use flow_check::ir::{Guard, Node, NodeKind, Program, Transfer, Value as IrValue, Workflow};
+use flow_check::ir::{Node, NodeKind, Program, Workflow};
+use flow_check::semantics;
 use flow_check::spec::Kind;
 use flow_policy::{Automaton, Monitor, Verdict};
 use flow_trace::{ArtifactRef, Body, ContextMode, Event, NodeStatus, Outcome, TerminationStatus, Usage, Via};
@@ -662,15 +665,6 @@ fn shorten(text: &str, max: usize) -> String {
 // ------------------------------------------------------------ plan lookups
 
 /// Every action a value holds (handlers' actions are added separately).
-fn collect_actions<'a>(value: &'a IrValue, out: &mut Vec<&'a flow_check::ir::Action>) {
-    match value {
-        IrValue::Action(a) => out.push(a),
-        IrValue::List(items) => items.iter().for_each(|i| collect_actions(i, out)),
-        IrValue::Record(r) => r.values().for_each(|i| collect_actions(i, out)),
-        _ => {}
-    }
-}
-
 /// `name(args…)` split into its name and first argument.
 fn split_action(text: &str) -> (&str, Option<&str>) {
     match text.split_once('(') {
@@ -687,80 +681,14 @@ struct PlanView<'a> {
     program: &'a Program,
     wf: &'a Workflow,
     start: Option<&'a str>,
-    /// Plan edges by boundary, with the `via` each guard renders to.
-    edges: HashMap<(&'a str, &'a str), Vec<String>>,
-    gate_on: HashMap<(&'a str, &'a str), &'a str>,
-    /// Targets of `goto`/`activate`, `revise` and `replan` anywhere in the plan.
-    jump_targets: HashSet<&'a str>,
-    revise_targets: HashSet<&'a str>,
-    replan_targets: HashSet<&'a str>,
-    /// Handoffs and delegations by boundary.
-    handoffs: HashMap<(&'a str, &'a str), &'a Transfer>,
-    delegations: HashMap<(&'a str, &'a str), &'a Transfer>,
+    /// The plan's structure (`flow_check::index`): edges, gates, transfers
+    /// and jump targets on each boundary, as the engine reads them.
+    index: PlanIndex,
 }
 
 impl<'a> PlanView<'a> {
     fn new(program: &'a Program, wf: &'a Workflow) -> PlanView<'a> {
-        let mut edges: HashMap<(&str, &str), Vec<String>> = HashMap::default();
-        for edge in &wf.edges {
-            let via = match &edge.guard {
-                Guard::Always => "always".to_string(),
-                Guard::Else => "else".to_string(),
-                Guard::When(cond) => format!("when {}", crate::eval::render(cond)),
-            };
-            edges.entry((edge.from.as_str(), edge.to.as_str())).or_default().push(via);
-        }
-        let gate_on = wf.gates.values().map(|g| ((g.from.as_str(), g.to.as_str()), g.name.as_str())).collect();
-        let mut actions: Vec<&flow_check::ir::Action> = Vec::new();
-        let handlers = wf
-            .handlers
-            .iter()
-            .chain(wf.nodes.values().flat_map(|n| n.handlers.iter()))
-            .chain(wf.gates.values().flat_map(|g| g.handlers.iter()));
-        actions.extend(handlers.map(|h| &h.action));
-        for value in wf.props.values() {
-            collect_actions(value, &mut actions);
-        }
-        for node in wf.nodes.values() {
-            node.props.values().for_each(|v| collect_actions(v, &mut actions));
-        }
-        for gate in wf.gates.values() {
-            gate.props.values().for_each(|v| collect_actions(v, &mut actions));
-        }
-        for decl in program.decls.values() {
-            decl.props.values().for_each(|v| collect_actions(v, &mut actions));
-        }
-        let mut jump_targets = HashSet::default();
-        let mut revise_targets = HashSet::default();
-        let mut replan_targets = HashSet::default();
-        for action in actions {
-            let Some(arg) = action.args.first() else { continue };
-            match action.name.as_str() {
-                "goto" | "activate" => jump_targets.insert(arg.as_str()),
-                "revise" => revise_targets.insert(arg.as_str()),
-                "replan" => replan_targets.insert(arg.as_str()),
-                _ => false,
-            };
-        }
-        let start = wf.start();
-        if let Some(s) = start {
-            replan_targets.insert(s);
-        }
-        for gate in wf.gates.values() {
-            if let Some(first) = gate.replan_start() {
-                replan_targets.insert(first);
-            }
-        }
-        let mut handoffs = HashMap::default();
-        let mut delegations = HashMap::default();
-        for t in &wf.transfers {
-            let key = (t.from.as_str(), t.to.as_str());
-            match t.kind {
-                TransferKind::Handoff => handoffs.entry(key).or_insert(t),
-                _ => delegations.entry(key).or_insert(t),
-            };
-        }
-        PlanView { program, wf, start, edges, gate_on, jump_targets, revise_targets, replan_targets, handoffs, delegations }
+        PlanView { program, wf, start: wf.start(), index: PlanIndex::new(program, wf) }
     }
 
     fn node(&self, name: &str) -> Option<&'a Node> {
@@ -825,17 +753,17 @@ impl<'a> PlanView<'a> {
         if self.node(to).is_none() {
             return Some(format!("`{to}` is not a node of workflow `{}`", self.wf.name));
         }
-        let plan_edge = |want: &dyn Fn(&str) -> bool| -> Option<String> {
-            match self.edges.get(&(from, to)) {
-                Some(vias) if vias.iter().any(|v| want(v)) => None,
-                Some(vias) => Some(format!("the plan's edge {from} -> {to} is `{}`", vias.join("`, `"))),
-                None => Some(format!("the plan has no edge {from} -> {to}")),
+        let plan_edge = |want: &Via| -> Option<String> {
+            let vias: Vec<Via> = self.index.out_of_name(self.wf, from).filter(|e| e.to == to).map(|e| guard_via(&e.guard)).collect();
+            if vias.is_empty() {
+                return Some(format!("the plan has no edge {from} -> {to}"));
             }
+            let listed = vias.iter().map(Via::to_string).collect::<Vec<_>>().join("`, `");
+            (!vias.contains(want)).then(|| format!("the plan's edge {from} -> {to} is `{listed}`"))
         };
         let node_kind = |name: &str, kind: NodeKind| self.node(name).filter(|n| n.kind == kind);
-        let text = via.to_string();
         match via {
-            Via::Always | Via::Else | Via::When(_) => plan_edge(&|v| v == text),
+            Via::Always | Via::Else | Via::When(_) => plan_edge(via),
             Via::Gate(gate) => match self.wf.gates.get(gate.as_str()) {
                 Some(g) if g.from == from && g.to == to => None,
                 Some(g) => Some(format!("gate `{gate}` guards {} -> {}", g.from, g.to)),
@@ -862,10 +790,10 @@ impl<'a> PlanView<'a> {
                 None => Some(format!("`{from}` is not a map node")),
             },
             Via::Goto | Via::Activate => {
-                (!self.jump_targets.contains(to)).then(|| format!("no `goto({to})` or `activate({to})` action in the plan"))
+                (!self.index.is_jump_target(to)).then(|| format!("no `goto({to})` or `activate({to})` action in the plan"))
             }
-            Via::Revise => (from != to && !self.revise_targets.contains(to)).then(|| format!("no `revise({to})` action in the plan")),
-            Via::Replan => (!self.replan_targets.contains(to))
+            Via::Revise => (from != to && !self.index.is_revise_target(to)).then(|| format!("no `revise({to})` action in the plan")),
+            Via::Replan => (!self.index.is_replan_target(to))
                 .then(|| format!("`{to}` is neither the start, a gate's replan scope, nor a `replan({to})` target")),
         }
     }
@@ -1725,7 +1653,7 @@ impl<'a> Checker<'a> {
             );
         }
         // A gated boundary opens only by a PASS or an approve.
-        if let Some(&gate) = plan.gate_on.get(&(from, to)) {
+        if let Some(gate) = plan.index.gate_name_on(from, to) {
             let rt = slot(&mut self.gates, gate);
             if !rt.open {
                 found.push(
@@ -1806,7 +1734,7 @@ impl<'a> Checker<'a> {
                     .node(to),
             );
         }
-        let Some(t) = plan.handoffs.get(&(from, to)).copied() else {
+        let Some(t) = plan.index.handoff_on(plan.wf, from, to) else {
             found.push(
                 Deviation::new(codes::TRANSFER, Some(seq), format!("the plan declares no handoff {from} -> {to}"))
                     .actual(format!("handoff {from} -> {to}"))
@@ -1866,7 +1794,7 @@ impl<'a> Checker<'a> {
                     .node(to),
             );
         }
-        let Some(t) = plan.delegations.get(&(from, to)).copied() else {
+        let Some(t) = plan.index.delegation_on(plan.wf, from, to) else {
             found.push(
                 Deviation::new(codes::TRANSFER, Some(seq), format!("the plan declares no delegation {from} -> {to}"))
                     .actual(format!("delegation {from} -> {to} under {contract}"))
@@ -2311,17 +2239,9 @@ impl<'a> Checker<'a> {
             },
             Body::ActionTaken { event, scope, action, .. } => {
                 let (name, arg) = split_action(action);
-                match name {
-                    "terminate" => {
-                        let gate_reason = scope.strip_prefix("gate.").and_then(|g| plan.wf.gates.get(g)).and_then(|g| g.reason());
-                        let want = arg.map(str::to_string).or(gate_reason.map(str::to_string)).unwrap_or_else(|| event.to_lowercase());
-                        Some((want, &["failure"][..]))
-                    }
-                    "halt" => Some(("halted".to_string(), &["failure"][..])),
-                    "fallback" => Some((arg.unwrap_or("fallback").to_string(), &["partial"][..])),
-                    "return_partial" => Some(("partial_result".to_string(), &["partial"][..])),
-                    _ => None,
-                }
+                let gate_reason = scope.strip_prefix("gate.").and_then(|g| plan.wf.gates.get(g)).and_then(|g| g.reason());
+                let ending = ActionKind::parse(name).and_then(|kind| semantics::ending(kind, arg, gate_reason, event));
+                ending.map(|(want, status)| (want, if status == TerminationStatus::Partial { &["partial"][..] } else { &["failure"][..] }))
             }
             Body::NodeFailed { node, .. } if reason.ends_with("_failed") => Some((format!("{node}_failed"), &["failure"][..])),
             Body::BudgetExhausted { .. } if reason == "budget_exhausted" => Some((reason.to_string(), &["failure"][..])),

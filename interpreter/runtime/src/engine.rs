@@ -15,8 +15,10 @@ use crate::prompt;
 use crate::proto::*;
 use crate::validate::{ty_to_schema, Validator};
 use flow_check::ceilings::{self, TurnCeiling};
-use flow_check::ir::{Action, Decl, Gate, Guard, Node, Program, TExpr, Value as IrValue, Workflow};
+use flow_check::index::PlanIndex;
+use flow_check::ir::{Action, ActionKind, Decl, Gate, Guard, Node, Program, TExpr, Value as IrValue, Workflow};
 use flow_check::ir::{NodeKind, TransferKind};
+use flow_check::semantics;
 use flow_check::types::Ty;
 use flow_check::view::{Budget, Conflicts, Effect, EvaluatorRef, Expect, OnFailure, PolicyResponse};
 use flow_policy::{Automaton, Monitor, Obs};
@@ -335,9 +337,7 @@ pub struct Engine {
     attempts: FxHashMap<String, Attempt>,
     waiting: Outstanding,
     loops: HashMap<String, LoopRt>,
-    loop_of: FxHashMap<String, String>,
     maps: HashMap<String, MapRt>,
-    map_of: FxHashMap<String, String>,
     joins: HashMap<String, JoinRt>,
     gates: HashMap<String, GateRt>,
     decision_rounds: HashMap<String, u32>,
@@ -355,10 +355,9 @@ pub struct Engine {
     hops: HashMap<(String, String), u64>,
     /// Lookups built once: outgoing edges, gates by boundary,
     /// transfers by source, the join each branch reaches.
-    out_start: Vec<usize>,
-    out_order: Vec<usize>,
-    gate_on: HashMap<(String, String), Gate>,
-    transfers_from: HashMap<String, Vec<flow_check::ir::Transfer>>,
+    /// The plan's structure, computed once (`flow_check::index`): the
+    /// same index trace check reads.
+    index: Arc<PlanIndex>,
     join_of: FxHashMap<String, String>,
     node_turns: HashMap<String, u32>,
     /// The envelope strings every event shares (see [`Engine::emit_as`]).
@@ -470,44 +469,8 @@ impl Engine {
                 }
             }
         }
-        let mut loop_of = FxHashMap::default();
-        let mut map_of = FxHashMap::default();
-        for node in wf.nodes.values() {
-            match node.kind {
-                NodeKind::Loop => {
-                    for member in &node.target {
-                        loop_of.insert(member.clone(), node.name.clone());
-                    }
-                }
-                NodeKind::Map => {
-                    if let Some(item) = node.target.first() {
-                        map_of.insert(item.clone(), node.name.clone());
-                    }
-                }
-                _ => {}
-            }
-        }
         let nodes = wf.nodes.keys().map(|n| (n.clone(), NodeRt::default())).collect();
-        // Outgoing edges by source node, in declaration order: the edges of
-        // node `i` are `out_order[out_start[i]..out_start[i + 1]]`.
-        let mut by_source: Vec<Vec<usize>> = vec![Vec::new(); wf.nodes.len()];
-        for (i, edge) in wf.edges.iter().enumerate() {
-            if let Some(from) = wf.nodes.get_index_of(&edge.from) {
-                by_source[from].push(i);
-            }
-        }
-        let mut out_start = Vec::with_capacity(wf.nodes.len() + 1);
-        let mut out_order = Vec::with_capacity(wf.edges.len());
-        for edges in by_source {
-            out_start.push(out_order.len());
-            out_order.extend(edges);
-        }
-        out_start.push(out_order.len());
-        let gate_on = wf.gates.values().map(|g| ((g.from.clone(), g.to.clone()), g.clone())).collect();
-        let mut transfers_from: HashMap<String, Vec<flow_check::ir::Transfer>> = HashMap::new();
-        for t in &wf.transfers {
-            transfers_from.entry(t.from.clone()).or_default().push(t.clone());
-        }
+        let index = Arc::new(PlanIndex::new(&program, wf));
         let mut join_of = FxHashMap::default();
         for n in wf.nodes.values().filter(|n| n.kind == NodeKind::Join) {
             for branch in &n.target {
@@ -545,9 +508,7 @@ impl Engine {
             attempts: FxHashMap::default(),
             waiting: Outstanding::default(),
             loops: HashMap::new(),
-            loop_of,
             maps: HashMap::new(),
-            map_of,
             joins: HashMap::new(),
             gates: HashMap::new(),
             decision_rounds: HashMap::new(),
@@ -561,10 +522,7 @@ impl Engine {
             status: RunStatus::Running,
             budget_hit: false,
             hops: HashMap::new(),
-            out_start,
-            out_order,
-            gate_on,
-            transfers_from,
+            index,
             join_of,
             node_turns: HashMap::new(),
             envelope,
@@ -1962,14 +1920,14 @@ impl Engine {
             return;
         }
         if let Some(on_failure) = node.on_failure() {
-            let action = Action { name: on_failure.to_string(), args: Vec::new() };
+            let action = Action::bare(on_failure.action());
             if on_failure != OnFailure::Retry {
                 self.act(&action, &ctx, &format!("node.{}", node.name), &failed);
                 return;
             }
         }
         // A loop body's failure is the loop's.
-        if let Some(lp) = self.loop_of.get(&node.name).cloned() {
+        if let Some(lp) = self.index.loop_of(&node.name).map(str::to_string) {
             if let Some(loop_node) = self.node(&lp) {
                 if let Some(h) = loop_node.handlers.iter().find(|h| h.events.iter().any(|e| e == "failure")).cloned() {
                     let ctx = Ctx { node: Some(lp.clone()), gate: None, event: "failure".into() };
@@ -2061,7 +2019,7 @@ impl Engine {
             }
         }
         // A map item returns to its map.
-        if let Some(map) = self.map_of.get(name).cloned() {
+        if let Some(map) = self.index.map_of(name).map(str::to_string) {
             if let Some(rt) = self.maps.get_mut(&map) {
                 rt.results.push(output);
                 self.map_next(&map, &done);
@@ -2084,12 +2042,8 @@ impl Engine {
         let mut else_edge = None;
         let program = self.program.clone();
         let wf = &program.workflows[self.wf_index];
-        let (lo, hi) = match wf.nodes.get_index_of(from) {
-            Some(i) => (self.out_start[i], self.out_start[i + 1]),
-            None => (0, 0),
-        };
-        for k in lo..hi {
-            let edge = &wf.edges[self.out_order[k]];
+        let index = self.index.clone();
+        for edge in index.out_of_name(wf, from) {
             match &edge.guard {
                 Guard::Always => {
                     chosen = Some((edge.to.clone(), Via::Always));
@@ -2112,7 +2066,7 @@ impl Engine {
             }
         }
         let chosen = chosen.or_else(|| else_edge.map(|to| (to, Via::Else)));
-        let in_loop = self.loop_of.get(from).cloned();
+        let in_loop = self.index.loop_of(from).map(str::to_string);
         if let Some((to, via)) = chosen {
             // Leaving a loop body for a node outside the loop ends the round.
             if let Some(lp) = &in_loop {
@@ -2273,7 +2227,7 @@ impl Engine {
                 // The loop's declared alternative, recorded once as taken.
                 let handler = node.handlers.iter().find(|h| h.events.iter().any(|e| e == "exhausted")).map(|h| h.action.clone());
                 let action = handler.or_else(|| node.on_exhausted().cloned());
-                if let Some(action) = action.filter(|a| a.name != "continue") {
+                if let Some(action) = action.filter(|a| a.name != ActionKind::Continue) {
                     self.env.insert(lp.to_string(), output);
                     let ctx = Ctx { node: Some(lp.to_string()), gate: None, event: "exhausted".into() };
                     self.act(&action, &ctx, &format!("node.{lp}"), cause);
@@ -2311,7 +2265,7 @@ impl Engine {
 
     /// Crosses the boundary `from -> to`: its gate, its handoff, then `to`.
     fn cross(&mut self, from: &str, to: &str, via: Via, cause: &str) {
-        let gate = if self.gate_on.is_empty() { None } else { self.gate_on.get(&(from.to_string(), to.to_string())).cloned() };
+        let gate = self.index.gate_on(self.wf(), from, to).cloned();
         if let Some(gate) = gate {
             self.evaluate_gate(&gate, cause);
             return;
@@ -2339,10 +2293,7 @@ impl Engine {
 
     /// Applies the handoffs and delegations of `from -> to` to what crosses.
     fn transfer(&mut self, from: &str, to: &str, input: Value, edge: Str) -> Crossing {
-        let transfers: Vec<_> = match self.transfers_from.get(from) {
-            Some(list) => list.iter().filter(|t| t.to == to).cloned().collect(),
-            None => Vec::new(),
-        };
+        let transfers: Vec<_> = self.index.transfers_on(self.wf(), from, to).cloned().collect();
         // What crossed, kept for a handoff a policy holds (only when policies apply).
         let original = (!self.policies.is_empty()).then(|| input.clone());
         let mut input = input;
@@ -2821,9 +2772,9 @@ impl Engine {
         let handler = gate.handlers.iter().find(|h| h.events.contains(&event)).map(|h| h.action.clone());
         let action = handler.unwrap_or_else(|| Action {
             name: match outcome {
-                Outcome::Pass => "continue".into(),
-                Outcome::RequiresDecision => "decide".into(),
-                Outcome::Block => "terminate".into(),
+                Outcome::Pass => ActionKind::Continue,
+                Outcome::RequiresDecision => ActionKind::Decide,
+                Outcome::Block => ActionKind::Terminate,
             },
             args: Vec::new(),
         });
@@ -2921,9 +2872,9 @@ impl Engine {
             }
             Decision::Escalation { ctx, .. } => {
                 let action = if answer.decision == "approve" {
-                    Action { name: "continue".into(), args: vec![] }
+                    Action { name: ActionKind::Continue, args: vec![] }
                 } else {
-                    Action { name: "terminate".into(), args: vec![format!("escalation_{}", answer.decision)] }
+                    Action { name: ActionKind::Terminate, args: vec![format!("escalation_{}", answer.decision)] }
                 };
                 let applied = self.record_applied(&subject, &answer, render_action(&action), request_event);
                 if answer.decision == "approve" {
@@ -3001,9 +2952,9 @@ impl Engine {
         );
         let arg = action.args.first().cloned();
         let gate = ctx.gate.as_ref().and_then(|g| self.wf().gates.get(g)).cloned();
-        match action.name.as_str() {
-            "continue" | "skip" | "degrade" | "warn" => {
-                if action.name == "warn" {
+        match action.name {
+            ActionKind::Continue | ActionKind::Skip | ActionKind::Degrade | ActionKind::Warn => {
+                if action.name == ActionKind::Warn {
                     self.emit("control", Body::Warning { schema_version: V, message: format!("{} in {scope}", ctx.event) }, Some(&taken));
                 }
                 if let Some(g) = gate {
@@ -3011,7 +2962,7 @@ impl Engine {
                 } else if let Some(node) = &ctx.node {
                     let running = self.nodes.get(node).is_some_and(|n| n.running) || !self.env.contains_key(node);
                     if running || ctx.event == "failure" || ctx.event == "timeout" || ctx.event == "invalid_output" {
-                        let status = if action.name == "skip" { NodeStatus::Skipped } else { NodeStatus::Degraded };
+                        let status = if action.name == ActionKind::Skip { NodeStatus::Skipped } else { NodeStatus::Degraded };
                         let output = self.env.get(node).cloned().unwrap_or(Value::Null);
                         self.complete_node(node, output, status, &taken);
                     } else {
@@ -3019,7 +2970,7 @@ impl Engine {
                     }
                 }
             }
-            "retry" => {
+            ActionKind::Retry => {
                 if let Some(node) = ctx.node.as_ref().and_then(|n| self.node(n)) {
                     let attempts = self.nodes.get(&node.name).map(|n| n.attempt_no).unwrap_or(0);
                     if attempts < Self::max_attempts(&node).max(2) {
@@ -3029,7 +2980,7 @@ impl Engine {
                     }
                 }
             }
-            "decide" => {
+            ActionKind::Decide => {
                 if let Some(g) = gate {
                     let deciders = g.decided_by().unwrap_or_else(|| self.wf().escalate_to());
                     let decisions = g.allowed_decisions();
@@ -3037,29 +2988,32 @@ impl Engine {
                     self.ask(Decision::Gate { gate: g.name.clone() }, deciders, prompt, decisions, &taken);
                 }
             }
-            "terminate" => {
-                let reason = arg.or_else(|| gate.as_ref().and_then(|g| g.reason().map(str::to_string)));
-                let reason = reason.unwrap_or_else(|| ctx.event.to_lowercase());
-                self.terminate(&reason, TerminationStatus::Failure, &taken, None);
+            ActionKind::Terminate | ActionKind::Halt | ActionKind::Fallback | ActionKind::ReturnPartial => {
+                let gate_reason = gate.as_ref().and_then(|g| g.reason());
+                if let Some((reason, status)) = semantics::ending(action.name, arg.as_deref(), gate_reason, &ctx.event) {
+                    self.terminate(&reason, status, &taken, None);
+                }
             }
-            "halt" => self.terminate("halted", TerminationStatus::Failure, &taken, None),
-            "fallback" => self.terminate(&arg.unwrap_or_else(|| "fallback".into()), TerminationStatus::Partial, &taken, None),
-            "return_partial" => self.terminate("partial_result", TerminationStatus::Partial, &taken, None),
-            "goto" | "activate" => {
+            ActionKind::Goto | ActionKind::Activate => {
                 if let Some(to) = arg {
                     let from = ctx.node.clone().unwrap_or_else(|| "control".into());
                     let edge = self.emit(
                         "control",
-                        Body::EdgeTaken { schema_version: V, from, to: to.clone(), via: Via::of_action(&action.name).unwrap_or(Via::Goto) },
+                        Body::EdgeTaken {
+                            schema_version: V,
+                            from,
+                            to: to.clone(),
+                            via: Via::of_action(action.name.as_str()).unwrap_or(Via::Goto),
+                        },
                         Some(&taken),
                     );
                     let input = ctx.node.as_ref().and_then(|n| self.env.get(n)).cloned().unwrap_or(Value::Null);
                     self.start_node(&to, input, "first", &edge);
                 }
             }
-            "revise" | "replan" => {
+            ActionKind::Revise | ActionKind::Replan => {
                 let target = arg.or_else(|| {
-                    if action.name == "replan" {
+                    if action.name == ActionKind::Replan {
                         let scope = gate.as_ref().map(|g| g.replan_scope()).unwrap_or_default();
                         scope.first().cloned().or_else(|| self.wf().start().map(str::to_string))
                     } else {
@@ -3070,14 +3024,19 @@ impl Engine {
                     let from = ctx.node.clone().unwrap_or_else(|| "control".into());
                     let edge = self.emit(
                         "control",
-                        Body::EdgeTaken { schema_version: V, from, to: to.clone(), via: Via::of_action(&action.name).unwrap_or(Via::Goto) },
+                        Body::EdgeTaken {
+                            schema_version: V,
+                            from,
+                            to: to.clone(),
+                            via: Via::of_action(action.name.as_str()).unwrap_or(Via::Goto),
+                        },
                         Some(&taken),
                     );
                     let input = self.nodes.get(&to).map(|n| n.input.clone()).unwrap_or(Value::Null);
-                    self.start_node(&to, input, &action.name, &edge);
+                    self.start_node(&to, input, action.name.as_str(), &edge);
                 }
             }
-            "escalate" => {
+            ActionKind::Escalate => {
                 let principal = arg.unwrap_or_default();
                 self.ask(
                     Decision::Escalation { principal: principal.clone(), ctx: ctx.clone() },
@@ -3087,15 +3046,12 @@ impl Engine {
                     &taken,
                 );
             }
-            "compress_context" | "skip_reasoning" => {
-                if !self.flags.contains(&action.name) {
-                    self.flags.push(action.name.clone());
+            ActionKind::CompressContext | ActionKind::SkipReasoning => {
+                if !self.flags.iter().any(|f| f == action.name.as_str()) {
+                    self.flags.push(action.name.to_string());
                 }
             }
-            "switch_model" => self.provider_override = arg,
-            other => {
-                self.emit("control", Body::Warning { schema_version: V, message: format!("unknown action `{other}`") }, Some(&taken));
-            }
+            ActionKind::SwitchModel => self.provider_override = arg,
         }
     }
 
@@ -3327,7 +3283,17 @@ impl Engine {
         self.commands.clear();
         let handler = self.wf().handlers.iter().find(|h| h.events.iter().any(|e| e == "cancelled")).map(|h| h.action.clone());
         match handler {
-            Some(action) if !matches!(action.name.as_str(), "continue" | "retry" | "goto" | "activate" | "revise" | "replan") => {
+            Some(action)
+                if !matches!(
+                    action.name,
+                    ActionKind::Continue
+                        | ActionKind::Retry
+                        | ActionKind::Goto
+                        | ActionKind::Activate
+                        | ActionKind::Revise
+                        | ActionKind::Replan
+                ) =>
+            {
                 let ctx = Ctx { node: None, gate: None, event: "cancelled".into() };
                 self.act(&action, &ctx, "workflow", &ev);
             }

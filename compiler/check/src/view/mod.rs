@@ -201,5 +201,18 @@ closed_word!(
     Conflicts { Keep = "keep", Fail = "fail" }
 );
 
+impl OnFailure {
+    /// The action an `on_failure` word takes (each is an action's name).
+    pub fn action(self) -> crate::ir::ActionKind {
+        use crate::ir::ActionKind;
+        match self {
+            OnFailure::Retry => ActionKind::Retry,
+            OnFailure::Degrade => ActionKind::Degrade,
+            OnFailure::Skip => ActionKind::Skip,
+            OnFailure::Terminate => ActionKind::Terminate,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -131,4 +131,14 @@ fn closed_words_round_trip() {
         assert_eq!(PolicyResponse::parse(r.as_str()), Some(*r));
     }
     assert_eq!(OnFailure::parse("explode"), None);
+    // The action enum is the spec's action table, in its order.
+    let table: Vec<&str> = crate::spec::ACTIONS.iter().map(|(name, _, _)| *name).collect();
+    let kinds: Vec<&str> = crate::ir::ActionKind::ALL.iter().map(|k| k.as_str()).collect();
+    assert_eq!(kinds, table);
+    for k in crate::ir::ActionKind::ALL {
+        assert_eq!(crate::ir::ActionKind::parse(k.as_str()), Some(k));
+    }
+    for f in OnFailure::ALL {
+        assert_eq!(f.action().as_str(), f.as_str(), "an on_failure word names its action");
+    }
 }

@@ -1,0 +1,216 @@
+//! The plan index: a workflow's structure computed once — outgoing edges
+//! in order, the gate on each boundary, the handoff and delegation on each
+//! boundary, loop, map and join membership, and the nodes actions can jump
+//! to — for every reader of a plan (the engine, the model checker, trace
+//! check). Two readers that each build "the gate on `a -> b`" are two
+//! places for the meaning of a boundary to drift.
+
+use crate::ir::{ActionKind, Edge, Gate, Guard, NodeKind, Program, Transfer, TransferKind, Value, Workflow};
+use flow_trace::Via;
+use indexmap::{IndexMap, IndexSet};
+
+/// A workflow's structure, by node name and by node index (the order of
+/// `workflow.nodes`).
+#[derive(Debug, Clone, Default)]
+pub struct PlanIndex {
+    /// The edges leaving each node (by node index), in declared order:
+    /// indices into `workflow.edges`.
+    out: Vec<Vec<usize>>,
+    /// The gate on each boundary `from -> to`.
+    gate_on: Boundaries<String>,
+    /// The handoff (and the delegation) on each boundary: indices into
+    /// `workflow.transfers`.
+    handoff_on: Boundaries<usize>,
+    delegation_on: Boundaries<usize>,
+    /// Every transfer on each boundary, in declared order.
+    transfers_on: Boundaries<Vec<usize>>,
+    /// The loop a node is a round member of, the map it is the item node
+    /// of, and the joins that wait for it.
+    loop_of: IndexMap<String, String>,
+    map_of: IndexMap<String, String>,
+    joins_of: IndexMap<String, Vec<String>>,
+    /// Nodes an action may jump to: `goto`/`activate` targets, `revise`
+    /// targets, and where a REPLAN may start (the start node, each gate's
+    /// replan scope, `replan(node)` arguments).
+    jump_targets: IndexSet<String>,
+    revise_targets: IndexSet<String>,
+    replan_targets: IndexSet<String>,
+}
+
+/// A value per boundary `from -> to`, looked up without allocating.
+type Boundaries<V> = IndexMap<String, IndexMap<String, V>>;
+
+fn on<'b, V>(map: &'b Boundaries<V>, from: &str, to: &str) -> Option<&'b V> {
+    map.get(from)?.get(to)
+}
+
+impl PlanIndex {
+    /// The index of `workflow` (of `program`).
+    pub fn new(program: &Program, workflow: &Workflow) -> PlanIndex {
+        let mut out = vec![Vec::new(); workflow.nodes.len()];
+        for (i, edge) in workflow.edges.iter().enumerate() {
+            if let Some(n) = workflow.nodes.get_index_of(&edge.from) {
+                out[n].push(i);
+            }
+        }
+        let mut gate_on: Boundaries<String> = IndexMap::new();
+        for g in workflow.gates.values() {
+            gate_on.entry(g.from.clone()).or_default().entry(g.to.clone()).or_insert_with(|| g.name.clone());
+        }
+        let mut handoff_on: Boundaries<usize> = IndexMap::new();
+        let mut delegation_on: Boundaries<usize> = IndexMap::new();
+        for (i, t) in workflow.transfers.iter().enumerate() {
+            let by = match t.kind {
+                TransferKind::Handoff => &mut handoff_on,
+                TransferKind::Delegate => &mut delegation_on,
+            };
+            by.entry(t.from.clone()).or_default().entry(t.to.clone()).or_insert(i);
+        }
+        let mut transfers_on: Boundaries<Vec<usize>> = IndexMap::new();
+        for (i, t) in workflow.transfers.iter().enumerate() {
+            transfers_on.entry(t.from.clone()).or_default().entry(t.to.clone()).or_default().push(i);
+        }
+        let mut index = PlanIndex { out, gate_on, handoff_on, delegation_on, transfers_on, ..PlanIndex::default() };
+        for node in workflow.nodes.values() {
+            match node.kind {
+                NodeKind::Loop => node.target.iter().for_each(|m| {
+                    index.loop_of.insert(m.clone(), node.name.clone());
+                }),
+                NodeKind::Map => {
+                    if let Some(item) = node.target.first() {
+                        index.map_of.insert(item.clone(), node.name.clone());
+                    }
+                }
+                NodeKind::Join => node.target.iter().for_each(|b| index.joins_of.entry(b.clone()).or_default().push(node.name.clone())),
+                _ => {}
+            }
+        }
+        index.collect_targets(program, workflow);
+        index
+    }
+
+    fn collect_targets(&mut self, program: &Program, workflow: &Workflow) {
+        let mut actions = Vec::new();
+        let handlers = workflow
+            .handlers
+            .iter()
+            .chain(workflow.nodes.values().flat_map(|n| n.handlers.iter()))
+            .chain(workflow.gates.values().flat_map(|g| g.handlers.iter()));
+        actions.extend(handlers.map(|h| &h.action));
+        let values = workflow
+            .props
+            .values()
+            .chain(workflow.nodes.values().flat_map(|n| n.props.values()))
+            .chain(workflow.gates.values().flat_map(|g| g.props.values()))
+            .chain(program.decls.values().flat_map(|d| d.props.values()));
+        for value in values {
+            collect_actions(value, &mut actions);
+        }
+        for action in actions {
+            let Some(arg) = action.arg() else { continue };
+            let set = match action.name {
+                ActionKind::Goto | ActionKind::Activate => &mut self.jump_targets,
+                ActionKind::Revise => &mut self.revise_targets,
+                ActionKind::Replan => &mut self.replan_targets,
+                _ => continue,
+            };
+            set.insert(arg.to_string());
+        }
+        if let Some(start) = workflow.start() {
+            self.replan_targets.insert(start.to_string());
+        }
+        for gate in workflow.gates.values() {
+            if let Some(first) = gate.replan_start() {
+                self.replan_targets.insert(first.to_string());
+            }
+        }
+    }
+
+    /// The edges leaving the node at `node` (its index in
+    /// `workflow.nodes`), in declared order.
+    pub fn out_of<'w>(&self, workflow: &'w Workflow, node: usize) -> impl Iterator<Item = &'w Edge> + use<'_, 'w> {
+        self.out.get(node).into_iter().flatten().map(move |&i| &workflow.edges[i])
+    }
+
+    /// The edges leaving the node named `node`, in declared order.
+    pub fn out_of_name<'w>(&self, workflow: &'w Workflow, node: &str) -> impl Iterator<Item = &'w Edge> + use<'_, 'w> {
+        let i = workflow.nodes.get_index_of(node).unwrap_or(usize::MAX);
+        self.out_of(workflow, i)
+    }
+
+    /// The gate on the boundary `from -> to`.
+    pub fn gate_on<'w>(&self, workflow: &'w Workflow, from: &str, to: &str) -> Option<&'w Gate> {
+        on(&self.gate_on, from, to).and_then(|g| workflow.gates.get(g))
+    }
+
+    /// The name of the gate on the boundary `from -> to`.
+    pub fn gate_name_on(&self, from: &str, to: &str) -> Option<&str> {
+        on(&self.gate_on, from, to).map(String::as_str)
+    }
+
+    /// The handoff on the boundary `from -> to`.
+    pub fn handoff_on<'w>(&self, workflow: &'w Workflow, from: &str, to: &str) -> Option<&'w Transfer> {
+        on(&self.handoff_on, from, to).map(|&i| &workflow.transfers[i])
+    }
+
+    /// The delegation on the boundary `from -> to`.
+    pub fn delegation_on<'w>(&self, workflow: &'w Workflow, from: &str, to: &str) -> Option<&'w Transfer> {
+        on(&self.delegation_on, from, to).map(|&i| &workflow.transfers[i])
+    }
+
+    /// Every handoff and delegation on the boundary `from -> to`, in
+    /// declared order.
+    pub fn transfers_on<'w>(&self, workflow: &'w Workflow, from: &str, to: &str) -> impl Iterator<Item = &'w Transfer> + use<'_, 'w> {
+        on(&self.transfers_on, from, to).into_iter().flatten().map(move |&i| &workflow.transfers[i])
+    }
+
+    /// The loop whose round `node` belongs to.
+    pub fn loop_of(&self, node: &str) -> Option<&str> {
+        self.loop_of.get(node).map(String::as_str)
+    }
+
+    /// The map whose item node `node` is.
+    pub fn map_of(&self, node: &str) -> Option<&str> {
+        self.map_of.get(node).map(String::as_str)
+    }
+
+    /// The joins that wait for `node`.
+    pub fn joins_of(&self, node: &str) -> &[String] {
+        self.joins_of.get(node).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// Whether some `goto` or `activate` may jump to `node`.
+    pub fn is_jump_target(&self, node: &str) -> bool {
+        self.jump_targets.contains(node)
+    }
+
+    /// Whether some `revise` may re-run `node`.
+    pub fn is_revise_target(&self, node: &str) -> bool {
+        self.revise_targets.contains(node)
+    }
+
+    /// Whether a REPLAN may start at `node`.
+    pub fn is_replan_target(&self, node: &str) -> bool {
+        self.replan_targets.contains(node)
+    }
+}
+
+/// The `via` an edge's guard gives the step that takes it (the guard
+/// rendered as the source writes it).
+pub fn guard_via(guard: &Guard) -> Via {
+    match guard {
+        Guard::Always => Via::Always,
+        Guard::Else => Via::Else,
+        Guard::When(cond) => Via::When(crate::render::render(cond)),
+    }
+}
+
+/// The actions a property value holds (zones, fallbacks, nested records).
+fn collect_actions<'a>(value: &'a Value, out: &mut Vec<&'a crate::ir::Action>) {
+    match value {
+        Value::Action(a) => out.push(a),
+        Value::List(items) => items.iter().for_each(|v| collect_actions(v, out)),
+        Value::Record(fields) => fields.values().for_each(|v| collect_actions(v, out)),
+        _ => {}
+    }
+}

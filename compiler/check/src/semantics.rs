@@ -5,8 +5,10 @@
 //! readers of a plan cannot drift apart: what a decision does when no
 //! handler says, which action a decision applies.
 
+use crate::index::PlanIndex;
 use crate::ir::NodeKind;
-use crate::ir::{Action, ActionKind, Gate, Handler, Node, Value};
+use crate::ir::{Action, ActionKind, Gate, Handler, Node, Value, Workflow};
+use crate::view::OnFailure;
 use flow_trace::TerminationStatus;
 
 /// The handler of `handlers` for `event`, if one is declared.
@@ -133,6 +135,45 @@ pub fn ending(kind: ActionKind, arg: Option<&str>, gate_reason: Option<&str>, ev
         ActionKind::ReturnPartial => ("partial_result".to_string(), TerminationStatus::Partial),
         _ => return None,
     })
+}
+
+/// Who answers a node's failed visit (reference §6.3), first match wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureStep<'w> {
+    /// The node's own handler for `event` — the event itself, or else its
+    /// `failure` handler: the handler's event is named.
+    Handler { event: &'w str },
+    /// The node's `on_failure`, when it is not `retry` (a retry policy's
+    /// attempts are spent already).
+    OnFailure(OnFailure),
+    /// The `failure` handler of the loop whose round the node is in.
+    LoopHandler { loop_node: &'w str },
+    /// The workflow's `failure` handler.
+    WorkflowHandler,
+    /// Nobody: the run fails under `NODE_failed`.
+    Fail,
+}
+
+/// Who answers the failed visit of `node` (the failure's `event`:
+/// `failure`, `timeout` or `invalid_output`), as the engine acts and the
+/// model checker branches.
+pub fn failure_step<'w>(workflow: &'w Workflow, index: &'w PlanIndex, node: &'w Node, event: &str) -> FailureStep<'w> {
+    let own = |e: &str| node.handlers.iter().flat_map(|h| h.events.iter()).find(|x| *x == e);
+    if let Some(e) = own(event).or_else(|| own("failure")) {
+        return FailureStep::Handler { event: e };
+    }
+    if let Some(f) = node.on_failure().filter(|f| *f != OnFailure::Retry) {
+        return FailureStep::OnFailure(f);
+    }
+    if let Some(lp) = index.loop_of(&node.name) {
+        if workflow.nodes.get(lp).is_some_and(|l| handler_for(&l.handlers, "failure").is_some()) {
+            return FailureStep::LoopHandler { loop_node: lp };
+        }
+    }
+    if handler_for(&workflow.handlers, "failure").is_some() {
+        return FailureStep::WorkflowHandler;
+    }
+    FailureStep::Fail
 }
 
 #[cfg(test)]

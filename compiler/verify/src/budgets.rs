@@ -41,7 +41,7 @@ use crate::flowgraph::{loc_span, EdgeKind, FastHash, FlowGraph, Parents};
 use flow_check::ceilings::{self, TurnBound};
 use flow_check::ir::{Decl, Loc, Node, NodeKind, Program, TransferKind, Workflow};
 use flow_check::lookup::agent_of;
-use flow_check::view::{Budget, OnFailure};
+use flow_check::view::Budget;
 use flow_diagnostics::{codes, Diagnostic, Label};
 use indexmap::{IndexMap, IndexSet};
 use petgraph::graph::NodeIndex;
@@ -220,6 +220,7 @@ fn budget_graph<'w>(workflow: &'w Workflow, program: &'w Program) -> FlowGraph<'
         flow.graph.add_edge(from, to, EdgeKind::Handler { action, gate: None });
     }
     if !anywhere.is_empty() {
+        let index = flow_check::index::PlanIndex::new(program, workflow);
         for (i, node) in workflow.nodes.values().enumerate() {
             if node.kind == NodeKind::End {
                 continue;
@@ -228,7 +229,7 @@ fn budget_graph<'w>(workflow: &'w Workflow, program: &'w Program) -> FlowGraph<'
             for &(to, action, events) in &anywhere {
                 // A node that handles the events itself never reaches the
                 // workflow's handler.
-                if events.is_some_and(|events| events.iter().all(|e| handles(node, e))) {
+                if events.is_some_and(|events| events.iter().all(|e| handles(workflow, &index, node, e))) {
                     continue;
                 }
                 flow.graph.add_edge(me, to.unwrap_or(me), EdgeKind::Handler { action, gate: None });
@@ -239,12 +240,16 @@ fn budget_graph<'w>(workflow: &'w Workflow, program: &'w Program) -> FlowGraph<'
 }
 
 /// Whether a node's own handlers take event `event` (as the control
-/// plane looks them up: the event's handler; for a failure, a `failure`
-/// handler or an `on_failure` other than `retry`).
-fn handles(node: &Node, event: &str) -> bool {
-    let failure = matches!(event, "failure" | "timeout" | "invalid_output");
-    node.handlers.iter().any(|h| h.events.iter().any(|e| e == event || (failure && e == "failure")))
-        || (failure && node.on_failure().is_some_and(|f| f != OnFailure::Retry))
+/// plane looks them up, `semantics::failure_step` for a failure: the
+/// node's handler for it or its `failure` handler, or an `on_failure`
+/// other than `retry`).
+fn handles(workflow: &Workflow, index: &flow_check::index::PlanIndex, node: &Node, event: &str) -> bool {
+    use flow_check::semantics::{failure_step, handler_for, FailureStep};
+    if matches!(event, "failure" | "timeout" | "invalid_output") {
+        matches!(failure_step(workflow, index, node, event), FailureStep::Handler { .. } | FailureStep::OnFailure(_))
+    } else {
+        handler_for(&node.handlers, event).is_some()
+    }
 }
 
 /// Everything the bounds of one workflow share.

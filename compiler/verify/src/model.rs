@@ -298,6 +298,8 @@ pub struct Model<'p> {
     escalate_to: Vec<u16>,
     handoffs: Vec<(NodeId, NodeId)>,
     workflow_on: Vec<(String, u16)>,
+    /// The plan index (`flow_check::index`), as the engine reads it.
+    index: flow_check::index::PlanIndex,
     /// The first slot of the bitset of nodes that have an output.
     done_base: usize,
     /// The first slot of the bitset of nodes whose output is a skipped or
@@ -324,6 +326,7 @@ impl<'p> Model<'p> {
         let mut m = Model {
             program,
             workflow,
+            index: flow_check::index::PlanIndex::new(program, workflow),
             nodes: Vec::new(),
             gates: Vec::new(),
             gate_names: Vec::new(),
@@ -508,7 +511,7 @@ impl<'p> Model<'p> {
             .collect();
         // Membership: loops, joins, maps (the plan index's, as the engine
         // reads it).
-        let index = flow_check::index::PlanIndex::new(program, workflow);
+        let index = m.index.clone();
         for (i, name) in workflow.nodes.keys().enumerate() {
             m.nodes[i].in_loop = index.loop_of(name).and_then(node_index);
             m.nodes[i].join_of = index.joins_of(name).last().and_then(|j| node_index(j));
@@ -1390,31 +1393,32 @@ impl<'p> Model<'p> {
         }
     }
 
-    /// Where a node's failure (`event`) leads, as the engine resolves it.
+    /// Where a node's failure (`event`) leads, as the engine resolves it
+    /// (`semantics::failure_step`).
     fn fail(&self, n: NodeId, event: &str) -> Option<(NodeId, Phase)> {
+        use flow_check::semantics::{failure_step, FailureStep};
         let info = &self.nodes[n as usize];
-        if let Some(&(_, site)) = info.on.iter().find(|(e, _)| e == event).or_else(|| info.on.iter().find(|(e, _)| e == "failure")) {
-            if self.sites[site as usize].action.name == flow_check::ir::ActionKind::Retry {
-                return Some((n, Phase::Retried));
+        let (_, node) = self.workflow.nodes.get_index(n as usize)?;
+        let site_on = |on: &[(String, u16)], e: &str| on.iter().find(|(x, _)| x == e).map(|&(_, s)| s);
+        match failure_step(self.workflow, &self.index, node, event) {
+            FailureStep::Handler { event: on } => {
+                let site = site_on(&info.on, on)?;
+                if self.sites[site as usize].action.name == flow_check::ir::ActionKind::Retry {
+                    return Some((n, Phase::Retried));
+                }
+                self.act(site)
             }
-            return self.act(site);
-        }
-        if let Some(f) = info.on_failure {
-            if f != OnFailure::Retry {
-                let action = Action::bare(f.action());
-                return self.act_direct(&action, Some(n), None, event);
+            FailureStep::OnFailure(f) => self.act_direct(&Action::bare(f.action()), Some(n), None, event),
+            FailureStep::LoopHandler { loop_node } => {
+                let lp = self.workflow.nodes.get_index_of(loop_node)?;
+                self.act(site_on(&self.nodes[lp].on, "failure")?)
             }
-        }
-        if let Some(lp) = info.in_loop {
-            if let Some(&(_, site)) = self.nodes[lp as usize].on.iter().find(|(e, _)| e == "failure") {
-                return self.act(site);
+            FailureStep::WorkflowHandler => {
+                let site = site_on(&self.workflow_on, "failure")?;
+                self.act_direct(&self.sites[site as usize].action.clone(), Some(n), None, "failure")
             }
+            FailureStep::Fail => Some((n, Phase::Terminate(self.reason(&format!("{}_failed", info.name))))),
         }
-        if let Some(&(_, site)) = self.workflow_on.iter().find(|(e, _)| e == "failure") {
-            let site_info = &self.sites[site as usize];
-            return self.act_direct(&site_info.action.clone(), Some(n), None, "failure");
-        }
-        Some((n, Phase::Terminate(self.reason(&format!("{}_failed", info.name)))))
     }
 
     fn exhaust(&self, n: NodeId) -> Option<(NodeId, Phase)> {

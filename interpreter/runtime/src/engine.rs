@@ -18,9 +18,9 @@ use flow_check::ceilings::{self, TurnCeiling};
 use flow_check::index::PlanIndex;
 use flow_check::ir::{Action, ActionKind, Decl, Gate, Guard, Node, Program, TExpr, Value as IrValue, Workflow};
 use flow_check::ir::{NodeKind, TransferKind};
-use flow_check::semantics;
+use flow_check::semantics::{self, FailureStep};
 use flow_check::types::Ty;
-use flow_check::view::{Budget, Conflicts, Effect, EvaluatorRef, Expect, OnFailure, PolicyResponse};
+use flow_check::view::{Budget, Conflicts, Effect, EvaluatorRef, Expect, PolicyResponse};
 use flow_policy::{Automaton, Monitor, Obs};
 use flow_trace::{
     ArtifactRef, Body, ContextMode, EvaluatorResult, Event, NodeStatus, Outcome, Str, TerminationStatus, Usage, Via, SCHEMA_VERSION,
@@ -1909,33 +1909,30 @@ impl Engine {
             rt.running = false;
         }
         let ctx = Ctx { node: Some(node.name.clone()), gate: None, event: event.to_string() };
-        let handler = node
-            .handlers
-            .iter()
-            .find(|h| h.events.iter().any(|e| e == event))
-            .or_else(|| node.handlers.iter().find(|h| h.events.iter().any(|e| e == "failure")))
-            .map(|h| h.action.clone());
-        if let Some(action) = handler {
-            self.act(&action, &ctx, &format!("node.{}", node.name), &failed);
-            return;
-        }
-        if let Some(on_failure) = node.on_failure() {
-            let action = Action::bare(on_failure.action());
-            if on_failure != OnFailure::Retry {
-                self.act(&action, &ctx, &format!("node.{}", node.name), &failed);
+        let program = self.program.clone();
+        let index = self.index.clone();
+        let wf = &program.workflows[self.wf_index];
+        match semantics::failure_step(wf, &index, node, event) {
+            FailureStep::Handler { event: on } => {
+                if let Some(action) = semantics::handler_for(&node.handlers, on).cloned() {
+                    self.act(&action, &ctx, &format!("node.{}", node.name), &failed);
+                }
                 return;
             }
-        }
-        // A loop body's failure is the loop's.
-        if let Some(lp) = self.index.loop_of(&node.name).map(str::to_string) {
-            if let Some(loop_node) = self.node(&lp) {
-                if let Some(h) = loop_node.handlers.iter().find(|h| h.events.iter().any(|e| e == "failure")).cloned() {
-                    let ctx = Ctx { node: Some(lp.clone()), gate: None, event: "failure".into() };
-                    self.loops.remove(&lp);
-                    self.act(&h.action, &ctx, &format!("node.{lp}"), &failed);
-                    return;
-                }
+            FailureStep::OnFailure(on_failure) => {
+                self.act(&Action::bare(on_failure.action()), &ctx, &format!("node.{}", node.name), &failed);
+                return;
             }
+            // A loop body's failure is the loop's.
+            FailureStep::LoopHandler { loop_node } => {
+                if let Some(action) = wf.nodes.get(loop_node).and_then(|l| semantics::handler_for(&l.handlers, "failure")) {
+                    let ctx = Ctx { node: Some(loop_node.to_string()), gate: None, event: "failure".into() };
+                    self.loops.remove(loop_node);
+                    self.act(action, &ctx, &format!("node.{loop_node}"), &failed);
+                }
+                return;
+            }
+            FailureStep::WorkflowHandler | FailureStep::Fail => {}
         }
         self.workflow_event("failure", Some(&node.name), &failed, &format!("{}_failed", node.name), message);
     }

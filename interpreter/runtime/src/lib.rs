@@ -11,8 +11,11 @@
 //!   every event before its effect, resumes from the journal.
 //! * [`prompt`] — what a model turn sends (messages, structured output,
 //!   tools), for every client, and the bound of its input tokens.
-//! * [`lookup`] — reading the plan's property values, the same way for the
-//!   engine and the trace checker.
+//! * [`conformance`] — trace check: a trace held against its plan. The
+//!   engine and trace check read the plan through `flow_check::view` and
+//!   `flow_check::index`, as the model checker does.
+//! * [`witness`] — a model checker's witness made into a run of the engine
+//!   (`flow run --witness`).
 //! * [`eval`] / [`validate`] — expressions over artifacts, and artifact
 //!   validation against their types (via JSON Schema).
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]

@@ -20,7 +20,7 @@ mod declared;
 mod flow;
 mod resolved;
 
-pub use budget::{Budget, Reserve, ZoneSpec};
+pub use budget::{Budget, Reserve, ZoneSpec, MEASURES};
 pub use decl::{Audit, Rate, Route};
 pub use flow::{EvaluatorRef, Retry, Trigger};
 

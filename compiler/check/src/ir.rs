@@ -227,7 +227,7 @@ pub struct Transfer {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Handler {
-    pub events: Vec<String>,
+    pub events: Vec<HandlerEvent>,
     pub action: Action,
     pub loc: Loc,
 }
@@ -258,6 +258,97 @@ impl Action {
         } else {
             format!("{}({})", self.name, self.args.join(", "))
         }
+    }
+}
+
+/// What a handler answers (reference §6.3): a node's, a gate's or the
+/// workflow's events (`spec::NODE_EVENTS`, `GATE_EVENTS`, `WORKFLOW_EVENTS`
+/// and the human and loop node events), written as the source writes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum HandlerEvent {
+    #[serde(rename = "failure")]
+    Failure,
+    #[serde(rename = "timeout")]
+    Timeout,
+    #[serde(rename = "budget_exhausted")]
+    BudgetExhausted,
+    #[serde(rename = "invalid_output")]
+    InvalidOutput,
+    /// A loop's rounds ran out.
+    #[serde(rename = "exhausted")]
+    Exhausted,
+    #[serde(rename = "approve")]
+    Approve,
+    #[serde(rename = "revise")]
+    Revise,
+    #[serde(rename = "replan")]
+    Replan,
+    #[serde(rename = "reject")]
+    Reject,
+    #[serde(rename = "PASS")]
+    Pass,
+    #[serde(rename = "REQUIRES_DECISION")]
+    RequiresDecision,
+    #[serde(rename = "BLOCK")]
+    Block,
+    #[serde(rename = "max_hops")]
+    MaxHops,
+    #[serde(rename = "cancelled")]
+    Cancelled,
+    #[serde(rename = "policy_violation")]
+    PolicyViolation,
+}
+
+impl HandlerEvent {
+    /// Every event.
+    pub const ALL: [HandlerEvent; 15] = [
+        HandlerEvent::Failure,
+        HandlerEvent::Timeout,
+        HandlerEvent::BudgetExhausted,
+        HandlerEvent::InvalidOutput,
+        HandlerEvent::Exhausted,
+        HandlerEvent::Approve,
+        HandlerEvent::Revise,
+        HandlerEvent::Replan,
+        HandlerEvent::Reject,
+        HandlerEvent::Pass,
+        HandlerEvent::RequiresDecision,
+        HandlerEvent::Block,
+        HandlerEvent::MaxHops,
+        HandlerEvent::Cancelled,
+        HandlerEvent::PolicyViolation,
+    ];
+
+    /// The event as sources and `action_taken` events write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandlerEvent::Failure => "failure",
+            HandlerEvent::Timeout => "timeout",
+            HandlerEvent::BudgetExhausted => "budget_exhausted",
+            HandlerEvent::InvalidOutput => "invalid_output",
+            HandlerEvent::Exhausted => "exhausted",
+            HandlerEvent::Approve => "approve",
+            HandlerEvent::Revise => "revise",
+            HandlerEvent::Replan => "replan",
+            HandlerEvent::Reject => "reject",
+            HandlerEvent::Pass => "PASS",
+            HandlerEvent::RequiresDecision => "REQUIRES_DECISION",
+            HandlerEvent::Block => "BLOCK",
+            HandlerEvent::MaxHops => "max_hops",
+            HandlerEvent::Cancelled => "cancelled",
+            HandlerEvent::PolicyViolation => "policy_violation",
+        }
+    }
+
+    /// The event a word names.
+    pub fn parse(word: &str) -> Option<HandlerEvent> {
+        HandlerEvent::ALL.into_iter().find(|e| e.as_str() == word)
+    }
+}
+
+impl std::fmt::Display for HandlerEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -7,13 +7,19 @@
 
 use crate::index::PlanIndex;
 use crate::ir::NodeKind;
-use crate::ir::{Action, ActionKind, Gate, Handler, Node, Value, Workflow};
+use crate::ir::{Action, ActionKind, Gate, Handler, HandlerEvent, Node, Value, Workflow};
 use crate::view::OnFailure;
 use flow_trace::TerminationStatus;
 
-/// The handler of `handlers` for `event`, if one is declared.
+/// The handler of `handlers` for the event named `event` (as a trace or a
+/// decision names it), if one is declared.
 pub fn handler_for<'h>(handlers: &'h [Handler], event: &str) -> Option<&'h Action> {
-    handlers.iter().find(|h| h.events.iter().any(|e| e == event)).map(|h| &h.action)
+    handlers.iter().find(|h| h.events.iter().any(|e| e.as_str() == event)).map(|h| &h.action)
+}
+
+/// The handler of `handlers` for `event`, if one is declared.
+pub fn handler_on(handlers: &[Handler], event: HandlerEvent) -> Option<&Action> {
+    handlers.iter().find(|h| h.events.contains(&event)).map(|h| &h.action)
 }
 
 /// The action a decision at a gate applies: the gate's handler for the
@@ -142,7 +148,7 @@ pub fn ending(kind: ActionKind, arg: Option<&str>, gate_reason: Option<&str>, ev
 pub enum FailureStep<'w> {
     /// The node's own handler for `event` — the event itself, or else its
     /// `failure` handler: the handler's event is named.
-    Handler { event: &'w str },
+    Handler { event: HandlerEvent },
     /// The node's `on_failure`, when it is not `retry` (a retry policy's
     /// attempts are spent already).
     OnFailure(OnFailure),
@@ -158,19 +164,19 @@ pub enum FailureStep<'w> {
 /// `failure`, `timeout` or `invalid_output`), as the engine acts and the
 /// model checker branches.
 pub fn failure_step<'w>(workflow: &'w Workflow, index: &'w PlanIndex, node: &'w Node, event: &str) -> FailureStep<'w> {
-    let own = |e: &str| node.handlers.iter().flat_map(|h| h.events.iter()).find(|x| *x == e);
-    if let Some(e) = own(event).or_else(|| own("failure")) {
-        return FailureStep::Handler { event: e };
+    let own = |e: HandlerEvent| node.handlers.iter().flat_map(|h| h.events.iter()).find(|x| **x == e);
+    if let Some(e) = HandlerEvent::parse(event).and_then(own).or_else(|| own(HandlerEvent::Failure)) {
+        return FailureStep::Handler { event: *e };
     }
     if let Some(f) = node.on_failure().filter(|f| *f != OnFailure::Retry) {
         return FailureStep::OnFailure(f);
     }
     if let Some(lp) = index.loop_of(&node.name) {
-        if workflow.nodes.get(lp).is_some_and(|l| handler_for(&l.handlers, "failure").is_some()) {
+        if workflow.nodes.get(lp).is_some_and(|l| handler_on(&l.handlers, HandlerEvent::Failure).is_some()) {
             return FailureStep::LoopHandler { loop_node: lp };
         }
     }
-    if handler_for(&workflow.handlers, "failure").is_some() {
+    if handler_on(&workflow.handlers, HandlerEvent::Failure).is_some() {
         return FailureStep::WorkflowHandler;
     }
     FailureStep::Fail

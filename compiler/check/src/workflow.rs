@@ -432,7 +432,7 @@ impl Checker<'_> {
         let action = self.check_value(&V::Action, &handler.action, &Default::default());
         match (ok, action) {
             (true, Value::Action(action)) => Some(ir::Handler {
-                events: handler.events.iter().map(|e| e.text.clone()).collect(),
+                events: handler.events.iter().filter_map(|e| ir::HandlerEvent::parse(&e.text)).collect(),
                 action,
                 loc: loc(self.file, handler.span),
             }),

@@ -160,7 +160,7 @@ fn min_cap(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 
 /// A jump from any node: its target (`None`: the node itself), the action,
 /// and the events that take it (`None`: any).
-type Jump<'w> = (Option<NodeIndex>, &'w str, Option<&'w [String]>);
+type Jump<'w> = (Option<NodeIndex>, &'w str, Option<&'w [flow_check::ir::HandlerEvent]>);
 
 /// The graph the bounds walk: the workflow's, plus the jumps the graph
 /// does not draw — workflow handlers and actions in property values
@@ -197,7 +197,7 @@ fn budget_graph<'w>(workflow: &'w Workflow, program: &'w Program) -> FlowGraph<'
     // Jumps from anywhere: (target, or `None` for "the node itself"), and
     // the events that take them (`None`: any).
     let mut anywhere: Vec<Jump<'w>> = Vec::new();
-    let mut jump = |action: &'w flow_check::ir::Action, events: Option<&'w [String]>, flow: &FlowGraph<'w>| match (
+    let mut jump = |action: &'w flow_check::ir::Action, events: Option<&'w [flow_check::ir::HandlerEvent]>, flow: &FlowGraph<'w>| match (
         action.name.as_str(),
         action.args.first(),
     ) {
@@ -229,7 +229,7 @@ fn budget_graph<'w>(workflow: &'w Workflow, program: &'w Program) -> FlowGraph<'
             for &(to, action, events) in &anywhere {
                 // A node that handles the events itself never reaches the
                 // workflow's handler.
-                if events.is_some_and(|events| events.iter().all(|e| handles(workflow, &index, node, e))) {
+                if events.is_some_and(|events| events.iter().all(|e| handles(workflow, &index, node, e.as_str()))) {
                     continue;
                 }
                 flow.graph.add_edge(me, to.unwrap_or(me), EdgeKind::Handler { action, gate: None });

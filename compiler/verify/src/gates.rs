@@ -51,7 +51,7 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
             continue;
         }
         // Every possible outcome and decision needs a handler.
-        let handled: IndexSet<&str> = gate.handlers.iter().flat_map(|h| h.events.iter().map(String::as_str)).collect();
+        let handled: IndexSet<&str> = gate.handlers.iter().flat_map(|h| h.events.iter().map(|e| e.as_str())).collect();
         let exits = possible_exits(gate, program);
         let missing: Vec<&String> = exits.iter().filter(|e| !handled.contains(e.as_str())).collect();
         if !missing.is_empty() {
@@ -173,9 +173,9 @@ fn fail_open(flow: &FlowGraph<'_>, gate: &Gate, out: &mut Vec<Diagnostic>) {
             _ => false,
         };
         for event in &handler.events {
-            let open = match event.as_str() {
-                "BLOCK" | "timeout" => lets_through,
-                "REQUIRES_DECISION" => lets_through,
+            use flow_check::ir::HandlerEvent;
+            let open = match event {
+                HandlerEvent::Block | HandlerEvent::Timeout | HandlerEvent::RequiresDecision => lets_through,
                 _ => false,
             };
             if open {
@@ -189,13 +189,13 @@ fn fail_open(flow: &FlowGraph<'_>, gate: &Gate, out: &mut Vec<Diagnostic>) {
                     )
                     .with_primary_message("fail-open")
                     .with_label(Label::secondary(file, span, "gate declared here"))
-                    .with_help(if event == "REQUIRES_DECISION" {
+                    .with_help(if *event == flow_check::ir::HandlerEvent::RequiresDecision {
                         "use `decide`, so a principal decides"
                     } else {
                         "terminate, replan or activate a repair path instead"
                     }),
                 );
-                if let (Some(w), Some(last)) = (through(event), out.last_mut()) {
+                if let (Some(w), Some(last)) = (through(event.as_str()), out.last_mut()) {
                     last.witness = Some(w);
                 }
             }

@@ -760,8 +760,8 @@ impl<'p> Model<'p> {
         let mut out = Vec::new();
         for h in handlers {
             for e in &h.events {
-                let s = self.site(h.action.clone(), node, gate, e);
-                out.push((e.clone(), s));
+                let s = self.site(h.action.clone(), node, gate, e.as_str());
+                out.push((e.as_str().to_string(), s));
             }
         }
         out
@@ -1402,7 +1402,7 @@ impl<'p> Model<'p> {
         let site_on = |on: &[(String, u16)], e: &str| on.iter().find(|(x, _)| x == e).map(|&(_, s)| s);
         match failure_step(self.workflow, &self.index, node, event) {
             FailureStep::Handler { event: on } => {
-                let site = site_on(&info.on, on)?;
+                let site = site_on(&info.on, on.as_str())?;
                 if self.sites[site as usize].action.name == flow_check::ir::ActionKind::Retry {
                     return Some((n, Phase::Retried));
                 }

@@ -16,7 +16,7 @@ use crate::proto::*;
 use crate::validate::{ty_to_schema, Validator};
 use flow_check::ceilings::{self, TurnCeiling};
 use flow_check::index::PlanIndex;
-use flow_check::ir::{Action, ActionKind, Decl, Gate, Guard, Node, Program, TExpr, Value as IrValue, Workflow};
+use flow_check::ir::{Action, ActionKind, Decl, Gate, Guard, HandlerEvent, Node, Program, TExpr, Value as IrValue, Workflow};
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::semantics::{self, FailureStep};
 use flow_check::types::Ty;
@@ -1914,7 +1914,7 @@ impl Engine {
         let wf = &program.workflows[self.wf_index];
         match semantics::failure_step(wf, &index, node, event) {
             FailureStep::Handler { event: on } => {
-                if let Some(action) = semantics::handler_for(&node.handlers, on).cloned() {
+                if let Some(action) = semantics::handler_on(&node.handlers, on).cloned() {
                     self.act(&action, &ctx, &format!("node.{}", node.name), &failed);
                 }
                 return;
@@ -1925,7 +1925,7 @@ impl Engine {
             }
             // A loop body's failure is the loop's.
             FailureStep::LoopHandler { loop_node } => {
-                if let Some(action) = wf.nodes.get(loop_node).and_then(|l| semantics::handler_for(&l.handlers, "failure")) {
+                if let Some(action) = wf.nodes.get(loop_node).and_then(|l| semantics::handler_on(&l.handlers, HandlerEvent::Failure)) {
                     let ctx = Ctx { node: Some(loop_node.to_string()), gate: None, event: "failure".into() };
                     self.loops.remove(loop_node);
                     self.act(action, &ctx, &format!("node.{loop_node}"), &failed);
@@ -1938,7 +1938,7 @@ impl Engine {
     }
 
     fn workflow_event(&mut self, event: &str, node: Option<&str>, cause: &str, default_reason: &str, message: &str) {
-        let handler = self.wf().handlers.iter().find(|h| h.events.iter().any(|e| e == event)).map(|h| h.action.clone());
+        let handler = semantics::handler_for(&self.wf().handlers, event).cloned();
         match handler {
             Some(action) => {
                 let ctx = Ctx { node: node.map(str::to_string), gate: None, event: event.to_string() };
@@ -2222,7 +2222,7 @@ impl Engine {
             let output = json!({ "rounds": round, "converged": converged });
             if !converged {
                 // The loop's declared alternative, recorded once as taken.
-                let handler = node.handlers.iter().find(|h| h.events.iter().any(|e| e == "exhausted")).map(|h| h.action.clone());
+                let handler = semantics::handler_on(&node.handlers, HandlerEvent::Exhausted).cloned();
                 let action = handler.or_else(|| node.on_exhausted().cloned());
                 if let Some(action) = action.filter(|a| a.name != ActionKind::Continue) {
                     self.env.insert(lp.to_string(), output);
@@ -2766,7 +2766,7 @@ impl Engine {
         };
         let event = outcome.as_str().to_string();
         let ctx = Ctx { node: Some(gate.from.clone()), gate: Some(name.to_string()), event: event.clone() };
-        let handler = gate.handlers.iter().find(|h| h.events.contains(&event)).map(|h| h.action.clone());
+        let handler = semantics::handler_for(&gate.handlers, &event).cloned();
         let action = handler.unwrap_or_else(|| Action {
             name: match outcome {
                 Outcome::Pass => ActionKind::Continue,
@@ -3095,7 +3095,7 @@ impl Engine {
             return;
         }
         if let Some(n) = node.and_then(|n| self.node(n)) {
-            if let Some(h) = n.handlers.iter().find(|h| h.events.iter().any(|e| e == "budget_exhausted")).cloned() {
+            if let Some(h) = n.handlers.iter().find(|h| h.events.contains(&HandlerEvent::BudgetExhausted)).cloned() {
                 self.act(&h.action, &ctx, &format!("node.{}", n.name), &ev);
                 return;
             }
@@ -3278,7 +3278,7 @@ impl Engine {
         }
         self.waiting.clear();
         self.commands.clear();
-        let handler = self.wf().handlers.iter().find(|h| h.events.iter().any(|e| e == "cancelled")).map(|h| h.action.clone());
+        let handler = semantics::handler_on(&self.wf().handlers, HandlerEvent::Cancelled).cloned();
         match handler {
             Some(action)
                 if !matches!(

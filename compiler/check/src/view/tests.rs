@@ -138,6 +138,15 @@ fn closed_words_round_trip() {
     for k in crate::ir::ActionKind::ALL {
         assert_eq!(crate::ir::ActionKind::parse(k.as_str()), Some(k));
     }
+    // Every event a handler may name is a `HandlerEvent`, written as the spec writes it.
+    let spec_events =
+        crate::spec::NODE_KINDS.iter().flat_map(|k| k.events.iter()).chain(crate::spec::GATE_EVENTS).chain(crate::spec::WORKFLOW_EVENTS);
+    for word in spec_events {
+        assert_eq!(crate::ir::HandlerEvent::parse(word).map(|e| e.as_str()), Some(*word), "{word}");
+    }
+    for e in crate::ir::HandlerEvent::ALL {
+        assert_eq!(serde_json::to_value(e).unwrap(), serde_json::json!(e.as_str()), "the plan writes `{e}` as the source does");
+    }
     for f in OnFailure::ALL {
         assert_eq!(f.action().as_str(), f.as_str(), "an on_failure word names its action");
     }

@@ -115,7 +115,6 @@ pub struct Usage {
     pub duration_ms: u64,
 }
 
-/// One evaluator's verdict inside a gate.
 /// Serialises a closed word of the vocabulary as its string, and reads it
 /// back through `parse` (so every reader — serde_json and the fast reader —
 /// reads it as a string; a word outside the set is an error).
@@ -136,7 +135,7 @@ macro_rules! word_serde {
     )*};
 }
 
-word_serde!(ContextMode, NodeStatus, TerminationStatus, Outcome);
+word_serde!(ContextMode, NodeStatus, TerminationStatus, Outcome, TriggerReason);
 
 /// What a receiver of a handoff sees (`handoff.context`, reference §6.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, JsonSchema)]
@@ -163,6 +162,61 @@ impl ContextMode {
 }
 
 impl fmt::Display for ContextMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why an attempt started (`attempt_started.trigger_reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(rename_all = "snake_case")]
+pub enum TriggerReason {
+    /// The first attempt of a visit.
+    First,
+    /// Another attempt after a failure (a retry policy or a `retry` action).
+    Retry,
+    /// A repair turn for invalid output.
+    Repair,
+    /// The visit re-runs a node: a `revise` or a `replan` (a `goto` or an
+    /// `activate` starts a visit as `first`).
+    Revise,
+    Replan,
+    /// The previous attempt's lease ran out (a resumed run).
+    LeaseExpired,
+    /// An unknown outcome was reconciled as not done, so the call is made again.
+    Reconciled,
+}
+
+impl TriggerReason {
+    pub const ALL: [TriggerReason; 7] = [
+        TriggerReason::First,
+        TriggerReason::Retry,
+        TriggerReason::Repair,
+        TriggerReason::Revise,
+        TriggerReason::Replan,
+        TriggerReason::LeaseExpired,
+        TriggerReason::Reconciled,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TriggerReason::First => "first",
+            TriggerReason::Retry => "retry",
+            TriggerReason::Repair => "repair",
+            TriggerReason::Revise => "revise",
+            TriggerReason::Replan => "replan",
+            TriggerReason::LeaseExpired => "lease_expired",
+            TriggerReason::Reconciled => "reconciled",
+        }
+    }
+
+    /// The reason a word names.
+    pub fn parse(word: &str) -> Option<TriggerReason> {
+        TriggerReason::ALL.into_iter().find(|t| t.as_str() == word)
+    }
+}
+
+impl fmt::Display for TriggerReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -367,7 +421,7 @@ pub enum Body {
         attempt_id: String,
         attempt_no: u32,
         /// `first`, `retry`, `repair`, `revise`, `replan`, `lease_expired`, `reconciled`.
-        trigger_reason: String,
+        trigger_reason: TriggerReason,
     },
     /// An attempt produced a valid result.
     AttemptCompleted {
@@ -894,6 +948,16 @@ mod tests {
         assert!(serde_json::from_str::<Body>(&end("partial")).is_ok());
         assert!(serde_json::from_str::<Body>(&end("sort_of")).is_err(), "an unknown status is not an event");
         assert!(Outcome::Block > Outcome::RequiresDecision && Outcome::RequiresDecision > Outcome::Pass);
+        let attempt = |t: &str| {
+            format!(
+                r#"{{"kind":"attempt_started","payload":{{"schema_version":1,"node":"n","attempt_id":"n#1.1","attempt_no":1,"trigger_reason":"{t}"}}}}"#
+            )
+        };
+        for t in TriggerReason::ALL {
+            assert_eq!(TriggerReason::parse(t.as_str()), Some(t));
+            assert!(serde_json::from_str::<Body>(&attempt(t.as_str())).is_ok(), "{t}");
+        }
+        assert!(serde_json::from_str::<Body>(&attempt("whim")).is_err(), "an unknown trigger is not an event");
     }
 
     #[test]

@@ -342,7 +342,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                         node: name(n),
                         attempt_id: attempt_id.clone(),
                         attempt_no: 1,
-                        trigger_reason: "first".into(),
+                        trigger_reason: flow_trace::TriggerReason::First,
                     };
                     push(&mut out, "control", body);
                     open.insert(*n, attempt_id);

@@ -23,7 +23,8 @@ use flow_check::types::Ty;
 use flow_check::view::{Budget, Conflicts, Effect, EvaluatorRef, Expect, PolicyResponse};
 use flow_policy::{Automaton, Monitor, Obs};
 use flow_trace::{
-    ArtifactRef, Body, ContextMode, EvaluatorResult, Event, NodeStatus, Outcome, Str, TerminationStatus, Usage, Via, SCHEMA_VERSION,
+    ArtifactRef, Body, ContextMode, EvaluatorResult, Event, NodeStatus, Outcome, Str, TerminationStatus, TriggerReason, Usage, Via,
+    SCHEMA_VERSION,
 };
 use indexmap::{IndexMap, IndexSet};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
@@ -116,7 +117,7 @@ impl Decision {
 /// Each variant is the call that was about to record the event.
 #[derive(Debug, Clone)]
 enum Held {
-    StartNode { name: String, input: Value, trigger: String },
+    StartNode { name: String, input: Value, trigger: TriggerReason },
     CallTool { attempt: String, tool: String, input: Value, key_template: Option<String>, agent: Option<String>, delay: u64 },
     Transfer { from: String, to: String, input: Value },
     CompleteNode { name: String, output: Value, status: NodeStatus },
@@ -803,13 +804,13 @@ impl Engine {
     /// Takes an action a policy escalation held, once a human approved it.
     fn resume_held(&mut self, held: Held, cause: &str) {
         match held {
-            Held::StartNode { name, input, trigger } => self.start_node(&name, input, &trigger, cause),
+            Held::StartNode { name, input, trigger } => self.start_node(&name, input, trigger, cause),
             Held::CallTool { attempt, tool, input, key_template, agent, delay } => {
                 self.call_tool(&attempt, &tool, input, key_template, agent.as_deref(), delay, cause)
             }
             Held::Transfer { from, to, input } => {
                 if let Crossing::Enter(input, parent) = self.transfer(&from, &to, input, Str::from(cause)) {
-                    self.start_node(&to, input, "first", &parent);
+                    self.start_node(&to, input, TriggerReason::First, &parent);
                 }
             }
             Held::CompleteNode { name, output, status } => self.complete_node(&name, output, status, cause),
@@ -923,12 +924,12 @@ impl Engine {
             self.terminate("no_start", TerminationStatus::Failure, &started, None);
             return;
         };
-        self.start_node(&start, input, "first", &started);
+        self.start_node(&start, input, TriggerReason::First, &started);
     }
 
     // ----------------------------------------------------------------- nodes
 
-    fn start_node(&mut self, name: &str, input: Value, trigger: &str, cause: &str) {
+    fn start_node(&mut self, name: &str, input: Value, trigger: TriggerReason, cause: &str) {
         if !self.running() {
             return;
         }
@@ -936,7 +937,7 @@ impl Engine {
             self.terminate("unknown_node", TerminationStatus::Failure, cause, Some(&format!("no node `{name}`")));
             return;
         };
-        let held = || Held::StartNode { name: name.to_string(), input: input.clone(), trigger: trigger.to_string() };
+        let held = || Held::StartNode { name: name.to_string(), input: input.clone(), trigger };
         if !self.admit(Obs::Started(name), "node_started", cause, held) {
             return;
         }
@@ -998,12 +999,12 @@ impl Engine {
                         .map(|t| t.from.clone());
                     match delegator {
                         Some(from) => match self.transfer(&from, &branch, input.clone(), edge) {
-                            Crossing::Enter(input, parent) => self.start_node(&branch, input, "first", &parent),
+                            Crossing::Enter(input, parent) => self.start_node(&branch, input, TriggerReason::First, &parent),
                             // A held handoff waits; the other branches go on.
                             Crossing::Held => {}
                             Crossing::Refused => return,
                         },
-                        None => self.start_node(&branch, input.clone(), "first", &edge),
+                        None => self.start_node(&branch, input.clone(), TriggerReason::First, &edge),
                     }
                 }
                 self.finish_parallel(name, &started);
@@ -1021,7 +1022,7 @@ impl Engine {
                         Body::EdgeTaken { schema_version: V, from: name.to_string(), to: first.clone(), via: Via::LoopRound },
                         Some(&started),
                     );
-                    self.start_node(&first, input, "first", &edge);
+                    self.start_node(&first, input, TriggerReason::First, &edge);
                 }
             }
             NodeKind::Map => {
@@ -1094,7 +1095,7 @@ impl Engine {
                     Body::EdgeTaken { schema_version: V, from: map.to_string(), to: target.clone(), via: Via::MapItem(index as u32 + 1) },
                     Some(cause),
                 );
-                self.start_node(&target, item, "first", &edge);
+                self.start_node(&target, item, TriggerReason::First, &edge);
             }
         } else {
             let results = self.maps.remove(map).map(|m| m.results).unwrap_or_default();
@@ -1134,7 +1135,7 @@ impl Engine {
         }
     }
 
-    fn start_attempt(&mut self, node: &Node, trigger: &str, cause: &str) {
+    fn start_attempt(&mut self, node: &Node, trigger: TriggerReason, cause: &str) {
         if !self.running() {
             return;
         }
@@ -1169,7 +1170,7 @@ impl Engine {
                 node: node.name.clone(),
                 attempt_id: id.clone(),
                 attempt_no,
-                trigger_reason: trigger.to_string(),
+                trigger_reason: trigger,
             },
             Some(cause),
         );
@@ -1881,7 +1882,7 @@ impl Engine {
             return;
         }
         if a.attempt_no < Self::max_attempts(&node) {
-            self.start_attempt(&node, "retry", &failed);
+            self.start_attempt(&node, TriggerReason::Retry, &failed);
             return;
         }
         let event = if code == "timeout" || code == "invalid_output" { code } else { "failure" };
@@ -2141,7 +2142,7 @@ impl Engine {
         let Some(node) = self.node(join) else { return };
         let arrived = self.joins.get(join).map_or(0, |rt| rt.arrived.len());
         if flow_check::semantics::join_ready(flow_check::semantics::join_rule(&node), arrived, node.target.len()) {
-            self.start_node(join, Value::Null, "first", cause);
+            self.start_node(join, Value::Null, TriggerReason::First, cause);
         }
     }
 
@@ -2256,7 +2257,7 @@ impl Engine {
                 Some(cause),
             );
             let input = self.nodes.get(lp).map(|n| n.input.clone()).unwrap_or(Value::Null);
-            self.start_node(&first, input, "first", &edge);
+            self.start_node(&first, input, TriggerReason::First, &edge);
         }
     }
 
@@ -2284,7 +2285,7 @@ impl Engine {
                 self.join_arrival(to, from, &parent);
                 return;
             }
-            self.start_node(to, input, "first", &parent);
+            self.start_node(to, input, TriggerReason::First, &parent);
         }
     }
 
@@ -2915,7 +2916,7 @@ impl Engine {
                 let node = attempt.split('#').next().unwrap_or_default().to_string();
                 let Some(n) = self.node(&node) else { return };
                 if answer.decision == "approve" {
-                    self.start_attempt(&n, "reconciled", &applied);
+                    self.start_attempt(&n, TriggerReason::Reconciled, &applied);
                 } else {
                     self.node_failed(&n, "unknown_outcome", "the call's outcome is unknown and was not retried", &applied);
                 }
@@ -2971,7 +2972,7 @@ impl Engine {
                 if let Some(node) = ctx.node.as_ref().and_then(|n| self.node(n)) {
                     let attempts = self.nodes.get(&node.name).map(|n| n.attempt_no).unwrap_or(0);
                     if attempts < Self::max_attempts(&node).max(2) {
-                        self.start_attempt(&node, "retry", &taken);
+                        self.start_attempt(&node, TriggerReason::Retry, &taken);
                     } else {
                         self.terminate(&format!("{}_failed", node.name), TerminationStatus::Failure, &taken, Some("retries exhausted"));
                     }
@@ -3005,7 +3006,7 @@ impl Engine {
                         Some(&taken),
                     );
                     let input = ctx.node.as_ref().and_then(|n| self.env.get(n)).cloned().unwrap_or(Value::Null);
-                    self.start_node(&to, input, "first", &edge);
+                    self.start_node(&to, input, TriggerReason::First, &edge);
                 }
             }
             ActionKind::Revise | ActionKind::Replan => {
@@ -3030,7 +3031,8 @@ impl Engine {
                         Some(&taken),
                     );
                     let input = self.nodes.get(&to).map(|n| n.input.clone()).unwrap_or(Value::Null);
-                    self.start_node(&to, input, action.name.as_str(), &edge);
+                    let trigger = if action.name == ActionKind::Revise { TriggerReason::Revise } else { TriggerReason::Replan };
+                    self.start_node(&to, input, trigger, &edge);
                 }
             }
             ActionKind::Escalate => {
@@ -3258,7 +3260,7 @@ impl Engine {
             );
             return;
         }
-        self.start_attempt(&node, "lease_expired", &expired);
+        self.start_attempt(&node, TriggerReason::LeaseExpired, &expired);
     }
 
     /// Cancels the run: the workflow's `cancelled` handler, else the run

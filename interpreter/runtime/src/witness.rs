@@ -318,10 +318,9 @@ fn ok_tool(output: Option<Value>) -> Response {
     Response::Tool(ToolResult { ok: true, output, ..ToolResult::default() })
 }
 
-/// Values of `ty`: the plainest first (a list holds one item), then each
-/// with one position varied (a boolean false, another enum value, 0 or 10,
-/// an empty string, a list of none, two or three items, null, an optional
-/// field present).
+/// Values of `ty`: the plainest first, then each with one position varied
+/// (a boolean false, another enum value, 0 or 10, an empty string, a list
+/// of one to three items, null, an optional field present).
 pub fn instances(ty: &Ty, types: &IndexMap<String, TypeDef>) -> Vec<Value> {
     let mut out = vec![base(ty, types, 0)];
     out.extend(variants(ty, types, 0));
@@ -345,8 +344,7 @@ fn base(ty: &Ty, types: &IndexMap<String, TypeDef>, depth: usize) -> Value {
         Ty::Float | Ty::Duration | Ty::Money => json!(1.0),
         Ty::Percent => json!(0.5),
         Ty::String => json!("x"),
-        // One item: a list a check wants non-empty is, and an empty one is a variant.
-        Ty::List { item } => json!([base(item, types, depth)]),
+        Ty::List { .. } => json!([]),
         Ty::Record { fields } => {
             Value::Object(fields.iter().filter(|(_, f)| !f.optional).map(|(k, f)| (k.clone(), base(&f.ty, types, depth))).collect())
         }
@@ -371,7 +369,7 @@ fn variants(ty: &Ty, types: &IndexMap<String, TypeDef>, depth: usize) -> Vec<Val
             out.push(Value::Null);
             out
         }
-        Ty::List { item } => [0, 2, 3].into_iter().map(|k| Value::Array(vec![base(item, types, depth); k])).collect(),
+        Ty::List { item } => (1..=3).map(|k| Value::Array(vec![base(item, types, depth); k])).collect(),
         Ty::Record { fields } => {
             let plain = base(ty, types, depth);
             let mut out = Vec::new();
@@ -418,7 +416,7 @@ mod tests {
     #[test]
     fn lists_enums_and_recursive_types_are_bounded() {
         let list = Ty::List { item: Box::new(Ty::Enum { values: vec!["a".into(), "b".into()] }) };
-        assert_eq!(instances(&list, &IndexMap::new()), [json!(["a"]), json!([]), json!(["a", "a"]), json!(["a", "a", "a"])]);
+        assert_eq!(instances(&list, &IndexMap::new()), [json!([]), json!(["a"]), json!(["a", "a"]), json!(["a", "a", "a"])]);
         let mut types = IndexMap::new();
         let tree = record(&[("next", Ty::Named { name: "T".into() }, false)]);
         types.insert("T".into(), TypeDef { name: "T".into(), ty: tree, loc: Default::default(), schema: None });

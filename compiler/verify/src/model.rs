@@ -511,7 +511,7 @@ impl<'p> Model<'p> {
             .collect();
         // Membership: loops, joins, maps (the plan index's, as the engine
         // reads it).
-        let index = m.index.clone();
+        let index = &m.index;
         for (i, name) in workflow.nodes.keys().enumerate() {
             m.nodes[i].in_loop = index.loop_of(name).and_then(node_index);
             m.nodes[i].join_of = index.joins_of(name).last().and_then(|j| node_index(j));

@@ -49,20 +49,26 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// The broken twins' counterexamples: example, policy, whether a lasso.
+const COUNTEREXAMPLES: [(&str, &str, bool); 4] = [
+    ("research_writer", "outline_after_evidence", false),
+    ("agent_proxy", "merge_needs_pm", false),
+    ("short_video", "compose_after_audio_gate", false),
+    ("decision_meeting", "meeting_terminates", true),
+];
+
+/// The model checker's report on `policy` of the plan `plan`.
+fn counterexample(plan: &str, policy: &str) -> flow_verify::policies::PolicyReport {
+    let reports = flow_verify::policies::check_policies(&program(plan), "sha256:test", flow_verify::policies::DEFAULT_MAX_STATES);
+    reports.into_iter().find(|r| r.name == policy).expect("the policy is checked")
+}
+
 #[test]
 fn a_counterexample_violates_exactly_the_policy_it_witnesses() {
     let dir = scratch("counter");
-    let cases = [
-        ("research_writer", "outline_after_evidence", false),
-        ("agent_proxy", "merge_needs_pm", false),
-        ("short_video", "compose_after_audio_gate", false),
-        ("decision_meeting", "meeting_terminates", true),
-    ];
-    for (name, policy, lasso) in cases {
+    for (name, policy, lasso) in COUNTEREXAMPLES {
         let plan = format!("examples/{name}/{name}.broken.flow");
-        let program = program(&plan);
-        let reports = flow_verify::policies::check_policies(&program, "sha256:test", flow_verify::policies::DEFAULT_MAX_STATES);
-        let report = reports.iter().find(|r| r.name == policy).expect("the policy is checked");
+        let report = counterexample(&plan, policy);
         assert_eq!(report.status, "violated", "{name}: {policy}");
         let ends_paused =
             matches!(report.events.last().map(|e| &e.body), Some(flow_trace::Body::RunPaused { reason, .. }) if reason == "cycle");
@@ -139,17 +145,9 @@ fn flow(args: &[&str]) -> std::process::Output {
 #[test]
 fn flow_run_witness_makes_each_counterexample_a_run_of_the_engine() {
     let dir = scratch("run-witness");
-    let cases = [
-        ("research_writer", "outline_after_evidence", false),
-        ("agent_proxy", "merge_needs_pm", false),
-        ("short_video", "compose_after_audio_gate", false),
-        ("decision_meeting", "meeting_terminates", true),
-    ];
-    for (name, policy, lasso) in cases {
+    for (name, policy, lasso) in COUNTEREXAMPLES {
         let plan = format!("examples/{name}/{name}.broken.flow");
-        let program = program(&plan);
-        let reports = flow_verify::policies::check_policies(&program, "sha256:test", flow_verify::policies::DEFAULT_MAX_STATES);
-        let report = reports.iter().find(|r| r.name == policy).expect("the policy is checked");
+        let report = counterexample(&plan, policy);
         let witness = write_jsonl(&dir, &format!("{name}.{policy}.jsonl"), &report.events);
         let run_dir = dir.join(format!("{name}-run"));
         let out = flow(&["run", &plan, "--witness", witness.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap(), "-q"]);
@@ -179,9 +177,7 @@ fn flow_run_witness_makes_each_counterexample_a_run_of_the_engine() {
 fn flow_run_witness_says_when_no_run_makes_a_witness() {
     let dir = scratch("run-witness-bad");
     let plan = "examples/research_writer/research_writer.broken.flow";
-    let program = program(plan);
-    let reports = flow_verify::policies::check_policies(&program, "sha256:test", flow_verify::policies::DEFAULT_MAX_STATES);
-    let report = reports.iter().find(|r| r.name == "outline_after_evidence").expect("the policy is checked");
+    let report = counterexample(plan, "outline_after_evidence");
     // The witness with its first node swapped for another: the engine
     // always starts at `start`, so no answers make it.
     let mut events = report.events.clone();

@@ -239,18 +239,10 @@ impl Node {
 }
 
 impl Gate {
-    /// The evaluators applied, in order.
+    /// The evaluators applied, in order ([`Gate::evaluator_items`] that are
+    /// evaluators).
     pub fn evaluators(&self) -> Vec<EvaluatorRef<'_>> {
-        match self.prop("evaluate") {
-            Some(Value::List(items)) => items
-                .iter()
-                .filter_map(|v| match v {
-                    Value::Evaluator { name, builtin, args } => Some(EvaluatorRef { name, builtin: *builtin, args }),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        }
+        self.evaluator_items().into_iter().flatten().collect()
     }
 
     /// The outcome of an evaluator error, timeout or inconclusive result

@@ -71,3 +71,29 @@ fn only_the_plan_views_read_properties_by_name() {
     }
     assert!(found.is_empty(), "properties read by name outside compiler/check/src/view:\n{}", found.join("\n"));
 }
+
+/// The quoted words that follow `marker` in `text` (`terminate("dead_end"` → `dead_end`).
+fn quoted_after<'t>(text: &'t str, marker: &str) -> Vec<&'t str> {
+    text.match_indices(marker).filter_map(|(i, _)| text[i + marker.len()..].split('"').next()).collect()
+}
+
+#[test]
+fn every_termination_reason_the_engine_chooses_is_in_the_registry() {
+    let engine = std::fs::read_to_string(repo_root().join("interpreter/runtime/src/engine.rs")).expect("engine.rs");
+    let semantics = std::fs::read_to_string(repo_root().join("compiler/check/src/semantics.rs")).expect("semantics.rs");
+    let mut reasons = quoted_after(&engine, "self.terminate(\"");
+    // workflow_event(EVENT, node, cause, "default reason", message)
+    for line in engine.lines().filter(|l| l.contains("self.workflow_event(")) {
+        if let Some(reason) = line.split('"').nth(1).filter(|r| !r.contains('{')) {
+            reasons.push(reason);
+        }
+    }
+    for line in semantics.lines().filter(|l| l.contains(".to_string(), TerminationStatus::")) {
+        reasons.extend(line.split('"').skip(1).step_by(2).filter(|r| !r.contains(' ')));
+    }
+    assert!(reasons.len() >= 10, "the scan found too few reasons: {reasons:?}");
+    let documented: Vec<&str> = flow_trace::ENGINE_REASONS.iter().map(|(r, _)| *r).collect();
+    for reason in reasons {
+        assert!(documented.contains(&reason), "the engine ends runs with `{reason}`, which flow_trace::ENGINE_REASONS does not document");
+    }
+}

@@ -542,7 +542,9 @@ fn with_an_input_ceiling_the_budget_fits_and_an_oversized_turn_is_never_sent() {
     let mut e = engine(&program);
     let (events, sent) = run(&mut e, json!({ "text": "word ".repeat(3_000) }), |_| unreachable!("no turn is sent"));
     assert!(sent.is_empty());
-    assert!(events.iter().any(|ev| matches!(&ev.body, Body::AttemptFailed { error_code, .. } if error_code == "input_too_large")));
+    assert!(events
+        .iter()
+        .any(|ev| matches!(&ev.body, Body::AttemptFailed { error_code, .. } if *error_code == flow_trace::ErrorCode::InputTooLarge)));
     assert!(!events.iter().any(|ev| matches!(ev.body, Body::BudgetExhausted { .. })));
     assert!(matches!(e.status(), RunStatus::Terminated { budget_exhausted: false, .. }), "{:?}", e.status());
     // A small input runs to the end within the proven 16,000.

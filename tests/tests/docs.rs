@@ -124,3 +124,14 @@ fn reference_lists_every_code_and_every_property() {
         assert!(reference.contains(&format!("`{atom}(")), "atom `{atom}` undocumented");
     }
 }
+
+#[test]
+fn reference_lists_every_word_of_the_trace_vocabulary() {
+    let reference = std::fs::read_to_string(repo_root().join("docs/reference.md")).unwrap();
+    for registry in flow_trace::registries() {
+        for (word, meaning) in &registry.words {
+            let row = format!("| `{word}` | {meaning} |");
+            assert!(reference.contains(&row), "docs/reference.md lacks the {} row:\n{row}", registry.name);
+        }
+    }
+}

@@ -122,7 +122,7 @@ fn answer(rng: &mut Rng, request: &Request) -> Response {
             }
         }
         Request::Human(req) => {
-            let decision = rng.pick(&req.decisions).clone();
+            let decision = *rng.pick(&req.decisions);
             let by = req.principals.first().cloned().unwrap_or_else(|| "editor".into());
             Response::Human(HumanAnswer { decision, by, comment: None })
         }
@@ -312,7 +312,7 @@ fn every_witness_is_a_run_of_the_engine() {
             let unsent = report
                 .events
                 .iter()
-                .any(|e| matches!(&e.body, flow_trace::Body::NodeFailed { error_code, .. } if error_code == "input_too_large"));
+                .any(|e| matches!(&e.body, flow_trace::Body::NodeFailed { error_code, .. } if *error_code == flow_trace::ErrorCode::InputTooLarge));
             if unsent {
                 too_large += 1;
                 continue;

@@ -8,6 +8,7 @@
 
 use crate::spec::Kind;
 use crate::types::Ty;
+pub use flow_trace::{HandlerEvent, NodeKind};
 use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -84,73 +85,6 @@ pub struct Workflow {
     pub handlers: Vec<Handler>,
     pub policies: Vec<Policy>,
     pub loc: Loc,
-}
-
-/// What a node is (reference §6.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeKind {
-    Agent,
-    Tool,
-    Human,
-    Parallel,
-    Map,
-    Join,
-    Loop,
-    Flow,
-    End,
-    /// A kind the checker rejected (an error has been reported): never in
-    /// a plan, since a program with errors has none.
-    #[serde(skip)]
-    Invalid,
-}
-
-impl NodeKind {
-    /// Every kind, in the reference's order.
-    pub const ALL: [NodeKind; 9] = [
-        NodeKind::Agent,
-        NodeKind::Tool,
-        NodeKind::Human,
-        NodeKind::Parallel,
-        NodeKind::Map,
-        NodeKind::Join,
-        NodeKind::Loop,
-        NodeKind::Flow,
-        NodeKind::End,
-    ];
-
-    /// The kind's keyword (`agent`, `tool`, …), as sources and traces write it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeKind::Agent => "agent",
-            NodeKind::Tool => "tool",
-            NodeKind::Human => "human",
-            NodeKind::Parallel => "parallel",
-            NodeKind::Map => "map",
-            NodeKind::Join => "join",
-            NodeKind::Loop => "loop",
-            NodeKind::Flow => "flow",
-            NodeKind::End => "end",
-            NodeKind::Invalid => "invalid",
-        }
-    }
-
-    /// The kind a keyword names.
-    pub fn parse(keyword: &str) -> Option<NodeKind> {
-        NodeKind::ALL.into_iter().find(|k| k.as_str() == keyword)
-    }
-
-    /// Whether a visit of the node runs attempts on the data plane (and
-    /// meters them against budgets).
-    pub fn has_attempts(self) -> bool {
-        matches!(self, NodeKind::Agent | NodeKind::Tool)
-    }
-}
-
-impl std::fmt::Display for NodeKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// A transfer between two nodes (reference §6.5).
@@ -258,97 +192,6 @@ impl Action {
         } else {
             format!("{}({})", self.name, self.args.join(", "))
         }
-    }
-}
-
-/// What a handler answers (reference §6.3): a node's, a gate's or the
-/// workflow's events (`spec::NODE_EVENTS`, `GATE_EVENTS`, `WORKFLOW_EVENTS`
-/// and the human and loop node events), written as the source writes them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-pub enum HandlerEvent {
-    #[serde(rename = "failure")]
-    Failure,
-    #[serde(rename = "timeout")]
-    Timeout,
-    #[serde(rename = "budget_exhausted")]
-    BudgetExhausted,
-    #[serde(rename = "invalid_output")]
-    InvalidOutput,
-    /// A loop's rounds ran out.
-    #[serde(rename = "exhausted")]
-    Exhausted,
-    #[serde(rename = "approve")]
-    Approve,
-    #[serde(rename = "revise")]
-    Revise,
-    #[serde(rename = "replan")]
-    Replan,
-    #[serde(rename = "reject")]
-    Reject,
-    #[serde(rename = "PASS")]
-    Pass,
-    #[serde(rename = "REQUIRES_DECISION")]
-    RequiresDecision,
-    #[serde(rename = "BLOCK")]
-    Block,
-    #[serde(rename = "max_hops")]
-    MaxHops,
-    #[serde(rename = "cancelled")]
-    Cancelled,
-    #[serde(rename = "policy_violation")]
-    PolicyViolation,
-}
-
-impl HandlerEvent {
-    /// Every event.
-    pub const ALL: [HandlerEvent; 15] = [
-        HandlerEvent::Failure,
-        HandlerEvent::Timeout,
-        HandlerEvent::BudgetExhausted,
-        HandlerEvent::InvalidOutput,
-        HandlerEvent::Exhausted,
-        HandlerEvent::Approve,
-        HandlerEvent::Revise,
-        HandlerEvent::Replan,
-        HandlerEvent::Reject,
-        HandlerEvent::Pass,
-        HandlerEvent::RequiresDecision,
-        HandlerEvent::Block,
-        HandlerEvent::MaxHops,
-        HandlerEvent::Cancelled,
-        HandlerEvent::PolicyViolation,
-    ];
-
-    /// The event as sources and `action_taken` events write it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HandlerEvent::Failure => "failure",
-            HandlerEvent::Timeout => "timeout",
-            HandlerEvent::BudgetExhausted => "budget_exhausted",
-            HandlerEvent::InvalidOutput => "invalid_output",
-            HandlerEvent::Exhausted => "exhausted",
-            HandlerEvent::Approve => "approve",
-            HandlerEvent::Revise => "revise",
-            HandlerEvent::Replan => "replan",
-            HandlerEvent::Reject => "reject",
-            HandlerEvent::Pass => "PASS",
-            HandlerEvent::RequiresDecision => "REQUIRES_DECISION",
-            HandlerEvent::Block => "BLOCK",
-            HandlerEvent::MaxHops => "max_hops",
-            HandlerEvent::Cancelled => "cancelled",
-            HandlerEvent::PolicyViolation => "policy_violation",
-        }
-    }
-
-    /// The event a word names.
-    pub fn parse(word: &str) -> Option<HandlerEvent> {
-        HandlerEvent::ALL.into_iter().find(|e| e.as_str() == word)
-    }
-}
-
-impl std::fmt::Display for HandlerEvent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

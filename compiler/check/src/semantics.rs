@@ -9,7 +9,7 @@ use crate::index::PlanIndex;
 use crate::ir::NodeKind;
 use crate::ir::{Action, ActionKind, Gate, Handler, HandlerEvent, Node, Value, Workflow};
 use crate::view::OnFailure;
-use flow_trace::TerminationStatus;
+use flow_trace::{Decision, TerminationStatus};
 
 /// The handler of `handlers` for the event named `event` (as a trace or a
 /// decision names it), if one is declared.
@@ -25,17 +25,17 @@ pub fn handler_on(handlers: &[Handler], event: HandlerEvent) -> Option<&Action> 
 /// The action a decision at a gate applies: the gate's handler for the
 /// decision, else the default — `approve` continues through the gate,
 /// `revise` re-runs the gate's `from` node, `replan` re-runs the replan
-/// scope, `reject` (and anything else) terminates (under the gate's
+/// scope, `reject` and a `timeout` terminate (under the gate's
 /// `reason`, else the decision's name).
-pub fn gate_decision_action(gate: &Gate, decision: &str) -> Action {
-    if let Some(action) = handler_for(&gate.handlers, decision) {
+pub fn gate_decision_action(gate: &Gate, decision: Decision) -> Action {
+    if let Some(action) = handler_on(&gate.handlers, decision.event()) {
         return action.clone();
     }
     let (name, args) = match decision {
-        "approve" => (ActionKind::Continue, vec![]),
-        "revise" => (ActionKind::Revise, vec![gate.from.clone()]),
-        "replan" => (ActionKind::Replan, vec![]),
-        _ => (ActionKind::Terminate, vec![]),
+        Decision::Approve => (ActionKind::Continue, vec![]),
+        Decision::Revise => (ActionKind::Revise, vec![gate.from.clone()]),
+        Decision::Replan => (ActionKind::Replan, vec![]),
+        Decision::Reject | Decision::Timeout => (ActionKind::Terminate, vec![]),
     };
     Action { name, args }
 }
@@ -43,8 +43,8 @@ pub fn gate_decision_action(gate: &Gate, decision: &str) -> Action {
 /// The action a decision at a human node applies: the node's handler for
 /// the decision, else `continue` (the node completes with the decision as
 /// its output).
-pub fn human_decision_action(node: &Node, decision: &str) -> Action {
-    handler_for(&node.handlers, decision).cloned().unwrap_or_else(|| Action::bare(ActionKind::Continue))
+pub fn human_decision_action(node: &Node, decision: Decision) -> Action {
+    handler_on(&node.handlers, decision.event()).cloned().unwrap_or_else(|| Action::bare(ActionKind::Continue))
 }
 
 /// A join node's aggregation rule (`rule`, default `all`).
@@ -163,9 +163,9 @@ pub enum FailureStep<'w> {
 /// Who answers the failed visit of `node` (the failure's `event`:
 /// `failure`, `timeout` or `invalid_output`), as the engine acts and the
 /// model checker branches.
-pub fn failure_step<'w>(workflow: &'w Workflow, index: &'w PlanIndex, node: &'w Node, event: &str) -> FailureStep<'w> {
+pub fn failure_step<'w>(workflow: &'w Workflow, index: &'w PlanIndex, node: &'w Node, event: HandlerEvent) -> FailureStep<'w> {
     let own = |e: HandlerEvent| node.handlers.iter().flat_map(|h| h.events.iter()).find(|x| **x == e);
-    if let Some(e) = HandlerEvent::parse(event).and_then(own).or_else(|| own(HandlerEvent::Failure)) {
+    if let Some(e) = own(event).or_else(|| own(HandlerEvent::Failure)) {
         return FailureStep::Handler { event: *e };
     }
     if let Some(f) = node.on_failure().filter(|f| *f != OnFailure::Retry) {

@@ -5,6 +5,7 @@
 //! what form each value must have. The checker reads them, and so does the
 //! reference test that keeps docs/reference.md complete.
 
+use flow_trace::{Decision, Zone};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -214,7 +215,10 @@ pub struct DeclSpec {
 pub const RISK: &[&str] = &["low", "medium", "high", "critical"];
 pub const EFFECTS: &[&str] = &["none", "idempotent", "non_idempotent"];
 pub const CONTEXT: &[&str] = &["isolated", "fork", "filtered"];
-pub const DECISIONS: &[&str] = &["approve", "revise", "replan", "reject"];
+pub const DECISIONS: &[&str] =
+    &[Decision::Approve.as_str(), Decision::Revise.as_str(), Decision::Replan.as_str(), Decision::Reject.as_str()];
+/// The zones a budget declares (`green` is where every scope starts).
+pub const ZONES: &[&str] = &[Zone::Yellow.as_str(), Zone::Red.as_str(), Zone::Fuse.as_str()];
 pub const OUTCOMES: &[&str] = &["PASS", "REQUIRES_DECISION", "BLOCK"];
 pub const ON_FAILURE: &[&str] = &["retry", "degrade", "skip", "terminate"];
 pub const SINKS: &[&str] = &["public", "internal", "private"];
@@ -233,7 +237,7 @@ const RESERVE: &[P] = &[
 ];
 
 const ZONE: &[P] = &[
-    req("zone", V::Word(&["yellow", "red", "fuse"]), "The zone entered when the remaining share falls below `below`."),
+    req("zone", V::Word(ZONES), "The zone entered when the remaining share falls below `below`."),
     req("below", V::Fraction, "Remaining share (of the tightest limit) under which the zone starts."),
     req("action", V::Actions, "What the control plane does on entering the zone: one action or a list, in order."),
 ];

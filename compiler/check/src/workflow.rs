@@ -617,7 +617,7 @@ impl Checker<'_> {
                 AtomArgKind::Principal => self.resolve(&value, arg.span, &[Kind::Principal]).is_some(),
                 AtomArgKind::Outcome => self.word_in(&value, arg.span, spec::OUTCOMES),
                 AtomArgKind::Decision => self.word_in(&value, arg.span, spec::DECISIONS),
-                AtomArgKind::Zone => self.word_in(&value, arg.span, &["green", "yellow", "red", "fuse"]),
+                AtomArgKind::Zone => self.word_in(&value, arg.span, &flow_trace::Zone::ALL.iter().map(|z| z.as_str()).collect::<Vec<_>>()),
                 AtomArgKind::Reason => true,
             };
             ok &= valid;

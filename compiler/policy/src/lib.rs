@@ -87,8 +87,8 @@ impl<'a> Obs<'a> {
             Body::ToolCallRefused { tool, agent, .. } => Obs::Refused { tool, by: agent.as_deref() },
             Body::Handoff { from, to, .. } => Obs::HandedOff { from, to },
             Body::GateRecorded { gate, outcome, .. } => Obs::Outcome { gate, outcome: outcome.as_str() },
-            Body::DecisionApplied { subject, decision, by, .. } => Obs::Decided { subject, decision, by },
-            Body::BudgetZoneChanged { to, .. } => Obs::Zone(to),
+            Body::DecisionApplied { subject, decision, by, .. } => Obs::Decided { subject, decision: decision.as_str(), by },
+            Body::BudgetZoneChanged { to, .. } => Obs::Zone(to.as_str()),
             Body::RunTerminated { reason, .. } => Obs::Terminated(reason),
             _ => return None,
         })

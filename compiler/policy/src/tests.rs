@@ -157,7 +157,7 @@ fn approved_and_decided_read_the_same_decision_event() {
 fn a_monitor_reports_the_violating_event_or_the_open_obligation() {
     let f = Formula::Never { body: b(atom("started", "ship")), before: None };
     let mut m = Monitor::new(Automaton::new(&f).unwrap());
-    let started = Body::NodeStarted { schema_version: 1, node: "ship".into(), node_kind: "tool".into(), visit: 1 };
+    let started = Body::NodeStarted { schema_version: 1, node: "ship".into(), node_kind: flow_trace::NodeKind::Tool, visit: 1 };
     assert!(!Automaton::is_false(m.state()));
     assert!(Automaton::is_false(m.peek(&started)), "peek sees the violation before it happens");
     assert!(m.feed(7, &started));
@@ -183,9 +183,9 @@ fn a_monitor_set_gives_each_policy_the_verdict_of_its_own_monitor() {
                 let r = next(&mut seed);
                 let node = nodes[(r >> 8) as usize % 3].to_string();
                 match r % 5 {
-                    0 => Body::NodeStarted { schema_version: 1, node, node_kind: "agent".into(), visit: 1 },
+                    0 => Body::NodeStarted { schema_version: 1, node, node_kind: flow_trace::NodeKind::Agent, visit: 1 },
                     1 => Body::NodeCompleted { schema_version: 1, node, status: flow_trace::NodeStatus::Completed, output: None },
-                    2 => Body::NodeFailed { schema_version: 1, node, error_code: "x".into(), message: String::new() },
+                    2 => Body::NodeFailed { schema_version: 1, node, error_code: flow_trace::ErrorCode::ToolError, message: String::new() },
                     3 => Body::Warning { schema_version: 1, message: format!("not a policy step {i}") },
                     _ => Body::RunTerminated {
                         schema_version: 1,

@@ -345,7 +345,7 @@ mod tests {
 
     fn bodies() -> Vec<Body> {
         vec![
-            Body::NodeStarted { schema_version: 1, node: "n3".into(), node_kind: "tool".into(), visit: 1 },
+            Body::NodeStarted { schema_version: 1, node: "n3".into(), node_kind: crate::NodeKind::Tool, visit: 1 },
             // The closed words (status, outcome, context) are read fast too.
             Body::NodeCompleted { schema_version: 1, node: "n3".into(), status: crate::NodeStatus::Skipped, output: None },
             Body::GateRecorded {
@@ -381,7 +381,12 @@ mod tests {
                 payload: ArtifactRef { digest: "sha256:00".into(), size: 2 },
                 accepted: true,
             },
-            Body::NodeFailed { schema_version: 1, node: "w".into(), error_code: "tool_error".into(), message: "said \"no\"\n".into() },
+            Body::NodeFailed {
+                schema_version: 1,
+                node: "w".into(),
+                error_code: crate::ErrorCode::ToolError,
+                message: "said \"no\"\n".into(),
+            },
         ]
     }
 

@@ -15,8 +15,18 @@
 //! [`otel_name`]).
 
 mod fast;
+mod words;
 
 pub use fast::event_from_str;
+pub use words::*;
+
+/// What `closed_word!` expands to names (callers need not depend on serde
+/// or schemars themselves).
+#[doc(hidden)]
+pub mod __private {
+    pub use schemars;
+    pub use serde;
+}
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -376,8 +386,7 @@ pub enum Body {
     /// reconciliation. `flow resume` continues it.
     RunPaused {
         schema_version: u32,
-        /// `awaiting_decision` or `reconciliation_required`.
-        reason: String,
+        reason: PauseReason,
         /// The gate, node or attempt waited on.
         waiting_on: String,
     },
@@ -394,8 +403,7 @@ pub enum Body {
     NodeStarted {
         schema_version: u32,
         node: String,
-        /// The node kind: agent, tool, human, parallel, map, join, loop, flow, end.
-        node_kind: String,
+        node_kind: NodeKind,
         /// 1 for the first visit of the node in the run.
         visit: u32,
     },
@@ -411,7 +419,7 @@ pub enum Body {
     NodeFailed {
         schema_version: u32,
         node: String,
-        error_code: String,
+        error_code: ErrorCode,
         message: String,
     },
     /// An attempt of a node began, holding a lease.
@@ -437,9 +445,7 @@ pub enum Body {
         node: String,
         attempt_id: String,
         attempt_no: u32,
-        /// A stable reason code: `invalid_output`, `tool_error`, `timeout`,
-        /// `provider_error`, `budget_exhausted`, `cancelled`, …
-        error_code: String,
+        error_code: ErrorCode,
         message: String,
     },
     /// One model turn of an agent.
@@ -464,8 +470,7 @@ pub enum Body {
     /// A protocol message between participants.
     Message {
         schema_version: u32,
-        /// TASK_ASSIGN, TASK_REPORT, QUERY, RESPONSE, VOTE_REQUEST, VOTE, APPROVAL_REQUEST.
-        message_type: String,
+        message_type: MessageType,
         from: String,
         to: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -553,14 +558,13 @@ pub enum Body {
         /// The gate or human node.
         subject: String,
         deciders: Vec<String>,
-        decisions: Vec<String>,
+        decisions: Vec<Decision>,
     },
     /// A decision was recorded and applied (recorded once; resume reuses it).
     DecisionApplied {
         schema_version: u32,
         subject: String,
-        /// `approve`, `revise`, `replan` or `reject`.
-        decision: String,
+        decision: Decision,
         by: String,
         /// The action that followed, e.g. `continue`, `revise(write)`.
         action: String,
@@ -577,8 +581,8 @@ pub enum Body {
     /// A handler's action ran.
     ActionTaken {
         schema_version: u32,
-        /// The event that fired it: `failure`, `BLOCK`, `budget_exhausted`, …
-        event: String,
+        /// The event that fired it: `failure`, `BLOCK`, `zone_red`, …
+        event: ActionEvent,
         /// Where the handler is declared: a node, gate, budget or the workflow.
         scope: String,
         action: String,
@@ -634,8 +638,8 @@ pub enum Body {
     BudgetZoneChanged {
         schema_version: u32,
         scope: String,
-        from: String,
-        to: String,
+        from: Zone,
+        to: Zone,
         actions: Vec<String>,
     },
     /// A budget limit was reached.
@@ -664,11 +668,7 @@ pub enum Body {
         schema_version: u32,
         /// The policy's name.
         policy: String,
-        /// The response applied: `warn` (the run continues), `halt` (the
-        /// run stops after the event), `block` (the event did not happen
-        /// and the run stops) or `escalate` (a human decides whether it
-        /// happens).
-        response: String,
+        response: PolicyResponse,
         /// The event kind that violated, or `end` for an obligation open
         /// at termination.
         offending: String,
@@ -965,7 +965,7 @@ mod tests {
         let body = Body::PolicyViolated {
             schema_version: SCHEMA_VERSION,
             policy: "ends".into(),
-            response: "warn".into(),
+            response: PolicyResponse::Warn,
             offending: "end".into(),
             message: "an obligation is open at the end".into(),
             owed: Some("eventually terminated(done)".into()),
@@ -977,7 +977,7 @@ mod tests {
         let safety = Body::PolicyViolated {
             schema_version: SCHEMA_VERSION,
             policy: "p".into(),
-            response: "halt".into(),
+            response: PolicyResponse::Halt,
             offending: "node_started".into(),
             message: "m".into(),
             owed: None,

@@ -321,7 +321,7 @@ mod tests {
 
     fn sample() -> Vec<Event> {
         let bodies = vec![
-            Body::NodeStarted { schema_version: 1, node: "a".into(), node_kind: "agent".into(), visit: 1 },
+            Body::NodeStarted { schema_version: 1, node: "a".into(), node_kind: crate::NodeKind::Agent, visit: 1 },
             Body::RunTerminated { schema_version: 1, reason: "done".into(), status: crate::TerminationStatus::Success, output: None },
             Body::Handoff {
                 schema_version: 1,
@@ -383,7 +383,7 @@ mod tests {
     fn a_payload_before_its_kind_and_unknown_fields_are_read() {
         let text = r#"{"payload":{"schema_version":1,"node":"a","node_kind":"agent","visit":1},"extra":[1,2],"run_id":"r","execution_id":"exec-1","seq":1,"event_id":"r/1","producer":"control","kind":"node_started","time":"t"}"#;
         let event: Event = serde_json::from_str(text).unwrap();
-        assert_eq!(event.body, Body::NodeStarted { schema_version: 1, node: "a".into(), node_kind: "agent".into(), visit: 1 });
+        assert_eq!(event.body, Body::NodeStarted { schema_version: 1, node: "a".into(), node_kind: crate::NodeKind::Agent, visit: 1 });
     }
 
     #[test]

@@ -244,9 +244,10 @@ fn budget_graph<'w>(workflow: &'w Workflow, program: &'w Program) -> FlowGraph<'
 /// node's handler for it or its `failure` handler, or an `on_failure`
 /// other than `retry`).
 fn handles(workflow: &Workflow, index: &flow_check::index::PlanIndex, node: &Node, event: &str) -> bool {
+    use flow_check::ir::HandlerEvent;
     use flow_check::semantics::{failure_step, handler_for, FailureStep};
-    if matches!(event, "failure" | "timeout" | "invalid_output") {
-        matches!(failure_step(workflow, index, node, event), FailureStep::Handler { .. } | FailureStep::OnFailure(_))
+    if let Some(e @ (HandlerEvent::Failure | HandlerEvent::Timeout | HandlerEvent::InvalidOutput)) = HandlerEvent::parse(event) {
+        matches!(failure_step(workflow, index, node, e), FailureStep::Handler { .. } | FailureStep::OnFailure(_))
     } else {
         handler_for(&node.handlers, event).is_some()
     }
@@ -1066,12 +1067,11 @@ pub fn check_budget_shape(budget: &Budget<'_>, loc: Loc, out: &mut Vec<Diagnosti
             .with_primary_message("reserves do not fit"),
         );
     }
-    let order = ["yellow", "red", "fuse"];
     let mut last: Option<(usize, f64)> = None;
     let mut seen = IndexSet::new();
     for zone in &budget.zones {
         let (name, below) = (zone.zone, zone.below);
-        let rank = order.iter().position(|o| *o == name).unwrap_or(0);
+        let rank = name as usize;
         if !seen.insert(name) {
             out.push(Diagnostic::new(codes::INVALID_BUDGET, file, span, format!("zone `{name}` is declared twice")));
         }

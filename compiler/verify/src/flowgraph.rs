@@ -247,11 +247,11 @@ impl<'w> FlowGraph<'w> {
             // action (flow_check::semantics): `revise` re-runs `from`,
             // `replan` the replan scope or the whole workflow.
             if may_ask(gate, program) {
-                for decision in crate::gates::allowed_decisions(gate) {
-                    if flow_check::semantics::handler_for(&gate.handlers, &decision).is_some() {
+                for decision in gate.allowed_decisions() {
+                    if flow_check::semantics::handler_for(&gate.handlers, decision.as_str()).is_some() {
                         continue;
                     }
-                    let action = flow_check::semantics::gate_decision_action(gate, &decision);
+                    let action = flow_check::semantics::gate_decision_action(gate, decision);
                     let target = match action.name {
                         ActionKind::Revise => flow.index.get(&gate.from).copied(),
                         ActionKind::Replan => gate.replan_scope().first().and_then(|n| flow.index.get(n).copied()).or(flow.start),

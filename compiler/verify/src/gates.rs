@@ -5,7 +5,7 @@ use crate::flowgraph::{loc_span, EdgeKind, FlowGraph};
 use flow_check::ir::ActionKind;
 use flow_check::ir::NodeKind;
 use flow_check::ir::{Gate, Program};
-use flow_check::spec::{Kind, DECISIONS, OUTCOMES};
+use flow_check::spec::{Kind, OUTCOMES};
 use flow_diagnostics::{codes, Diagnostic, Label};
 use flow_trace::Outcome;
 use indexmap::IndexSet;
@@ -22,13 +22,9 @@ pub fn possible_exits(gate: &Gate, program: &Program) -> Vec<String> {
     }
     let mut ordered: Vec<String> = OUTCOMES.iter().filter(|o| exits.contains(**o)).map(|o| o.to_string()).collect();
     if exits.contains("REQUIRES_DECISION") {
-        ordered.extend(allowed_decisions(gate));
+        ordered.extend(gate.allowed_decisions().iter().map(|d| d.as_str().to_string()));
     }
     ordered
-}
-
-pub fn allowed_decisions(gate: &Gate) -> Vec<String> {
-    gate.decisions().unwrap_or_else(|| DECISIONS.iter().map(|d| d.to_string()).collect())
 }
 
 pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {

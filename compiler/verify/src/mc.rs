@@ -14,7 +14,7 @@
 use crate::model::{Label, Model, NodeId, DECISIONS, OUTCOMES, ZONES};
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_policy::{Automaton, Mask, Obs};
-use flow_trace::{ArtifactRef, Body, EvaluatorResult, Event, Usage};
+use flow_trace::{ArtifactRef, Body, ErrorCode, EvaluatorResult, Event, Usage};
 use indexmap::IndexSet;
 use petgraph::graph::{DiGraph, NodeIndex};
 use rustc_hash::{FxBuildHasher, FxHashMap};
@@ -61,10 +61,10 @@ pub fn obs<'m>(model: &'m Model, label: &Label) -> Option<Obs<'m>> {
         Label::Outcome(g, o) => Obs::Outcome { gate: &model.gate_names[*g as usize], outcome: OUTCOMES[*o as usize] },
         Label::Decided(s, d, p) => Obs::Decided {
             subject: &model.subjects[*s as usize],
-            decision: DECISIONS[*d as usize],
+            decision: DECISIONS[*d as usize].as_str(),
             by: model.principals.get_index(*p as usize).map(String::as_str).unwrap_or(""),
         },
-        Label::Zone(_, z) => Obs::Zone(ZONES[*z as usize]),
+        Label::Zone(_, z) => Obs::Zone(ZONES[*z as usize].as_str()),
         Label::Terminated(r) => Obs::Terminated(model.reasons.get_index(*r as usize).map(String::as_str).unwrap_or("")),
         Label::Edge(..) | Label::Exhausted(_) | Label::Acted(_) => return None,
     })
@@ -273,8 +273,20 @@ fn granted(budget: &flow_check::view::Budget<'_>) -> Usage {
 }
 
 /// A witness run's one attempt of a visit, failed.
-fn attempt_failed(node: String, attempt_id: String, error_code: &str, message: &str) -> Body {
-    Body::AttemptFailed { schema_version: 1, node, attempt_id, attempt_no: 1, error_code: error_code.into(), message: message.into() }
+fn attempt_failed(node: String, attempt_id: String, error_code: ErrorCode, message: &str) -> Body {
+    Body::AttemptFailed { schema_version: 1, node, attempt_id, attempt_no: 1, error_code, message: message.into() }
+}
+
+/// The error code of a witness's failed visit: one whose handler event is
+/// `failure` (the event the model fails a visit with), as the node's kind
+/// would report it.
+fn failure_code(kind: NodeKind) -> ErrorCode {
+    match kind {
+        NodeKind::Agent => ErrorCode::ProviderError,
+        NodeKind::Tool => ErrorCode::ToolError,
+        NodeKind::Join => ErrorCode::Conflict,
+        _ => ErrorCode::EvalError,
+    }
 }
 
 /// The witness run as trace events, in the vocabulary of `flow run`.
@@ -332,7 +344,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 let v = visits.entry(*n).or_default();
                 *v += 1;
                 let visit = *v;
-                let body = Body::NodeStarted { schema_version: 1, node: name(n), node_kind: model.node_kind(*n).to_string(), visit };
+                let body = Body::NodeStarted { schema_version: 1, node: name(n), node_kind: model.node_kind(*n), visit };
                 push(&mut out, "control", body);
                 if model.node_kind(*n).has_attempts() {
                     // One attempt per visit (retries are not policy steps).
@@ -373,14 +385,15 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 push(&mut out, "control", body);
             }
             Label::Failed(n) | Label::FailedUnsent(n) => {
-                let code = if matches!(label, Label::FailedUnsent(_)) { "input_too_large" } else { "failure" };
+                let code =
+                    if matches!(label, Label::FailedUnsent(_)) { ErrorCode::InputTooLarge } else { failure_code(model.node_kind(*n)) };
                 if let Some(attempt_id) = open.remove(n) {
                     push(&mut out, "control", attempt_failed(name(n), attempt_id, code, "the attempt failed (a choice of the model)"));
                 }
                 let body = Body::NodeFailed {
                     schema_version: 1,
                     node: name(n),
-                    error_code: code.into(),
+                    error_code: code,
                     message: "the visit failed (a choice of the model)".into(),
                 };
                 push(&mut out, "control", body);
@@ -465,15 +478,15 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             Label::Decided(s, d, p) => {
                 let subject = model.subjects[*s as usize].clone();
                 let by = model.principals.get_index(*p as usize).cloned().unwrap_or_default();
-                let decision = DECISIONS[*d as usize].to_string();
+                let decision = DECISIONS[*d as usize];
                 let requested = Body::DecisionRequested {
                     schema_version: 1,
                     subject: subject.clone(),
                     deciders: vec![by.clone()],
-                    decisions: vec![decision.clone()],
+                    decisions: vec![decision],
                 };
                 push(&mut out, "control", requested);
-                let action = model.applied_action(&subject, &decision);
+                let action = model.applied_action(&subject, decision);
                 let applied = Body::DecisionApplied { schema_version: 1, subject, decision, by: by.clone(), action };
                 push(&mut out, &format!("human.{by}"), applied);
             }
@@ -484,8 +497,8 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 let body = Body::BudgetZoneChanged {
                     schema_version: 1,
                     scope: zone_scope.name.clone(),
-                    from: ZONES[from].into(),
-                    to: ZONES[*z as usize].into(),
+                    from: ZONES[from],
+                    to: ZONES[*z as usize],
                     actions: actions.clone(),
                 };
                 push(&mut out, "control", body);
@@ -494,7 +507,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                     let warn = action == "warn";
                     let taken = Body::ActionTaken {
                         schema_version: 1,
-                        event: format!("zone_{}", ZONES[*z as usize]),
+                        event: flow_trace::ActionEvent::Zone(ZONES[*z as usize]),
                         scope: format!("budget.{}", zone_scope.name),
                         action,
                     };
@@ -551,13 +564,17 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 push(&mut out, "control", body);
                 if let Some(attempt_id) = open.remove(n) {
                     let why = "the budget was exhausted (a choice of the model)";
-                    push(&mut out, "control", attempt_failed(name(n), attempt_id, "budget_exhausted", why));
+                    push(&mut out, "control", attempt_failed(name(n), attempt_id, ErrorCode::BudgetExhausted, why));
                 }
             }
         }
     }
     if let Some(seq) = cycle_seq {
-        push(&mut out, "control", Body::RunPaused { schema_version: 1, reason: "cycle".into(), waiting_on: format!("seq {seq}") });
+        push(
+            &mut out,
+            "control",
+            Body::RunPaused { schema_version: 1, reason: flow_trace::PauseReason::Cycle, waiting_on: format!("seq {seq}") },
+        );
     }
     out
 }

@@ -23,9 +23,9 @@
 use crate::obligations::Obligation;
 use flow_check::ir::ActionKind;
 use flow_check::ir::{Action, Guard, Handler, Program, TExpr, TExprKind, Value, Workflow};
-use flow_check::ir::{NodeKind, TransferKind};
+use flow_check::ir::{HandlerEvent, NodeKind, TransferKind};
 use flow_check::view::{Budget, OnFailure};
-use flow_trace::{Outcome, TerminationStatus, Via};
+use flow_trace::{Decision, Outcome, TerminationStatus, Via, Zone};
 use indexmap::IndexSet;
 
 pub type NodeId = u16;
@@ -69,8 +69,8 @@ pub enum Label {
 
 /// Gate outcomes as handler events name them, in `flow_trace::Outcome`'s order.
 pub const OUTCOMES: [&str; 3] = [Outcome::Pass.as_str(), Outcome::RequiresDecision.as_str(), Outcome::Block.as_str()];
-pub const DECISIONS: [&str; 4] = ["approve", "revise", "replan", "reject"];
-pub const ZONES: [&str; 4] = ["green", "yellow", "red", "fuse"];
+pub const DECISIONS: &[Decision] = Decision::CHOICES;
+pub const ZONES: &[Zone] = Zone::ALL;
 const VIA_GATE: u8 = 200;
 
 /// Where a thread is in its node's visit.
@@ -162,7 +162,7 @@ struct Site {
     action: Action,
     node: Option<NodeId>,
     gate: Option<u16>,
-    event: String,
+    event: HandlerEvent,
 }
 
 #[derive(Debug, Clone)]
@@ -452,7 +452,7 @@ impl<'p> Model<'p> {
                         let pi = intern(&mut m.principals, p);
                         info.principals.push(pi);
                     }
-                    let ds = node.decisions().unwrap_or_else(|| vec!["approve".into(), "reject".into()]);
+                    let ds = node.offered_decisions();
                     info.decisions = ds.iter().filter_map(|d| DECISIONS.iter().position(|x| x == d).map(|x| x as u8)).collect();
                     info.can_timeout = node.timeout_ms().is_some();
                     info.dec_slot = m.slots;
@@ -573,7 +573,7 @@ impl<'p> Model<'p> {
             let outcomes: Vec<u8> = (0..3u8).filter(|o| exits.iter().any(|e| e == OUTCOMES[*o as usize])).collect();
             let deciders = gate.decided_by().unwrap_or_else(|| workflow.escalate_to());
             let deciders = deciders.iter().map(|p| intern(&mut m.principals, p)).collect();
-            let decisions = gate.decisions().unwrap_or_else(|| DECISIONS.iter().map(|d| d.to_string()).collect());
+            let decisions = gate.allowed_decisions();
             m.gates.push(GateInfo {
                 from: node_index(&gate.from).unwrap_or(0),
                 to: node_index(&gate.to).unwrap_or(0),
@@ -591,7 +591,7 @@ impl<'p> Model<'p> {
             });
         }
         if let Some(a) = budget.as_ref().and_then(|b| b.on_exhausted) {
-            m.exhaust_site = Some(m.site(a.clone(), None, None, "budget_exhausted"));
+            m.exhaust_site = Some(m.site(a.clone(), None, None, HandlerEvent::BudgetExhausted));
         }
         m.zone_scopes_from(budget, &node_index);
         // Termination reasons known up front.
@@ -746,13 +746,13 @@ impl<'p> Model<'p> {
         Some(self.reason_or_add(&reason))
     }
 
-    fn site(&mut self, action: Action, node: Option<NodeId>, gate: Option<u16>, event: &str) -> u16 {
+    fn site(&mut self, action: Action, node: Option<NodeId>, gate: Option<u16>, event: HandlerEvent) -> u16 {
         if action.name == flow_check::ir::ActionKind::Escalate {
             let p = action.args.first().cloned().unwrap_or_default();
             intern(&mut self.principals, &p);
             intern(&mut self.subjects, &format!("escalation.{p}"));
         }
-        self.sites.push(Site { action, node, gate, event: event.to_string() });
+        self.sites.push(Site { action, node, gate, event });
         (self.sites.len() - 1) as u16
     }
 
@@ -760,7 +760,7 @@ impl<'p> Model<'p> {
         let mut out = Vec::new();
         for h in handlers {
             for e in &h.events {
-                let s = self.site(h.action.clone(), node, gate, e.as_str());
+                let s = self.site(h.action.clone(), node, gate, *e);
                 out.push((e.as_str().to_string(), s));
             }
         }
@@ -772,7 +772,7 @@ impl<'p> Model<'p> {
     fn site_reason(&self, s: usize) -> String {
         let site = &self.sites[s];
         let gate_reason = site.gate.and_then(|g| self.gates.get(g as usize)).and_then(|g| g.reason.as_deref());
-        match flow_check::semantics::ending(site.action.name, site.action.arg(), gate_reason, &site.event) {
+        match flow_check::semantics::ending(site.action.name, site.action.arg(), gate_reason, site.event.as_str()) {
             Some((reason, _)) => reason,
             None => "dead_end".into(),
         }
@@ -860,8 +860,8 @@ impl<'p> Model<'p> {
 
     /// The action a decision on `subject` applies, as the engine records
     /// it in `decision_applied` (the shared rule of `flow_check::semantics`).
-    pub fn applied_action(&self, subject: &str, decision: &str) -> String {
-        let approve = decision == "approve";
+    pub fn applied_action(&self, subject: &str, decision: Decision) -> String {
+        let approve = decision == Decision::Approve;
         if let Some(gate) = self.workflow.gates.get(subject) {
             return flow_check::semantics::gate_decision_action(gate, decision).render();
         }
@@ -880,14 +880,14 @@ impl<'p> Model<'p> {
 
     /// A handler site's action as the engine records it in
     /// `action_taken`: (event, scope, action).
-    pub fn site_action(&self, site: u16) -> (String, String, String) {
+    pub fn site_action(&self, site: u16) -> (flow_trace::ActionEvent, String, String) {
         let s = &self.sites[site as usize];
         let scope = match (s.gate, s.node) {
             (Some(g), _) => format!("gate.{}", self.gate_names[g as usize]),
             (None, Some(n)) => format!("node.{}", self.nodes[n as usize].name),
             (None, None) => "workflow".to_string(),
         };
-        (s.event.clone(), scope, s.action.render())
+        (s.event.into(), scope, s.action.render())
     }
 
     /// The via text of an edge label.
@@ -1069,7 +1069,7 @@ impl<'p> Model<'p> {
                 self.push(out, None, self.set(st, t, Some((n, go))));
                 if info.input_limited {
                     // The first turn is refused before it is sent.
-                    let next = self.fail(n, "failure");
+                    let next = self.fail(n, HandlerEvent::Failure);
                     self.push(out, Some(Label::FailedUnsent(n)), self.set(st, t, next));
                 }
                 self.zone_moves(st, t, n, phase, METERS_STEPS, out);
@@ -1123,7 +1123,7 @@ impl<'p> Model<'p> {
                 }
             }
             Phase::FailNow => {
-                let next = self.fail(n, "failure");
+                let next = self.fail(n, HandlerEvent::Failure);
                 self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
             }
             Phase::NodeCall => {
@@ -1143,7 +1143,7 @@ impl<'p> Model<'p> {
                 let next = if phase == Phase::Retried {
                     Some((n, Phase::Terminate(self.reason(&format!("{}_failed", info.name)))))
                 } else {
-                    self.fail(n, "failure")
+                    self.fail(n, HandlerEvent::Failure)
                 };
                 self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
                 if phase == Phase::Finish && self.exhaustible[n as usize] {
@@ -1167,7 +1167,7 @@ impl<'p> Model<'p> {
                         if d == 0 {
                             s.approved = true;
                         }
-                        let next = match info.on.iter().find(|(e, _)| e == DECISIONS[d as usize]) {
+                        let next = match info.on.iter().find(|(e, _)| e == DECISIONS[d as usize].as_str()) {
                             Some(&(_, site)) => self.act(site),
                             None => Some((n, Phase::Complete)),
                         };
@@ -1179,7 +1179,7 @@ impl<'p> Model<'p> {
                     }
                 }
                 if info.can_timeout {
-                    let next = self.fail(n, "timeout");
+                    let next = self.fail(n, HandlerEvent::Timeout);
                     self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
                 }
             }
@@ -1225,7 +1225,7 @@ impl<'p> Model<'p> {
                         if d == 0 {
                             s.approved = true;
                         }
-                        let next = match gate.on.iter().find(|(e, _)| e == DECISIONS[d as usize]) {
+                        let next = match gate.on.iter().find(|(e, _)| e == DECISIONS[d as usize].as_str()) {
                             Some(&(_, site)) => self.act(site),
                             None => match d {
                                 0 => Some((gate.from, Phase::Enter(gate.to))),
@@ -1259,7 +1259,7 @@ impl<'p> Model<'p> {
                 let p = principal.flatten().unwrap_or(0) as u16;
                 let subject = self.escalation_subject(site);
                 let ctx = &self.sites[site as usize];
-                let cont = self.continue_in(ctx.node, ctx.gate, &ctx.event, false);
+                let cont = self.continue_in(ctx.node, ctx.gate, ctx.event.as_str(), false);
                 let mut s = self.set(st, t, cont);
                 s.approved = true;
                 self.push(out, Some(Label::Decided(subject, 0, p)), s);
@@ -1271,7 +1271,7 @@ impl<'p> Model<'p> {
                 let round = st.vars[l.loop_slot];
                 if l.until_refs.iter().any(|&r| !self.has_output(st, r)) {
                     // `until` reads an output that does not exist: the loop fails.
-                    let next = self.fail(lp, "failure");
+                    let next = self.fail(lp, HandlerEvent::Failure);
                     self.push(out, Some(Label::Failed(lp)), self.set(st, t, next));
                     return;
                 }
@@ -1369,7 +1369,7 @@ impl<'p> Model<'p> {
     fn decision_of(&self, s: &St, n: NodeId) -> Option<&'static str> {
         let info = &self.nodes[n as usize];
         match s.vars.get(info.dec_slot) {
-            Some(&d) if d > 0 && info.kind == Kind::Human => Some(DECISIONS[(d - 1) as usize]),
+            Some(&d) if d > 0 && info.kind == Kind::Human => Some(DECISIONS[(d - 1) as usize].as_str()),
             _ => None,
         }
     }
@@ -1395,7 +1395,7 @@ impl<'p> Model<'p> {
 
     /// Where a node's failure (`event`) leads, as the engine resolves it
     /// (`semantics::failure_step`).
-    fn fail(&self, n: NodeId, event: &str) -> Option<(NodeId, Phase)> {
+    fn fail(&self, n: NodeId, event: HandlerEvent) -> Option<(NodeId, Phase)> {
         use flow_check::semantics::{failure_step, FailureStep};
         let info = &self.nodes[n as usize];
         let (_, node) = self.workflow.nodes.get_index(n as usize)?;
@@ -1408,7 +1408,7 @@ impl<'p> Model<'p> {
                 }
                 self.act(site)
             }
-            FailureStep::OnFailure(f) => self.act_direct(&Action::bare(f.action()), Some(n), None, event),
+            FailureStep::OnFailure(f) => self.act_direct(&Action::bare(f.action()), Some(n), None, event.as_str()),
             FailureStep::LoopHandler { loop_node } => {
                 let lp = self.workflow.nodes.get_index_of(loop_node)?;
                 self.act(site_on(&self.nodes[lp].on, "failure")?)
@@ -1449,7 +1449,7 @@ impl<'p> Model<'p> {
             let owner = s.node.or(s.gate.map(|g| self.gates[g as usize].from)).unwrap_or(0);
             return Some((owner, Phase::Escalate(site)));
         }
-        self.act_direct(&s.action.clone(), s.node, s.gate, &s.event.clone())
+        self.act_direct(&s.action.clone(), s.node, s.gate, s.event.as_str())
     }
 
     /// The next place of the acting thread after `action` in a context.
@@ -1534,7 +1534,7 @@ impl<'p> Model<'p> {
             if matches!(guard, Guard::When(_)) && all_false_possible && info.edge_refs[k].iter().any(|&r| !self.has_output(st, r)) {
                 // The guard reads an output that does not exist yet: its
                 // evaluation fails, and so does the node.
-                let next = self.fail(n, "failure");
+                let next = self.fail(n, HandlerEvent::Failure);
                 self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
                 all_false_possible = false;
                 break;

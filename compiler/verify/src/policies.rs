@@ -245,7 +245,7 @@ pub fn positive_witnesses(program: &Program, plan_digest: &str, max_states: usiz
                         model.gate_names[*g as usize] == subject(0) && OUTCOMES[*oc as usize] == subject(1)
                     }
                     ("gate_outlet", Label::Decided(s, d, _)) => {
-                        model.subjects[*s as usize] == subject(0) && DECISIONS[*d as usize] == subject(1)
+                        model.subjects[*s as usize] == subject(0) && DECISIONS[*d as usize].as_str() == subject(1)
                     }
                     _ => false,
                 }

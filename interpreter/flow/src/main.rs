@@ -191,9 +191,11 @@ enum TraceCommand {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
-    /// Explain a deviation code of `flow trace check` (all of them without one).
+    /// Explain a deviation code of `flow trace check`, or a word of the
+    /// trace vocabulary (an error code, an engine termination reason, a
+    /// decision, a handler event, a zone, …); every registry without one.
     Explain {
-        /// A code such as T020.
+        /// A code such as T020, or a word such as `invalid_output`.
         code: Option<String>,
     },
 }
@@ -378,7 +380,7 @@ impl Asker for TerminalAsker {
         }
         let stdin = std::io::stdin();
         loop {
-            let _ = write!(err, "   decision [{}] (empty: pause the run): ", request.decisions.join("/"));
+            let _ = write!(err, "   decision [{}] (empty: pause the run): ", flow_trace::join(&request.decisions, "/"));
             let _ = err.flush();
             let mut line = String::new();
             if stdin.lock().read_line(&mut line).ok()? == 0 {
@@ -388,11 +390,11 @@ impl Asker for TerminalAsker {
             if answer.is_empty() {
                 return None;
             }
-            if request.decisions.iter().any(|d| d == answer) {
+            if let Some(decision) = request.decisions.iter().find(|d| d.as_str() == answer) {
                 let by = request.principals.first().cloned().unwrap_or_else(|| "operator".into());
-                return Some(HumanAnswer { decision: answer.to_string(), by, comment: None });
+                return Some(HumanAnswer { decision: *decision, by, comment: None });
             }
-            let _ = writeln!(err, "   `{answer}` is not one of: {}", request.decisions.join(", "));
+            let _ = writeln!(err, "   `{answer}` is not one of: {}", flow_trace::join(&request.decisions, ", "));
         }
     }
 }
@@ -431,7 +433,9 @@ fn observer(quiet: bool) -> Option<driver::Observer> {
             Body::GateRecorded { gate, outcome, reason, .. } => {
                 format!("gate {gate}: {outcome}{}", reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default())
             }
-            Body::DecisionRequested { subject, decisions, .. } => format!("decision needed on {subject}: {}", decisions.join("/")),
+            Body::DecisionRequested { subject, decisions, .. } => {
+                format!("decision needed on {subject}: {}", flow_trace::join(decisions, "/"))
+            }
             Body::DecisionApplied { subject, decision, by, .. } => format!("decision on {subject}: {decision} by {by}"),
             Body::BudgetZoneChanged { scope, to, .. } => format!("budget {scope}: entered zone {to}"),
             Body::BudgetExhausted { scope, limit, .. } => format!("budget {scope}: {limit} exhausted"),
@@ -727,18 +731,18 @@ fn approve(run: &str, subject: &str, decision: &str, by: Option<String>, comment
                 format!("run {run_id} waits for no decision on `{subject}`; it waits on: {}", waiting.join(", "))
             }));
         };
-        if !p.decisions.iter().any(|d| d == decision) {
-            return Err(RunError::Usage(format!("`{decision}` is not allowed on `{subject}`; allowed: {}", p.decisions.join(", "))));
-        }
+        let Some(decision) = p.decisions.iter().copied().find(|d| d.as_str() == decision) else {
+            return Err(RunError::Usage(format!(
+                "`{decision}` is not allowed on `{subject}`; allowed: {}",
+                flow_trace::join(&p.decisions, ", ")
+            )));
+        };
         let by = match by {
             Some(b) if p.deciders.is_empty() || p.deciders.contains(&b) => b,
             Some(b) => return Err(RunError::Usage(format!("`{b}` may not decide on `{subject}`; deciders: {}", p.deciders.join(", ")))),
             None => p.deciders.first().cloned().unwrap_or_else(|| "operator".into()),
         };
-        let proposal = Proposal {
-            key: p.key.clone(),
-            response: Response::Human(HumanAnswer { decision: decision.to_string(), by: by.clone(), comment }),
-        };
+        let proposal = Proposal { key: p.key.clone(), response: Response::Human(HumanAnswer { decision, by: by.clone(), comment }) };
         driver::append_proposal(&mut journal, &run_id, &proposal)?;
         Ok(format!("flow: recorded `{decision}` on `{subject}` by {by}; continue with `flow resume {}`", dir.display()))
     })();
@@ -809,7 +813,12 @@ fn status(run: &str) -> u8 {
     println!("used: {tokens} tokens, {tool_calls} tool calls, ${cost:.4}");
     if let Ok(pending) = driver::pending_decisions(journal.as_ref(), &run_id) {
         for p in pending {
-            println!("waiting for a decision on `{}`: {} (deciders: {})", p.subject, p.decisions.join("/"), p.deciders.join(", "));
+            println!(
+                "waiting for a decision on `{}`: {} (deciders: {})",
+                p.subject,
+                flow_trace::join(&p.decisions, "/"),
+                p.deciders.join(", ")
+            );
         }
     }
     code
@@ -849,7 +858,7 @@ fn show(run: &str) -> u8 {
                 }
                 s
             }
-            Body::DecisionRequested { subject, decisions, .. } => format!("? decision on {subject}: {}", decisions.join("/")),
+            Body::DecisionRequested { subject, decisions, .. } => format!("? decision on {subject}: {}", flow_trace::join(decisions, "/")),
             Body::DecisionApplied { subject, decision, by, action, .. } => format!("! {by} decided {decision} on {subject} → {action}"),
             Body::Handoff { from, to, accepted, .. } => format!("  handoff {from} → {to}{}", if *accepted { "" } else { " REFUSED" }),
             Body::EdgeTaken { from, to, via, .. } => format!("  {from} → {to} ({via})"),
@@ -1017,19 +1026,37 @@ fn print_check(file: &Path, report: &flow_runtime::conformance::Report) {
 fn trace_explain(code: Option<&str>) -> u8 {
     use flow_runtime::conformance::{explain, CODES};
     match code {
-        Some(code) => match explain(code) {
-            Some(info) => {
+        Some(code) => {
+            if let Some(info) = explain(code) {
                 println!("{} {}\n\n{}", info.code, info.title, info.explanation);
-                exit::SUCCESS
+                return exit::SUCCESS;
             }
-            None => {
-                eprintln!("flow: no deviation code `{code}` (`flow trace explain` lists them)");
-                exit::USAGE
+            let entries = flow_trace::explain_word(code);
+            if entries.is_empty() {
+                eprintln!(
+                    "flow: `{code}` is neither a deviation code nor a word of the trace vocabulary (`flow trace explain` lists them)"
+                );
+                return exit::USAGE;
             }
-        },
+            for (i, (registry, fields, meaning)) in entries.iter().enumerate() {
+                if i > 0 {
+                    println!();
+                }
+                println!("{code}: {registry} ({fields})\n\n{meaning}");
+            }
+            exit::SUCCESS
+        }
         None => {
+            println!("deviation codes (flow trace check):");
             for info in CODES {
-                println!("{}  {}", info.code, info.title);
+                println!("  {}  {}", info.code, info.title);
+            }
+            for registry in flow_trace::registries() {
+                println!("\n{} ({}):", registry.name, registry.fields);
+                let width = registry.words.iter().map(|(w, _)| w.len()).max().unwrap_or(0);
+                for (word, meaning) in &registry.words {
+                    println!("  {word:width$}  {meaning}");
+                }
             }
             exit::SUCCESS
         }

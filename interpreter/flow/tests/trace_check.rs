@@ -229,6 +229,26 @@ fn usage_errors_exit_2_and_codes_are_explained() {
     assert_eq!(flow(&["trace", "explain", "T999"], &repo()).status.code(), Some(2));
 }
 
+#[test]
+fn the_trace_vocabulary_is_explained_word_by_word() {
+    let timeout = flow(&["trace", "explain", "timeout"], &repo());
+    assert!(timeout.status.success(), "{}", text(&timeout));
+    let out = text(&timeout);
+    for registry in ["timeout: error code (attempt_failed.error_code", "timeout: handler event", "timeout: decision"] {
+        assert!(out.contains(registry), "{registry} missing from:\n{out}");
+    }
+    let failed = text(&flow(&["trace", "explain", "review_failed"], &repo()));
+    assert!(failed.contains("termination reason (chosen by the engine)") && failed.contains("no handler"), "{failed}");
+    let all = text(&flow(&["trace", "explain"], &repo()));
+    for heading in ["deviation codes", "error code (", "termination reason (chosen by the engine) (", "decision (", "budget zone ("] {
+        assert!(all.contains(heading), "{heading} missing from:\n{all}");
+    }
+    assert!(all.contains("input_too_large") && all.contains("awaiting_decision"), "{all}");
+    let unknown = flow(&["trace", "explain", "frobnicate"], &repo());
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(text(&unknown).contains("neither a deviation code nor a word"), "{}", text(&unknown));
+}
+
 // -------------------------------------------------------------------- tampers
 
 #[test]

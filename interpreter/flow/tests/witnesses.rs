@@ -70,8 +70,10 @@ fn a_counterexample_violates_exactly_the_policy_it_witnesses() {
         let plan = format!("examples/{name}/{name}.broken.flow");
         let report = counterexample(&plan, policy);
         assert_eq!(report.status, "violated", "{name}: {policy}");
-        let ends_paused =
-            matches!(report.events.last().map(|e| &e.body), Some(flow_trace::Body::RunPaused { reason, .. }) if reason == "cycle");
+        let ends_paused = matches!(
+            report.events.last().map(|e| &e.body),
+            Some(flow_trace::Body::RunPaused { reason: flow_trace::PauseReason::Cycle, .. })
+        );
         assert_eq!(ends_paused, lasso, "{name}: a lasso witness ends with run_paused(cycle)");
         let file = write_jsonl(&dir, &format!("{name}.{policy}.jsonl"), &report.events);
         let (code, doc) = trace_check(&file, &plan);

@@ -20,7 +20,7 @@ pub struct Limits {
 /// A zone of a scope: entered when the remaining share falls below `below`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Zone {
-    pub name: String,
+    pub name: flow_trace::Zone,
     pub below: f64,
     pub actions: Vec<Action>,
 }
@@ -37,16 +37,16 @@ pub struct Scope {
     pub on_exhausted: Option<Action>,
     pub used: Usage,
     pub reserved: Usage,
-    /// The zone the scope is in: `green` or a zone name.
-    pub zone: String,
+    /// The zone the scope is in (`green` at first).
+    pub zone: flow_trace::Zone,
 }
 
 /// A zone change to record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ZoneChange {
     pub scope: String,
-    pub from: String,
-    pub to: String,
+    pub from: flow_trace::Zone,
+    pub to: flow_trace::Zone,
     pub actions: Vec<Action>,
 }
 
@@ -76,7 +76,7 @@ impl Scope {
         let mut zones: Vec<Zone> = budget
             .zones
             .iter()
-            .map(|z| Zone { name: z.zone.to_string(), below: z.below, actions: z.actions.iter().map(|a| (*a).clone()).collect() })
+            .map(|z| Zone { name: z.zone, below: z.below, actions: z.actions.iter().map(|a| (*a).clone()).collect() })
             .collect();
         // Most severe (lowest threshold) last.
         zones.sort_by(|a, b| b.below.partial_cmp(&a.below).unwrap_or(std::cmp::Ordering::Equal));
@@ -88,7 +88,7 @@ impl Scope {
             on_exhausted: budget.on_exhausted.cloned(),
             used: Usage::default(),
             reserved: Usage::default(),
-            zone: "green".into(),
+            zone: flow_trace::Zone::Green,
         }
     }
 
@@ -174,8 +174,8 @@ impl Scope {
             return None;
         }
         let zone = &self.zones[entered];
-        let change = ZoneChange { scope: self.name.clone(), from: self.zone.clone(), to: zone.name.clone(), actions: zone.actions.clone() };
-        self.zone = zone.name.clone();
+        let change = ZoneChange { scope: self.name.clone(), from: self.zone, to: zone.name, actions: zone.actions.clone() };
+        self.zone = zone.name;
         Some(change)
     }
 }
@@ -284,7 +284,7 @@ mod tests {
             cost: None,
             reserve: Reserve { verification: 0.1, ..Reserve::default() },
             // Declared most severe first: the scope keeps it last.
-            zones: vec![zone("fuse", 0.05), zone("yellow", 0.5)],
+            zones: vec![zone(flow_trace::Zone::Fuse, 0.05), zone(flow_trace::Zone::Yellow, 0.5)],
             on_exhausted: None,
         };
         Scope::from_budget("run", &budget)
@@ -311,7 +311,7 @@ mod tests {
         budgets.reserve(&names, &reserve, false).unwrap();
         let changes = budgets.settle(&names, &reserve, &Usage { steps: 1, tokens: 550, ..Usage::default() }, 0);
         assert_eq!(changes.len(), 1);
-        assert_eq!((changes[0].from.as_str(), changes[0].to.as_str()), ("green", "yellow"));
+        assert_eq!((changes[0].from, changes[0].to), (flow_trace::Zone::Green, flow_trace::Zone::Yellow));
         assert_eq!(budgets.scopes["run"].reserved, Usage::default());
         assert_eq!(budgets.scopes["run"].used.tokens, 550);
         // Still yellow: no second change.

@@ -1064,7 +1064,7 @@ impl<'a> Checker<'a> {
         let position = self.count;
         self.count += 1;
         self.previous = self.last.map(|(s, _)| s);
-        self.last = Some((seq, matches!(&e.body, Body::RunPaused { reason, .. } if reason == "cycle")));
+        self.last = Some((seq, matches!(&e.body, Body::RunPaused { reason: flow_trace::PauseReason::Cycle, .. })));
         self.envelope(e);
         self.run_lifecycle(e);
         // The policy path: no allocation per event (the automaton caches steps).
@@ -1080,12 +1080,12 @@ impl<'a> Checker<'a> {
                 self.terminated = Some((reason.clone(), status.to_string()));
                 self.termination(position, e, reason, status.as_str());
             }
-            Body::NodeStarted { node, node_kind, visit, .. } => self.node_started(seq, node, node_kind, *visit),
+            Body::NodeStarted { node, node_kind, visit, .. } => self.node_started(seq, node, *node_kind, *visit),
             Body::NodeCompleted { node, status, output, .. } => self.node_completed(seq, node, *status, output.as_ref()),
-            Body::NodeFailed { node, error_code, .. } => self.node_failed(seq, node, error_code),
+            Body::NodeFailed { node, error_code, .. } => self.node_failed(seq, node, *error_code),
             Body::AttemptStarted { node, attempt_id, attempt_no, .. } => self.attempt_started(seq, node, attempt_id, *attempt_no),
             Body::AttemptCompleted { node, attempt_id, .. } => self.attempt_ended(seq, node, attempt_id, None),
-            Body::AttemptFailed { node, attempt_id, error_code, .. } => self.attempt_ended(seq, node, attempt_id, Some(error_code)),
+            Body::AttemptFailed { node, attempt_id, error_code, .. } => self.attempt_ended(seq, node, attempt_id, Some(*error_code)),
             Body::LeaseExpired { attempt_id, .. } => {
                 // The executor was lost: the attempt ends, its calls and
                 // reservations with it.
@@ -1151,7 +1151,7 @@ impl<'a> Checker<'a> {
             Body::Delegation { from, to, contract, inputs, budget, .. } => self.delegation(seq, from, to, contract, inputs, budget),
             Body::GateRecorded { gate, from, to, outcome, trigger, .. } => self.gate_recorded(seq, gate, from, to, *outcome, trigger),
             Body::DecisionRequested { subject, .. } => self.decision_requested(seq, subject, &e.body),
-            Body::DecisionApplied { subject, decision, by, action, .. } => self.decision_applied(seq, subject, decision, by, action),
+            Body::DecisionApplied { subject, decision, by, action, .. } => self.decision_applied(seq, subject, *decision, by, action),
             // A gate's `decide` handler asks for a decision as REQUIRES_DECISION does.
             Body::ActionTaken { scope, action, .. } if action == "decide" => {
                 if let Some(gate) = scope.strip_prefix("gate.") {
@@ -1341,7 +1341,7 @@ impl<'a> Checker<'a> {
 
     // --------------------------------------------------------------- nodes
 
-    fn node_started(&mut self, seq: u64, node: &str, kind: &str, visit: u32) {
+    fn node_started(&mut self, seq: u64, node: &str, kind: NodeKind, visit: u32) {
         let first = !self.any_node_started;
         self.any_node_started = true;
         let Some(plan) = &self.plan else { return };
@@ -1352,7 +1352,7 @@ impl<'a> Checker<'a> {
         };
         let is_start = plan.start == Some(node);
         let mut found = Vec::new();
-        if planned.kind.as_str() != kind {
+        if planned.kind != kind {
             found.push(
                 Deviation::new(codes::NODE_LIFECYCLE, Some(seq), format!("node `{node}` started as a `{kind}` node"))
                     .expected(format!("node_kind {}", planned.kind))
@@ -1437,7 +1437,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn node_failed(&mut self, seq: u64, node: &str, error_code: &str) {
+    fn node_failed(&mut self, seq: u64, node: &str, error_code: flow_trace::ErrorCode) {
         let rt = slot(&mut self.nodes, node);
         match rt.phase {
             // A guard or a state transition can fail a node that completed.
@@ -1453,7 +1453,7 @@ impl<'a> Checker<'a> {
                         .expected(format!("node_started {node} before node_failed"))
                         .actual(format!("node_failed {node} ({error_code})"))
                         .node(node)
-                        .reason(error_code),
+                        .reason(error_code.as_str()),
                 );
             }
         }
@@ -1528,7 +1528,7 @@ impl<'a> Checker<'a> {
         self.deviations.append(&mut found);
     }
 
-    fn attempt_ended(&mut self, seq: u64, node: &str, attempt: &str, failure: Option<&str>) {
+    fn attempt_ended(&mut self, seq: u64, node: &str, attempt: &str, failure: Option<flow_trace::ErrorCode>) {
         let what = if failure.is_some() { "failed" } else { "completed" };
         match self.attempts.get_mut(attempt) {
             Some(a) if a.open => {
@@ -1548,7 +1548,7 @@ impl<'a> Checker<'a> {
                         .attempt(attempt),
                     );
                 }
-                let excused = matches!(failure, Some("budget_exhausted" | "cancelled"));
+                let excused = failure.is_some_and(|code| code.stops_the_run());
                 if unsettled > 0 && !excused {
                     self.push(
                         Deviation::new(
@@ -1969,7 +1969,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn decision_applied(&mut self, seq: u64, subject: &str, decision: &str, by: &str, action: &str) {
+    fn decision_applied(&mut self, seq: u64, subject: &str, decision: flow_trace::Decision, by: &str, action: &str) {
         let request = self.pending_decisions.remove(subject);
         let mut found = Vec::new();
         if let Some(plan) = &self.plan {
@@ -1994,14 +1994,14 @@ impl<'a> Checker<'a> {
         let is_gate = self.plan.as_ref().is_some_and(|p| p.wf.gates.contains_key(subject));
         match &request {
             Some(Body::DecisionRequested { deciders, decisions, .. }) => {
-                if !decisions.is_empty() && !decisions.iter().any(|d| d == decision) {
+                if !decisions.is_empty() && !decisions.contains(&decision) {
                     found.push(
                         Deviation::new(
                             codes::DECISION_UNREQUESTED,
                             Some(seq),
                             format!("decision `{decision}` on `{subject}` was not one of those offered"),
                         )
-                        .expected(format!("one of [{}]", decisions.join(", ")))
+                        .expected(format!("one of [{}]", decisions.iter().map(|d| d.as_str()).collect::<Vec<_>>().join(", ")))
                         .actual(decision.to_string())
                         .gate(subject),
                     );
@@ -2061,7 +2061,7 @@ impl<'a> Checker<'a> {
                 );
             }
             rt.awaiting = false;
-            rt.open = decision == "approve";
+            rt.open = decision == flow_trace::Decision::Approve;
         }
         self.deviations.append(&mut found);
     }
@@ -2177,7 +2177,7 @@ impl<'a> Checker<'a> {
             Body::ActionTaken { .. } | Body::NodeFailed { .. } | Body::BudgetExhausted { .. } => true,
             Body::DecisionApplied { subject, .. } => subject.starts_with("escalation."),
             Body::PolicyViolated { response, .. } => {
-                if response != "warn" {
+                if *response != flow_trace::PolicyResponse::Warn {
                     self.last_policy_stop = Some(position);
                 }
                 false
@@ -2240,7 +2240,7 @@ impl<'a> Checker<'a> {
             Body::ActionTaken { event, scope, action, .. } => {
                 let (name, arg) = split_action(action);
                 let gate_reason = scope.strip_prefix("gate.").and_then(|g| plan.wf.gates.get(g)).and_then(|g| g.reason());
-                let ending = ActionKind::parse(name).and_then(|kind| semantics::ending(kind, arg, gate_reason, event));
+                let ending = ActionKind::parse(name).and_then(|kind| semantics::ending(kind, arg, gate_reason, event.as_str()));
                 ending.map(|(want, status)| (want, if status == TerminationStatus::Partial { &["partial"][..] } else { &["failure"][..] }))
             }
             Body::NodeFailed { node, .. } if reason.ends_with("_failed") => Some((format!("{node}_failed"), &["failure"][..])),

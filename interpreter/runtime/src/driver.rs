@@ -593,12 +593,12 @@ fn timed_out(request: &Request, ms: u64) -> Response {
         Request::Tool(_) => Response::Tool(ToolResult {
             ok: false,
             error: Some(format!("timed out after {ms} ms")),
-            error_code: Some("timeout".into()),
+            error_code: Some(flow_trace::ErrorCode::Timeout),
             duration_ms: ms,
             ..ToolResult::default()
         }),
         Request::Probe(_) => Response::Probe(ProbeResult { error: Some(format!("timed out after {ms} ms")), ..ProbeResult::default() }),
-        Request::Human(_) => Response::Human(HumanAnswer { decision: "timeout".into(), by: "control".into(), comment: None }),
+        Request::Human(_) => Response::Human(HumanAnswer { decision: flow_trace::Decision::Timeout, by: "control".into(), comment: None }),
     }
 }
 
@@ -825,7 +825,7 @@ pub struct PendingDecision {
     pub key: String,
     pub subject: String,
     pub deciders: Vec<String>,
-    pub decisions: Vec<String>,
+    pub decisions: Vec<flow_trace::Decision>,
 }
 
 /// Decisions requested in the journal and not yet answered.

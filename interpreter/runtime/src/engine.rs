@@ -23,8 +23,8 @@ use flow_check::types::Ty;
 use flow_check::view::{Budget, Conflicts, Effect, EvaluatorRef, Expect, PolicyResponse};
 use flow_policy::{Automaton, Monitor, Obs};
 use flow_trace::{
-    ArtifactRef, Body, ContextMode, EvaluatorResult, Event, NodeStatus, Outcome, Str, TerminationStatus, TriggerReason, Usage, Via,
-    SCHEMA_VERSION,
+    ActionEvent, ArtifactRef, Body, ContextMode, ErrorCode, EvaluatorResult, Event, MessageType, NodeStatus, Outcome, PauseReason, Str,
+    TerminationStatus, TriggerReason, Usage, Via, SCHEMA_VERSION,
 };
 use indexmap::{IndexMap, IndexSet};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
@@ -40,7 +40,7 @@ pub enum RunStatus {
     Running,
     /// Waiting for a decision or a reconciliation (`flow approve`, then `flow resume`).
     Paused {
-        reason: String,
+        reason: PauseReason,
         waiting_on: String,
     },
     Terminated {
@@ -123,7 +123,7 @@ enum Held {
     CompleteNode { name: String, output: Value, status: NodeStatus },
     EndNode { name: String, reason: String, status: TerminationStatus },
     ParallelDone { name: String },
-    NodeFailed { node: String, event: String, code: String, message: String },
+    NodeFailed { node: String, event: HandlerEvent, code: ErrorCode, message: String },
     ToolRefused { attempt: String, tool: String, message: String },
     Gate { name: String, body: Box<Body>, action: Action, ctx: Ctx },
     Decision { decision: Box<Decision>, request_event: String, answer: HumanAnswer },
@@ -164,11 +164,11 @@ enum Crossing {
 }
 
 /// Where a handler's action runs.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Ctx {
     node: Option<String>,
     gate: Option<String>,
-    event: String,
+    event: ActionEvent,
 }
 
 /// The commands issued and not answered, with what each waits for.
@@ -766,7 +766,7 @@ impl Engine {
                 Decision::Policy { policy, held: Box::new(held()) },
                 principals,
                 Some(message),
-                vec!["approve".into(), "reject".into()],
+                vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
                 &ev,
             );
             return false;
@@ -789,14 +789,7 @@ impl Engine {
         let policy = self.policies[i].name.clone();
         self.emit(
             "control",
-            Body::PolicyViolated {
-                schema_version: V,
-                policy,
-                response: response.as_str().to_string(),
-                offending: offending.to_string(),
-                message,
-                owed,
-            },
+            Body::PolicyViolated { schema_version: V, policy, response, offending: offending.to_string(), message, owed },
             Some(parent),
         )
     }
@@ -818,7 +811,7 @@ impl Engine {
             Held::ParallelDone { name } => self.finish_parallel(&name, cause),
             Held::NodeFailed { node, event, code, message } => {
                 if let Some(n) = self.node(&node) {
-                    self.node_event_failed(&n, &event, &code, &message, cause);
+                    self.node_event_failed(&n, event, code, &message, cause);
                 }
             }
             Held::ToolRefused { attempt, tool, message } => self.feed_tool_error(&attempt, &tool, &message, cause),
@@ -954,15 +947,12 @@ impl Engine {
         rt.slice = slice;
         rt.contract = contract;
         let visit = rt.visits;
-        let started = self.emit(
-            "control",
-            Body::NodeStarted { schema_version: V, node: name.to_string(), node_kind: node.kind.to_string(), visit },
-            Some(cause),
-        );
+        let started =
+            self.emit("control", Body::NodeStarted { schema_version: V, node: name.to_string(), node_kind: node.kind, visit }, Some(cause));
         self.nodes[name].started_event = started.clone();
         if let Some(max) = node.max_visits() {
             if visit as u64 > max {
-                self.node_failed(&node, "max_visits", &format!("`{name}` ran {max} times already (max_visits)"), &started);
+                self.node_failed(&node, ErrorCode::MaxVisits, &format!("`{name}` ran {max} times already (max_visits)"), &started);
                 return;
             }
         }
@@ -1035,7 +1025,7 @@ impl Engine {
                         if let Some(max) = node.max_items() {
                             if items.len() as u64 > max {
                                 let msg = format!("{} items exceed max_items {max}", items.len());
-                                self.node_failed(&node, "too_many_items", &msg, &started);
+                                self.node_failed(&node, ErrorCode::TooManyItems, &msg, &started);
                                 return;
                             }
                         }
@@ -1044,14 +1034,14 @@ impl Engine {
                     }
                     Ok(other) => {
                         let msg = format!("`over` is not a list: {other}");
-                        self.node_failed(&node, "invalid_input", &msg, &started)
+                        self.node_failed(&node, ErrorCode::InvalidInput, &msg, &started)
                     }
-                    Err(e) => self.node_failed(&node, "eval_error", &e.message, &started),
+                    Err(e) => self.node_failed(&node, ErrorCode::EvalError, &e.message, &started),
                 }
             }
             other => {
                 let msg = format!("node kind `{other}` is not supported by this runtime yet");
-                self.node_failed(&node, "unsupported", &msg, &started);
+                self.node_failed(&node, ErrorCode::Unsupported, &msg, &started);
             }
         }
     }
@@ -1219,7 +1209,7 @@ impl Engine {
                         IrValue::Expr(e) => match eval::eval(e, &self.env) {
                             Ok(v) => v,
                             Err(e) => {
-                                self.attempt_failed(attempt, "eval_error", &format!("argument `{k}`: {}", e.message), cause);
+                                self.attempt_failed(attempt, ErrorCode::EvalError, &format!("argument `{k}`: {}", e.message), cause);
                                 return;
                             }
                         },
@@ -1250,7 +1240,7 @@ impl Engine {
         // The program is shared: the declaration is borrowed through its own handle.
         let program = self.program.clone();
         let Some(decl) = program.decls.get(tool) else {
-            self.attempt_failed(attempt_id, "unknown_tool", &format!("no tool `{tool}`"), cause);
+            self.attempt_failed(attempt_id, ErrorCode::UnknownTool, &format!("no tool `{tool}`"), cause);
             return;
         };
         // The tool's input is validated before the call.
@@ -1262,13 +1252,13 @@ impl Engine {
                         if agent.is_some() {
                             self.feed_tool_error(attempt_id, tool, &msg, cause);
                         } else {
-                            self.attempt_failed(attempt_id, "invalid_input", &msg, cause);
+                            self.attempt_failed(attempt_id, ErrorCode::InvalidInput, &msg, cause);
                         }
                         return;
                     }
                 }
                 Err(e) => {
-                    self.attempt_failed(attempt_id, "invalid_schema", &e, cause);
+                    self.attempt_failed(attempt_id, ErrorCode::InvalidSchema, &e, cause);
                     return;
                 }
             }
@@ -1291,7 +1281,7 @@ impl Engine {
                 },
                 deciders,
                 Some(format!("`{tool}` needs a human confirmation before it runs")),
-                vec!["approve".into(), "reject".into()],
+                vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
                 cause,
             );
             return;
@@ -1317,7 +1307,7 @@ impl Engine {
                     if agent.is_some() {
                         self.feed_tool_error(attempt_id, tool, &msg, cause);
                     } else {
-                        self.attempt_failed(attempt_id, "quota_exhausted", &msg, cause);
+                        self.attempt_failed(attempt_id, ErrorCode::QuotaExhausted, &msg, cause);
                     }
                     return;
                 }
@@ -1492,12 +1482,12 @@ impl Engine {
         let Some(attempt) = self.attempts.get(attempt_id).cloned() else { return };
         let Some(node) = self.node(&attempt.node) else { return };
         let Some((agent_name, agent)) = self.agent_of(&node.name) else {
-            self.attempt_failed(attempt_id, "unknown_agent", "the node's agent is not declared", cause);
+            self.attempt_failed(attempt_id, ErrorCode::UnknownAgent, "the node's agent is not declared", cause);
             return;
         };
         let max_turns = ceilings::max_turns(&node, &agent).min(u32::MAX as u64) as u32;
         if attempt.turn >= max_turns {
-            self.attempt_failed(attempt_id, "max_turns", &format!("no output after {max_turns} turns"), cause);
+            self.attempt_failed(attempt_id, ErrorCode::MaxTurns, &format!("no output after {max_turns} turns"), cause);
             return;
         }
         let (provider, model) = self.provider_for(&node, &agent);
@@ -1542,7 +1532,7 @@ impl Engine {
                     "turn {} was not sent: its request may hold up to {bound} input tokens, over the `max_input_tokens` of {limit} of {whose}",
                     attempt.turn + 1
                 );
-                self.attempt_failed(attempt_id, "input_too_large", &msg, cause);
+                self.attempt_failed(attempt_id, ErrorCode::InputTooLarge, &msg, cause);
                 return;
             }
         }
@@ -1687,7 +1677,7 @@ impl Engine {
             return;
         }
         if let Some(err) = reply.error {
-            self.attempt_failed(attempt_id, "provider_error", &err, &turn);
+            self.attempt_failed(attempt_id, ErrorCode::ProviderError, &err, &turn);
             return;
         }
         if let Some(call) = reply.tool_call {
@@ -1710,7 +1700,7 @@ impl Engine {
                 Ok(()) => self.attempt_succeeded(attempt_id, output, &turn),
                 Err(errors) => self.repair_or_fail(attempt_id, format!("invalid output: {}", errors.join("; ")), &turn),
             },
-            Err(e) => self.attempt_failed(attempt_id, "invalid_schema", &e, &turn),
+            Err(e) => self.attempt_failed(attempt_id, ErrorCode::InvalidSchema, &e, &turn),
         }
     }
 
@@ -1763,7 +1753,7 @@ impl Engine {
             a.repair = Some(error);
             self.next_turn(attempt_id, 0, cause);
         } else {
-            self.attempt_failed(attempt_id, "invalid_output", &error, cause);
+            self.attempt_failed(attempt_id, ErrorCode::InvalidOutput, &error, cause);
         }
     }
 
@@ -1817,7 +1807,7 @@ impl Engine {
                         if let Err(errors) = v.validate(result.output.as_ref().unwrap_or(&Value::Null)) {
                             result.ok = false;
                             result.error = Some(format!("output of `{tool}` is invalid: {}", errors.join("; ")));
-                            result.error_code = Some("invalid_output".into());
+                            result.error_code = Some(ErrorCode::InvalidOutput);
                         }
                     }
                     Err(e) => {
@@ -1838,8 +1828,8 @@ impl Engine {
             let output = result.output.unwrap_or(Value::Null);
             self.attempt_succeeded(attempt_id, output, &done);
         } else {
-            let code = result.error_code.clone().unwrap_or_else(|| "tool_error".into());
-            self.attempt_failed(attempt_id, &code, result.error.as_deref().unwrap_or("the tool failed"), &done);
+            let code = result.error_code.unwrap_or(ErrorCode::ToolError);
+            self.attempt_failed(attempt_id, code, result.error.as_deref().unwrap_or("the tool failed"), &done);
         }
     }
 
@@ -1862,7 +1852,7 @@ impl Engine {
         self.complete_node_as(&node, output, NodeStatus::Completed, &done, Some(artifact));
     }
 
-    fn attempt_failed(&mut self, attempt_id: &str, code: &str, message: &str, cause: &str) {
+    fn attempt_failed(&mut self, attempt_id: &str, code: ErrorCode, message: &str, cause: &str) {
         let Some(a) = self.attempts.get(attempt_id).cloned() else { return };
         let failed = self.emit(
             "control",
@@ -1871,45 +1861,43 @@ impl Engine {
                 node: a.node.clone(),
                 attempt_id: a.id.clone(),
                 attempt_no: a.attempt_no,
-                error_code: code.to_string(),
+                error_code: code,
                 message: message.to_string(),
             },
             Some(cause),
         );
         self.release(attempt_id, &failed);
         let Some(node) = self.node(&a.node) else { return };
-        if code == "budget_exhausted" || code == "cancelled" {
+        if code.stops_the_run() {
             return;
         }
         if a.attempt_no < Self::max_attempts(&node) {
             self.start_attempt(&node, TriggerReason::Retry, &failed);
             return;
         }
-        let event = if code == "timeout" || code == "invalid_output" { code } else { "failure" };
-        self.node_event_failed(&node, event, code, message, &failed);
+        self.node_event_failed(&node, code.event(), code, message, &failed);
     }
 
-    fn node_failed(&mut self, node: &Node, code: &str, message: &str, cause: &str) {
-        self.node_event_failed(node, "failure", code, message, cause)
+    fn node_failed(&mut self, node: &Node, code: ErrorCode, message: &str, cause: &str) {
+        self.node_event_failed(node, HandlerEvent::Failure, code, message, cause)
     }
 
     /// A node's visit failed: its handler for `event`, else `on_failure`,
     /// else the workflow's handler, else the run fails.
-    fn node_event_failed(&mut self, node: &Node, event: &str, code: &str, message: &str, cause: &str) {
-        let held =
-            || Held::NodeFailed { node: node.name.clone(), event: event.to_string(), code: code.to_string(), message: message.to_string() };
+    fn node_event_failed(&mut self, node: &Node, event: HandlerEvent, code: ErrorCode, message: &str, cause: &str) {
+        let held = || Held::NodeFailed { node: node.name.clone(), event, code, message: message.to_string() };
         if !self.admit(Obs::Failed(&node.name), "node_failed", cause, held) {
             return;
         }
         let failed = self.emit(
             "control",
-            Body::NodeFailed { schema_version: V, node: node.name.clone(), error_code: code.to_string(), message: message.to_string() },
+            Body::NodeFailed { schema_version: V, node: node.name.clone(), error_code: code, message: message.to_string() },
             Some(cause),
         );
         if let Some(rt) = self.nodes.get_mut(&node.name) {
             rt.running = false;
         }
-        let ctx = Ctx { node: Some(node.name.clone()), gate: None, event: event.to_string() };
+        let ctx = Ctx { node: Some(node.name.clone()), gate: None, event: event.into() };
         let program = self.program.clone();
         let index = self.index.clone();
         let wf = &program.workflows[self.wf_index];
@@ -1927,7 +1915,7 @@ impl Engine {
             // A loop body's failure is the loop's.
             FailureStep::LoopHandler { loop_node } => {
                 if let Some(action) = wf.nodes.get(loop_node).and_then(|l| semantics::handler_on(&l.handlers, HandlerEvent::Failure)) {
-                    let ctx = Ctx { node: Some(loop_node.to_string()), gate: None, event: "failure".into() };
+                    let ctx = Ctx { node: Some(loop_node.to_string()), gate: None, event: HandlerEvent::Failure.into() };
                     self.loops.remove(loop_node);
                     self.act(action, &ctx, &format!("node.{loop_node}"), &failed);
                 }
@@ -1935,14 +1923,14 @@ impl Engine {
             }
             FailureStep::WorkflowHandler | FailureStep::Fail => {}
         }
-        self.workflow_event("failure", Some(&node.name), &failed, &format!("{}_failed", node.name), message);
+        self.workflow_event(HandlerEvent::Failure, Some(&node.name), &failed, &format!("{}_failed", node.name), message);
     }
 
-    fn workflow_event(&mut self, event: &str, node: Option<&str>, cause: &str, default_reason: &str, message: &str) {
-        let handler = semantics::handler_for(&self.wf().handlers, event).cloned();
+    fn workflow_event(&mut self, event: HandlerEvent, node: Option<&str>, cause: &str, default_reason: &str, message: &str) {
+        let handler = semantics::handler_on(&self.wf().handlers, event).cloned();
         match handler {
             Some(action) => {
-                let ctx = Ctx { node: node.map(str::to_string), gate: None, event: event.to_string() };
+                let ctx = Ctx { node: node.map(str::to_string), gate: None, event: event.into() };
                 self.act(&action, &ctx, "workflow", cause)
             }
             None => self.terminate(default_reason, TerminationStatus::Failure, cause, Some(message)),
@@ -1964,7 +1952,7 @@ impl Engine {
         if let (Some(contract), NodeStatus::Completed) = (contract, status) {
             if let Some(why) = self.contract_violation(&contract, &output) {
                 if let Some(node) = self.node(name) {
-                    self.node_failed(&node, "contract_rejected", &format!("contract `{contract}`: {why}"), cause);
+                    self.node_failed(&node, ErrorCode::ContractRejected, &format!("contract `{contract}`: {why}"), cause);
                 }
                 return;
             }
@@ -2004,7 +1992,7 @@ impl Engine {
                 if !legal {
                     if let Some(node) = self.node(name) {
                         let msg = format!("illegal transition {machine}.{from} -> {machine}.{state}");
-                        self.node_failed(&node, "illegal_transition", &msg, &done);
+                        self.node_failed(&node, ErrorCode::IllegalTransition, &msg, &done);
                     }
                     return;
                 }
@@ -2055,7 +2043,7 @@ impl Engine {
                     Ok(false) => {}
                     Err(e) => {
                         if let Some(node) = node.clone() {
-                            self.node_failed(&node, "eval_error", &format!("guard of {from} -> {}: {}", edge.to, e.message), cause);
+                            self.node_failed(&node, ErrorCode::EvalError, &format!("guard of {from} -> {}: {}", edge.to, e.message), cause);
                         }
                         return;
                     }
@@ -2181,7 +2169,7 @@ impl Engine {
         }
         if node.conflicts() == Conflicts::Fail && !conflicts.is_empty() {
             let msg = format!("{} conflicting results (conflicts: fail)", conflicts.len());
-            self.node_failed(&node, "conflict", &msg, cause);
+            self.node_failed(&node, ErrorCode::Conflict, &msg, cause);
             return;
         }
         let merged = json!({ "results": results, "conflicts": conflicts, "branches": Value::Object(branches) });
@@ -2190,12 +2178,12 @@ impl Engine {
                 Ok(v) => {
                     if let Err(errors) = v.validate(&merged) {
                         let msg = format!("the merged output does not match: {}", errors.join("; "));
-                        self.node_failed(&node, "invalid_output", &msg, cause);
+                        self.node_failed(&node, ErrorCode::InvalidOutput, &msg, cause);
                         return;
                     }
                 }
                 Err(e) => {
-                    self.node_failed(&node, "invalid_schema", &e, cause);
+                    self.node_failed(&node, ErrorCode::InvalidSchema, &e, cause);
                     return;
                 }
             }
@@ -2211,7 +2199,7 @@ impl Engine {
                 Ok(b) => b,
                 Err(err) => {
                     self.loops.remove(lp);
-                    self.node_failed(&node, "eval_error", &format!("`until`: {}", err.message), cause);
+                    self.node_failed(&node, ErrorCode::EvalError, &format!("`until`: {}", err.message), cause);
                     return;
                 }
             },
@@ -2227,7 +2215,7 @@ impl Engine {
                 let action = handler.or_else(|| node.on_exhausted().cloned());
                 if let Some(action) = action.filter(|a| a.name != ActionKind::Continue) {
                     self.env.insert(lp.to_string(), output);
-                    let ctx = Ctx { node: Some(lp.to_string()), gate: None, event: "exhausted".into() };
+                    let ctx = Ctx { node: Some(lp.to_string()), gate: None, event: HandlerEvent::Exhausted.into() };
                     self.act(&action, &ctx, &format!("node.{lp}"), cause);
                     return;
                 }
@@ -2235,7 +2223,7 @@ impl Engine {
                     "control",
                     Body::ActionTaken {
                         schema_version: V,
-                        event: "exhausted".into(),
+                        event: HandlerEvent::Exhausted.into(),
                         scope: format!("node.{lp}"),
                         action: "continue".into(),
                     },
@@ -2308,7 +2296,7 @@ impl Engine {
                             Body::Warning { schema_version: V, message: format!("handoff {from} -> {to} exceeded max_hops {max}") },
                             Some(&parent),
                         );
-                        self.workflow_event("max_hops", Some(from), &ex, "max_hops", "too many handoffs");
+                        self.workflow_event(HandlerEvent::MaxHops, Some(from), &ex, "max_hops", "too many handoffs");
                         return Crossing::Refused;
                     }
                 }
@@ -2382,7 +2370,7 @@ impl Engine {
                 );
                 if !accepted {
                     if let Some(node) = self.node(from) {
-                        self.node_failed(&node, "handoff_refused", &why, &handoff);
+                        self.node_failed(&node, ErrorCode::HandoffRefused, &why, &handoff);
                     }
                     return Crossing::Refused;
                 }
@@ -2390,7 +2378,7 @@ impl Engine {
                     "control",
                     Body::Message {
                         schema_version: V,
-                        message_type: "TASK_ASSIGN".into(),
+                        message_type: MessageType::TaskAssign,
                         from: from.to_string(),
                         to: to.to_string(),
                         artifact: Some(payload_ref),
@@ -2426,7 +2414,7 @@ impl Engine {
                     if let Some(problem) = problem {
                         let why = format!("delegation {from} -> {to} refused (contract `{contract}`): {problem}");
                         if let Some(node) = self.node(from) {
-                            self.node_failed(&node, "delegation_refused", &why, &parent);
+                            self.node_failed(&node, ErrorCode::DelegationRefused, &why, &parent);
                         }
                         return Crossing::Refused;
                     }
@@ -2765,9 +2753,9 @@ impl Engine {
             evaluators: results,
             trigger,
         };
-        let event = outcome.as_str().to_string();
-        let ctx = Ctx { node: Some(gate.from.clone()), gate: Some(name.to_string()), event: event.clone() };
-        let handler = semantics::handler_for(&gate.handlers, &event).cloned();
+        let event = HandlerEvent::from(outcome);
+        let ctx = Ctx { node: Some(gate.from.clone()), gate: Some(name.to_string()), event: event.into() };
+        let handler = semantics::handler_on(&gate.handlers, event).cloned();
         let action = handler.unwrap_or_else(|| Action {
             name: match outcome {
                 Outcome::Pass => ActionKind::Continue,
@@ -2793,7 +2781,14 @@ impl Engine {
 
     // ------------------------------------------------------------- decisions
 
-    fn ask(&mut self, decision: Decision, principals: Vec<String>, prompt: Option<String>, decisions: Vec<String>, cause: &str) {
+    fn ask(
+        &mut self,
+        decision: Decision,
+        principals: Vec<String>,
+        prompt: Option<String>,
+        decisions: Vec<flow_trace::Decision>,
+        cause: &str,
+    ) {
         let subject = decision.subject();
         let round = {
             let r = self.decision_rounds.entry(subject.clone()).or_default();
@@ -2815,7 +2810,7 @@ impl Engine {
                 "control",
                 Body::Message {
                     schema_version: V,
-                    message_type: "APPROVAL_REQUEST".into(),
+                    message_type: MessageType::ApprovalRequest,
                     from: "control".into(),
                     to: p.clone(),
                     artifact: None,
@@ -2834,31 +2829,32 @@ impl Engine {
 
     fn on_decision(&mut self, decision: Decision, request_event: &str, answer: HumanAnswer) {
         let subject = decision.subject();
-        let obs = Obs::Decided { subject: &subject, decision: &answer.decision, by: &answer.by };
+        let obs = Obs::Decided { subject: &subject, decision: answer.decision.as_str(), by: &answer.by };
         let held =
             || Held::Decision { decision: Box::new(decision.clone()), request_event: request_event.to_string(), answer: answer.clone() };
         if !self.admit(obs, "decision_applied", request_event, held) {
             return;
         }
-        if answer.decision == "approve" && matches!(decision, Decision::Gate { .. } | Decision::HumanNode { .. } | Decision::Confirm { .. })
+        if answer.decision == flow_trace::Decision::Approve
+            && matches!(decision, Decision::Gate { .. } | Decision::HumanNode { .. } | Decision::Confirm { .. })
         {
             self.approvals += 1;
         }
         match decision {
             Decision::Gate { gate, .. } => {
                 let Some(g) = self.wf().gates.get(&gate).cloned() else { return };
-                let action = flow_check::semantics::gate_decision_action(&g, &answer.decision);
+                let action = flow_check::semantics::gate_decision_action(&g, answer.decision);
                 let applied = self.record_applied(&subject, &answer, render_action(&action), request_event);
-                let ctx = Ctx { node: Some(g.from.clone()), gate: Some(gate.clone()), event: answer.decision.clone() };
+                let ctx = Ctx { node: Some(g.from.clone()), gate: Some(gate.clone()), event: answer.decision.event().into() };
                 self.act(&action, &ctx, &format!("gate.{gate}"), &applied);
             }
             Decision::HumanNode { node } => {
                 let Some(n) = self.node(&node) else { return };
-                let action = flow_check::semantics::human_decision_action(&n, &answer.decision);
+                let action = flow_check::semantics::human_decision_action(&n, answer.decision);
                 let applied = self.record_applied(&subject, &answer, render_action(&action), request_event);
-                if flow_check::semantics::handler_for(&n.handlers, &answer.decision).is_some() {
+                if flow_check::semantics::handler_on(&n.handlers, answer.decision.event()).is_some() {
                     self.env.insert(node.clone(), json!({ "decision": answer.decision, "comment": answer.comment }));
-                    let ctx = Ctx { node: Some(node.clone()), gate: None, event: answer.decision.clone() };
+                    let ctx = Ctx { node: Some(node.clone()), gate: None, event: answer.decision.event().into() };
                     self.act(&action, &ctx, &format!("node.{node}"), &applied);
                     return;
                 }
@@ -2869,31 +2865,31 @@ impl Engine {
                 self.complete_node(&node, output, NodeStatus::Completed, &applied);
             }
             Decision::Escalation { ctx, .. } => {
-                let action = if answer.decision == "approve" {
+                let action = if answer.decision == flow_trace::Decision::Approve {
                     Action { name: ActionKind::Continue, args: vec![] }
                 } else {
                     Action { name: ActionKind::Terminate, args: vec![format!("escalation_{}", answer.decision)] }
                 };
                 let applied = self.record_applied(&subject, &answer, render_action(&action), request_event);
-                if answer.decision == "approve" {
+                if answer.decision == flow_trace::Decision::Approve {
                     self.act(&action, &ctx, "escalation", &applied);
                 } else {
                     self.terminate(&format!("escalation_{}", answer.decision), TerminationStatus::Escalated, &applied, None);
                 }
             }
             Decision::Confirm { attempt, tool, input, key_template, agent } => {
-                let approved = answer.decision == "approve";
+                let approved = answer.decision == flow_trace::Decision::Approve;
                 let applied = self.record_applied(&subject, &answer, if approved { "call".into() } else { "refuse".into() }, request_event);
                 if approved {
                     self.call_tool(&attempt, &tool, input, key_template, agent.as_deref(), 0, &applied);
                 } else if agent.is_some() {
                     self.feed_tool_error(&attempt, &tool, "a human refused the call", &applied);
                 } else {
-                    self.attempt_failed(&attempt, "confirmation_refused", "a human refused the call", &applied);
+                    self.attempt_failed(&attempt, ErrorCode::ConfirmationRefused, "a human refused the call", &applied);
                 }
             }
             Decision::Policy { held, .. } => {
-                let approved = answer.decision == "approve";
+                let approved = answer.decision == flow_trace::Decision::Approve;
                 let applied = self.record_applied(
                     &subject,
                     &answer,
@@ -2910,15 +2906,15 @@ impl Engine {
                 let applied = self.record_applied(
                     &subject,
                     &answer,
-                    if answer.decision == "approve" { "retry".into() } else { "fail".into() },
+                    if answer.decision == flow_trace::Decision::Approve { "retry".into() } else { "fail".into() },
                     request_event,
                 );
                 let node = attempt.split('#').next().unwrap_or_default().to_string();
                 let Some(n) = self.node(&node) else { return };
-                if answer.decision == "approve" {
+                if answer.decision == flow_trace::Decision::Approve {
                     self.start_attempt(&n, TriggerReason::Reconciled, &applied);
                 } else {
-                    self.node_failed(&n, "unknown_outcome", "the call's outcome is unknown and was not retried", &applied);
+                    self.node_failed(&n, ErrorCode::UnknownOutcome, "the call's outcome is unknown and was not retried", &applied);
                 }
             }
         }
@@ -2930,7 +2926,7 @@ impl Engine {
         let body = Body::DecisionApplied {
             schema_version: V,
             subject: subject.to_string(),
-            decision: answer.decision.clone(),
+            decision: answer.decision,
             by: answer.by.clone(),
             action,
         };
@@ -2945,7 +2941,7 @@ impl Engine {
         }
         let taken = self.emit(
             "control",
-            Body::ActionTaken { schema_version: V, event: ctx.event.clone(), scope: scope.to_string(), action: render_action(action) },
+            Body::ActionTaken { schema_version: V, event: ctx.event, scope: scope.to_string(), action: render_action(action) },
             Some(cause),
         );
         let arg = action.args.first().cloned();
@@ -2959,7 +2955,8 @@ impl Engine {
                     self.enter(&g.from, &g.to, Via::Gate(g.name.clone()), &taken);
                 } else if let Some(node) = &ctx.node {
                     let running = self.nodes.get(node).is_some_and(|n| n.running) || !self.env.contains_key(node);
-                    if running || ctx.event == "failure" || ctx.event == "timeout" || ctx.event == "invalid_output" {
+                    let failed = [HandlerEvent::Failure, HandlerEvent::Timeout, HandlerEvent::InvalidOutput].map(ActionEvent::Handler);
+                    if running || failed.contains(&ctx.event) {
                         let status = if action.name == ActionKind::Skip { NodeStatus::Skipped } else { NodeStatus::Degraded };
                         let output = self.env.get(node).cloned().unwrap_or(Value::Null);
                         self.complete_node(node, output, status, &taken);
@@ -2988,7 +2985,7 @@ impl Engine {
             }
             ActionKind::Terminate | ActionKind::Halt | ActionKind::Fallback | ActionKind::ReturnPartial => {
                 let gate_reason = gate.as_ref().and_then(|g| g.reason());
-                if let Some((reason, status)) = semantics::ending(action.name, arg.as_deref(), gate_reason, &ctx.event) {
+                if let Some((reason, status)) = semantics::ending(action.name, arg.as_deref(), gate_reason, ctx.event.as_str()) {
                     self.terminate(&reason, status, &taken, None);
                 }
             }
@@ -3041,7 +3038,7 @@ impl Engine {
                     Decision::Escalation { principal: principal.clone(), ctx: ctx.clone() },
                     vec![principal],
                     Some(format!("{} in {scope}", ctx.event)),
-                    vec!["approve".into(), "reject".into()],
+                    vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
                     &taken,
                 );
             }
@@ -3058,7 +3055,7 @@ impl Engine {
         let mut rest = changes.into_iter();
         while let Some(change) = rest.next() {
             let held = || Held::Zones { changes: std::iter::once(change.clone()).chain(rest.clone()).collect() };
-            if !self.admit(Obs::Zone(&change.to), "budget_zone_changed", cause, held) {
+            if !self.admit(Obs::Zone(change.to.as_str()), "budget_zone_changed", cause, held) {
                 return;
             }
             let ev = self.emit(
@@ -3066,13 +3063,13 @@ impl Engine {
                 Body::BudgetZoneChanged {
                     schema_version: V,
                     scope: change.scope.clone(),
-                    from: change.from.clone(),
-                    to: change.to.clone(),
+                    from: change.from,
+                    to: change.to,
                     actions: change.actions.iter().map(render_action).collect(),
                 },
                 Some(cause),
             );
-            let ctx = Ctx { node: None, gate: None, event: format!("zone_{}", change.to) };
+            let ctx = Ctx { node: None, gate: None, event: ActionEvent::Zone(change.to) };
             for action in &change.actions {
                 self.act(action, &ctx, &format!("budget.{}", change.scope), &ev);
             }
@@ -3089,9 +3086,9 @@ impl Engine {
         // Attempts in flight on that node fail with budget_exhausted.
         let ids: Vec<String> = self.attempts.values().filter(|a| Some(a.node.as_str()) == node).map(|a| a.id.clone()).collect();
         for id in ids {
-            self.attempt_failed(&id, "budget_exhausted", &format!("{} limit of {} reached", ex.limit, ex.scope), &ev);
+            self.attempt_failed(&id, ErrorCode::BudgetExhausted, &format!("{} limit of {} reached", ex.limit, ex.scope), &ev);
         }
-        let ctx = Ctx { node: node.map(str::to_string), gate: None, event: "budget_exhausted".into() };
+        let ctx = Ctx { node: node.map(str::to_string), gate: None, event: HandlerEvent::BudgetExhausted.into() };
         if let Some(action) = self.budgets.scopes.get(&ex.scope).and_then(|s| s.on_exhausted.clone()) {
             self.act(&action, &ctx, &format!("budget.{}", ex.scope), &ev);
             return;
@@ -3102,7 +3099,7 @@ impl Engine {
                 return;
             }
         }
-        self.workflow_event("budget_exhausted", node, &ev, "budget_exhausted", "budget exhausted");
+        self.workflow_event(HandlerEvent::BudgetExhausted, node, &ev, "budget_exhausted", "budget exhausted");
         if let RunStatus::Terminated { status, .. } = &self.status {
             let _ = status;
         }
@@ -3255,7 +3252,7 @@ impl Engine {
                 Decision::Reconcile { attempt: a.id.clone() },
                 deciders,
                 Some("The call may or may not have happened: approve to retry it, reject to fail the node".into()),
-                vec!["approve".into(), "reject".into()],
+                vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
                 &rec,
             );
             return;
@@ -3276,7 +3273,7 @@ impl Engine {
         let ev = self.emit("control", Body::Warning { schema_version: V, message: "cancelled by the operator".into() }, None);
         let ids: Vec<String> = self.attempts.keys().cloned().collect();
         for id in ids {
-            self.attempt_failed(&id, "cancelled", "the run was cancelled", &ev);
+            self.attempt_failed(&id, ErrorCode::Cancelled, "the run was cancelled", &ev);
         }
         self.waiting.clear();
         self.commands.clear();
@@ -3293,7 +3290,7 @@ impl Engine {
                         | ActionKind::Replan
                 ) =>
             {
-                let ctx = Ctx { node: None, gate: None, event: "cancelled".into() };
+                let ctx = Ctx { node: None, gate: None, event: HandlerEvent::Cancelled.into() };
                 self.act(&action, &ctx, "workflow", &ev);
             }
             _ => {}
@@ -3325,9 +3322,10 @@ impl Engine {
         if !self.running() {
             return;
         }
-        let reason = if waiting_on.starts_with("decision/reconcile.") { "reconciliation_required" } else { "awaiting_decision" };
-        self.emit("control", Body::RunPaused { schema_version: V, reason: reason.into(), waiting_on: waiting_on.to_string() }, None);
-        self.status = RunStatus::Paused { reason: reason.into(), waiting_on: waiting_on.to_string() };
+        let reason =
+            if waiting_on.starts_with("decision/reconcile.") { PauseReason::ReconciliationRequired } else { PauseReason::AwaitingDecision };
+        self.emit("control", Body::RunPaused { schema_version: V, reason, waiting_on: waiting_on.to_string() }, None);
+        self.status = RunStatus::Paused { reason, waiting_on: waiting_on.to_string() };
     }
 
     /// Undoes a pause when a resumed run replays it (the pause was only

@@ -13,6 +13,7 @@
 use crate::engine::template;
 use crate::proto::*;
 use flow_check::ir::{Decl, Program};
+use flow_trace::ErrorCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -489,7 +490,7 @@ impl Executors {
                                     return ToolResult {
                                         ok: false,
                                         error: Some(format!("stdout of `{}` is not JSON: {e}", argv.join(" "))),
-                                        error_code: Some("invalid_output".into()),
+                                        error_code: Some(ErrorCode::InvalidOutput),
                                         duration_ms: started.elapsed().as_millis() as u64,
                                         ..ToolResult::default()
                                     }
@@ -546,10 +547,10 @@ impl Executors {
     /// idempotency key as an `Idempotency-Key` header; a 2xx JSON reply is
     /// the output.
     async fn http_tool(&self, decl: &Decl, request: &ToolRequest, timeout_ms: Option<u64>) -> ToolResult {
-        let fail = |message: String, code: Option<&str>| ToolResult {
+        let fail = |message: String, code: Option<ErrorCode>| ToolResult {
             ok: false,
             error: Some(message),
-            error_code: code.map(str::to_string),
+            error_code: code,
             ..ToolResult::default()
         };
         let Some(url) = decl.url() else { return fail("http tool without a url".into(), None) };
@@ -574,7 +575,7 @@ impl Executors {
         }
         let response = match builder.send().await {
             Ok(r) => r,
-            Err(e) if e.is_timeout() => return fail(format!("{method} {url} timed out"), Some("timeout")),
+            Err(e) if e.is_timeout() => return fail(format!("{method} {url} timed out"), Some(ErrorCode::Timeout)),
             Err(e) => return fail(format!("{method} {url} failed: {e}"), None),
         };
         let status = response.status();
@@ -590,7 +591,7 @@ impl Executors {
         }
         match serde_json::from_str(&body) {
             Ok(v) => ToolResult { ok: true, output: Some(v), ..ToolResult::default() },
-            Err(e) => fail(format!("{method} {url}: the reply is not JSON: {e}"), Some("invalid_output")),
+            Err(e) => fail(format!("{method} {url}: the reply is not JSON: {e}"), Some(ErrorCode::InvalidOutput)),
         }
     }
 
@@ -635,8 +636,8 @@ pub async fn run_command(
     env: &[String],
     cwd: &Path,
     timeout_ms: Option<u64>,
-) -> Result<(i32, String, String), (String, String)> {
-    let Some((program, args)) = argv.split_first() else { return Err(("tool_error".into(), "empty argv".into())) };
+) -> Result<(i32, String, String), (ErrorCode, String)> {
+    let Some((program, args)) = argv.split_first() else { return Err((ErrorCode::ToolError, "empty argv".into())) };
     let mut command = tokio::process::Command::new(program);
     command.args(args).current_dir(cwd).env_clear().kill_on_drop(true).stdin(std::process::Stdio::null());
     for name in env {
@@ -648,7 +649,7 @@ pub async fn run_command(
     let output = match timeout_ms {
         Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), output).await {
             Ok(o) => o,
-            Err(_) => return Err(("timeout".into(), format!("`{program}` timed out after {ms} ms"))),
+            Err(_) => return Err((ErrorCode::Timeout, format!("`{program}` timed out after {ms} ms"))),
         },
         None => output.await,
     };
@@ -658,7 +659,7 @@ pub async fn run_command(
             String::from_utf8_lossy(&o.stdout).into_owned(),
             String::from_utf8_lossy(&o.stderr).into_owned(),
         )),
-        Err(e) => Err(("tool_error".into(), format!("cannot run `{program}`: {e}"))),
+        Err(e) => Err((ErrorCode::ToolError, format!("cannot run `{program}`: {e}"))),
     }
 }
 
@@ -848,6 +849,6 @@ mod tests {
         let (code, stdout, _) = run_command(&["echo".into(), "a;b".into()], &["PATH".into()], &dir, None).await.unwrap();
         assert_eq!((code, stdout.trim()), (0, "a;b"));
         let err = run_command(&["sleep".into(), "5".into()], &["PATH".into()], &dir, Some(50)).await.unwrap_err();
-        assert_eq!(err.0, "timeout");
+        assert_eq!(err.0, ErrorCode::Timeout);
     }
 }

@@ -218,7 +218,7 @@ pub struct HumanRequest {
     pub principals: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
-    pub decisions: Vec<String>,
+    pub decisions: Vec<flow_trace::Decision>,
     /// The n-th decision asked on this subject in the run (1-based).
     pub round: u32,
 }
@@ -298,9 +298,10 @@ pub struct ToolResult {
     pub output: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// `timeout` when the call ran out of time.
+    /// Why the call failed (`timeout` when it ran out of time; a tool
+    /// adapter may name any code of the registry, `tool_error` when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_code: Option<String>,
+    pub error_code: Option<flow_trace::ErrorCode>,
     #[serde(default)]
     pub duration_ms: u64,
 }
@@ -308,7 +309,7 @@ pub struct ToolResult {
 /// A human's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HumanAnswer {
-    pub decision: String,
+    pub decision: flow_trace::Decision,
     pub by: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
@@ -356,7 +357,7 @@ mod tests {
             subject: "gate".into(),
             principals: vec!["ops".into()],
             prompt: None,
-            decisions: vec!["approve".into(), "reject".into()],
+            decisions: vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
             round: 1,
         });
         assert_eq!(human.key(), reference_key(&human));

@@ -39,7 +39,7 @@ pub fn policy_steps(events: &[Event]) -> Vec<String> {
 pub fn wanted_steps(events: &[Event]) -> (Vec<String>, bool) {
     let mut steps = policy_steps(events);
     let cycle_start = match events.last().map(|e| &e.body) {
-        Some(flow_trace::Body::RunPaused { reason, waiting_on, .. }) if reason == "cycle" => {
+        Some(flow_trace::Body::RunPaused { reason, waiting_on, .. }) if *reason == flow_trace::PauseReason::Cycle => {
             waiting_on.strip_prefix("seq ").and_then(|n| n.parse::<u64>().ok())
         }
         _ => return (steps, false),
@@ -304,7 +304,7 @@ pub fn candidates(program: &Program, workflow: Option<&Workflow>, request: &Requ
         }
         Request::Human(req) => {
             let by = req.principals.first().cloned().unwrap_or_else(|| "operator".into());
-            req.decisions.iter().map(|d| Response::Human(HumanAnswer { decision: d.clone(), by: by.clone(), comment: None })).collect()
+            req.decisions.iter().map(|d| Response::Human(HumanAnswer { decision: *d, by: by.clone(), comment: None })).collect()
         }
         Request::Probe(_) => vec![
             Response::Probe(ProbeResult { exit_code: Some(0), output: Some(json!({})), ..ProbeResult::default() }),

@@ -43,7 +43,7 @@ impl Reserve {
 /// One budget zone: entered when the remaining share falls below `below`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ZoneSpec<'p> {
-    pub zone: &'p str,
+    pub zone: flow_trace::Zone,
     pub below: f64,
     /// The actions taken on entering the zone, in order.
     pub actions: Vec<&'p Action>,
@@ -83,7 +83,7 @@ impl<'p> Budget<'p> {
                 .iter()
                 .filter_map(|z| record(Some(z)))
                 .map(|z| ZoneSpec {
-                    zone: word(z.get("zone")).unwrap_or("zone"),
+                    zone: word(z.get("zone")).and_then(flow_trace::Zone::parse).unwrap_or(flow_trace::Zone::Fuse),
                     below: fraction(z.get("below")).unwrap_or(0.0),
                     actions: actions(z.get("action")),
                 })

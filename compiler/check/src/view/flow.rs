@@ -190,8 +190,9 @@ impl Node {
     }
 
     /// The decisions a human node offers, when declared.
-    pub fn decisions(&self) -> Option<Vec<String>> {
-        matches!(self.prop("decisions"), Some(Value::List(_))).then(|| names(self.prop("decisions")))
+    pub fn decisions(&self) -> Option<Vec<flow_trace::Decision>> {
+        matches!(self.prop("decisions"), Some(Value::List(_)))
+            .then(|| names(self.prop("decisions")).iter().filter_map(|d| flow_trace::Decision::parse(d)).collect())
     }
 
     /// The list a map node ranges over.
@@ -257,8 +258,9 @@ impl Gate {
     }
 
     /// The decisions allowed, when declared (`None`: all four).
-    pub fn decisions(&self) -> Option<Vec<String>> {
-        matches!(self.prop("decisions"), Some(Value::List(_))).then(|| names(self.prop("decisions")))
+    pub fn decisions(&self) -> Option<Vec<flow_trace::Decision>> {
+        matches!(self.prop("decisions"), Some(Value::List(_)))
+            .then(|| names(self.prop("decisions")).iter().filter_map(|d| flow_trace::Decision::parse(d)).collect())
     }
 
     /// Who may trigger the gate, and on which events.

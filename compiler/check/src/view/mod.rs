@@ -145,60 +145,56 @@ pub(crate) fn flag(value: Option<&Value>) -> Option<bool> {
     }
 }
 
-/// A word from one of the spec's closed sets, as its enum.
-macro_rules! closed_word {
-    ($(#[$doc:meta])* $name:ident { $($variant:ident = $word:literal),* $(,)? }) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $name { $($variant),* }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant),*];
-
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $word),* }
-            }
-
-            pub fn parse(word: &str) -> Option<$name> {
-                match word { $($word => Some($name::$variant),)* _ => None }
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
+use flow_trace::closed_word;
+pub use flow_trace::PolicyResponse;
 
 closed_word!(
     /// A tool's risk level (reference §5.4).
-    Risk { Low = "low", Medium = "medium", High = "high", Critical = "critical" }
+    pub Risk {
+        Low = "low": "Low risk.",
+        Medium = "medium": "Medium risk.",
+        High = "high": "High risk: a human must come before every call (E0705).",
+        Critical = "critical": "Critical risk: a human must come before every call (E0705).",
+    }
 );
 closed_word!(
     /// A tool's side effects (reference §5.4).
-    Effect { None = "none", Idempotent = "idempotent", NonIdempotent = "non_idempotent" }
+    pub Effect {
+        None = "none": "No side effects: a call may be repeated freely.",
+        Idempotent = "idempotent": "Repeating a call with the same idempotency key has the effect of one call.",
+        NonIdempotent = "non_idempotent": "Every call has an effect: an unknown outcome needs reconciliation.",
+    }
 );
 closed_word!(
     /// Where data sent to a tool ends up (reference §5.4).
-    Sink { Public = "public", Internal = "internal", Private = "private" }
+    pub Sink {
+        Public = "public": "Data sent to it becomes public: private-labelled data must not reach it (E0706).",
+        Internal = "internal": "Data sent to it stays internal.",
+        Private = "private": "Data sent to it stays private.",
+    }
 );
 closed_word!(
     /// What happens when a node's attempts are exhausted (reference §6.3).
-    OnFailure { Retry = "retry", Degrade = "degrade", Skip = "skip", Terminate = "terminate" }
-);
-closed_word!(
-    /// What a run monitor does when a policy is violated (reference §8).
-    PolicyResponse { Warn = "warn", Block = "block", Halt = "halt", Escalate = "escalate" }
+    pub OnFailure {
+        Retry = "retry": "Attempt again under the node's retry policy.",
+        Degrade = "degrade": "Complete the visit as degraded with an empty output.",
+        Skip = "skip": "Complete the visit as skipped with an empty output.",
+        Terminate = "terminate": "End the run as a failure.",
+    }
 );
 closed_word!(
     /// How a command evaluator's probe is read (reference §5.5).
-    Expect { ExitZero = "exit_zero", Json = "json" }
+    pub Expect {
+        ExitZero = "exit_zero": "The probe passes when the command exits 0.",
+        Json = "json": "The command prints a JSON verdict.",
+    }
 );
 closed_word!(
     /// What a join does with conflicting results (reference §6.1).
-    Conflicts { Keep = "keep", Fail = "fail" }
+    pub Conflicts {
+        Keep = "keep": "Keep every branch's result.",
+        Fail = "fail": "Fail the join when branches disagree on a field.",
+    }
 );
 
 impl OnFailure {

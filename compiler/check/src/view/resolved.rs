@@ -25,8 +25,8 @@ impl Node {
     }
 
     /// The decisions a human node offers (default approve and reject).
-    pub fn offered_decisions(&self) -> Vec<String> {
-        self.decisions().unwrap_or_else(|| vec!["approve".into(), "reject".into()])
+    pub fn offered_decisions(&self) -> Vec<flow_trace::Decision> {
+        self.decisions().unwrap_or_else(|| vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject])
     }
 }
 
@@ -47,9 +47,9 @@ impl Gate {
         }
     }
 
-    /// The decisions allowed (default all four, [`crate::spec::DECISIONS`]).
-    pub fn allowed_decisions(&self) -> Vec<String> {
-        self.decisions().unwrap_or_else(|| crate::spec::DECISIONS.iter().map(|d| d.to_string()).collect())
+    /// The decisions allowed (default all four).
+    pub fn allowed_decisions(&self) -> Vec<flow_trace::Decision> {
+        self.decisions().unwrap_or_else(|| flow_trace::Decision::CHOICES.to_vec())
     }
 }
 
@@ -80,7 +80,7 @@ mod tests {
     use crate::ir::{Decl, Gate, Node, NodeKind, Transfer, TransferKind, Value};
     use crate::spec::Kind;
     use crate::types::Ty;
-    use flow_trace::ContextMode;
+    use flow_trace::{ContextMode, Decision};
     use indexmap::IndexMap;
 
     fn props(items: &[(&str, Value)]) -> IndexMap<String, Value> {
@@ -129,9 +129,9 @@ mod tests {
 
     #[test]
     fn decisions_default_to_approve_and_reject_at_a_human_node_and_all_four_at_a_gate() {
-        assert_eq!(node(&[]).offered_decisions(), ["approve", "reject"]);
+        assert_eq!(node(&[]).offered_decisions(), [Decision::Approve, Decision::Reject]);
         let only = ("decisions", Value::List(vec![Value::Word("revise".into())]));
-        assert_eq!(node(std::slice::from_ref(&only)).offered_decisions(), ["revise"]);
+        assert_eq!(node(std::slice::from_ref(&only)).offered_decisions(), [Decision::Revise]);
         let gate = |items: &[(&str, Value)]| Gate {
             name: "g".into(),
             from: "a".into(),
@@ -140,8 +140,8 @@ mod tests {
             handlers: Vec::new(),
             loc: Default::default(),
         };
-        assert_eq!(gate(&[]).allowed_decisions(), crate::spec::DECISIONS);
-        assert_eq!(gate(&[only]).allowed_decisions(), ["revise"]);
+        assert_eq!(flow_trace::join(&gate(&[]).allowed_decisions(), ","), crate::spec::DECISIONS.join(","));
+        assert_eq!(gate(&[only]).allowed_decisions(), [Decision::Revise]);
         // An item that is not an evaluator keeps its place, to fail closed on.
         let ev = Value::Evaluator { name: "predicate".into(), builtin: true, args: Vec::new() };
         let g = gate(&[("evaluate", Value::List(vec![Value::Int(1), ev]))]);

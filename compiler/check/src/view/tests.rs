@@ -73,7 +73,7 @@ fn budgets_read_limits_reserves_zones_and_fallback() {
     assert_eq!(b.name, Some("run_budget"));
     assert_eq!((b.steps, b.tokens, b.tool_calls, b.duration_ms, b.cost), (Some(40), Some(20_000), None, Some(600_000), Some(2.0)));
     assert!((b.reserve.total() - 0.1).abs() < 1e-9);
-    assert_eq!(b.zones.iter().map(|z| z.zone).collect::<Vec<_>>(), ["yellow", "fuse"]);
+    assert_eq!(b.zones.iter().map(|z| z.zone).collect::<Vec<_>>(), [flow_trace::Zone::Yellow, flow_trace::Zone::Fuse]);
     assert_eq!(b.zones[1].actions.iter().map(|a| a.render()).collect::<Vec<_>>(), ["compress_context", "return_partial"]);
     assert_eq!(b.on_exhausted.map(|a| a.render()), Some("fallback(out_of_budget)".into()));
     assert_eq!(b.limit("cost"), Some(2.0));
@@ -111,7 +111,7 @@ fn workflow_parts_read_typed_with_defaults_filled() {
     let write = &wf.nodes["write"];
     assert_eq!(write.retry(), Some(Retry { attempts: 3, backoff_ms: Some(1_000), max_backoff_ms: None }));
     assert_eq!((write.on_failure(), write.max_visits(), write.repair()), (Some(OnFailure::Skip), Some(2), 1));
-    assert_eq!(wf.nodes["review"].decisions(), Some(vec!["approve".to_string(), "reject".to_string()]));
+    assert_eq!(wf.nodes["review"].decisions(), Some(vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject]));
     assert_eq!(wf.nodes["done"].status(), TerminationStatus::Success);
     assert_eq!(wf.nodes["stop"].status(), TerminationStatus::Failure);
     let gate = &wf.gates["check"];

@@ -374,7 +374,7 @@ fn a_failure_ends_the_run_with_its_reason_even_far_back() {
     let mut spec = good();
     let completed = find(&spec, "node_completed", 0);
     spec.truncate(completed);
-    spec.push(("node_failed", json!({ "schema_version": 1, "node": "draft", "error_code": "boom", "message": "it broke" })));
+    spec.push(("node_failed", json!({ "schema_version": 1, "node": "draft", "error_code": "tool_error", "message": "it broke" })));
     spec.push(("run_terminated", json!({ "schema_version": 1, "reason": "draft_failed", "status": "failure" })));
     let report = run(&spec);
     assert!(!codes_of(&report).contains(&"T060"), "{:#?}", report.deviations);

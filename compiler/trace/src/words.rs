@@ -1,0 +1,549 @@
+//! Closed words of the vocabulary: each an enum whose variants carry the
+//! word traces (and sources) write and what it means. The meanings are the
+//! registries `flow trace explain` prints and the reference documents.
+
+use serde::{Deserialize, Serialize};
+
+/// What a node is (reference §6.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    Agent,
+    Tool,
+    Human,
+    Parallel,
+    Map,
+    Join,
+    Loop,
+    Flow,
+    End,
+    /// A kind the checker rejected (an error has been reported): never in
+    /// a plan, since a program with errors has none.
+    Invalid,
+}
+
+// As a word (so the fast trace reader reads it as a string); `invalid` is
+// never read back.
+impl Serialize for NodeKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<NodeKind, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        NodeKind::parse(&text).ok_or_else(|| serde::de::Error::custom(format!("unknown node kind `{text}`")))
+    }
+}
+
+impl schemars::JsonSchema for NodeKind {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NodeKind".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let words: Vec<&str> = NodeKind::ALL.iter().map(|k| k.as_str()).collect();
+        schemars::json_schema!({ "type": "string", "enum": words })
+    }
+}
+
+impl NodeKind {
+    /// Every kind, in the reference's order.
+    pub const ALL: [NodeKind; 9] = [
+        NodeKind::Agent,
+        NodeKind::Tool,
+        NodeKind::Human,
+        NodeKind::Parallel,
+        NodeKind::Map,
+        NodeKind::Join,
+        NodeKind::Loop,
+        NodeKind::Flow,
+        NodeKind::End,
+    ];
+
+    /// The kind's keyword (`agent`, `tool`, …), as sources and traces write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeKind::Agent => "agent",
+            NodeKind::Tool => "tool",
+            NodeKind::Human => "human",
+            NodeKind::Parallel => "parallel",
+            NodeKind::Map => "map",
+            NodeKind::Join => "join",
+            NodeKind::Loop => "loop",
+            NodeKind::Flow => "flow",
+            NodeKind::End => "end",
+            NodeKind::Invalid => "invalid",
+        }
+    }
+
+    /// The kind a keyword names.
+    pub fn parse(keyword: &str) -> Option<NodeKind> {
+        NodeKind::ALL.into_iter().find(|k| k.as_str() == keyword)
+    }
+
+    /// Whether a visit of the node runs attempts on the data plane (and
+    /// meters them against budgets).
+    pub fn has_attempts(self) -> bool {
+        matches!(self, NodeKind::Agent | NodeKind::Tool)
+    }
+}
+
+impl std::fmt::Display for NodeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Declares a closed word: an enum, its words and meanings, `ALL`,
+/// `as_str`, `parse`, `meaning`, `Display`, serde as the word and a JSON
+/// Schema `enum` of the words.
+#[macro_export]
+macro_rules! closed_word {
+    ($(#[$doc:meta])* $vis:vis $name:ident { $($variant:ident = $word:literal : $meaning:literal),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        $vis enum $name { $(#[doc = $meaning] $variant),* }
+
+        impl $name {
+            /// Every word, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            /// The word as traces and sources write it.
+            pub const fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $word),* }
+            }
+
+            /// What the word means (its registry entry).
+            pub const fn meaning(self) -> &'static str {
+                match self { $($name::$variant => $meaning),* }
+            }
+
+            /// The value a word names.
+            pub fn parse(word: &str) -> Option<$name> {
+                match word { $($word => Some($name::$variant),)* _ => None }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl $crate::__private::serde::Serialize for $name {
+            fn serialize<S: $crate::__private::serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> $crate::__private::serde::Deserialize<'de> for $name {
+            fn deserialize<D: $crate::__private::serde::Deserializer<'de>>(deserializer: D) -> Result<$name, D::Error> {
+                let text = <std::borrow::Cow<'de, str> as $crate::__private::serde::Deserialize>::deserialize(deserializer)?;
+                $name::parse(&text).ok_or_else(|| {
+                    <D::Error as $crate::__private::serde::de::Error>::custom(format!(
+                        concat!("unknown ", stringify!($name), " `{}` (one of: {})"),
+                        text,
+                        [$($word),*].join(", ")
+                    ))
+                })
+            }
+        }
+
+        impl $crate::__private::schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut $crate::__private::schemars::SchemaGenerator) -> $crate::__private::schemars::Schema {
+                $crate::__private::schemars::json_schema!({ "type": "string", "enum": [$($word),*] })
+            }
+        }
+    };
+}
+
+closed_word!(
+    /// What a handler answers (reference §6.3): a node's, a gate's or the
+    /// workflow's events (`spec::NODE_EVENTS`, `GATE_EVENTS`,
+    /// `WORKFLOW_EVENTS` and the human and loop node events), written as the
+    /// source writes them; `action_taken.event` names it.
+    pub HandlerEvent {
+        Failure = "failure": "A node's visit failed (any error code).",
+        Timeout = "timeout": "A node's attempt ran out of time.",
+        BudgetExhausted = "budget_exhausted": "A budget limit was reached.",
+        InvalidOutput = "invalid_output": "A node's output failed its type or schema.",
+        Exhausted = "exhausted": "A loop's rounds ran out.",
+        Approve = "approve": "A decision approved.",
+        Revise = "revise": "A decision asked for a revision.",
+        Replan = "replan": "A decision asked for a new plan.",
+        Reject = "reject": "A decision rejected.",
+        Pass = "PASS": "A gate passed.",
+        RequiresDecision = "REQUIRES_DECISION": "A gate needs a decision.",
+        Block = "BLOCK": "A gate blocked.",
+        MaxHops = "max_hops": "The run took more handoffs than `max_hops`.",
+        Cancelled = "cancelled": "The run was cancelled.",
+        PolicyViolation = "policy_violation": "A policy was violated (its response is `escalate` or the handler's).",
+    }
+);
+
+impl From<crate::Outcome> for HandlerEvent {
+    /// A gate outcome's handler event.
+    fn from(outcome: crate::Outcome) -> HandlerEvent {
+        match outcome {
+            crate::Outcome::Pass => HandlerEvent::Pass,
+            crate::Outcome::RequiresDecision => HandlerEvent::RequiresDecision,
+            crate::Outcome::Block => HandlerEvent::Block,
+        }
+    }
+}
+
+/// The event that fired an action (`action_taken.event`): a handler's
+/// event, or a budget scope entering a zone (`zone_yellow`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ActionEvent {
+    Handler(HandlerEvent),
+    Zone(Zone),
+}
+
+impl ActionEvent {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ActionEvent::Handler(e) => e.as_str(),
+            ActionEvent::Zone(Zone::Green) => "zone_green",
+            ActionEvent::Zone(Zone::Yellow) => "zone_yellow",
+            ActionEvent::Zone(Zone::Red) => "zone_red",
+            ActionEvent::Zone(Zone::Fuse) => "zone_fuse",
+        }
+    }
+
+    /// The event a word names.
+    pub fn parse(word: &str) -> Option<ActionEvent> {
+        match word.strip_prefix("zone_") {
+            Some(zone) => Zone::parse(zone).map(ActionEvent::Zone),
+            None => HandlerEvent::parse(word).map(ActionEvent::Handler),
+        }
+    }
+
+    /// Every word, handler events first.
+    pub fn all() -> impl Iterator<Item = ActionEvent> {
+        HandlerEvent::ALL.iter().map(|e| ActionEvent::Handler(*e)).chain(Zone::ALL.iter().map(|z| ActionEvent::Zone(*z)))
+    }
+}
+
+impl From<HandlerEvent> for ActionEvent {
+    fn from(event: HandlerEvent) -> ActionEvent {
+        ActionEvent::Handler(event)
+    }
+}
+
+impl std::fmt::Display for ActionEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for ActionEvent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ActionEvent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<ActionEvent, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        ActionEvent::parse(&text).ok_or_else(|| serde::de::Error::custom(format!("unknown ActionEvent `{text}`")))
+    }
+}
+
+impl schemars::JsonSchema for ActionEvent {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ActionEvent".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let words: Vec<&str> = ActionEvent::all().map(ActionEvent::as_str).collect();
+        schemars::json_schema!({ "type": "string", "enum": words })
+    }
+}
+
+closed_word!(
+    /// Why an attempt or a node's visit failed (`attempt_failed.error_code`,
+    /// `node_failed.error_code`): a closed registry, so handlers, trace check
+    /// and witnesses name failures the same way.
+    pub ErrorCode {
+        InvalidOutput = "invalid_output": "The output did not match the declared type or schema (after any repair turns).",
+        InvalidInput = "invalid_input": "The input did not match the declared type or schema of the tool, agent or node.",
+        InvalidSchema = "invalid_schema": "A declared JSON Schema could not be compiled, so nothing can be validated against it.",
+        ToolError = "tool_error": "The tool ran and reported a failure (non-zero exit, an error reply, a refused call).",
+        Timeout = "timeout": "The attempt or call ran longer than its `timeout`.",
+        ProviderError = "provider_error": "The model provider failed (unreachable, an HTTP error, a reply that is not a chat completion).",
+        BudgetExhausted = "budget_exhausted": "A budget limit was reached before or during the attempt.",
+        Cancelled = "cancelled": "The run was cancelled while the attempt was open.",
+        EvalError = "eval_error": "An expression (an argument, a guard, `until`, a map's `over`) could not be evaluated on the run's values.",
+        UnknownTool = "unknown_tool": "The tool is not declared in the plan.",
+        UnknownAgent = "unknown_agent": "The node's agent is not declared in the plan.",
+        QuotaExhausted = "quota_exhausted": "An MCP server's `quota` of calls per run was used up.",
+        MaxTurns = "max_turns": "An agent used its `max_turns` model turns without producing an output.",
+        InputTooLarge = "input_too_large": "A model turn's input would exceed `max_input_tokens`: it was not sent.",
+        ConfirmationRefused = "confirmation_refused": "A human refused a call that needed confirmation.",
+        MaxVisits = "max_visits": "The node was entered more often than its `max_visits`.",
+        TooManyItems = "too_many_items": "A map's list is longer than its `max_items`.",
+        Unsupported = "unsupported": "The node's kind is not supported by this runtime yet.",
+        ContractRejected = "contract_rejected": "A delegate's result broke its contract: its `output` type or its `accept` checks.",
+        IllegalTransition = "illegal_transition": "The node's output would move its task along a transition its state machine does not have.",
+        Conflict = "conflict": "A join with `conflicts: fail` received different results for the same field.",
+        HandoffRefused = "handoff_refused": "A handoff's acceptance checks (its `accept`, or the payload's declared type) refused the payload.",
+        DelegationRefused = "delegation_refused": "A delegation's inputs did not match its contract's `inputs` type.",
+        UnknownOutcome = "unknown_outcome": "A non-idempotent call's outcome is unknown after a crash and was not retried.",
+    }
+);
+
+impl ErrorCode {
+    /// The handler event a node's failed visit raises (reference §6.3):
+    /// `timeout` and `invalid_output` their own, every other code
+    /// `failure` (whose handler also answers the two).
+    pub const fn event(self) -> HandlerEvent {
+        match self {
+            ErrorCode::Timeout => HandlerEvent::Timeout,
+            ErrorCode::InvalidOutput => HandlerEvent::InvalidOutput,
+            _ => HandlerEvent::Failure,
+        }
+    }
+
+    /// Whether an attempt failing with this code is not retried: the run
+    /// is stopping (its budget is spent, or it was cancelled).
+    pub const fn stops_the_run(self) -> bool {
+        matches!(self, ErrorCode::BudgetExhausted | ErrorCode::Cancelled)
+    }
+}
+
+closed_word!(
+    /// A decision on a gate's REQUIRES_DECISION or a human node
+    /// (`decision_applied.decision`, reference §6.4).
+    pub Decision {
+        Approve = "approve": "Go on as if the gate passed.",
+        Revise = "revise": "Run the producing node again with the decider's notes.",
+        Replan = "replan": "Run the planning node again.",
+        Reject = "reject": "Take the subject's reject handler (by default: terminate).",
+        Timeout = "timeout": "No decision came within the subject's `timeout`: recorded by `control`, the `timeout` handler runs.",
+    }
+);
+
+impl Decision {
+    /// The handler event the decision raises (a handler for it overrides
+    /// the default action).
+    pub const fn event(self) -> HandlerEvent {
+        match self {
+            Decision::Approve => HandlerEvent::Approve,
+            Decision::Revise => HandlerEvent::Revise,
+            Decision::Replan => HandlerEvent::Replan,
+            Decision::Reject => HandlerEvent::Reject,
+            Decision::Timeout => HandlerEvent::Timeout,
+        }
+    }
+
+    /// The decisions a principal may choose (every word but `timeout`),
+    /// in the reference's order: a gate's default `decisions`.
+    pub const CHOICES: &'static [Decision] = &[Decision::Approve, Decision::Revise, Decision::Replan, Decision::Reject];
+}
+
+closed_word!(
+    /// Why a run stopped without terminating (`run_paused.reason`).
+    pub PauseReason {
+        AwaitingDecision = "awaiting_decision": "A gate or human node waits for a decision (`flow decide`, then `flow resume`).",
+        ReconciliationRequired = "reconciliation_required": "A non-idempotent call's outcome is unknown after a crash (`flow reconcile`).",
+        Cycle = "cycle": "Witness traces only: the run repeats from the event `waiting_on` names (a lasso).",
+    }
+);
+
+closed_word!(
+    /// A budget zone: the share of a scope's limit that remains
+    /// (`budget_zone_changed.from`/`to`, reference §7.2).
+    pub Zone {
+        Green = "green": "Plenty left: nothing happens.",
+        Yellow = "yellow": "Running low: the zone's actions run (e.g. `warn`).",
+        Red = "red": "Nearly exhausted: the zone's actions run (e.g. `degrade`).",
+        Fuse = "fuse": "Almost nothing left: the zone's actions run (e.g. `return_partial`).",
+    }
+);
+
+closed_word!(
+    /// What a run monitor does when a policy is violated
+    /// (`policy_violated.response`, reference §8).
+    pub PolicyResponse {
+        Warn = "warn": "Record the violation; the run continues.",
+        Block = "block": "The offending event does not happen and the run stops.",
+        Halt = "halt": "The run stops after the offending event.",
+        Escalate = "escalate": "A human decides whether the offending event happens.",
+    }
+);
+
+closed_word!(
+    /// A protocol message between participants (`message.message_type`).
+    pub MessageType {
+        TaskAssign = "TASK_ASSIGN": "A delegator assigned a task to a delegate.",
+        TaskReport = "TASK_REPORT": "A delegate reported a task's result.",
+        Query = "QUERY": "A participant asked another.",
+        Response = "RESPONSE": "The answer to a query.",
+        VoteRequest = "VOTE_REQUEST": "A vote was asked for.",
+        Vote = "VOTE": "A vote was cast.",
+        ApprovalRequest = "APPROVAL_REQUEST": "A call waits for a human's confirmation.",
+    }
+);
+
+/// The termination reasons the control plane chooses itself (every other
+/// reason is an `end` node's target or an action's argument, written by
+/// the flow's author): `flow trace explain` and the reference list them.
+/// `NODE_failed` stands for any node's name followed by `_failed`,
+/// `escalation_DECISION` for `escalation_` and a decision.
+pub const ENGINE_REASONS: &[(&str, &str)] = &[
+    ("NODE_failed", "The node's visit failed and no handler, `on_failure` or workflow `failure` handler answered it."),
+    ("budget_exhausted", "A budget limit was reached and nothing handled `budget_exhausted`."),
+    ("max_hops", "The run took more handoffs than the workflow's `max_hops` and nothing handled `max_hops`."),
+    ("partial_result", "A `return_partial` action (a budget zone's, say) ended the run with what it had (status partial)."),
+    ("fallback", "A `fallback` action without a reason ended the run (status partial)."),
+    ("halted", "A `halt` action stopped the run."),
+    ("policy_violation", "A policy's monitor halted the run after the offending event (response `halt`, or an escalation that was rejected)."),
+    ("policy_blocked", "A policy's monitor stopped the run before the offending event (response `block`)."),
+    ("escalation_DECISION", "A human answered an `escalate` action with something other than `approve` (status escalated), e.g. `escalation_reject`."),
+    ("cancelled", "The run was cancelled (status cancelled)."),
+    ("invalid_input", "The run's input did not match the workflow's declared `input` type."),
+    ("no_start", "The workflow has no node to start from."),
+    ("unknown_node", "Control moved to a node the plan does not have."),
+    ("dead_end", "A node completed and no edge leaving it could be taken."),
+    ("EVENT", "A `terminate` action without a reason, outside a gate with a `reason`: the handled event in lower case (`block`, `reject`, `exhausted`, …)."),
+];
+
+/// Words written one after another with `sep` between them (`approve/reject`).
+pub fn join<W: std::fmt::Display>(words: &[W], sep: &str) -> String {
+    words.iter().map(|w| w.to_string()).collect::<Vec<_>>().join(sep)
+}
+
+/// One documented set of words: where traces write them and what each
+/// means (`flow trace explain` prints them; the reference lists them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Registry {
+    /// What the words are, e.g. `error code`.
+    pub name: &'static str,
+    /// The event fields that hold them.
+    pub fields: &'static str,
+    /// Each word and its meaning.
+    pub words: Vec<(&'static str, &'static str)>,
+}
+
+fn entries<W: Copy>(all: &[W], word: fn(W) -> &'static str, meaning: fn(W) -> &'static str) -> Vec<(&'static str, &'static str)> {
+    all.iter().map(|w| (word(*w), meaning(*w))).collect()
+}
+
+/// Every registry of closed words (and the engine's own termination
+/// reasons), in the order `flow trace explain` lists them.
+pub fn registries() -> Vec<Registry> {
+    vec![
+        Registry {
+            name: "error code",
+            fields: "attempt_failed.error_code, node_failed.error_code",
+            words: entries(ErrorCode::ALL, ErrorCode::as_str, ErrorCode::meaning),
+        },
+        Registry { name: "termination reason (chosen by the engine)", fields: "run_terminated.reason", words: ENGINE_REASONS.to_vec() },
+        Registry {
+            name: "handler event",
+            fields: "action_taken.event (and `zone_<zone>`)",
+            words: entries(HandlerEvent::ALL, HandlerEvent::as_str, HandlerEvent::meaning),
+        },
+        Registry {
+            name: "decision",
+            fields: "decision_requested.decisions, decision_applied.decision",
+            words: entries(Decision::ALL, Decision::as_str, Decision::meaning),
+        },
+        Registry {
+            name: "pause reason",
+            fields: "run_paused.reason",
+            words: entries(PauseReason::ALL, PauseReason::as_str, PauseReason::meaning),
+        },
+        Registry {
+            name: "budget zone",
+            fields: "budget_zone_changed.from, budget_zone_changed.to",
+            words: entries(Zone::ALL, Zone::as_str, Zone::meaning),
+        },
+        Registry {
+            name: "policy response",
+            fields: "policy_violated.response",
+            words: entries(PolicyResponse::ALL, PolicyResponse::as_str, PolicyResponse::meaning),
+        },
+        Registry {
+            name: "message type",
+            fields: "message.message_type",
+            words: entries(MessageType::ALL, MessageType::as_str, MessageType::meaning),
+        },
+    ]
+}
+
+/// Every registry entry for `word` (a word may be in several: `timeout`
+/// is an error code, a handler event and a decision). A reason ending in
+/// `_failed` is the `NODE_failed` entry.
+pub fn explain_word(word: &str) -> Vec<(&'static str, &'static str, &'static str)> {
+    let mut found = Vec::new();
+    for registry in registries() {
+        let key = match registry.fields {
+            "run_terminated.reason" if word.ends_with("_failed") && word != "_failed" => "NODE_failed",
+            "run_terminated.reason" if word.starts_with("escalation_") => "escalation_DECISION",
+            _ => word,
+        };
+        if let Some((_, meaning)) = registry.words.iter().find(|(w, _)| *w == key) {
+            found.push((registry.name, registry.fields, *meaning));
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_word_reads_back_as_itself_and_others_are_refused_by_name() {
+        for registry in registries() {
+            assert!(!registry.words.is_empty(), "{}", registry.name);
+            for (word, meaning) in &registry.words {
+                assert!(!meaning.is_empty(), "{word}");
+            }
+        }
+        for code in ErrorCode::ALL {
+            let text = serde_json::to_string(code).unwrap();
+            assert_eq!(text, format!("\"{}\"", code.as_str()));
+            assert_eq!(serde_json::from_str::<ErrorCode>(&text).unwrap(), *code);
+        }
+        let err = serde_json::from_str::<ErrorCode>("\"oops\"").unwrap_err().to_string();
+        assert!(err.contains("unknown ErrorCode `oops`") && err.contains("invalid_output"), "{err}");
+        for event in ActionEvent::all() {
+            assert_eq!(ActionEvent::parse(event.as_str()), Some(event));
+        }
+        assert_eq!(ActionEvent::parse("zone_red"), Some(ActionEvent::Zone(Zone::Red)));
+        assert_eq!(ActionEvent::parse("zone_purple"), None);
+        for kind in NodeKind::ALL {
+            assert_eq!(serde_json::from_str::<NodeKind>(&serde_json::to_string(&kind).unwrap()).unwrap(), kind);
+        }
+        assert!(serde_json::from_str::<NodeKind>("\"invalid\"").is_err());
+    }
+
+    #[test]
+    fn a_word_in_several_registries_is_explained_in_each() {
+        let timeout: Vec<&str> = explain_word("timeout").iter().map(|(name, _, _)| *name).collect();
+        assert_eq!(timeout, ["error code", "handler event", "decision"]);
+        let failed = explain_word("write_failed");
+        assert_eq!(failed.len(), 1);
+        assert!(failed[0].2.contains("failed and no handler"), "{failed:?}");
+        assert!(explain_word("no_such_word").is_empty());
+    }
+
+    #[test]
+    fn the_failure_rule_of_an_error_code() {
+        assert_eq!(ErrorCode::Timeout.event(), HandlerEvent::Timeout);
+        assert_eq!(ErrorCode::InvalidOutput.event(), HandlerEvent::InvalidOutput);
+        assert_eq!(ErrorCode::ToolError.event(), HandlerEvent::Failure);
+        assert!(ErrorCode::BudgetExhausted.stops_the_run() && ErrorCode::Cancelled.stops_the_run());
+        assert!(!ErrorCode::Timeout.stops_the_run());
+        assert_eq!(Decision::CHOICES.len(), 4);
+        assert!(!Decision::CHOICES.contains(&Decision::Timeout));
+    }
+}

@@ -227,14 +227,9 @@ impl Checker<'_> {
                 inner.vars.push((var.text.clone(), item));
                 let predicate = self.type_expr(predicate, &inner);
                 self.expect_bool(&predicate, expr, "a quantifier's condition");
-                let q = if *quantifier == Quantifier::All { "all" } else { "any" };
+                let q = if *quantifier == Quantifier::All { crate::ir::Quantifier::All } else { crate::ir::Quantifier::Any };
                 texpr(
-                    TExprKind::Quantified {
-                        quantifier: q.into(),
-                        var: var.text.clone(),
-                        list: Box::new(list),
-                        predicate: Box::new(predicate),
-                    },
+                    TExprKind::Quantified { quantifier: q, var: var.text.clone(), list: Box::new(list), predicate: Box::new(predicate) },
                     Ty::Bool,
                 )
             }
@@ -373,7 +368,8 @@ impl Checker<'_> {
                 }
             }
         };
-        texpr(TExprKind::Binary { op: op.as_str().into(), lhs: Box::new(l), rhs: Box::new(r) }, ty)
+        let Some(op) = crate::ir::BinOp::of(op) else { return TExpr::invalid() };
+        texpr(TExprKind::Binary { op, lhs: Box::new(l), rhs: Box::new(r) }, ty)
     }
 
     fn type_call(&mut self, expr: &Expr, callee: &Expr, args: &[flow_syntax::ast::Argument], scope: &Scope) -> TExpr {

@@ -387,7 +387,7 @@ pub enum TExprKind {
         operand: Box<TExpr>,
     },
     Binary {
-        op: String,
+        op: BinOp,
         lhs: Box<TExpr>,
         rhs: Box<TExpr>,
     },
@@ -398,7 +398,7 @@ pub enum TExprKind {
         fields: IndexMap<String, TExpr>,
     },
     Quantified {
-        quantifier: String,
+        quantifier: Quantifier,
         var: String,
         list: Box<TExpr>,
         predicate: Box<TExpr>,
@@ -412,3 +412,77 @@ impl TExpr {
         TExpr { kind: TExprKind::Invalid, ty: Ty::Any }
     }
 }
+
+flow_trace::closed_word!(
+    /// A binary operator of a checked expression (reference §4.1), as
+    /// sources write it.
+    pub BinOp {
+        Or = "or": "Either is true (the right side is evaluated only when the left is false).",
+        And = "and": "Both are true (the right side is evaluated only when the left is true).",
+        Eq = "==": "Equal (numbers by value: `1 == 1.0`).",
+        NotEq = "!=": "Not equal.",
+        Lt = "<": "Less than (two numbers or two strings).",
+        LtEq = "<=": "Less than or equal.",
+        Gt = ">": "Greater than.",
+        GtEq = ">=": "Greater than or equal.",
+        In = "in": "Membership in a list, or a substring of a string.",
+        Add = "+": "Sum, or two strings joined.",
+        Sub = "-": "Difference.",
+        Mul = "*": "Product.",
+        Div = "/": "Quotient (never by zero).",
+    }
+);
+
+impl BinOp {
+    /// Binding strength, loosest first (reference §4.1).
+    pub const fn precedence(self) -> u8 {
+        match self {
+            BinOp::Or => 2,
+            BinOp::And => 3,
+            BinOp::Eq | BinOp::NotEq | BinOp::Lt | BinOp::LtEq | BinOp::Gt | BinOp::GtEq | BinOp::In => 5,
+            BinOp::Add | BinOp::Sub => 6,
+            BinOp::Mul | BinOp::Div => 7,
+        }
+    }
+
+    /// The comparison with its sides swapped (`a < b` is `b > a`).
+    pub const fn flipped(self) -> BinOp {
+        match self {
+            BinOp::Lt => BinOp::Gt,
+            BinOp::LtEq => BinOp::GtEq,
+            BinOp::Gt => BinOp::Lt,
+            BinOp::GtEq => BinOp::LtEq,
+            other => other,
+        }
+    }
+
+    /// The checked operator of a source operator (`|` is a type union, never
+    /// in a checked expression).
+    pub fn of(op: flow_syntax::ast::BinaryOp) -> Option<BinOp> {
+        use flow_syntax::ast::BinaryOp as Src;
+        Some(match op {
+            Src::Union => return None,
+            Src::Or => BinOp::Or,
+            Src::And => BinOp::And,
+            Src::Eq => BinOp::Eq,
+            Src::NotEq => BinOp::NotEq,
+            Src::Lt => BinOp::Lt,
+            Src::LtEq => BinOp::LtEq,
+            Src::Gt => BinOp::Gt,
+            Src::GtEq => BinOp::GtEq,
+            Src::In => BinOp::In,
+            Src::Add => BinOp::Add,
+            Src::Sub => BinOp::Sub,
+            Src::Mul => BinOp::Mul,
+            Src::Div => BinOp::Div,
+        })
+    }
+}
+
+flow_trace::closed_word!(
+    /// A quantifier over a list (reference §4.1).
+    pub Quantifier {
+        All = "all": "The condition holds for every item (true for an empty list).",
+        Any = "any": "The condition holds for some item (false for an empty list).",
+    }
+);

@@ -16,7 +16,7 @@ pub fn render(expr: &TExpr) -> String {
 /// Binding strength, loosest first (the reference's §4.1 levels).
 fn precedence(expr: &TExpr) -> u8 {
     match &expr.kind {
-        TExprKind::Binary { op, .. } => binary_precedence(op),
+        TExprKind::Binary { op, .. } => op.precedence(),
         TExprKind::Not { .. } => 4,
         TExprKind::Neg { .. } => 8,
         TExprKind::Literal { value } if literal_is_negative(value) => 8,
@@ -29,16 +29,6 @@ fn literal_is_negative(value: &Value) -> bool {
         Value::Int(i) => *i < 0,
         Value::Float(f) | Value::Money(f) | Value::Fraction(f) => *f < 0.0,
         _ => false,
-    }
-}
-
-fn binary_precedence(op: &str) -> u8 {
-    match op {
-        "or" => 2,
-        "and" => 3,
-        "==" | "!=" | "<" | "<=" | ">" | ">=" | "in" => 5,
-        "+" | "-" => 6,
-        _ => 7,
     }
 }
 
@@ -83,12 +73,12 @@ fn write_expr(out: &mut String, expr: &TExpr, min: u8) {
             write_expr(out, operand, 9);
         }
         TExprKind::Binary { op, lhs, rhs } => {
-            let p = binary_precedence(op);
+            let p = op.precedence();
             // Left-associative, except comparisons, which do not chain.
             let left_min = if p == 5 { 6 } else { p };
             write_expr(out, lhs, left_min);
             out.push(' ');
-            out.push_str(op);
+            out.push_str(op.as_str());
             out.push(' ');
             write_expr(out, rhs, p + 1);
         }
@@ -114,7 +104,7 @@ fn write_expr(out: &mut String, expr: &TExpr, min: u8) {
             }
         }
         TExprKind::Quantified { quantifier, var, list, predicate } => {
-            out.push_str(quantifier);
+            out.push_str(quantifier.as_str());
             out.push('(');
             out.push_str(var);
             out.push_str(" in ");

@@ -4,7 +4,7 @@
 use crate::flowgraph::{loc_span, EdgeKind, FastHash, FlowGraph, Parents};
 use crate::types::Types;
 use flow_check::ir::NodeKind;
-use flow_check::ir::{Guard, Program, TExpr, TExprKind, Value};
+use flow_check::ir::{BinOp, Guard, Program, TExpr, TExprKind, Value};
 use flow_check::types::Ty;
 use flow_diagnostics::{codes, Diagnostic, Label};
 use indexmap::{IndexMap, IndexSet};
@@ -249,7 +249,7 @@ fn domain(types: &Types<'_>, ty: &Ty) -> Option<IndexSet<String>> {
 /// Analyses a guard into (key, cover), when it tests one value.
 fn cover(types: &Types<'_>, guard: &TExpr) -> Option<(String, Ty, Cover)> {
     match &guard.kind {
-        TExprKind::Binary { op, lhs, rhs } if op == "or" => {
+        TExprKind::Binary { op: BinOp::Or, lhs, rhs } => {
             let (k1, t1, c1) = cover(types, lhs)?;
             let (k2, _, c2) = cover(types, rhs)?;
             if k1 != k2 {
@@ -257,7 +257,7 @@ fn cover(types: &Types<'_>, guard: &TExpr) -> Option<(String, Ty, Cover)> {
             }
             Some((k1, t1, union(c1, c2)?))
         }
-        TExprKind::Binary { op, lhs, rhs } if op == "in" => {
+        TExprKind::Binary { op: BinOp::In, lhs, rhs } => {
             let k = key(lhs)?;
             let TExprKind::List { items } = &rhs.kind else { return None };
             let mut values = IndexSet::new();
@@ -275,26 +275,26 @@ fn cover(types: &Types<'_>, guard: &TExpr) -> Option<(String, Ty, Cover)> {
                 (_, _, Some(k), Some(v)) => ((k, rhs.ty.clone()), v, true),
                 _ => return None,
             };
-            let op = if flipped { flip(op) } else { op.as_str() };
+            let op = if flipped { op.flipped() } else { *op };
             match (&value, op) {
-                (Value::Str(s), "==") => Some((subject.0, subject.1, Cover::Values([s.clone()].into_iter().collect()))),
-                (Value::Str(s), "!=") => {
+                (Value::Str(s), BinOp::Eq) => Some((subject.0, subject.1, Cover::Values([s.clone()].into_iter().collect()))),
+                (Value::Str(s), BinOp::NotEq) => {
                     let mut all = domain(types, &subject.1)?;
                     all.shift_remove(s);
                     Some((subject.0, subject.1, Cover::Values(all)))
                 }
-                (Value::Bool(b), "==") => Some((subject.0, subject.1, Cover::Values([b.to_string()].into_iter().collect()))),
-                (Value::Bool(b), "!=") => Some((subject.0, subject.1, Cover::Values([(!b).to_string()].into_iter().collect()))),
+                (Value::Bool(b), BinOp::Eq) => Some((subject.0, subject.1, Cover::Values([b.to_string()].into_iter().collect()))),
+                (Value::Bool(b), BinOp::NotEq) => Some((subject.0, subject.1, Cover::Values([(!b).to_string()].into_iter().collect()))),
                 (v, op) => {
                     let c = number(v)?;
                     let inf = f64::INFINITY;
                     let ranges = match op {
-                        "==" => vec![(c, true, c, true)],
-                        "!=" => vec![(-inf, false, c, false), (c, false, inf, false)],
-                        "<" => vec![(-inf, false, c, false)],
-                        "<=" => vec![(-inf, false, c, true)],
-                        ">" => vec![(c, false, inf, false)],
-                        ">=" => vec![(c, true, inf, false)],
+                        BinOp::Eq => vec![(c, true, c, true)],
+                        BinOp::NotEq => vec![(-inf, false, c, false), (c, false, inf, false)],
+                        BinOp::Lt => vec![(-inf, false, c, false)],
+                        BinOp::LtEq => vec![(-inf, false, c, true)],
+                        BinOp::Gt => vec![(c, false, inf, false)],
+                        BinOp::GtEq => vec![(c, true, inf, false)],
                         _ => return None,
                     };
                     Some((subject.0, subject.1, Cover::Ranges(ranges)))
@@ -311,16 +311,6 @@ fn cover(types: &Types<'_>, guard: &TExpr) -> Option<(String, Ty, Cover)> {
             matches!(types.expand(guard.ty.non_null()), Ty::Bool)
                 .then(|| (k, guard.ty.clone(), Cover::Values(["true".to_string()].into_iter().collect())))
         }
-    }
-}
-
-fn flip(op: &str) -> &str {
-    match op {
-        "<" => ">",
-        "<=" => ">=",
-        ">" => "<",
-        ">=" => "<=",
-        other => other,
     }
 }
 

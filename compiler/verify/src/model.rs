@@ -22,7 +22,7 @@
 
 use crate::obligations::Obligation;
 use flow_check::ir::ActionKind;
-use flow_check::ir::{Action, Guard, Handler, Program, TExpr, TExprKind, Value, Workflow};
+use flow_check::ir::{Action, BinOp, Guard, Handler, Program, TExpr, TExprKind, Value, Workflow};
 use flow_check::ir::{HandlerEvent, NodeKind, TransferKind};
 use flow_check::view::{Budget, OnFailure};
 use flow_trace::{Decision, Outcome, TerminationStatus, Via, Zone};
@@ -1610,18 +1610,18 @@ impl<'p> Model<'p> {
     fn guard(&self, e: &TExpr, st: &St) -> Option<bool> {
         match &e.kind {
             TExprKind::Not { operand } => self.guard(operand, st).map(|b| !b),
-            TExprKind::Binary { op, lhs, rhs } => match op.as_str() {
-                "and" => match (self.guard(lhs, st), self.guard(rhs, st)) {
+            TExprKind::Binary { op, lhs, rhs } => match op {
+                BinOp::And => match (self.guard(lhs, st), self.guard(rhs, st)) {
                     (Some(false), _) | (_, Some(false)) => Some(false),
                     (Some(true), Some(true)) => Some(true),
                     _ => None,
                 },
-                "or" => match (self.guard(lhs, st), self.guard(rhs, st)) {
+                BinOp::Or => match (self.guard(lhs, st), self.guard(rhs, st)) {
                     (Some(true), _) | (_, Some(true)) => Some(true),
                     (Some(false), Some(false)) => Some(false),
                     _ => None,
                 },
-                "==" | "!=" => {
+                BinOp::Eq | BinOp::NotEq => {
                     let (node, lit) = match (decision_field(lhs), literal(rhs)) {
                         (Some(n), Some(l)) => (n, l),
                         _ => match (decision_field(rhs), literal(lhs)) {
@@ -1631,7 +1631,7 @@ impl<'p> Model<'p> {
                     };
                     let n = self.workflow.nodes.get_index_of(node)? as NodeId;
                     let d = self.decision_of(st, n)?;
-                    Some((d == lit) == (op == "=="))
+                    Some((d == lit) == (*op == BinOp::Eq))
                 }
                 _ => None,
             },

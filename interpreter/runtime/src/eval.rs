@@ -6,7 +6,7 @@
 //! total: a wrong-shaped artifact gives an [`EvalError`] naming the operation
 //! and the offending value's kind, never a panic.
 
-use flow_check::ir::{TExpr, TExprKind, Value};
+use flow_check::ir::{BinOp, Quantifier, TExpr, TExprKind, Value};
 use flow_check::types::Ty;
 use serde_json::{Map, Number, Value as Json};
 use std::borrow::Cow;
@@ -121,7 +121,7 @@ fn eval_in<'s>(expr: &TExpr, scope: &Scope<'s>) -> Result<Cow<'s, Json>> {
             },
             other => return Err(EvalError::new(format!("`-` expects a number, got {}", kind(other)))),
         },
-        TExprKind::Binary { op, lhs, rhs } => binary(op, lhs, rhs, scope)?,
+        TExprKind::Binary { op, lhs, rhs } => binary(*op, lhs, rhs, scope)?,
         TExprKind::List { items } => {
             Json::Array(items.iter().map(|i| eval_in(i, scope).map(Cow::into_owned)).collect::<Result<Vec<Json>>>()?)
         }
@@ -133,11 +133,7 @@ fn eval_in<'s>(expr: &TExpr, scope: &Scope<'s>) -> Result<Cow<'s, Json>> {
             Json::Object(map)
         }
         TExprKind::Quantified { quantifier, var, list, predicate } => {
-            let want_all = match quantifier.as_str() {
-                "all" => true,
-                "any" => false,
-                other => return Err(EvalError::new(format!("unknown quantifier `{other}`"))),
-            };
+            let want_all = *quantifier == Quantifier::All;
             let list = eval_in(list, scope)?;
             let Json::Array(items) = list.as_ref() else {
                 return Err(EvalError::new(format!("`{quantifier}` ranges over a list, got {}", kind(&list))));
@@ -374,19 +370,19 @@ fn logic(op: &str, expr: &TExpr, scope: &Scope<'_>) -> Result<bool> {
     }
 }
 
-fn binary(op: &str, lhs: &TExpr, rhs: &TExpr, scope: &Scope<'_>) -> Result<Json> {
+fn binary(op: BinOp, lhs: &TExpr, rhs: &TExpr, scope: &Scope<'_>) -> Result<Json> {
     match op {
-        "and" => return Ok(Json::Bool(logic(op, lhs, scope)? && logic(op, rhs, scope)?)),
-        "or" => return Ok(Json::Bool(logic(op, lhs, scope)? || logic(op, rhs, scope)?)),
+        BinOp::And => return Ok(Json::Bool(logic(op.as_str(), lhs, scope)? && logic(op.as_str(), rhs, scope)?)),
+        BinOp::Or => return Ok(Json::Bool(logic(op.as_str(), lhs, scope)? || logic(op.as_str(), rhs, scope)?)),
         _ => {}
     }
     let l = eval_in(lhs, scope)?;
     let r = eval_in(rhs, scope)?;
     let (l, r) = (l.as_ref(), r.as_ref());
     match op {
-        "==" => Ok(Json::Bool(json_eq(l, r))),
-        "!=" => Ok(Json::Bool(!json_eq(l, r))),
-        "<" | "<=" | ">" | ">=" => {
+        BinOp::Eq => Ok(Json::Bool(json_eq(l, r))),
+        BinOp::NotEq => Ok(Json::Bool(!json_eq(l, r))),
+        BinOp::Lt | BinOp::LtEq | BinOp::Gt | BinOp::GtEq => {
             let ordering = match (l, r) {
                 (Json::Number(a), Json::Number(b)) => num_cmp(a, b),
                 (Json::String(a), Json::String(b)) => Some(a.cmp(b)),
@@ -398,28 +394,28 @@ fn binary(op: &str, lhs: &TExpr, rhs: &TExpr, scope: &Scope<'_>) -> Result<Json>
                 return Err(EvalError::new(format!("`{op}` cannot order these numbers")));
             };
             Ok(Json::Bool(match op {
-                "<" => ordering == Ordering::Less,
-                "<=" => ordering != Ordering::Greater,
-                ">" => ordering == Ordering::Greater,
+                BinOp::Lt => ordering == Ordering::Less,
+                BinOp::LtEq => ordering != Ordering::Greater,
+                BinOp::Gt => ordering == Ordering::Greater,
                 _ => ordering != Ordering::Less,
             }))
         }
-        "in" => member("in", l, r),
-        "+" | "-" | "*" | "/" => arithmetic(op, l, r),
-        other => Err(EvalError::new(format!("unknown operator `{other}`"))),
+        BinOp::In => member("in", l, r),
+        // `+`, `-`, `*`, `/` (`and` and `or` returned above).
+        _ => arithmetic(op, l, r),
     }
 }
 
-fn arithmetic(op: &str, l: &Json, r: &Json) -> Result<Json> {
+fn arithmetic(op: BinOp, l: &Json, r: &Json) -> Result<Json> {
     let (a, b) = match (l, r) {
         (Json::Number(a), Json::Number(b)) => (a, b),
-        (Json::String(a), Json::String(b)) if op == "+" => return Ok(Json::String(format!("{a}{b}"))),
+        (Json::String(a), Json::String(b)) if op == BinOp::Add => return Ok(Json::String(format!("{a}{b}"))),
         _ => {
-            let what = if op == "+" { "two numbers or two strings" } else { "two numbers" };
+            let what = if op == BinOp::Add { "two numbers or two strings" } else { "two numbers" };
             return Err(EvalError::new(format!("`{op}` expects {what}, got {} and {}", kind(l), kind(r))));
         }
     };
-    if op == "/" {
+    if op == BinOp::Div {
         let divisor = to_f64(b);
         if divisor == 0.0 {
             return Err(EvalError::new("`/` divides by zero"));
@@ -428,8 +424,8 @@ fn arithmetic(op: &str, l: &Json, r: &Json) -> Result<Json> {
     }
     if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
         let exact = match op {
-            "+" => x.checked_add(y),
-            "-" => x.checked_sub(y),
+            BinOp::Add => x.checked_add(y),
+            BinOp::Sub => x.checked_sub(y),
             _ => x.checked_mul(y),
         };
         if let Some(v) = exact {
@@ -438,8 +434,8 @@ fn arithmetic(op: &str, l: &Json, r: &Json) -> Result<Json> {
     }
     let (x, y) = (to_f64(a), to_f64(b));
     let result = match op {
-        "+" => x + y,
-        "-" => x - y,
+        BinOp::Add => x + y,
+        BinOp::Sub => x - y,
         _ => x * y,
     };
     float(&format!("`{op}`"), result)
@@ -576,25 +572,25 @@ workflow w {{
         TExpr { kind: TExprKind::Literal { value: Box::new(value) }, ty }
     }
 
-    fn binary_expr(op: &str, lhs: TExpr, rhs: TExpr) -> TExpr {
-        TExpr { kind: TExprKind::Binary { op: op.into(), lhs: Box::new(lhs), rhs: Box::new(rhs) }, ty: Ty::Bool }
+    fn binary_expr(op: BinOp, lhs: TExpr, rhs: TExpr) -> TExpr {
+        TExpr { kind: TExprKind::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs) }, ty: Ty::Bool }
     }
 
     #[test]
     fn strings_order_lexicographically() {
         let s = |v: &str| literal(Value::Str(v.into()), Ty::String);
         let env = Env::new();
-        assert_eq!(eval(&binary_expr("<", s("apple"), s("banana")), &env), Ok(json!(true)));
-        assert_eq!(eval(&binary_expr(">=", s("apple"), s("banana")), &env), Ok(json!(false)));
-        assert_eq!(eval(&binary_expr("<=", s("b"), s("b")), &env), Ok(json!(true)));
-        let err = eval(&binary_expr("<", s("a"), literal(Value::Int(1), Ty::Int)), &env).unwrap_err();
+        assert_eq!(eval(&binary_expr(BinOp::Lt, s("apple"), s("banana")), &env), Ok(json!(true)));
+        assert_eq!(eval(&binary_expr(BinOp::GtEq, s("apple"), s("banana")), &env), Ok(json!(false)));
+        assert_eq!(eval(&binary_expr(BinOp::LtEq, s("b"), s("b")), &env), Ok(json!(true)));
+        let err = eval(&binary_expr(BinOp::Lt, s("a"), literal(Value::Int(1), Ty::Int)), &env).unwrap_err();
         assert_eq!(err.message, "`<` compares two numbers or two strings, got string and number");
         // `in` on an object tests its keys.
         let mut env = Env::new();
         env.insert("o".into(), json!({ "k": 1 }));
         let o = TExpr { kind: TExprKind::Var { name: "o".into() }, ty: Ty::Any };
-        assert_eq!(eval(&binary_expr("in", s("k"), o.clone()), &env), Ok(json!(true)));
-        assert_eq!(eval(&binary_expr("in", s("z"), o), &env), Ok(json!(false)));
+        assert_eq!(eval(&binary_expr(BinOp::In, s("k"), o.clone()), &env), Ok(json!(true)));
+        assert_eq!(eval(&binary_expr(BinOp::In, s("z"), o), &env), Ok(json!(false)));
     }
 
     #[test]

@@ -97,3 +97,46 @@ fn every_termination_reason_the_engine_chooses_is_in_the_registry() {
         assert!(documented.contains(&reason), "the engine ends runs with `{reason}`, which flow_trace::ENGINE_REASONS does not document");
     }
 }
+
+/// The event kinds `file` constructs itself (`Body::Kind { schema_version … }`)
+/// rather than through the event builder (`flow_check::events`).
+fn bodies_built_in(relative: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(repo_root().join(relative)).expect("source");
+    let mut kinds = Vec::new();
+    for (i, _) in text.match_indices("Body::") {
+        let rest = &text[i + "Body::".len()..];
+        let kind: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+        let body = rest[kind.len()..].split('}').next().unwrap_or_default();
+        if body.contains("schema_version") {
+            kinds.push(kind);
+        }
+    }
+    kinds.sort();
+    kinds.dedup();
+    kinds
+}
+
+#[test]
+fn witnesses_and_runs_build_their_events_in_one_builder() {
+    // The witness writer builds every event through the builder ...
+    assert_eq!(bodies_built_in("compiler/verify/src/mc.rs"), Vec::<String>::new());
+    // ... and so does the engine, except for the kinds only a real run has.
+    let engine_only = [
+        "AgentTurn",
+        "ArtifactRecorded",
+        "BudgetReserved",
+        "BudgetSettled",
+        "LeaseExpired",
+        "LeaseGranted",
+        "LeaseHeartbeat",
+        "LeaseReleased",
+        "Message",
+        "PolicyViolated",
+        "ReconciliationRequired",
+        "RunResumed",
+        "StateChanged",
+    ];
+    for kind in bodies_built_in("interpreter/runtime/src/engine.rs") {
+        assert!(engine_only.contains(&kind.as_str()), "the engine builds `{kind}` itself: build it with flow_check::events, as witnesses do");
+    }
+}

@@ -9,6 +9,7 @@
 
 pub mod ceilings;
 mod check;
+pub mod events;
 mod expr;
 pub mod index;
 pub mod ir;

@@ -584,7 +584,7 @@ pub enum Body {
         /// The event that fired it: `failure`, `BLOCK`, `zone_red`, …
         event: ActionEvent,
         /// Where the handler is declared: a node, gate, budget or the workflow.
-        scope: String,
+        scope: HandlerScope,
         action: String,
     },
     /// A task moved between machine states.

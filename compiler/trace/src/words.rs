@@ -496,6 +496,85 @@ pub fn explain_word(word: &str) -> Vec<(&'static str, &'static str, &'static str
     found
 }
 
+/// Where a handler (or an action's source) is declared
+/// (`action_taken.scope`): written `node.NAME`, `gate.NAME`, `budget.SCOPE`,
+/// `workflow` or `escalation`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum HandlerScope {
+    Node(String),
+    Gate(String),
+    /// A budget scope's zone actions or its `on_exhausted` (`run`, `agent.A`, …).
+    Budget(String),
+    Workflow,
+    /// The action an approved escalation lets happen.
+    Escalation,
+}
+
+impl HandlerScope {
+    /// The scope as traces write it.
+    pub fn to_word(&self) -> String {
+        match self {
+            HandlerScope::Node(n) => format!("node.{n}"),
+            HandlerScope::Gate(g) => format!("gate.{g}"),
+            HandlerScope::Budget(b) => format!("budget.{b}"),
+            HandlerScope::Workflow => "workflow".into(),
+            HandlerScope::Escalation => "escalation".into(),
+        }
+    }
+
+    /// The scope a word names.
+    pub fn parse(word: &str) -> Option<HandlerScope> {
+        let named = |prefix: &str| word.strip_prefix(prefix).filter(|n| !n.is_empty()).map(str::to_string);
+        match word {
+            "workflow" => Some(HandlerScope::Workflow),
+            "escalation" => Some(HandlerScope::Escalation),
+            _ => named("node.")
+                .map(HandlerScope::Node)
+                .or_else(|| named("gate.").map(HandlerScope::Gate))
+                .or_else(|| named("budget.").map(HandlerScope::Budget)),
+        }
+    }
+
+    /// The gate, when the scope is one.
+    pub fn gate(&self) -> Option<&str> {
+        match self {
+            HandlerScope::Gate(g) => Some(g),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for HandlerScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_word())
+    }
+}
+
+impl serde::Serialize for HandlerScope {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_word())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for HandlerScope {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<HandlerScope, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        HandlerScope::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!("unknown handler scope `{text}` (node.NAME, gate.NAME, budget.SCOPE, workflow or escalation)"))
+        })
+    }
+}
+
+impl schemars::JsonSchema for HandlerScope {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "HandlerScope".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "pattern": "^(workflow|escalation|(node|gate|budget)\\..+)$" })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,5 +624,20 @@ mod tests {
         assert!(!ErrorCode::Timeout.stops_the_run());
         assert_eq!(Decision::CHOICES.len(), 4);
         assert!(!Decision::CHOICES.contains(&Decision::Timeout));
+    }
+
+    #[test]
+    fn handler_scopes_are_words_with_names() {
+        for scope in [
+            HandlerScope::Node("write".into()),
+            HandlerScope::Gate("g".into()),
+            HandlerScope::Budget("agent.a".into()),
+            HandlerScope::Workflow,
+            HandlerScope::Escalation,
+        ] {
+            assert_eq!(HandlerScope::parse(&scope.to_word()), Some(scope));
+        }
+        assert_eq!(HandlerScope::parse("node."), None);
+        assert_eq!(HandlerScope::parse("edge.x"), None);
     }
 }

@@ -12,9 +12,10 @@
 //! gives "unknown", never "holds".
 
 use crate::model::{Label, Model, NodeId, DECISIONS, OUTCOMES, ZONES};
+use flow_check::events;
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_policy::{Automaton, Mask, Obs};
-use flow_trace::{ArtifactRef, Body, ErrorCode, EvaluatorResult, Event, Usage};
+use flow_trace::{ArtifactRef, Body, ErrorCode, EvaluatorResult, Event};
 use indexmap::IndexSet;
 use petgraph::graph::{DiGraph, NodeIndex};
 use rustc_hash::{FxBuildHasher, FxHashMap};
@@ -260,23 +261,6 @@ pub fn cover(model: &Model, wanted: impl Fn(&Label) -> bool, max_states: usize) 
     None
 }
 
-/// The budget a delegate is granted: its contract's limits (as the engine
-/// records them).
-fn granted(budget: &flow_check::view::Budget<'_>) -> Usage {
-    Usage {
-        steps: budget.steps.unwrap_or(0),
-        tokens: budget.tokens.unwrap_or(0),
-        tool_calls: budget.tool_calls.unwrap_or(0),
-        cost: budget.cost.unwrap_or(0.0),
-        duration_ms: budget.duration_ms.unwrap_or(0),
-    }
-}
-
-/// A witness run's one attempt of a visit, failed.
-fn attempt_failed(node: String, attempt_id: String, error_code: ErrorCode, message: &str) -> Body {
-    Body::AttemptFailed { schema_version: 1, node, attempt_id, attempt_no: 1, error_code, message: message.into() }
-}
-
 /// The error code of a witness's failed visit: one whose handler event is
 /// `failure` (the event the model fails a visit with), as the node's kind
 /// would report it.
@@ -322,18 +306,9 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             time: "1970-01-01T00:00:00Z".into(),
         });
     };
-    push(
-        &mut out,
-        "control",
-        Body::RunStarted {
-            schema_version: 1,
-            workflow: model.workflow.name.clone(),
-            plan_digest: plan_digest.to_string(),
-            plan_content_digest: None,
-            input: None,
-        },
-    );
+    push(&mut out, "control", events::run_started(model.workflow, plan_digest, None, None));
     let name = |n: &NodeId| model.node_name(*n).to_string();
+    let node = |n: &NodeId| &model.workflow.nodes[*n as usize];
     for (i, label) in labels.iter().enumerate() {
         if Some(i) == cycle_start {
             cycle_seq = Some(out.len() as u64 + 1);
@@ -344,30 +319,21 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 let v = visits.entry(*n).or_default();
                 *v += 1;
                 let visit = *v;
-                let body = Body::NodeStarted { schema_version: 1, node: name(n), node_kind: model.node_kind(*n), visit };
-                push(&mut out, "control", body);
+                push(&mut out, "control", events::node_started(node(n), visit));
                 if model.node_kind(*n).has_attempts() {
                     // One attempt per visit (retries are not policy steps).
                     let attempt_id = format!("{}#{visit}.1", name(n));
-                    let body = Body::AttemptStarted {
-                        schema_version: 1,
-                        node: name(n),
-                        attempt_id: attempt_id.clone(),
-                        attempt_no: 1,
-                        trigger_reason: flow_trace::TriggerReason::First,
-                    };
-                    push(&mut out, "control", body);
+                    push(&mut out, "control", events::attempt_started(&name(n), &attempt_id, 1, flow_trace::TriggerReason::First));
                     open.insert(*n, attempt_id);
                 }
             }
             Label::Acted(site) => {
                 let (event, scope, action) = model.site_action(*site);
-                push(&mut out, "control", Body::ActionTaken { schema_version: 1, event, scope, action });
+                push(&mut out, "control", events::action_taken(event, scope, action));
             }
             Label::Settled(n, status) => {
                 let status = if *status == 1 { flow_trace::NodeStatus::Skipped } else { flow_trace::NodeStatus::Degraded };
-                let body = Body::NodeCompleted { schema_version: 1, node: name(n), status, output: Some(payload.clone()) };
-                push(&mut out, "control", body);
+                push(&mut out, "control", events::node_completed(&name(n), status, Some(payload.clone())));
             }
             Label::Completed(n) => {
                 // Outputs are abstract: one placeholder artifact (the handoffs carry the same).
@@ -377,151 +343,77 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 )
                 .then(|| payload.clone());
                 if let Some(attempt_id) = open.remove(n) {
-                    let body =
-                        Body::AttemptCompleted { schema_version: 1, node: name(n), attempt_id, attempt_no: 1, output: payload.clone() };
-                    push(&mut out, "control", body);
+                    push(&mut out, "control", events::attempt_completed(&name(n), &attempt_id, 1, payload.clone()));
                 }
-                let body = Body::NodeCompleted { schema_version: 1, node: name(n), status: flow_trace::NodeStatus::Completed, output };
-                push(&mut out, "control", body);
+                push(&mut out, "control", events::node_completed(&name(n), flow_trace::NodeStatus::Completed, output));
             }
             Label::Failed(n) | Label::FailedUnsent(n) => {
                 let code =
                     if matches!(label, Label::FailedUnsent(_)) { ErrorCode::InputTooLarge } else { failure_code(model.node_kind(*n)) };
                 if let Some(attempt_id) = open.remove(n) {
-                    push(&mut out, "control", attempt_failed(name(n), attempt_id, code, "the attempt failed (a choice of the model)"));
+                    let why = "the attempt failed (a choice of the model)";
+                    push(&mut out, "control", events::attempt_failed(&name(n), &attempt_id, 1, code, why));
                 }
-                let body = Body::NodeFailed {
-                    schema_version: 1,
-                    node: name(n),
-                    error_code: code,
-                    message: "the visit failed (a choice of the model)".into(),
-                };
-                push(&mut out, "control", body);
+                push(&mut out, "control", events::node_failed(&name(n), code, "the visit failed (a choice of the model)"));
             }
             Label::Called(t, a, n) => {
                 calls += 1;
                 let tool = model.tools[*t as usize].clone();
                 let attempt_id = format!("{}#{}.1", name(n), visits.get(n).copied().unwrap_or(1));
-                let body = Body::ToolCallStarted {
-                    schema_version: 1,
-                    tool: tool.clone(),
-                    node: name(n),
-                    attempt_id: attempt_id.clone(),
-                    agent: a.map(|a| model.agents[a as usize].clone()),
-                    request_key: format!("witness-call-{calls}"),
-                    idempotency_key: None,
-                    input: payload.clone(),
-                };
+                let agent = a.map(|a| model.agents[a as usize].clone());
+                let key = format!("witness-call-{calls}");
+                let body = events::tool_call_started(&tool, &name(n), &attempt_id, agent, key, None, payload.clone());
                 push(&mut out, &format!("tool.{tool}"), body);
-                let done = Body::ToolCallCompleted {
-                    schema_version: 1,
-                    tool: tool.clone(),
-                    attempt_id,
-                    ok: true,
-                    output: None,
-                    error: None,
-                    duration_ms: 0,
-                };
-                push(&mut out, &format!("tool.{tool}"), done);
+                push(&mut out, &format!("tool.{tool}"), events::tool_call_completed(&tool, &attempt_id, true, None, None, 0));
             }
             Label::Refused(t, a, n) => {
-                let body = Body::ToolCallRefused {
-                    schema_version: 1,
-                    tool: model.tools[*t as usize].clone(),
-                    node: name(n),
-                    attempt_id: format!("{}#{}.1", name(n), visits.get(n).copied().unwrap_or(1)),
-                    agent: a.map(|a| model.agents[a as usize].clone()),
-                    reason: "not allowed for this agent".into(),
-                };
+                let attempt_id = format!("{}#{}.1", name(n), visits.get(n).copied().unwrap_or(1));
+                let agent = a.map(|a| model.agents[a as usize].clone());
+                let body = events::tool_call_refused(&model.tools[*t as usize], &name(n), &attempt_id, agent, "not allowed for this agent");
                 push(&mut out, "control", body);
             }
             Label::HandedOff(a, b) => {
                 let transfer =
                     model.workflow.transfers.iter().find(|t| t.kind == TransferKind::Handoff && t.from == name(a) && t.to == name(b));
-                let context = transfer
-                    .and_then(|t| t.context())
-                    .or_else(|| flow_check::spec::HANDOFF_BLOCK.default_word("context").and_then(flow_trace::ContextMode::parse))
-                    .unwrap_or(flow_trace::ContextMode::Isolated);
-                let fields = transfer.map(|t| t.context_fields()).unwrap_or_default();
-                let body = Body::Handoff {
-                    schema_version: 1,
-                    from: name(a),
-                    to: name(b),
-                    reason: None,
-                    context,
-                    context_fields: fields,
-                    payload: payload.clone(),
-                    accepted: true,
-                };
-                push(&mut out, &format!("node.{}", name(a)), body);
+                if let Some(transfer) = transfer {
+                    push(&mut out, &format!("node.{}", name(a)), events::handoff(transfer, payload.clone(), true));
+                }
             }
             Label::Outcome(g, o) => {
-                let (from, to) = model.gate_nodes(*g);
-                let trigger = match model.node_agent(from) {
-                    Some(agent) if model.node_kind(from) == NodeKind::Agent => format!("agent.{agent} on node_completed"),
-                    _ => "control on node_completed".to_string(),
-                };
                 let outcome = flow_trace::Outcome::ALL[*o as usize];
-                let gate = model.gate_names[*g as usize].clone();
-                let body = Body::GateRecorded {
-                    schema_version: 1,
-                    gate: gate.clone(),
-                    from: name(&from),
-                    to: name(&to),
-                    outcome,
-                    reason: None,
-                    evaluators: vec![EvaluatorResult { evaluator: "model".into(), outcome, reason: None, error: false }],
-                    trigger,
-                };
-                push(&mut out, &format!("gate.{gate}"), body);
+                let name = &model.gate_names[*g as usize];
+                if let Some(gate) = model.workflow.gates.get(name) {
+                    let evaluators = vec![EvaluatorResult { evaluator: "model".into(), outcome, reason: None, error: false }];
+                    push(&mut out, &format!("gate.{name}"), events::gate_recorded(model.workflow, gate, outcome, None, evaluators));
+                }
             }
             Label::Decided(s, d, p) => {
                 let subject = model.subjects[*s as usize].clone();
                 let by = model.principals.get_index(*p as usize).cloned().unwrap_or_default();
                 let decision = DECISIONS[*d as usize];
-                let requested = Body::DecisionRequested {
-                    schema_version: 1,
-                    subject: subject.clone(),
-                    deciders: vec![by.clone()],
-                    decisions: vec![decision],
-                };
-                push(&mut out, "control", requested);
+                push(&mut out, "control", events::decision_requested(&subject, vec![by.clone()], vec![decision]));
                 let action = model.applied_action(&subject, decision);
-                let applied = Body::DecisionApplied { schema_version: 1, subject, decision, by: by.clone(), action };
-                push(&mut out, &format!("human.{by}"), applied);
+                push(&mut out, &format!("human.{by}"), events::decision_applied(&subject, decision, &by, action));
             }
             Label::Zone(scope, z) => {
                 let zone_scope = &model.zone_scopes[*scope as usize];
                 let from = zones.insert(*scope, *z as usize).unwrap_or(0);
                 let actions = zone_scope.actions(*z);
-                let body = Body::BudgetZoneChanged {
-                    schema_version: 1,
-                    scope: zone_scope.name.clone(),
-                    from: ZONES[from],
-                    to: ZONES[*z as usize],
-                    actions: actions.clone(),
-                };
-                push(&mut out, "control", body);
+                let (from, to) = (ZONES[from], ZONES[*z as usize]);
+                push(&mut out, "control", events::zone_changed(&zone_scope.name, from, to, actions));
                 // The zone's actions, as the engine records them.
+                let event = flow_trace::ActionEvent::Zone(to);
+                let scope = flow_trace::HandlerScope::Budget(zone_scope.name.clone());
                 for action in actions {
-                    let warn = action == "warn";
-                    let taken = Body::ActionTaken {
-                        schema_version: 1,
-                        event: flow_trace::ActionEvent::Zone(ZONES[*z as usize]),
-                        scope: format!("budget.{}", zone_scope.name),
-                        action,
-                    };
-                    push(&mut out, "control", taken);
-                    if warn {
-                        let message = format!("zone_{} in budget.{}", ZONES[*z as usize], zone_scope.name);
-                        push(&mut out, "control", Body::Warning { schema_version: 1, message });
+                    push(&mut out, "control", events::action_taken(event, scope.clone(), action));
+                    if action.name == flow_check::ir::ActionKind::Warn {
+                        push(&mut out, "control", events::warning(format!("{event} in {scope}")));
                     }
                 }
             }
             Label::Terminated(r) => {
                 let reason = model.reasons.get_index(*r as usize).cloned().unwrap_or_default();
-                let body = Body::RunTerminated { schema_version: 1, reason, status: model.termination_status(*r), output: None };
-                push(&mut out, "control", body);
+                push(&mut out, "control", events::run_terminated(&reason, model.termination_status(*r), None));
             }
             Label::Edge(a, b, via) => {
                 // A `when` edge: the engine writes the guard's text.
@@ -541,40 +433,23 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                     0
                 };
                 let via = model.via(*via, guard, item);
-                let body = Body::EdgeTaken { schema_version: 1, from: name(a), to: name(b), via };
-                push(&mut out, "control", body);
+                push(&mut out, "control", events::edge_taken(&name(a), &name(b), via));
                 // A delegation into `b` is recorded with the crossing.
                 for t in model.workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate && t.to == name(b)) {
-                    let contract = t.contract().unwrap_or_default().to_string();
-                    let budget =
-                        t.contract_decl(model.program).and_then(|c| c.budget(model.program)).map(|b| granted(&b)).unwrap_or_default();
-                    let body = Body::Delegation {
-                        schema_version: 1,
-                        from: t.from.clone(),
-                        to: name(b),
-                        contract,
-                        inputs: payload.clone(),
-                        budget,
-                    };
-                    push(&mut out, &format!("node.{}", t.from), body);
+                    push(&mut out, &format!("node.{}", t.from), events::delegation(model.program, t, payload.clone()));
                 }
             }
             Label::Exhausted(n) => {
-                let body = Body::BudgetExhausted { schema_version: 1, scope: "run".into(), limit: "budget".into() };
-                push(&mut out, "control", body);
+                push(&mut out, "control", events::budget_exhausted("run", "budget"));
                 if let Some(attempt_id) = open.remove(n) {
                     let why = "the budget was exhausted (a choice of the model)";
-                    push(&mut out, "control", attempt_failed(name(n), attempt_id, ErrorCode::BudgetExhausted, why));
+                    push(&mut out, "control", events::attempt_failed(&name(n), &attempt_id, 1, ErrorCode::BudgetExhausted, why));
                 }
             }
         }
     }
     if let Some(seq) = cycle_seq {
-        push(
-            &mut out,
-            "control",
-            Body::RunPaused { schema_version: 1, reason: flow_trace::PauseReason::Cycle, waiting_on: format!("seq {seq}") },
-        );
+        push(&mut out, "control", events::run_paused(flow_trace::PauseReason::Cycle, format!("seq {seq}")));
     }
     out
 }

@@ -219,8 +219,8 @@ const METERS_TIME: u8 = 16;
 
 impl ZoneScope {
     /// The zone's actions as the engine records them.
-    pub fn actions(&self, zone: u8) -> Vec<String> {
-        self.zones.iter().find(|(z, _)| *z == zone).map(|(_, a)| a.iter().map(Action::render).collect()).unwrap_or_default()
+    pub fn actions(&self, zone: u8) -> &[Action] {
+        self.zones.iter().find(|(z, _)| *z == zone).map(|(_, a)| a.as_slice()).unwrap_or_default()
     }
 }
 
@@ -880,14 +880,15 @@ impl<'p> Model<'p> {
 
     /// A handler site's action as the engine records it in
     /// `action_taken`: (event, scope, action).
-    pub fn site_action(&self, site: u16) -> (flow_trace::ActionEvent, String, String) {
+    pub fn site_action(&self, site: u16) -> (flow_trace::ActionEvent, flow_trace::HandlerScope, &Action) {
+        use flow_trace::HandlerScope;
         let s = &self.sites[site as usize];
         let scope = match (s.gate, s.node) {
-            (Some(g), _) => format!("gate.{}", self.gate_names[g as usize]),
-            (None, Some(n)) => format!("node.{}", self.nodes[n as usize].name),
-            (None, None) => "workflow".to_string(),
+            (Some(g), _) => HandlerScope::Gate(self.gate_names[g as usize].clone()),
+            (None, Some(n)) => HandlerScope::Node(self.nodes[n as usize].name.clone()),
+            (None, None) => HandlerScope::Workflow,
         };
-        (s.event.into(), scope, s.action.render())
+        (s.event.into(), scope, &s.action)
     }
 
     /// The via text of an edge label.

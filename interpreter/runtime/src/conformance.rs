@@ -1154,7 +1154,7 @@ impl<'a> Checker<'a> {
             Body::DecisionApplied { subject, decision, by, action, .. } => self.decision_applied(seq, subject, *decision, by, action),
             // A gate's `decide` handler asks for a decision as REQUIRES_DECISION does.
             Body::ActionTaken { scope, action, .. } if action == "decide" => {
-                if let Some(gate) = scope.strip_prefix("gate.") {
+                if let Some(gate) = scope.gate() {
                     slot(&mut self.gates, gate).awaiting = true;
                 }
             }
@@ -2239,7 +2239,7 @@ impl<'a> Checker<'a> {
             },
             Body::ActionTaken { event, scope, action, .. } => {
                 let (name, arg) = split_action(action);
-                let gate_reason = scope.strip_prefix("gate.").and_then(|g| plan.wf.gates.get(g)).and_then(|g| g.reason());
+                let gate_reason = scope.gate().and_then(|g| plan.wf.gates.get(g)).and_then(|g| g.reason());
                 let ending = ActionKind::parse(name).and_then(|kind| semantics::ending(kind, arg, gate_reason, event.as_str()));
                 ending.map(|(want, status)| (want, if status == TerminationStatus::Partial { &["partial"][..] } else { &["failure"][..] }))
             }

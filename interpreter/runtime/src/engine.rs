@@ -15,6 +15,7 @@ use crate::prompt;
 use crate::proto::*;
 use crate::validate::{ty_to_schema, Validator};
 use flow_check::ceilings::{self, TurnCeiling};
+use flow_check::events;
 use flow_check::index::PlanIndex;
 use flow_check::ir::{Action, ActionKind, Decl, Gate, Guard, HandlerEvent, Node, Program, TExpr, Value as IrValue, Workflow};
 use flow_check::ir::{NodeKind, TransferKind};
@@ -23,8 +24,8 @@ use flow_check::types::Ty;
 use flow_check::view::{Budget, Conflicts, Effect, EvaluatorRef, Expect, PolicyResponse};
 use flow_policy::{Automaton, Monitor, Obs};
 use flow_trace::{
-    ActionEvent, ArtifactRef, Body, ContextMode, ErrorCode, EvaluatorResult, Event, MessageType, NodeStatus, Outcome, PauseReason, Str,
-    TerminationStatus, TriggerReason, Usage, Via, SCHEMA_VERSION,
+    ActionEvent, ArtifactRef, Body, ContextMode, ErrorCode, EvaluatorResult, Event, HandlerScope, MessageType, NodeStatus, Outcome,
+    PauseReason, Str, TerminationStatus, TriggerReason, Usage, Via, SCHEMA_VERSION,
 };
 use indexmap::{IndexMap, IndexSet};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
@@ -892,13 +893,7 @@ impl Engine {
         let input_ref = if input.is_null() { None } else { Some(artifact_ref(&input).0) };
         let started = self.emit(
             "control",
-            Body::RunStarted {
-                schema_version: V,
-                workflow: self.wf().name.clone(),
-                plan_digest: self.cfg.plan_digest.clone(),
-                plan_content_digest: self.cfg.plan_content_digest.clone(),
-                input: input_ref,
-            },
+            events::run_started(self.wf(), &self.cfg.plan_digest, self.cfg.plan_content_digest.clone(), input_ref),
             None,
         );
         if !input.is_null() {
@@ -947,8 +942,7 @@ impl Engine {
         rt.slice = slice;
         rt.contract = contract;
         let visit = rt.visits;
-        let started =
-            self.emit("control", Body::NodeStarted { schema_version: V, node: name.to_string(), node_kind: node.kind, visit }, Some(cause));
+        let started = self.emit("control", events::node_started(&node, visit), Some(cause));
         self.nodes[name].started_event = started.clone();
         if let Some(max) = node.max_visits() {
             if visit as u64 > max {
@@ -975,11 +969,7 @@ impl Engine {
             NodeKind::Parallel => {
                 let branches = node.target.clone();
                 for branch in branches {
-                    let edge = self.emit(
-                        "control",
-                        Body::EdgeTaken { schema_version: V, from: name.to_string(), to: branch.clone(), via: Via::Fanout },
-                        Some(&started),
-                    );
+                    let edge = self.emit("control", events::edge_taken(name, &branch, Via::Fanout), Some(&started));
                     // A delegation to a branch comes from whoever led to the fan-out.
                     let delegator = self
                         .wf()
@@ -1007,11 +997,7 @@ impl Engine {
             NodeKind::Loop => {
                 self.loops.insert(name.to_string(), LoopRt { round: 1 });
                 if let Some(first) = node.target.first().cloned() {
-                    let edge = self.emit(
-                        "control",
-                        Body::EdgeTaken { schema_version: V, from: name.to_string(), to: first.clone(), via: Via::LoopRound },
-                        Some(&started),
-                    );
+                    let edge = self.emit("control", events::edge_taken(name, &first, Via::LoopRound), Some(&started));
                     self.start_node(&first, input, TriggerReason::First, &edge);
                 }
             }
@@ -1052,11 +1038,7 @@ impl Engine {
         if !self.admit(Obs::Completed(name), "node_completed", cause, held) {
             return;
         }
-        let done = self.emit(
-            "control",
-            Body::NodeCompleted { schema_version: V, node: name.to_string(), status: NodeStatus::Completed, output: None },
-            Some(cause),
-        );
+        let done = self.emit("control", events::node_completed(name, NodeStatus::Completed, None), Some(cause));
         self.nodes[name].running = false;
         self.terminate(reason, status, &done, None);
     }
@@ -1066,11 +1048,7 @@ impl Engine {
         if !self.admit(Obs::Completed(name), "node_completed", cause, || Held::ParallelDone { name: name.to_string() }) {
             return;
         }
-        self.emit(
-            "control",
-            Body::NodeCompleted { schema_version: V, node: name.to_string(), status: NodeStatus::Completed, output: None },
-            Some(cause),
-        );
+        self.emit("control", events::node_completed(name, NodeStatus::Completed, None), Some(cause));
         self.nodes[name].running = false;
     }
 
@@ -1080,11 +1058,7 @@ impl Engine {
         if index < rt.items.len() {
             let item = rt.items[index].clone();
             if let Some(target) = self.wf().nodes.get(map).and_then(|n| n.target.first()).cloned() {
-                let edge = self.emit(
-                    "control",
-                    Body::EdgeTaken { schema_version: V, from: map.to_string(), to: target.clone(), via: Via::MapItem(index as u32 + 1) },
-                    Some(cause),
-                );
+                let edge = self.emit("control", events::edge_taken(map, &target, Via::MapItem(index as u32 + 1)), Some(cause));
                 self.start_node(&target, item, TriggerReason::First, &edge);
             }
         } else {
@@ -1153,17 +1127,7 @@ impl Engine {
         let attempt_no = rt.attempt_no;
         let visit = rt.visits;
         let id = concat(&[&node.name, "#", &visit.to_string(), ".", &attempt_no.to_string()]);
-        let started = self.emit(
-            "control",
-            Body::AttemptStarted {
-                schema_version: V,
-                node: node.name.clone(),
-                attempt_id: id.clone(),
-                attempt_no,
-                trigger_reason: trigger,
-            },
-            Some(cause),
-        );
+        let started = self.emit("control", events::attempt_started(&node.name, &id, attempt_no, trigger), Some(cause));
         let lease = concat(&["lease:", &id]);
         let expires = rfc3339(self.now() + self.cfg.lease_ttl_ms);
         self.emit(
@@ -1354,16 +1318,7 @@ impl Engine {
         let producer = self.envelope.producer("tool.", tool);
         let started = self.emit_as(
             producer,
-            Body::ToolCallStarted {
-                schema_version: V,
-                tool: tool.to_string(),
-                node: node.name.clone(),
-                attempt_id: attempt_id.to_string(),
-                agent: agent.map(str::to_string),
-                request_key,
-                idempotency_key,
-                input: input_ref,
-            },
+            events::tool_call_started(tool, &node.name, attempt_id, agent.map(str::to_string), request_key, idempotency_key, input_ref),
             Some(&reserved_ev),
         );
         let key = concat(&[attempt_id, "/c", &n.to_string()]);
@@ -1388,18 +1343,7 @@ impl Engine {
         if !self.admit(Obs::Refused { tool, by: agent.as_deref() }, "tool_call_refused", cause, held) {
             return;
         }
-        let warn = self.emit(
-            "control",
-            Body::ToolCallRefused {
-                schema_version: V,
-                tool: tool.to_string(),
-                node,
-                attempt_id: attempt_id.to_string(),
-                agent,
-                reason: message.to_string(),
-            },
-            Some(cause),
-        );
+        let warn = self.emit("control", events::tool_call_refused(tool, &node, attempt_id, agent, message), Some(cause));
         if let Some(a) = self.attempts.get_mut(attempt_id) {
             a.tool_results.push(json!({ "tool": tool, "ok": false, "error": message }));
         }
@@ -1743,7 +1687,7 @@ impl Engine {
             "turn {turn} of `{attempt_id}` (agent `{agent}`) reported {}: metered as reported; the static budget bounds do not cover it",
             over.join(", ")
         );
-        self.emit("control", Body::Warning { schema_version: V, message }, Some(cause));
+        self.emit("control", events::warning(message), Some(cause));
     }
 
     fn repair_or_fail(&mut self, attempt_id: &str, error: String, cause: &str) {
@@ -1772,15 +1716,7 @@ impl Engine {
         let producer = self.envelope.producer("tool.", tool);
         let done = self.emit_as(
             producer,
-            Body::ToolCallCompleted {
-                schema_version: V,
-                tool: tool.to_string(),
-                attempt_id: attempt_id.to_string(),
-                ok: result.ok,
-                output: output_ref,
-                error: result.error.clone(),
-                duration_ms: result.duration_ms,
-            },
+            events::tool_call_completed(tool, attempt_id, result.ok, output_ref, result.error.clone(), result.duration_ms),
             Some(started),
         );
         let used = Usage { tool_calls: 1, ..Usage::default() };
@@ -1843,29 +1779,14 @@ impl Engine {
         let Some(a) = self.attempts.get(attempt_id) else { return };
         let (node, id, attempt_no) = (a.node.clone(), a.id.clone(), a.attempt_no);
         let artifact = self.store(&output, &node, Some(cause));
-        let done = self.emit(
-            "control",
-            Body::AttemptCompleted { schema_version: V, node: node.clone(), attempt_id: id, attempt_no, output: artifact.clone() },
-            Some(cause),
-        );
+        let done = self.emit("control", events::attempt_completed(&node, &id, attempt_no, artifact.clone()), Some(cause));
         self.release(attempt_id, &done);
         self.complete_node_as(&node, output, NodeStatus::Completed, &done, Some(artifact));
     }
 
     fn attempt_failed(&mut self, attempt_id: &str, code: ErrorCode, message: &str, cause: &str) {
         let Some(a) = self.attempts.get(attempt_id).cloned() else { return };
-        let failed = self.emit(
-            "control",
-            Body::AttemptFailed {
-                schema_version: V,
-                node: a.node.clone(),
-                attempt_id: a.id.clone(),
-                attempt_no: a.attempt_no,
-                error_code: code,
-                message: message.to_string(),
-            },
-            Some(cause),
-        );
+        let failed = self.emit("control", events::attempt_failed(&a.node, &a.id, a.attempt_no, code, message), Some(cause));
         self.release(attempt_id, &failed);
         let Some(node) = self.node(&a.node) else { return };
         if code.stops_the_run() {
@@ -1889,11 +1810,7 @@ impl Engine {
         if !self.admit(Obs::Failed(&node.name), "node_failed", cause, held) {
             return;
         }
-        let failed = self.emit(
-            "control",
-            Body::NodeFailed { schema_version: V, node: node.name.clone(), error_code: code, message: message.to_string() },
-            Some(cause),
-        );
+        let failed = self.emit("control", events::node_failed(&node.name, code, message), Some(cause));
         if let Some(rt) = self.nodes.get_mut(&node.name) {
             rt.running = false;
         }
@@ -1904,12 +1821,12 @@ impl Engine {
         match semantics::failure_step(wf, &index, node, event) {
             FailureStep::Handler { event: on } => {
                 if let Some(action) = semantics::handler_on(&node.handlers, on).cloned() {
-                    self.act(&action, &ctx, &format!("node.{}", node.name), &failed);
+                    self.act(&action, &ctx, HandlerScope::Node(node.name.clone()), &failed);
                 }
                 return;
             }
             FailureStep::OnFailure(on_failure) => {
-                self.act(&Action::bare(on_failure.action()), &ctx, &format!("node.{}", node.name), &failed);
+                self.act(&Action::bare(on_failure.action()), &ctx, HandlerScope::Node(node.name.clone()), &failed);
                 return;
             }
             // A loop body's failure is the loop's.
@@ -1917,7 +1834,7 @@ impl Engine {
                 if let Some(action) = wf.nodes.get(loop_node).and_then(|l| semantics::handler_on(&l.handlers, HandlerEvent::Failure)) {
                     let ctx = Ctx { node: Some(loop_node.to_string()), gate: None, event: HandlerEvent::Failure.into() };
                     self.loops.remove(loop_node);
-                    self.act(action, &ctx, &format!("node.{loop_node}"), &failed);
+                    self.act(action, &ctx, HandlerScope::Node(loop_node.to_string()), &failed);
                 }
                 return;
             }
@@ -1931,7 +1848,7 @@ impl Engine {
         match handler {
             Some(action) => {
                 let ctx = Ctx { node: node.map(str::to_string), gate: None, event: event.into() };
-                self.act(&action, &ctx, "workflow", cause)
+                self.act(&action, &ctx, HandlerScope::Workflow, cause)
             }
             None => self.terminate(default_reason, TerminationStatus::Failure, cause, Some(message)),
         }
@@ -1962,11 +1879,7 @@ impl Engine {
             return;
         }
         let artifact = if output.is_null() { None } else { Some(known.unwrap_or_else(|| self.artifact_of(&output).0)) };
-        let done = self.emit(
-            "control",
-            Body::NodeCompleted { schema_version: V, node: name.to_string(), status, output: artifact.clone() },
-            Some(cause),
-        );
+        let done = self.emit("control", events::node_completed(name, status, artifact.clone()), Some(cause));
         if let Some(a) = artifact {
             let of_result_type = match self.wf().output_type() {
                 Some(ty) => self.node(name).is_some_and(|n| &n.output == ty),
@@ -2072,11 +1985,7 @@ impl Engine {
         // A branch with no edge of its own goes to the join that lists it.
         let join = self.join_of.get(from).cloned();
         if let Some(join) = join {
-            let edge = self.emit(
-                "control",
-                Body::EdgeTaken { schema_version: V, from: from.to_string(), to: join.clone(), via: Via::Join },
-                Some(cause),
-            );
+            let edge = self.emit("control", events::edge_taken(from, &join, Via::Join), Some(cause));
             self.join_arrival(&join, from, &edge);
             return;
         }
@@ -2216,17 +2125,16 @@ impl Engine {
                 if let Some(action) = action.filter(|a| a.name != ActionKind::Continue) {
                     self.env.insert(lp.to_string(), output);
                     let ctx = Ctx { node: Some(lp.to_string()), gate: None, event: HandlerEvent::Exhausted.into() };
-                    self.act(&action, &ctx, &format!("node.{lp}"), cause);
+                    self.act(&action, &ctx, HandlerScope::Node(lp.to_string()), cause);
                     return;
                 }
                 let ex = self.emit(
                     "control",
-                    Body::ActionTaken {
-                        schema_version: V,
-                        event: HandlerEvent::Exhausted.into(),
-                        scope: format!("node.{lp}"),
-                        action: "continue".into(),
-                    },
+                    events::action_taken(
+                        HandlerEvent::Exhausted.into(),
+                        HandlerScope::Node(lp.to_string()),
+                        &Action::bare(ActionKind::Continue),
+                    ),
                     Some(cause),
                 );
                 self.complete_node(lp, output, NodeStatus::Completed, &ex);
@@ -2239,11 +2147,7 @@ impl Engine {
             l.round += 1;
         }
         if let Some(first) = node.target.first().cloned() {
-            let edge = self.emit(
-                "control",
-                Body::EdgeTaken { schema_version: V, from: lp.to_string(), to: first.clone(), via: Via::LoopRound },
-                Some(cause),
-            );
+            let edge = self.emit("control", events::edge_taken(lp, &first, Via::LoopRound), Some(cause));
             let input = self.nodes.get(lp).map(|n| n.input.clone()).unwrap_or(Value::Null);
             self.start_node(&first, input, TriggerReason::First, &edge);
         }
@@ -2264,8 +2168,7 @@ impl Engine {
         if !self.running() {
             return;
         }
-        let edge =
-            self.emit("control", Body::EdgeTaken { schema_version: V, from: from.to_string(), to: to.to_string(), via }, Some(cause));
+        let edge = self.emit("control", events::edge_taken(from, to, via), Some(cause));
         let input = self.env.get(from).cloned().unwrap_or(Value::Null);
         if let Crossing::Enter(input, parent) = self.transfer(from, to, input, edge) {
             // A listed branch's edge into its join is an arrival, not a start.
@@ -2291,11 +2194,8 @@ impl Engine {
                 let hops = *hops;
                 if let Some(max) = transfer.max_hops() {
                     if hops > max {
-                        let ex = self.emit(
-                            "control",
-                            Body::Warning { schema_version: V, message: format!("handoff {from} -> {to} exceeded max_hops {max}") },
-                            Some(&parent),
-                        );
+                        let ex =
+                            self.emit("control", events::warning(format!("handoff {from} -> {to} exceeded max_hops {max}")), Some(&parent));
                         self.workflow_event(HandlerEvent::MaxHops, Some(from), &ex, "max_hops", "too many handoffs");
                         return Crossing::Refused;
                     }
@@ -2354,20 +2254,7 @@ impl Engine {
                     }
                 }
                 let payload_ref = self.store(&payload, &format!("handoff {from} -> {to}"), Some(&parent));
-                let handoff = self.emit(
-                    &format!("node.{from}"),
-                    Body::Handoff {
-                        schema_version: V,
-                        from: from.to_string(),
-                        to: to.to_string(),
-                        reason: transfer.reason().map(str::to_string),
-                        context,
-                        context_fields: fields,
-                        payload: payload_ref.clone(),
-                        accepted,
-                    },
-                    Some(&parent),
-                );
+                let handoff = self.emit(&format!("node.{from}"), events::handoff(&transfer, payload_ref.clone(), accepted), Some(&parent));
                 if !accepted {
                     if let Some(node) = self.node(from) {
                         self.node_failed(&node, ErrorCode::HandoffRefused, &why, &handoff);
@@ -2421,31 +2308,11 @@ impl Engine {
                 }
                 let program = self.program.clone();
                 let budget = program.decls.get(&contract).and_then(|c| c.budget(&program));
-                let mut granted = Usage::default();
                 if let Some(budget) = budget {
-                    let scope = Scope::from_budget(&format!("delegation.{to}"), &budget);
-                    granted = Usage {
-                        steps: scope.limits.steps.unwrap_or(0),
-                        tokens: scope.limits.tokens.unwrap_or(0),
-                        tool_calls: scope.limits.tool_calls.unwrap_or(0),
-                        cost: scope.limits.cost.unwrap_or(0.0),
-                        duration_ms: scope.limits.duration_ms.unwrap_or(0),
-                    };
-                    self.budgets.add(scope);
+                    self.budgets.add(Scope::from_budget(&format!("delegation.{to}"), &budget));
                 }
                 let inputs_ref = self.store(&inputs, &format!("delegation {from} -> {to}"), Some(&parent));
-                parent = self.emit(
-                    &format!("node.{from}"),
-                    Body::Delegation {
-                        schema_version: V,
-                        from: from.to_string(),
-                        to: to.to_string(),
-                        contract,
-                        inputs: inputs_ref,
-                        budget: granted,
-                    },
-                    Some(&parent),
-                );
+                parent = self.emit(&format!("node.{from}"), events::delegation(&program, &transfer, inputs_ref), Some(&parent));
                 self.pending_contract.insert(to.to_string(), contract_name);
                 input = inputs;
             }
@@ -2719,11 +2586,7 @@ impl Engine {
             outcome = outcome.max(r.outcome);
         }
         // Trigger authorisation: only declared agents may trigger.
-        let from_agent = self.wf().nodes.get(&gate.from).filter(|n| n.kind == NodeKind::Agent).and_then(|n| n.target.first().cloned());
-        let trigger = match &from_agent {
-            Some(a) => format!("agent.{a} on node_completed"),
-            None => "control on node_completed".to_string(),
-        };
+        let from_agent = events::gate_agent(self.wf(), &gate).map(str::to_string);
         let mut results = results;
         if let Some(trigger) = gate.trigger() {
             let by = trigger.by;
@@ -2743,16 +2606,7 @@ impl Engine {
         } else {
             reason_prop.or_else(|| results.iter().find(|r| r.outcome != Outcome::Pass).and_then(|r| r.reason.clone()))
         };
-        let body = Body::GateRecorded {
-            schema_version: V,
-            gate: name.to_string(),
-            from: gate.from.clone(),
-            to: gate.to.clone(),
-            outcome,
-            reason,
-            evaluators: results,
-            trigger,
-        };
+        let body = events::gate_recorded(self.wf(), &gate, outcome, reason, results);
         let event = HandlerEvent::from(outcome);
         let ctx = Ctx { node: Some(gate.from.clone()), gate: Some(name.to_string()), event: event.into() };
         let handler = semantics::handler_on(&gate.handlers, event).cloned();
@@ -2776,7 +2630,7 @@ impl Engine {
             }
         }
         let recorded = self.emit(&format!("gate.{name}"), body, Some(cause));
-        self.act(&action, &ctx, &format!("gate.{name}"), &recorded);
+        self.act(&action, &ctx, HandlerScope::Gate(name.to_string()), &recorded);
     }
 
     // ------------------------------------------------------------- decisions
@@ -2795,16 +2649,7 @@ impl Engine {
             *r += 1;
             *r
         };
-        let requested = self.emit(
-            "control",
-            Body::DecisionRequested {
-                schema_version: V,
-                subject: subject.clone(),
-                deciders: principals.clone(),
-                decisions: decisions.clone(),
-            },
-            Some(cause),
-        );
+        let requested = self.emit("control", events::decision_requested(&subject, principals.clone(), decisions.clone()), Some(cause));
         for p in &principals {
             self.emit(
                 "control",
@@ -2844,18 +2689,18 @@ impl Engine {
             Decision::Gate { gate, .. } => {
                 let Some(g) = self.wf().gates.get(&gate).cloned() else { return };
                 let action = flow_check::semantics::gate_decision_action(&g, answer.decision);
-                let applied = self.record_applied(&subject, &answer, render_action(&action), request_event);
+                let applied = self.record_applied(&subject, &answer, events::applied(&action), request_event);
                 let ctx = Ctx { node: Some(g.from.clone()), gate: Some(gate.clone()), event: answer.decision.event().into() };
-                self.act(&action, &ctx, &format!("gate.{gate}"), &applied);
+                self.act(&action, &ctx, HandlerScope::Gate(gate.clone()), &applied);
             }
             Decision::HumanNode { node } => {
                 let Some(n) = self.node(&node) else { return };
                 let action = flow_check::semantics::human_decision_action(&n, answer.decision);
-                let applied = self.record_applied(&subject, &answer, render_action(&action), request_event);
+                let applied = self.record_applied(&subject, &answer, events::applied(&action), request_event);
                 if flow_check::semantics::handler_on(&n.handlers, answer.decision.event()).is_some() {
                     self.env.insert(node.clone(), json!({ "decision": answer.decision, "comment": answer.comment }));
                     let ctx = Ctx { node: Some(node.clone()), gate: None, event: answer.decision.event().into() };
-                    self.act(&action, &ctx, &format!("node.{node}"), &applied);
+                    self.act(&action, &ctx, HandlerScope::Node(node.clone()), &applied);
                     return;
                 }
                 let mut output = json!({ "decision": answer.decision });
@@ -2870,9 +2715,9 @@ impl Engine {
                 } else {
                     Action { name: ActionKind::Terminate, args: vec![format!("escalation_{}", answer.decision)] }
                 };
-                let applied = self.record_applied(&subject, &answer, render_action(&action), request_event);
+                let applied = self.record_applied(&subject, &answer, events::applied(&action), request_event);
                 if answer.decision == flow_trace::Decision::Approve {
-                    self.act(&action, &ctx, "escalation", &applied);
+                    self.act(&action, &ctx, HandlerScope::Escalation, &applied);
                 } else {
                     self.terminate(&format!("escalation_{}", answer.decision), TerminationStatus::Escalated, &applied, None);
                 }
@@ -2923,33 +2768,23 @@ impl Engine {
     /// Records that a human's `answer` on `subject` was applied as `action`.
     fn record_applied(&mut self, subject: &str, answer: &HumanAnswer, action: String, request_event: &str) -> Str {
         let producer = self.envelope.producer("human.", &answer.by);
-        let body = Body::DecisionApplied {
-            schema_version: V,
-            subject: subject.to_string(),
-            decision: answer.decision,
-            by: answer.by.clone(),
-            action,
-        };
+        let body = events::decision_applied(subject, answer.decision, &answer.by, action);
         self.emit_as(producer, body, Some(request_event))
     }
 
     // --------------------------------------------------------------- actions
 
-    fn act(&mut self, action: &Action, ctx: &Ctx, scope: &str, cause: &str) {
+    fn act(&mut self, action: &Action, ctx: &Ctx, scope: HandlerScope, cause: &str) {
         if !self.running() {
             return;
         }
-        let taken = self.emit(
-            "control",
-            Body::ActionTaken { schema_version: V, event: ctx.event, scope: scope.to_string(), action: render_action(action) },
-            Some(cause),
-        );
+        let taken = self.emit("control", events::action_taken(ctx.event, scope.clone(), action), Some(cause));
         let arg = action.args.first().cloned();
         let gate = ctx.gate.as_ref().and_then(|g| self.wf().gates.get(g)).cloned();
         match action.name {
             ActionKind::Continue | ActionKind::Skip | ActionKind::Degrade | ActionKind::Warn => {
                 if action.name == ActionKind::Warn {
-                    self.emit("control", Body::Warning { schema_version: V, message: format!("{} in {scope}", ctx.event) }, Some(&taken));
+                    self.emit("control", events::warning(format!("{} in {scope}", ctx.event)), Some(&taken));
                 }
                 if let Some(g) = gate {
                     self.enter(&g.from, &g.to, Via::Gate(g.name.clone()), &taken);
@@ -2994,12 +2829,7 @@ impl Engine {
                     let from = ctx.node.clone().unwrap_or_else(|| "control".into());
                     let edge = self.emit(
                         "control",
-                        Body::EdgeTaken {
-                            schema_version: V,
-                            from,
-                            to: to.clone(),
-                            via: Via::of_action(action.name.as_str()).unwrap_or(Via::Goto),
-                        },
+                        events::edge_taken(&from, &to, Via::of_action(action.name.as_str()).unwrap_or(Via::Goto)),
                         Some(&taken),
                     );
                     let input = ctx.node.as_ref().and_then(|n| self.env.get(n)).cloned().unwrap_or(Value::Null);
@@ -3019,12 +2849,7 @@ impl Engine {
                     let from = ctx.node.clone().unwrap_or_else(|| "control".into());
                     let edge = self.emit(
                         "control",
-                        Body::EdgeTaken {
-                            schema_version: V,
-                            from,
-                            to: to.clone(),
-                            via: Via::of_action(action.name.as_str()).unwrap_or(Via::Goto),
-                        },
+                        events::edge_taken(&from, &to, Via::of_action(action.name.as_str()).unwrap_or(Via::Goto)),
                         Some(&taken),
                     );
                     let input = self.nodes.get(&to).map(|n| n.input.clone()).unwrap_or(Value::Null);
@@ -3058,31 +2883,17 @@ impl Engine {
             if !self.admit(Obs::Zone(change.to.as_str()), "budget_zone_changed", cause, held) {
                 return;
             }
-            let ev = self.emit(
-                "control",
-                Body::BudgetZoneChanged {
-                    schema_version: V,
-                    scope: change.scope.clone(),
-                    from: change.from,
-                    to: change.to,
-                    actions: change.actions.iter().map(render_action).collect(),
-                },
-                Some(cause),
-            );
+            let ev = self.emit("control", events::zone_changed(&change.scope, change.from, change.to, &change.actions), Some(cause));
             let ctx = Ctx { node: None, gate: None, event: ActionEvent::Zone(change.to) };
             for action in &change.actions {
-                self.act(action, &ctx, &format!("budget.{}", change.scope), &ev);
+                self.act(action, &ctx, HandlerScope::Budget(change.scope.clone()), &ev);
             }
         }
     }
 
     fn exhausted(&mut self, ex: Exhausted, node: Option<&str>, cause: &str) {
         self.budget_hit = true;
-        let ev = self.emit(
-            "control",
-            Body::BudgetExhausted { schema_version: V, scope: ex.scope.clone(), limit: ex.limit.clone() },
-            Some(cause),
-        );
+        let ev = self.emit("control", events::budget_exhausted(&ex.scope, &ex.limit), Some(cause));
         // Attempts in flight on that node fail with budget_exhausted.
         let ids: Vec<String> = self.attempts.values().filter(|a| Some(a.node.as_str()) == node).map(|a| a.id.clone()).collect();
         for id in ids {
@@ -3090,12 +2901,12 @@ impl Engine {
         }
         let ctx = Ctx { node: node.map(str::to_string), gate: None, event: HandlerEvent::BudgetExhausted.into() };
         if let Some(action) = self.budgets.scopes.get(&ex.scope).and_then(|s| s.on_exhausted.clone()) {
-            self.act(&action, &ctx, &format!("budget.{}", ex.scope), &ev);
+            self.act(&action, &ctx, HandlerScope::Budget(ex.scope.clone()), &ev);
             return;
         }
         if let Some(n) = node.and_then(|n| self.node(n)) {
             if let Some(h) = n.handlers.iter().find(|h| h.events.contains(&HandlerEvent::BudgetExhausted)).cloned() {
-                self.act(&h.action, &ctx, &format!("node.{}", n.name), &ev);
+                self.act(&h.action, &ctx, HandlerScope::Node(n.name.clone()), &ev);
                 return;
             }
         }
@@ -3124,11 +2935,7 @@ impl Engine {
             if let Some(cond) = self.wf().success().cloned() {
                 if !eval::eval_bool(&cond, &self.env).unwrap_or(false) {
                     status = TerminationStatus::Failure;
-                    self.emit(
-                        "control",
-                        Body::Warning { schema_version: V, message: format!("success condition {} is false", eval::render(&cond)) },
-                        Some(cause),
-                    );
+                    self.emit("control", events::warning(format!("success condition {} is false", eval::render(&cond))), Some(cause));
                 }
             }
         }
@@ -3146,12 +2953,12 @@ impl Engine {
                 if let Some(problem) = problem {
                     status = TerminationStatus::Failure;
                     let message = format!("invalid output: the run's result ({from}) is not the workflow's `output` type {ty}: {problem}");
-                    self.emit("control", Body::Warning { schema_version: V, message }, Some(cause));
+                    self.emit("control", events::warning(message), Some(cause));
                 }
             }
         }
         if let Some(m) = message {
-            self.emit("control", Body::Warning { schema_version: V, message: m.to_string() }, Some(cause));
+            self.emit("control", events::warning(m.to_string()), Some(cause));
         }
         // Cancel what is still running: leases released, no further dispatch.
         let ids: Vec<String> = self.attempts.keys().cloned().collect();
@@ -3193,7 +3000,7 @@ impl Engine {
             self.report(i, response, offending, message, owed, cause);
         }
         let output = self.result().map(|(_, a)| a.clone());
-        self.emit("control", Body::RunTerminated { schema_version: V, reason: reason.to_string(), status, output }, Some(cause));
+        self.emit("control", events::run_terminated(reason, status, output), Some(cause));
         self.status = RunStatus::Terminated { reason: reason.to_string(), status: status.to_string(), budget_exhausted: self.budget_hit };
     }
 
@@ -3270,7 +3077,7 @@ impl Engine {
         if !self.running() {
             return;
         }
-        let ev = self.emit("control", Body::Warning { schema_version: V, message: "cancelled by the operator".into() }, None);
+        let ev = self.emit("control", events::warning("cancelled by the operator".into()), None);
         let ids: Vec<String> = self.attempts.keys().cloned().collect();
         for id in ids {
             self.attempt_failed(&id, ErrorCode::Cancelled, "the run was cancelled", &ev);
@@ -3291,7 +3098,7 @@ impl Engine {
                 ) =>
             {
                 let ctx = Ctx { node: None, gate: None, event: HandlerEvent::Cancelled.into() };
-                self.act(&action, &ctx, "workflow", &ev);
+                self.act(&action, &ctx, HandlerScope::Workflow, &ev);
             }
             _ => {}
         }
@@ -3324,7 +3131,7 @@ impl Engine {
         }
         let reason =
             if waiting_on.starts_with("decision/reconcile.") { PauseReason::ReconciliationRequired } else { PauseReason::AwaitingDecision };
-        self.emit("control", Body::RunPaused { schema_version: V, reason, waiting_on: waiting_on.to_string() }, None);
+        self.emit("control", events::run_paused(reason, waiting_on.to_string()), None);
         self.status = RunStatus::Paused { reason, waiting_on: waiting_on.to_string() };
     }
 
@@ -3358,10 +3165,6 @@ fn obs_text(obs: &Obs) -> String {
 }
 
 /// `name(args…)` or `name`.
-pub fn render_action(action: &Action) -> String {
-    action.render()
-}
-
 /// The strings of the event envelope, shared between events: the run and
 /// execution ids, the time of the current millisecond, producers, and the
 /// ids of recent events (which later events name as parent).

@@ -1,0 +1,272 @@
+//! The event builder: the body of every coordination event, built from the
+//! plan items it is about. The engine's recorder and the model checker's
+//! witness writer both build their events here, so what the plan decides
+//! about an event — a node's kind, a handoff's context and reason, a
+//! delegation's contract and granted budget, a gate's edge, how an action
+//! is written, where a handler is declared, a zone's actions — is written
+//! once. (The recorder adds the envelope: `seq`, ids, producer, time.)
+
+use crate::ir::{Action, Gate, Node, NodeKind, Program, Transfer, Workflow};
+use crate::view::Budget;
+use flow_trace::{
+    ActionEvent, ArtifactRef, Body, Decision, ErrorCode, EvaluatorResult, HandlerScope, NodeStatus, Outcome, PauseReason,
+    TerminationStatus, TriggerReason, Usage, Via, Zone, SCHEMA_VERSION as V,
+};
+
+/// `run_started` of `workflow`.
+pub fn run_started(workflow: &Workflow, plan_digest: &str, plan_content_digest: Option<String>, input: Option<ArtifactRef>) -> Body {
+    Body::RunStarted {
+        schema_version: V,
+        workflow: workflow.name.clone(),
+        plan_digest: plan_digest.to_string(),
+        plan_content_digest,
+        input,
+    }
+}
+
+/// `run_paused`, waiting on a gate, node or attempt.
+pub fn run_paused(reason: PauseReason, waiting_on: String) -> Body {
+    Body::RunPaused { schema_version: V, reason, waiting_on }
+}
+
+/// `run_terminated` under `reason`.
+pub fn run_terminated(reason: &str, status: TerminationStatus, output: Option<ArtifactRef>) -> Body {
+    Body::RunTerminated { schema_version: V, reason: reason.to_string(), status, output }
+}
+
+/// `node_started`: the node's kind is the plan's.
+pub fn node_started(node: &Node, visit: u32) -> Body {
+    Body::NodeStarted { schema_version: V, node: node.name.clone(), node_kind: node.kind, visit }
+}
+
+/// `node_completed`.
+pub fn node_completed(node: &str, status: NodeStatus, output: Option<ArtifactRef>) -> Body {
+    Body::NodeCompleted { schema_version: V, node: node.to_string(), status, output }
+}
+
+/// `node_failed`.
+pub fn node_failed(node: &str, error_code: ErrorCode, message: &str) -> Body {
+    Body::NodeFailed { schema_version: V, node: node.to_string(), error_code, message: message.to_string() }
+}
+
+/// `attempt_started`.
+pub fn attempt_started(node: &str, attempt_id: &str, attempt_no: u32, trigger_reason: TriggerReason) -> Body {
+    Body::AttemptStarted { schema_version: V, node: node.to_string(), attempt_id: attempt_id.to_string(), attempt_no, trigger_reason }
+}
+
+/// `attempt_completed`.
+pub fn attempt_completed(node: &str, attempt_id: &str, attempt_no: u32, output: ArtifactRef) -> Body {
+    Body::AttemptCompleted { schema_version: V, node: node.to_string(), attempt_id: attempt_id.to_string(), attempt_no, output }
+}
+
+/// `attempt_failed`.
+pub fn attempt_failed(node: &str, attempt_id: &str, attempt_no: u32, error_code: ErrorCode, message: &str) -> Body {
+    Body::AttemptFailed {
+        schema_version: V,
+        node: node.to_string(),
+        attempt_id: attempt_id.to_string(),
+        attempt_no,
+        error_code,
+        message: message.to_string(),
+    }
+}
+
+/// `edge_taken`.
+pub fn edge_taken(from: &str, to: &str, via: Via) -> Body {
+    Body::EdgeTaken { schema_version: V, from: from.to_string(), to: to.to_string(), via }
+}
+
+/// `handoff` across `transfer`: its context mode (the plan's resolved one),
+/// the fields the context keeps and its reason are the plan's.
+pub fn handoff(transfer: &Transfer, payload: ArtifactRef, accepted: bool) -> Body {
+    Body::Handoff {
+        schema_version: V,
+        from: transfer.from.clone(),
+        to: transfer.to.clone(),
+        reason: transfer.reason().map(str::to_string),
+        context: transfer.handoff_context(),
+        context_fields: transfer.context_fields(),
+        payload,
+        accepted,
+    }
+}
+
+/// `delegation` across `transfer`: the contract and the budget the delegate
+/// receives are the plan's.
+pub fn delegation(program: &Program, transfer: &Transfer, inputs: ArtifactRef) -> Body {
+    Body::Delegation {
+        schema_version: V,
+        from: transfer.from.clone(),
+        to: transfer.to.clone(),
+        contract: transfer.contract().unwrap_or_default().to_string(),
+        inputs,
+        budget: delegated_budget(program, transfer),
+    }
+}
+
+/// The budget a delegation grants its delegate: its contract's limits
+/// (nothing limited is 0).
+pub fn delegated_budget(program: &Program, transfer: &Transfer) -> Usage {
+    transfer.contract_decl(program).and_then(|c| c.budget(program)).map(|b| granted(&b)).unwrap_or_default()
+}
+
+/// A budget's limits as amounts (an unlimited measure is 0).
+pub fn granted(budget: &Budget<'_>) -> Usage {
+    Usage {
+        steps: budget.steps.unwrap_or(0),
+        tokens: budget.tokens.unwrap_or(0),
+        tool_calls: budget.tool_calls.unwrap_or(0),
+        cost: budget.cost.unwrap_or(0.0),
+        duration_ms: budget.duration_ms.unwrap_or(0),
+    }
+}
+
+/// The agent whose node a gate's edge leaves, when that node is an agent
+/// node: the gate's trigger (else the control plane triggers it).
+pub fn gate_agent<'w>(workflow: &'w Workflow, gate: &Gate) -> Option<&'w str> {
+    workflow.nodes.get(&gate.from).filter(|n| n.kind == NodeKind::Agent).and_then(|n| n.target.first()).map(String::as_str)
+}
+
+/// `gate_recorded` of `gate`: its edge and its trigger (who completed the
+/// node the edge leaves) are the plan's.
+pub fn gate_recorded(workflow: &Workflow, gate: &Gate, outcome: Outcome, reason: Option<String>, evaluators: Vec<EvaluatorResult>) -> Body {
+    let trigger = match gate_agent(workflow, gate) {
+        Some(agent) => format!("agent.{agent} on node_completed"),
+        None => "control on node_completed".to_string(),
+    };
+    Body::GateRecorded {
+        schema_version: V,
+        gate: gate.name.clone(),
+        from: gate.from.clone(),
+        to: gate.to.clone(),
+        outcome,
+        reason,
+        evaluators,
+        trigger,
+    }
+}
+
+/// `decision_requested` on `subject`.
+pub fn decision_requested(subject: &str, deciders: Vec<String>, decisions: Vec<Decision>) -> Body {
+    Body::DecisionRequested { schema_version: V, subject: subject.to_string(), deciders, decisions }
+}
+
+/// `decision_applied`: `action` is the action the decision applies, as
+/// [`applied`] writes it (or `call`/`refuse` for a confirmation, `retry`/`fail`
+/// for a reconciliation).
+pub fn decision_applied(subject: &str, decision: Decision, by: &str, action: String) -> Body {
+    Body::DecisionApplied { schema_version: V, subject: subject.to_string(), decision, by: by.to_string(), action }
+}
+
+/// How an action is written in `action_taken.action`, `decision_applied.action`
+/// and `budget_zone_changed.actions`: `name` or `name(arg, …)`.
+pub fn applied(action: &Action) -> String {
+    action.render()
+}
+
+/// `action_taken`: a handler's (or a zone's, a default's) action ran.
+pub fn action_taken(event: ActionEvent, scope: HandlerScope, action: &Action) -> Body {
+    Body::ActionTaken { schema_version: V, event, scope, action: applied(action) }
+}
+
+/// `budget_zone_changed` of a budget scope, with the zone's actions.
+pub fn zone_changed<'a>(scope: &str, from: Zone, to: Zone, actions: impl IntoIterator<Item = &'a Action>) -> Body {
+    Body::BudgetZoneChanged { schema_version: V, scope: scope.to_string(), from, to, actions: actions.into_iter().map(applied).collect() }
+}
+
+/// `budget_exhausted` of a budget scope.
+pub fn budget_exhausted(scope: &str, limit: &str) -> Body {
+    Body::BudgetExhausted { schema_version: V, scope: scope.to_string(), limit: limit.to_string() }
+}
+
+/// `warning`.
+pub fn warning(message: String) -> Body {
+    Body::Warning { schema_version: V, message }
+}
+
+/// `tool_call_started` (persisted before the call is made).
+pub fn tool_call_started(
+    tool: &str,
+    node: &str,
+    attempt_id: &str,
+    agent: Option<String>,
+    request_key: String,
+    idempotency_key: Option<String>,
+    input: ArtifactRef,
+) -> Body {
+    Body::ToolCallStarted {
+        schema_version: V,
+        tool: tool.to_string(),
+        node: node.to_string(),
+        attempt_id: attempt_id.to_string(),
+        agent,
+        request_key,
+        idempotency_key,
+        input,
+    }
+}
+
+/// `tool_call_completed`: whether the call succeeded, its output or its error.
+pub fn tool_call_completed(
+    tool: &str,
+    attempt_id: &str,
+    ok: bool,
+    output: Option<ArtifactRef>,
+    error: Option<String>,
+    duration_ms: u64,
+) -> Body {
+    Body::ToolCallCompleted {
+        schema_version: V,
+        tool: tool.to_string(),
+        attempt_id: attempt_id.to_string(),
+        ok,
+        output,
+        error,
+        duration_ms,
+    }
+}
+
+/// `tool_call_refused`: an agent's call the control plane did not make.
+pub fn tool_call_refused(tool: &str, node: &str, attempt_id: &str, agent: Option<String>, reason: &str) -> Body {
+    Body::ToolCallRefused {
+        schema_version: V,
+        tool: tool.to_string(),
+        node: node.to_string(),
+        attempt_id: attempt_id.to_string(),
+        agent,
+        reason: reason.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{TransferKind, Value};
+    use flow_trace::ContextMode;
+
+    fn artifact() -> ArtifactRef {
+        ArtifactRef { digest: "sha256:0".into(), size: 2 }
+    }
+
+    #[test]
+    fn a_handoff_without_a_declared_context_is_the_plans_default() {
+        let mut t =
+            Transfer { kind: TransferKind::Handoff, from: "a".into(), to: "b".into(), props: Default::default(), loc: Default::default() };
+        let Body::Handoff { context, reason, .. } = handoff(&t, artifact(), true) else { panic!("a handoff") };
+        assert_eq!((context, reason), (ContextMode::Isolated, None));
+        t.props.insert("context".into(), Value::Word("fork".into()));
+        t.props.insert("reason".into(), Value::Str("needs review".into()));
+        let Body::Handoff { context, reason, .. } = handoff(&t, artifact(), true) else { panic!("a handoff") };
+        assert_eq!((context, reason.as_deref()), (ContextMode::Fork, Some("needs review")));
+    }
+
+    #[test]
+    fn actions_are_written_with_their_arguments() {
+        let revise = Action { name: crate::ir::ActionKind::Revise, args: vec!["write".into()] };
+        let event = ActionEvent::Handler(crate::ir::HandlerEvent::Revise);
+        let Body::ActionTaken { scope, action, .. } = action_taken(event, HandlerScope::Gate("g".into()), &revise) else {
+            panic!("an action")
+        };
+        assert_eq!((scope.to_word(), action.as_str()), ("gate.g".to_string(), "revise(write)"));
+    }
+}

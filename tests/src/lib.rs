@@ -59,7 +59,7 @@ impl flow_check::Loader for RepoLoader {
     }
 }
 
-pub use flow_lsp::fs::normalize;
+pub use flow_pipeline::normalize;
 
 /// Checks and verifies one file of the repository and renders its
 /// diagnostics as plain text, the way UI snapshots record them.
@@ -84,8 +84,8 @@ pub fn check_and_render(path: &Path) -> (flow_check::Checked, String) {
 pub fn build_plan(source: &Path, plan_file: &Path) -> flow_check::plan::Plan {
     let mut db = flow_diagnostics::SourceDb::new();
     let text = std::fs::read_to_string(source).expect("the source is readable");
-    let root = db.add(flow_lsp::fs::normalize(source), text);
-    let checked = flow_check::check_program(&mut db, root, &flow_lsp::fs::FsLoader);
+    let root = db.add(flow_pipeline::normalize(source), text);
+    let checked = flow_check::check_program(&mut db, root, &flow_pipeline::FsLoader);
     assert!(!checked.has_errors(), "{} has errors: {:?}", source.display(), checked.diagnostics);
     let files: Vec<(&str, &str)> = (0..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
     let dir_of = |p: &Path| {

@@ -137,6 +137,24 @@ fn witnesses_and_runs_build_their_events_in_one_builder() {
         "StateChanged",
     ];
     for kind in bodies_built_in("interpreter/runtime/src/engine.rs") {
-        assert!(engine_only.contains(&kind.as_str()), "the engine builds `{kind}` itself: build it with flow_check::events, as witnesses do");
+        assert!(
+            engine_only.contains(&kind.as_str()),
+            "the engine builds `{kind}` itself: build it with flow_check::events, as witnesses do"
+        );
+    }
+}
+
+#[test]
+fn one_compile_pipeline_and_the_runtime_needs_no_language_server() {
+    let crates: Vec<(String, String)> = crates_under("compiler").into_iter().chain(crates_under("interpreter")).collect();
+    let manifest = |name: &str| crates.iter().find(|(n, _)| n == name).map(|(_, m)| m.clone()).unwrap_or_else(|| panic!("crate {name}"));
+    assert!(!manifest("flow-cli").contains("flow-lsp"), "flow-cli depends on the language server");
+    for shell in ["flow-cli", "flowc", "flow-lsp"] {
+        assert!(manifest(shell).contains("flow-pipeline.workspace"), "{shell} does not compile through flow-pipeline");
+    }
+    // Nobody but the pipeline checks a program from a file.
+    for relative in ["compiler/flowc/src/main.rs", "interpreter/flow/src/main.rs", "compiler/lsp/src/analysis.rs"] {
+        let text = std::fs::read_to_string(repo_root().join(relative)).expect("source");
+        assert!(!text.contains("check_program"), "{relative} checks a program itself instead of through flow-pipeline");
     }
 }

@@ -11,7 +11,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
-use flow_check::check_program;
 use flow_diagnostics::{render, sort_diagnostics, Diagnostic, SourceDb};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -127,7 +126,7 @@ enum Color {
     Never,
 }
 
-use flow_lsp::fs::{normalize, FsLoader};
+use flow_pipeline::{normalize, Compiled};
 
 fn main() -> ExitCode {
     flow_diagnostics::cli::quiet_on_closed_stdout();
@@ -158,44 +157,13 @@ fn main() -> ExitCode {
 struct UsageError(String);
 
 fn read_source(path: &Path) -> Result<String, UsageError> {
-    let bytes = std::fs::read(path).map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
-    String::from_utf8(bytes).map_err(|_| UsageError(format!("{} is not UTF-8 text", path.display())))
+    flow_pipeline::read_source(path).map_err(UsageError)
 }
 
-/// One file checked and, when checking found no errors, verified.
-struct Compiled {
-    checked: flow_check::Checked,
-    /// Checker and verifier diagnostics together, sorted.
-    diagnostics: Vec<Diagnostic>,
-    /// Every policy checked against every workflow it applies to.
-    policies: Vec<flow_verify::policies::PolicyReport>,
-    /// The static worst case of every budget scope and measure.
-    budgets: Vec<flow_verify::BudgetBound>,
-    /// The digest of the program's sources (as in its plan).
-    digest: String,
-}
-
+/// One file checked and, when checking found no errors, verified (the
+/// static checks, then the model checker), through the one pipeline.
 fn compile(db: &mut SourceDb, path: &Path, max_states: usize) -> Result<Compiled, UsageError> {
-    let first = db.len() as u32;
-    let text = read_source(path)?;
-    let root = db.add(normalize(path), text);
-    let checked = check_program(db, root, &FsLoader);
-    let mut diagnostics = checked.diagnostics.clone();
-    // Static verification reads the IR, which is whole only when checking
-    // found no errors.
-    let files: Vec<(&str, &str)> = (first..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
-    let (digest, _) = flow_check::plan::source_digest(&files);
-    let mut policies = Vec::new();
-    let mut budgets = Vec::new();
-    if !checked.has_errors() {
-        // Static checks, then the model checker: every policy against every workflow.
-        let verified = flow_verify::verify_all(&checked.program, &digest, max_states);
-        diagnostics.extend(verified.diagnostics);
-        policies = verified.policies;
-        budgets = verified.budgets;
-    }
-    sort_diagnostics(&mut diagnostics);
-    Ok(Compiled { checked, diagnostics, policies, budgets, digest })
+    flow_pipeline::compile_file(db, path, flow_pipeline::Depth::Full { max_states }).map_err(UsageError)
 }
 
 fn fail(error: UsageError) -> ExitCode {
@@ -304,7 +272,7 @@ fn build(path: &Path, output: &Path, emit: Emit) -> ExitCode {
         return ExitCode::from(1);
     }
     // Every file the program came from, root first.
-    let files: Vec<(&str, &str)> = (0..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
+    let files = compiled.sources(&db);
     // The plan records where its source is, relative to itself: `flow run
     // PLAN` finds the flow's relative paths (scripts, tool `cwd`, files),
     // its input and its cassette there, wherever it is run from.

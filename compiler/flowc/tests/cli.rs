@@ -12,8 +12,8 @@ use std::process::Command;
 fn build_plan(source: &std::path::Path, plan_file: &std::path::Path) -> String {
     let mut db = flow_diagnostics::SourceDb::new();
     let text = std::fs::read_to_string(source).expect("the source is readable");
-    let root = db.add(flow_lsp::fs::normalize(source), text);
-    let checked = flow_check::check_program(&mut db, root, &flow_lsp::fs::FsLoader);
+    let root = db.add(flow_pipeline::normalize(source), text);
+    let checked = flow_check::check_program(&mut db, root, &flow_pipeline::FsLoader);
     assert!(!checked.has_errors(), "{} has errors", source.display());
     let files: Vec<(&str, &str)> = (0..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
     let dir_of = |p: &std::path::Path| {

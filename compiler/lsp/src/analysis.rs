@@ -1,7 +1,6 @@
 //! One analysed document: the compiler's view of it, and the queries the
 //! server answers from it.
 
-use crate::fs::FsLoader;
 use crate::position::{offset, range};
 use flow_check::{Checked, SymbolDef};
 use flow_diagnostics::{Diagnostic, FileId, Severity, SourceDb};
@@ -65,14 +64,9 @@ impl Analysis {
     pub fn new(uri: &Uri, text: &str) -> Analysis {
         let mut db = SourceDb::new();
         let name = uri_path(uri).unwrap_or_else(|| uri.as_str().to_string());
-        let root = db.add(name, text.to_string());
-        let checked = flow_check::check_program_indexed(&mut db, root, &FsLoader);
-        let mut diagnostics = checked.diagnostics.clone();
-        if !checked.has_errors() {
-            diagnostics.extend(flow_verify::verify(&checked.program));
-        }
-        flow_diagnostics::sort_diagnostics(&mut diagnostics);
-        Analysis { db, root, checked, diagnostics }
+        let depth = flow_pipeline::Depth::Static;
+        let compiled = flow_pipeline::compile_text(&mut db, &name, text.to_string(), &flow_pipeline::FsLoader, depth, true);
+        Analysis { db, root: compiled.root, checked: compiled.checked, diagnostics: compiled.diagnostics }
     }
 
     fn text(&self) -> &str {

@@ -6,12 +6,12 @@
 //! messages. Diagnostics are the very ones `flowc verify` prints, with the
 //! same codes and messages; witness paths become related locations.
 //!
-//! Like `flowc`, this crate is an I/O boundary: it reads imported modules
-//! and schema files from disk through [`fs::FsLoader`].
+//! Like `flowc`, this crate is an I/O boundary: it compiles through the one
+//! pipeline (`flow-pipeline`), which reads imported modules and schema files
+//! from disk.
 #![allow(clippy::disallowed_methods)]
 
 pub mod analysis;
-pub mod fs;
 mod position;
 mod server;
 

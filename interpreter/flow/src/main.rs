@@ -517,16 +517,10 @@ fn compile_with(file: &Path, for_checking: bool, unverified: bool) -> Result<Com
         _ => PathBuf::from("."),
     };
     let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("flow").trim_end_matches(".plan").to_string();
-    let text = match std::fs::read(file) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(t) => t,
-            Err(_) => {
-                eprintln!("flow: {} is not UTF-8 text", file.display());
-                return Err(exit::USAGE);
-            }
-        },
-        Err(e) => {
-            eprintln!("flow: cannot read {}: {e}", file.display());
+    let text = match flow_pipeline::read_source(file) {
+        Ok(text) => text,
+        Err(why) => {
+            eprintln!("flow: {why}");
             return Err(exit::USAGE);
         }
     };
@@ -549,40 +543,33 @@ fn compile_with(file: &Path, for_checking: bool, unverified: bool) -> Result<Com
         };
         return accept_plan(file, plan, base, for_checking || unverified);
     }
+    // As `flowc verify` (the one pipeline): the static checks, then the
+    // model checker — a flow whose policy a run can break does not start.
+    // Holding a trace against it needs the static checks only.
     let mut db = SourceDb::new();
-    let root = db.add(flow_lsp::fs::normalize(file), text);
-    let checked = flow_check::check_program(&mut db, root, &flow_lsp::fs::FsLoader);
-    let mut diagnostics = checked.diagnostics.clone();
-    if !checked.has_errors() {
-        if for_checking {
-            diagnostics.extend(flow_verify::verify(&checked.program));
-        } else {
-            // As `flowc verify`: the static checks, then the model checker —
-            // a flow whose policy a run can break does not start.
-            let files: Vec<(&str, &str)> =
-                (0..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
-            let (digest, _) = flow_check::plan::source_digest(&files);
-            let (found, _) = flow_verify::verify_with_policies(&checked.program, &digest, flow_verify::policies::DEFAULT_MAX_STATES);
-            diagnostics.extend(found);
-        }
-    }
-    sort_diagnostics(&mut diagnostics);
-    let refuse = if for_checking { checked.has_errors() } else { diagnostics.iter().any(|d| d.is_error()) };
+    let depth = if for_checking {
+        flow_pipeline::Depth::Static
+    } else {
+        flow_pipeline::Depth::Full { max_states: flow_verify::policies::DEFAULT_MAX_STATES }
+    };
+    let compiled = flow_pipeline::compile_text(&mut db, &flow_pipeline::normalize(file), text, &flow_pipeline::FsLoader, depth, false);
+    let diagnostics = &compiled.diagnostics;
+    let refuse = if for_checking { compiled.checked.has_errors() } else { compiled.has_errors() };
     if !refuse && diagnostics.iter().any(|d| d.is_error()) {
         eprintln!(
             "flow: note: {} has static verification errors ({}); checking against it anyway",
             file.display(),
-            render::summary_line(&diagnostics)
+            render::summary_line(diagnostics)
         );
     }
     if refuse {
         let mut err = StandardStream::stderr(if std::io::stderr().is_terminal() { ColorChoice::Auto } else { ColorChoice::Never });
-        let _ = render::emit(&mut err, &db, &diagnostics);
-        eprintln!("flow: not running {}: {}", file.display(), render::summary_line(&diagnostics));
+        let _ = render::emit(&mut err, &db, diagnostics);
+        eprintln!("flow: not running {}: {}", file.display(), render::summary_line(diagnostics));
         return Err(exit::FAILED);
     }
-    let files: Vec<(&str, &str)> = (0..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
-    let plan = Plan::new(checked.program, &format!("flow {}", env!("CARGO_PKG_VERSION")), &files);
+    let files = compiled.sources(&db);
+    let plan = Plan::new(compiled.checked.program, &format!("flow {}", env!("CARGO_PKG_VERSION")), &files);
     Ok(Compiled { plan, base, stem })
 }
 

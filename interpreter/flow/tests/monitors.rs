@@ -39,7 +39,7 @@ fn plan(dir: &Path, name: &str, source: &str) -> PathBuf {
     let file = format!("{name}.flow");
     let mut db = SourceDb::new();
     let root = db.add(file.clone(), source.to_string());
-    let checked = flow_check::check_program(&mut db, root, &flow_lsp::fs::FsLoader);
+    let checked = flow_check::check_program(&mut db, root, &flow_pipeline::FsLoader);
     let errors: Vec<String> = checked.diagnostics.iter().filter(|d| d.is_error()).map(|d| format!("{d:?}")).collect();
     assert!(errors.is_empty(), "{name} does not check: {errors:#?}");
     let plan = Plan::new(checked.program, "monitors-test", &[(&file, source)]);

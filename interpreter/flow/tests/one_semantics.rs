@@ -35,8 +35,8 @@ impl Case {
         let path = self.path("case.flow");
         let text = std::fs::read_to_string(&path).expect("flow source");
         let mut db = flow_diagnostics::SourceDb::new();
-        let root = db.add(flow_lsp::fs::normalize(&path), text);
-        let checked = flow_check::check_program(&mut db, root, &flow_lsp::fs::FsLoader);
+        let root = db.add(flow_pipeline::normalize(&path), text);
+        let checked = flow_check::check_program(&mut db, root, &flow_pipeline::FsLoader);
         assert!(!checked.has_errors(), "the case checks: {:?}", checked.diagnostics);
         checked.program
     }
@@ -191,8 +191,8 @@ fn a_zone_action_the_runtime_cannot_take_is_refused() {
     let path = case.path("case.flow");
     let text = std::fs::read_to_string(&path).unwrap();
     let mut db = flow_diagnostics::SourceDb::new();
-    let root = db.add(flow_lsp::fs::normalize(&path), text);
-    let checked = flow_check::check_program(&mut db, root, &flow_lsp::fs::FsLoader);
+    let root = db.add(flow_pipeline::normalize(&path), text);
+    let checked = flow_check::check_program(&mut db, root, &flow_pipeline::FsLoader);
     let codes: Vec<&str> = checked.diagnostics.iter().map(|d| d.code.0).collect();
     assert_eq!(codes, ["E0116"], "{:?}", checked.diagnostics);
 }

@@ -173,8 +173,8 @@ fn a_plan_from_flowc_build_checks_like_the_source() {
     let file = example("research_writer");
     let source = std::fs::read_to_string(&file).unwrap();
     let mut db = SourceDb::new();
-    let root = db.add(flow_lsp::fs::normalize(&file), source);
-    let checked = flow_check::check_program(&mut db, root, &flow_lsp::fs::FsLoader);
+    let root = db.add(flow_pipeline::normalize(&file), source);
+    let checked = flow_check::check_program(&mut db, root, &flow_pipeline::FsLoader);
     assert!(!checked.has_errors());
     let files: Vec<(&str, &str)> = (0..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
     let plan = Plan::new(checked.program, "trace-check-test", &files);
@@ -394,8 +394,8 @@ fn covered_ids(trace: &[Value], agent_of_node: &dyn Fn(&str) -> Option<String>) 
 
 fn program_of(file: &Path) -> flow_check::ir::Program {
     let mut db = SourceDb::new();
-    let root = db.add(flow_lsp::fs::normalize(file), std::fs::read_to_string(file).unwrap());
-    flow_check::check_program(&mut db, root, &flow_lsp::fs::FsLoader).program
+    let root = db.add(flow_pipeline::normalize(file), std::fs::read_to_string(file).unwrap());
+    flow_check::check_program(&mut db, root, &flow_pipeline::FsLoader).program
 }
 
 fn coverage(traces: &[&Path], plan: &Path, format: &str) -> Output {

@@ -64,7 +64,7 @@ fn the_tutorial_runs_as_written() {
     let program = {
         let mut db = flow_diagnostics::SourceDb::new();
         let root = db.add("hello.flow", broken.clone());
-        let checked = flow_check::check_program(&mut db, root, &flow_lsp::fs::FsLoader);
+        let checked = flow_check::check_program(&mut db, root, &flow_pipeline::FsLoader);
         assert!(!checked.has_errors());
         checked.program
     };

@@ -135,7 +135,7 @@ pub const CODES: &[CodeInfo] = &[
     CodeInfo {
         code: codes::GATE_NOT_PASSED,
         title: "gate not passed",
-        explanation: "Nothing crosses a gate's boundary `from -> to` unless the gate let it: an `edge_taken` from→to needs a `gate_recorded` PASS for the gate, or a `decision_applied` approve on it, since the last crossing. Also reported: a `gate_recorded` for a gate the workflow does not declare on that boundary.",
+        explanation: "Nothing crosses a gate's boundary `from -> to` unless the gate let it: an `edge_taken` from→to needs a `gate_recorded` PASS for the gate, or a `decision_applied` approve on it (or on the escalation its handler asked for: `on BLOCK -> escalate(P)`, then approve on `escalation.P`), since the last crossing. Also reported: a `gate_recorded` for a gate the workflow does not declare on that boundary.",
     },
     CodeInfo {
         code: codes::GATE_TRIGGER,
@@ -919,6 +919,8 @@ struct Checker<'a> {
     attempts: HashMap<String, AttemptRt>,
     entries: HashMap<String, Vec<Entry>>,
     gates: HashMap<String, GateRt>,
+    /// Escalations asked by a gate's handler: the subject (`escalation.P`) and the gate.
+    escalations: HashMap<String, String>,
     pending_decisions: HashMap<String, Body>,
     budgets: HashMap<String, ScopeAcc>,
     delegated: HashSet<String>,
@@ -993,6 +995,7 @@ impl<'a> Checker<'a> {
             attempts: HashMap::default(),
             entries: HashMap::default(),
             gates: HashMap::default(),
+            escalations: HashMap::default(),
             pending_decisions: HashMap::default(),
             budgets: HashMap::default(),
             delegated: HashSet::default(),
@@ -1156,6 +1159,13 @@ impl<'a> Checker<'a> {
             Body::ActionTaken { scope, action, .. } if action == "decide" => {
                 if let Some(gate) = scope.gate() {
                     slot(&mut self.gates, gate).awaiting = true;
+                }
+            }
+            // A gate's `escalate(P)` handler asks P whether to go on: an
+            // approve lets the boundary cross, as the engine crosses it.
+            Body::ActionTaken { scope, action, .. } if action.starts_with("escalate(") => {
+                if let (Some(gate), Some(p)) = (scope.gate(), action.strip_prefix("escalate(").and_then(|a| a.strip_suffix(')'))) {
+                    self.escalations.insert(format!("escalation.{p}"), gate.to_string());
                 }
             }
             Body::BudgetReserved { scope, attempt_id, amount, .. } => {
@@ -2062,6 +2072,9 @@ impl<'a> Checker<'a> {
             }
             rt.awaiting = false;
             rt.open = decision == flow_trace::Decision::Approve;
+        }
+        if let Some(gate) = self.escalations.remove(subject) {
+            slot(&mut self.gates, &gate).open = decision == flow_trace::Decision::Approve;
         }
         self.deviations.append(&mut found);
     }

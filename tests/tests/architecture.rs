@@ -158,3 +158,11 @@ fn one_compile_pipeline_and_the_runtime_needs_no_language_server() {
         assert!(!text.contains("check_program"), "{relative} checks a program itself instead of through flow-pipeline");
     }
 }
+
+#[test]
+fn the_data_plane_does_not_import_the_control_plane() {
+    for executor in ["exec.rs", "openai.rs", "mcp.rs"] {
+        let text = std::fs::read_to_string(repo_root().join("interpreter/runtime/src").join(executor)).expect("source");
+        assert!(!text.contains("crate::engine"), "the data plane's {executor} imports the control plane (crate::engine)");
+    }
+}

@@ -575,6 +575,22 @@ impl schemars::JsonSchema for HandlerScope {
     }
 }
 
+/// An attempt's id (`attempt_started.attempt_id`): `{node}#{visit}.{attempt_no}`.
+pub fn attempt_id(node: &str, visit: u32, attempt_no: u32) -> String {
+    let mut id = String::with_capacity(node.len() + 8);
+    id.push_str(node);
+    id.push('#');
+    id.push_str(&visit.to_string());
+    id.push('.');
+    id.push_str(&attempt_no.to_string());
+    id
+}
+
+/// The node an attempt id (or a key that starts with one) belongs to.
+pub fn attempt_node(id: &str) -> &str {
+    id.split('#').next().unwrap_or(id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -624,6 +640,14 @@ mod tests {
         assert!(!ErrorCode::Timeout.stops_the_run());
         assert_eq!(Decision::CHOICES.len(), 4);
         assert!(!Decision::CHOICES.contains(&Decision::Timeout));
+    }
+
+    #[test]
+    fn attempt_ids_name_their_node() {
+        let id = attempt_id("write", 2, 3);
+        assert_eq!(id, "write#2.3");
+        assert_eq!(attempt_node(&id), "write");
+        assert_eq!(attempt_node("write#2.3/t1"), "write");
     }
 
     #[test]

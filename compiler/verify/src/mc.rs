@@ -354,7 +354,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 push(&mut out, "control", events::node_started(node(n), visit));
                 if model.node_kind(*n).has_attempts() {
                     // One attempt per visit (retries are not policy steps).
-                    let attempt_id = format!("{}#{visit}.1", name(n));
+                    let attempt_id = flow_trace::attempt_id(&name(n), visit, 1);
                     push(&mut out, "control", events::attempt_started(&name(n), &attempt_id, 1, flow_trace::TriggerReason::First));
                     open.insert(*n, attempt_id);
                 }
@@ -391,7 +391,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             Label::Called(t, a, n) => {
                 calls += 1;
                 let tool = model.tools[*t as usize].clone();
-                let attempt_id = format!("{}#{}.1", name(n), visits.get(n).copied().unwrap_or(1));
+                let attempt_id = flow_trace::attempt_id(&name(n), visits.get(n).copied().unwrap_or(1), 1);
                 let agent = a.map(|a| model.agents[a as usize].clone());
                 let key = format!("witness-call-{calls}");
                 let body = events::tool_call_started(&tool, &name(n), &attempt_id, agent, key, None, payload.clone());
@@ -399,7 +399,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 push(&mut out, &format!("tool.{tool}"), events::tool_call_completed(&tool, &attempt_id, true, None, None, 0));
             }
             Label::Refused(t, a, n) => {
-                let attempt_id = format!("{}#{}.1", name(n), visits.get(n).copied().unwrap_or(1));
+                let attempt_id = flow_trace::attempt_id(&name(n), visits.get(n).copied().unwrap_or(1), 1);
                 let agent = a.map(|a| model.agents[a as usize].clone());
                 let body = events::tool_call_refused(&model.tools[*t as usize], &name(n), &attempt_id, agent, "not allowed for this agent");
                 push(&mut out, "control", body);

@@ -18,6 +18,7 @@ use flow_runtime::driver::{self, exit, Asker, Options, Outcome, Proposal, Resume
 use flow_runtime::engine::RunStatus;
 use flow_runtime::exec::ReplayMode;
 use flow_runtime::journal::Journal;
+use flow_runtime::keys::CommandKey;
 use flow_runtime::proto::{HumanAnswer, HumanRequest, Response};
 use flow_trace::{Body, Event};
 use std::io::{BufRead, IsTerminal, Write};
@@ -467,7 +468,7 @@ fn report(result: Result<Outcome, RunError>, quiet: bool) -> u8 {
             if !quiet {
                 eprintln!("flow: {} — {}", outcome.run_id, describe(&outcome.status));
                 if let RunStatus::Paused { waiting_on, .. } = &outcome.status {
-                    let subject = waiting_on.trim_start_matches("decision/").rsplit_once('/').map(|(s, _)| s).unwrap_or(waiting_on);
+                    let subject = CommandKey::parse(waiting_on).and_then(|k| k.subject()).unwrap_or(waiting_on);
                     eprintln!(
                         "flow: decide with `flow approve {} {subject} --decision …`, then `flow resume {}`",
                         outcome.run_dir.display(),

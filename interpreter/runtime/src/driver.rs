@@ -399,8 +399,8 @@ impl Driver {
     }
 
     fn timeout_for(&self, command: &Command) -> Option<u64> {
-        let node = command.key.split('#').next()?;
-        self.engine.workflow().nodes.get(node)?.timeout_ms()
+        // A turn's or a call's key starts with its attempt's id.
+        self.engine.workflow().nodes.get(flow_trace::attempt_node(&command.key))?.timeout_ms()
     }
 
     /// How long to hold a call of `decl` (a tool or an agent) back so
@@ -838,7 +838,7 @@ pub fn pending_decisions(journal: &dyn Journal, run_id: &str) -> Result<Vec<Pend
         if let Body::DecisionRequested { subject, deciders, decisions, .. } = &event.body {
             let round = rounds.entry(subject.clone()).or_default();
             *round += 1;
-            let key = format!("decision/{subject}/{round}");
+            let key = crate::keys::CommandKey::Decision { subject, round: *round }.to_key();
             if !answered.contains(&key) {
                 out.push(PendingDecision { key, subject: subject.clone(), deciders: deciders.clone(), decisions: decisions.clone() });
             }

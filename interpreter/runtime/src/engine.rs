@@ -11,8 +11,10 @@ use crate::budget::{Budgets, Exhausted, Scope, ZoneChange};
 use crate::clock::{rfc3339, Clock};
 use crate::eval::{self, Env};
 use crate::journal::{artifact_ref, artifact_ref_of};
+use crate::keys::CommandKey;
 use crate::prompt;
 use crate::proto::*;
+use crate::template::template;
 use crate::validate::{ty_to_schema, Validator};
 use flow_check::ceilings::{self, TurnCeiling};
 use flow_check::events;
@@ -407,43 +409,6 @@ fn concat(parts: &[&str]) -> String {
     for part in parts {
         out.push_str(part);
     }
-    out
-}
-
-/// Replaces `{field}` in a template with the input's fields.
-pub fn template(text: &str, input: &Value) -> String {
-    template_with(text, input, |s| s.to_string())
-}
-
-/// [`template`], passing each substituted value through `encode`.
-pub fn template_with(text: &str, input: &Value, encode: impl Fn(&str) -> String) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        match after.find('}') {
-            Some(close) => {
-                let field = &after[..close];
-                let value = field.split('.').try_fold(input, |v, f| v.get(f));
-                match value {
-                    Some(Value::String(s)) => out.push_str(&encode(s)),
-                    Some(other) => out.push_str(&encode(&other.to_string())),
-                    None => {
-                        out.push('{');
-                        out.push_str(field);
-                        out.push('}');
-                    }
-                }
-                rest = &after[close + 1..];
-            }
-            None => {
-                out.push_str(&rest[open..]);
-                rest = "";
-            }
-        }
-    }
-    out.push_str(rest);
     out
 }
 
@@ -1126,7 +1091,7 @@ impl Engine {
         rt.attempt_no += 1;
         let attempt_no = rt.attempt_no;
         let visit = rt.visits;
-        let id = concat(&[&node.name, "#", &visit.to_string(), ".", &attempt_no.to_string()]);
+        let id = flow_trace::attempt_id(&node.name, visit, attempt_no);
         let started = self.emit("control", events::attempt_started(&node.name, &id, attempt_no, trigger), Some(cause));
         let lease = concat(&["lease:", &id]);
         let expires = rfc3339(self.now() + self.cfg.lease_ttl_ms);
@@ -1321,7 +1286,7 @@ impl Engine {
             events::tool_call_started(tool, &node.name, attempt_id, agent.map(str::to_string), request_key, idempotency_key, input_ref),
             Some(&reserved_ev),
         );
-        let key = concat(&[attempt_id, "/c", &n.to_string()]);
+        let key = CommandKey::Call { attempt: attempt_id, n }.to_key();
         self.waiting.insert(
             key.clone(),
             Waiting::Tool {
@@ -1509,7 +1474,7 @@ impl Engine {
         self.node_turns.insert(node.name.clone(), node_turn);
         let a = self.attempts.get_mut(attempt_id).expect("attempt exists");
         a.turn += 1;
-        let key = format!("{attempt_id}/t{}", a.turn);
+        let key = CommandKey::Turn { attempt: attempt_id, turn: a.turn }.to_key();
         let provider = request.provider.clone();
         self.waiting.insert(
             key.clone(),
@@ -1575,7 +1540,7 @@ impl Engine {
         let reply_value =
             reply.output.clone().or_else(|| reply.tool_call.as_ref().map(|c| json!({ "tool_call": c.tool, "input": c.input })));
         let reply_ref = reply_value.as_ref().map(|v| self.store(v, &format!("{attempt_id}/turn{}", attempt.turn), Some(&attempt.started)));
-        let request_key = format!("{attempt_id}/t{}", attempt.turn);
+        let request_key = CommandKey::Turn { attempt: attempt_id, turn: attempt.turn }.to_key();
         let error = reply.error.clone().or_else(|| {
             (reply.output.is_none() && reply.tool_call.is_none()).then(|| match &reply.text {
                 Some(t) => format!("the reply is not JSON: {}", t.chars().take(120).collect::<String>()),
@@ -2421,7 +2386,7 @@ impl Engine {
                     for (j, item) in items.iter().enumerate() {
                         rt.probes.insert((i, j), None);
                         rt.pending += 1;
-                        let key = format!("probe/{}/{visit}/{i}.{j}", gate.name);
+                        let key = CommandKey::Probe { gate: &gate.name, visit, evaluator: i, item: j }.to_key();
                         let request = ProbeRequest {
                             evaluator: name.to_string(),
                             argv: Vec::new(),
@@ -2442,7 +2407,7 @@ impl Engine {
                         let argv: Vec<String> = argv.iter().map(|a| template(a, item)).collect();
                         rt.probes.insert((i, j), None);
                         rt.pending += 1;
-                        let key = format!("probe/{}/{visit}/{i}.{j}", gate.name);
+                        let key = CommandKey::Probe { gate: &gate.name, visit, evaluator: i, item: j }.to_key();
                         probes.push((key, i, j, ProbeRequest { evaluator: name.to_string(), argv, native: None, input: None, timeout_ms }));
                     }
                     if items.is_empty() {
@@ -2663,7 +2628,7 @@ impl Engine {
                 Some(&requested),
             );
         }
-        let key = format!("decision/{subject}/{round}");
+        let key = CommandKey::Decision { subject: &subject, round }.to_key();
         self.waiting.insert(key.clone(), Waiting::Human { decision, request_event: requested.to_string() });
         self.commands.push(Command {
             key,
@@ -2754,7 +2719,7 @@ impl Engine {
                     if answer.decision == flow_trace::Decision::Approve { "retry".into() } else { "fail".into() },
                     request_event,
                 );
-                let node = attempt.split('#').next().unwrap_or_default().to_string();
+                let node = flow_trace::attempt_node(&attempt).to_string();
                 let Some(n) = self.node(&node) else { return };
                 if answer.decision == flow_trace::Decision::Approve {
                     self.start_attempt(&n, TriggerReason::Reconciled, &applied);
@@ -3129,8 +3094,11 @@ impl Engine {
         if !self.running() {
             return;
         }
-        let reason =
-            if waiting_on.starts_with("decision/reconcile.") { PauseReason::ReconciliationRequired } else { PauseReason::AwaitingDecision };
+        let reason = if CommandKey::parse(waiting_on).and_then(|k| k.subject()).is_some_and(|s| s.starts_with("reconcile.")) {
+            PauseReason::ReconciliationRequired
+        } else {
+            PauseReason::AwaitingDecision
+        };
         self.emit("control", events::run_paused(reason, waiting_on.to_string()), None);
         self.status = RunStatus::Paused { reason, waiting_on: waiting_on.to_string() };
     }
@@ -3336,11 +3304,5 @@ mod tests {
             loc: Default::default(),
         };
         assert_eq!(gate.on_error(), Outcome::Block, "undeclared: fail-closed");
-    }
-
-    #[test]
-    fn templates_fill_fields_and_keep_unknown_ones() {
-        let input = serde_json::json!({ "slug": "a-b", "n": 3, "nested": { "x": "y" } });
-        assert_eq!(template("publish-{slug}-{n}-{nested.x}-{missing}", &input), "publish-a-b-3-y-{missing}");
     }
 }

@@ -10,8 +10,8 @@
 //!
 //! Executors never decide: the control plane validates every proposal.
 
-use crate::engine::template;
 use crate::proto::*;
+use crate::template::{template, template_with};
 use flow_check::ir::{Decl, Program};
 use flow_trace::ErrorCode;
 use serde::{Deserialize, Serialize};
@@ -554,7 +554,7 @@ impl Executors {
             ..ToolResult::default()
         };
         let Some(url) = decl.url() else { return fail("http tool without a url".into(), None) };
-        let url = crate::engine::template_with(url, &request.input, percent_encode);
+        let url = template_with(url, &request.input, percent_encode);
         let method = decl.method().to_ascii_uppercase();
         let method = match reqwest::Method::from_bytes(method.as_bytes()) {
             Ok(m) => m,

@@ -10,9 +10,8 @@ use sha2::{Digest, Sha256};
 /// One unit of data-plane work the control plane asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Command {
-    /// Unique within the run: `{attempt_id}/t{turn}` for agent turns,
-    /// `{attempt_id}/c{n}` for tool calls, `decision/{subject}/{n}` for
-    /// humans, `probe/{gate}/{visit}/{i}` for probes.
+    /// Unique within the run: a [`crate::keys::CommandKey`] (an agent
+    /// turn, a tool call, a decision or a probe).
     pub key: String,
     pub request: Request,
     /// Delay before the work starts (retry backoff), in milliseconds.

@@ -239,7 +239,7 @@ fn cover_cost(label: Option<&Label>) -> u64 {
     }
 }
 
-/// A cheapest run (by [`cover_cost`]; a step the obligation wants is
+/// A cheapest run (by `cover_cost`; a step the obligation wants is
 /// cheap) that emits a label `wanted` accepts and then ends: a positive
 /// witness for a coverage obligation, if the model has one within
 /// `max_states`.
@@ -310,7 +310,7 @@ pub fn events(model: &Model, labels: &[Label], run_id: &str, plan_digest: &str) 
     events_with_cycle(model, labels, None, run_id, plan_digest)
 }
 
-/// [`events`] for a lasso: the labels from `cycle_start` on repeat forever.
+/// [`events()`] for a lasso: the labels from `cycle_start` on repeat forever.
 /// The trace ends with `run_paused` (reason `cycle`, `waiting_on` the seq
 /// the cycle starts at), which `flow trace check` reads as "the last events
 /// repeat forever": an obligation still open is violated.

@@ -118,11 +118,6 @@ fn every_positive_witness_of_every_example_conforms() {
 /// not make yet (example, obligation, why). Every other one is a run of the
 /// engine.
 const NOT_YET_MADE: &[(&str, &str, &str)] = &[
-    // The host's handoff accepts only a payload with two fields set at
-    // once; the answer search varies one field of the plainest value.
-    ("decision_meeting", "agent:finance_specialist", "two fields at once"),
-    ("decision_meeting", "agent:risk_specialist", "two fields at once"),
-    ("decision_meeting", "agent:tech_specialist", "two fields at once"),
     // The refund rules pass only on values the search does not try.
     ("harness", "gate_outlet:refund_rules:PASS", "a value the search does not try"),
     // REQUIRES_DECISION needs every scene file to exist and one audio

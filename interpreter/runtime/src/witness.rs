@@ -386,6 +386,27 @@ fn variants(ty: &Ty, types: &IndexMap<String, TypeDef>, depth: usize) -> Vec<Val
                     out.push(v);
                 }
             }
+            // A record that routes on an enum field is often accepted only
+            // with its lists non-empty (a handoff's `accept`): each other
+            // value of each enum field is also tried with every list
+            // holding one item.
+            let mut filled = plain.clone();
+            for (name, field) in fields.iter().filter(|(_, f)| !f.optional) {
+                if let Ty::List { item } = &field.ty {
+                    filled[name.as_str()] = Value::Array(vec![base(item, types, depth)]);
+                }
+            }
+            if filled != plain {
+                for (name, field) in fields.iter().filter(|(_, f)| !f.optional) {
+                    if let Ty::Enum { values } = &field.ty {
+                        for value in values.iter().skip(1) {
+                            let mut v = filled.clone();
+                            v[name.as_str()] = json!(value);
+                            out.push(v);
+                        }
+                    }
+                }
+            }
             out
         }
         Ty::Named { name } if depth < MAX_DEPTH => named(name, types).map(|t| variants(t, types, depth + 1)).unwrap_or_default(),
@@ -411,6 +432,18 @@ mod tests {
         assert!(got.contains(&json!({ "ok": true, "n": 10 })));
         assert!(got.contains(&json!({ "ok": true, "n": 1, "note": "x" })));
         assert!(got.len() <= MAX_VARIANTS);
+    }
+
+    #[test]
+    fn a_routing_enum_is_also_tried_with_its_lists_filled() {
+        let route = Ty::Enum { values: vec!["a".into(), "b".into()] };
+        let ty = record(&[("next", route, false), ("points", Ty::List { item: Box::new(Ty::String) }, false)]);
+        let got = instances(&ty, &IndexMap::new());
+        assert_eq!(got[0], json!({ "next": "a", "points": [] }));
+        // One field at a time, and the other route with the list filled.
+        assert!(got.contains(&json!({ "next": "b", "points": [] })));
+        assert!(got.contains(&json!({ "next": "a", "points": ["x"] })));
+        assert!(got.contains(&json!({ "next": "b", "points": ["x"] })));
     }
 
     #[test]

@@ -350,8 +350,8 @@ impl Decision {
 closed_word!(
     /// Why a run stopped without terminating (`run_paused.reason`).
     pub PauseReason {
-        AwaitingDecision = "awaiting_decision": "A gate or human node waits for a decision (`flow decide`, then `flow resume`).",
-        ReconciliationRequired = "reconciliation_required": "A non-idempotent call's outcome is unknown after a crash (`flow reconcile`).",
+        AwaitingDecision = "awaiting_decision": "A gate or human node waits for a decision (`flow approve`, then `flow resume`).",
+        ReconciliationRequired = "reconciliation_required": "A non-idempotent call's outcome is unknown after a crash (`flow approve RUN reconcile.ATTEMPT`, then `flow resume`).",
         Cycle = "cycle": "Witness traces only: the run repeats from the event `waiting_on` names (a lasso).",
     }
 );

@@ -148,7 +148,7 @@ enum Command {
         /// A run directory or run id.
         run: String,
     },
-    /// Hold a recorded trace against its plan (`flow trace check`), or explain a deviation code.
+    /// Hold a recorded trace against its plan (`flow trace check`), or explain a deviation code or a trace word.
     Trace {
         #[command(subcommand)]
         command: TraceCommand,

@@ -79,7 +79,7 @@ fn quoted_after<'t>(text: &'t str, marker: &str) -> Vec<&'t str> {
 
 #[test]
 fn every_termination_reason_the_engine_chooses_is_in_the_registry() {
-    let engine = std::fs::read_to_string(repo_root().join("interpreter/runtime/src/engine.rs")).expect("engine.rs");
+    let engine = engine_source();
     let semantics = std::fs::read_to_string(repo_root().join("compiler/check/src/semantics.rs")).expect("semantics.rs");
     let mut reasons = quoted_after(&engine, "self.terminate(\"");
     // workflow_event(EVENT, node, cause, "default reason", message)
@@ -98,10 +98,18 @@ fn every_termination_reason_the_engine_chooses_is_in_the_registry() {
     }
 }
 
-/// The event kinds `file` constructs itself (`Body::Kind { schema_version … }`)
+/// The engine's source: every file of `interpreter/engine/src/engine/`.
+fn engine_source() -> String {
+    let mut files = Vec::new();
+    rust_files(&repo_root().join("interpreter/engine/src/engine"), &mut files);
+    files.sort();
+    assert!(files.len() > 10, "the engine is {} files", files.len());
+    files.iter().map(|f| std::fs::read_to_string(f).expect("source")).collect::<Vec<_>>().join("\n")
+}
+
+/// The event kinds `text` constructs itself (`Body::Kind { schema_version … }`)
 /// rather than through the event builder (`flow_check::events`).
-fn bodies_built_in(relative: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(repo_root().join(relative)).expect("source");
+fn bodies_built_in(text: &str) -> Vec<String> {
     let mut kinds = Vec::new();
     for (i, _) in text.match_indices("Body::") {
         let rest = &text[i + "Body::".len()..];
@@ -119,7 +127,8 @@ fn bodies_built_in(relative: &str) -> Vec<String> {
 #[test]
 fn witnesses_and_runs_build_their_events_in_one_builder() {
     // The witness writer builds every event through the builder ...
-    assert_eq!(bodies_built_in("compiler/verify/src/mc.rs"), Vec::<String>::new());
+    let mc = std::fs::read_to_string(repo_root().join("compiler/verify/src/mc.rs")).expect("mc.rs");
+    assert_eq!(bodies_built_in(&mc), Vec::<String>::new());
     // ... and so does the engine, except for the kinds only a real run has.
     let engine_only = [
         "AgentTurn",
@@ -136,7 +145,7 @@ fn witnesses_and_runs_build_their_events_in_one_builder() {
         "RunResumed",
         "StateChanged",
     ];
-    for kind in bodies_built_in("interpreter/runtime/src/engine.rs") {
+    for kind in bodies_built_in(&engine_source()) {
         assert!(
             engine_only.contains(&kind.as_str()),
             "the engine builds `{kind}` itself: build it with flow_check::events, as witnesses do"
@@ -164,5 +173,48 @@ fn the_data_plane_does_not_import_the_control_plane() {
     for executor in ["exec.rs", "openai.rs", "mcp.rs"] {
         let text = std::fs::read_to_string(repo_root().join("interpreter/runtime/src").join(executor)).expect("source");
         assert!(!text.contains("crate::engine"), "the data plane's {executor} imports the control plane (crate::engine)");
+    }
+}
+
+#[test]
+fn the_engine_crate_does_no_io() {
+    let (_, manifest) = crates_under("interpreter").into_iter().find(|(n, _)| n == "flow-engine").expect("the flow-engine crate");
+    let dependencies = manifest.split("[dependencies]").nth(1).and_then(|r| r.split("\n[").next()).expect("[dependencies]");
+    for banned in ["tokio", "rusqlite", "reqwest", "tempfile", "flow-runtime", "indicatif", "mimalloc", "tracing-subscriber"] {
+        let uses = dependencies
+            .lines()
+            .any(|l| l.trim_start().starts_with(&format!("{banned} ")) || l.trim_start().starts_with(&format!("{banned}.")));
+        assert!(!uses, "the engine crate depends on {banned}: I/O belongs to the runtime (flow-runtime)");
+    }
+    let mut files = Vec::new();
+    rust_files(&repo_root().join("interpreter/engine/src"), &mut files);
+    assert!(files.len() > 20, "found only {} files", files.len());
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("source");
+        // The lint (clippy.toml's disallowed methods) holds the engine only
+        // if nothing in it turns the lint off.
+        for banned in ["allow(clippy::disallowed", "std::fs", "std::net", "std::process", "std::env", "SystemTime", "Instant::now", "tokio"]
+        {
+            assert!(!text.contains(banned), "{} contains `{banned}`: the engine does no I/O", file.display());
+        }
+    }
+}
+
+#[test]
+fn only_the_recorder_assigns_seq_and_builds_events() {
+    let mut files = Vec::new();
+    rust_files(&repo_root().join("interpreter/engine/src/engine"), &mut files);
+    let recorder = files.iter().find(|f| f.ends_with("record.rs")).expect("engine/record.rs").clone();
+    let text = std::fs::read_to_string(&recorder).expect("source");
+    assert!(text.contains("self.seq += 1") && text.contains("self.events.push(Event {"), "the recorder no longer assigns seq");
+    for file in files.iter().filter(|f| **f != recorder) {
+        let text = std::fs::read_to_string(file).expect("source");
+        for banned in ["self.seq +=", "self.seq = ", "events.push(", "Event {"] {
+            assert!(
+                !text.contains(banned),
+                "{} contains `{banned}`: only the recorder (engine/record.rs) assigns seq and builds events",
+                file.display()
+            );
+        }
     }
 }

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+pub use flow_engine::artifact::{artifact_ref, artifact_ref_of};
 use flow_trace::{ArtifactRef, Event};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use sha2::{Digest, Sha256};
@@ -422,23 +423,6 @@ impl Journal for MemoryJournal {
     fn runs(&self) -> Result<Vec<String>, JournalError> {
         Ok(self.runs.keys().cloned().collect())
     }
-}
-
-/// The reference and canonical bytes of an artifact: `serde_json::to_vec`
-/// of the value (key order is the value's own, as `serde_json` preserves
-/// order in this workspace) and its sha256.
-pub fn artifact_ref(value: &serde_json::Value) -> (ArtifactRef, Vec<u8>) {
-    // Serializing a `Value` cannot fail: its map keys are strings.
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
-    (artifact_ref_of(&bytes), bytes)
-}
-
-/// The reference of an artifact from its bytes (as [`artifact_ref`] encoded them).
-pub fn artifact_ref_of(bytes: &[u8]) -> ArtifactRef {
-    let mut digest = String::with_capacity(7 + 64);
-    digest.push_str("sha256:");
-    crate::proto::push_hex(&Sha256::digest(bytes), &mut digest);
-    ArtifactRef { digest, size: bytes.len() as u64 }
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

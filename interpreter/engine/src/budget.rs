@@ -181,7 +181,7 @@ impl Scope {
 }
 
 /// `a += b`, every limit.
-pub(crate) fn add_usage(a: &mut Usage, b: &Usage) {
+pub fn add_usage(a: &mut Usage, b: &Usage) {
     a.steps += b.steps;
     a.tokens += b.tokens;
     a.tool_calls += b.tool_calls;
@@ -190,7 +190,7 @@ pub(crate) fn add_usage(a: &mut Usage, b: &Usage) {
 }
 
 /// `a -= b`, every limit, never below zero.
-pub(crate) fn sub_usage(a: &mut Usage, b: &Usage) {
+pub fn sub_usage(a: &mut Usage, b: &Usage) {
     a.steps = a.steps.saturating_sub(b.steps);
     a.tokens = a.tokens.saturating_sub(b.tokens);
     a.tool_calls = a.tool_calls.saturating_sub(b.tool_calls);

@@ -1,0 +1,137 @@
+//! Human decisions: asked (one command per round), and applied by what they
+//! decide (a gate, a human node, an escalation, a confirmation, a held
+//! policy action, a reconciliation).
+
+use super::*;
+
+impl Engine {
+    pub(super) fn ask(
+        &mut self,
+        decision: Decision,
+        principals: Vec<String>,
+        prompt: Option<String>,
+        decisions: Vec<flow_trace::Decision>,
+        cause: &str,
+    ) {
+        let subject = decision.subject();
+        let round = {
+            let r = self.decision_rounds.entry(subject.clone()).or_default();
+            *r += 1;
+            *r
+        };
+        let requested = self.emit("control", events::decision_requested(&subject, principals.clone(), decisions.clone()), Some(cause));
+        for p in &principals {
+            self.emit(
+                "control",
+                Body::Message {
+                    schema_version: V,
+                    message_type: MessageType::ApprovalRequest,
+                    from: "control".into(),
+                    to: p.clone(),
+                    artifact: None,
+                },
+                Some(&requested),
+            );
+        }
+        let key = CommandKey::Decision { subject: &subject, round }.to_key();
+        self.waiting.insert(key.clone(), Waiting::Human { decision, request_event: requested.to_string() });
+        self.commands.push(Command {
+            key,
+            request: Request::Human(HumanRequest { subject, principals, prompt, decisions, round }),
+            delay_ms: 0,
+        });
+    }
+
+    pub(super) fn on_decision(&mut self, decision: Decision, request_event: &str, answer: HumanAnswer) {
+        let subject = decision.subject();
+        let obs = Obs::Decided { subject: &subject, decision: answer.decision.as_str(), by: &answer.by };
+        let held =
+            || Held::Decision { decision: Box::new(decision.clone()), request_event: request_event.to_string(), answer: answer.clone() };
+        if !self.admit(obs, "decision_applied", request_event, held) {
+            return;
+        }
+        if answer.decision == flow_trace::Decision::Approve
+            && matches!(decision, Decision::Gate { .. } | Decision::HumanNode { .. } | Decision::Confirm { .. })
+        {
+            self.approvals += 1;
+        }
+        match decision {
+            Decision::Gate { gate, .. } => {
+                let Some(g) = self.wf().gates.get(&gate).cloned() else { return };
+                let action = flow_check::semantics::gate_decision_action(&g, answer.decision);
+                let applied = self.record_applied(&subject, &answer, events::applied(&action), request_event);
+                let ctx = Ctx { node: Some(g.from.clone()), gate: Some(gate.clone()), event: answer.decision.event().into() };
+                self.act(&action, &ctx, HandlerScope::Gate(gate.clone()), &applied);
+            }
+            Decision::HumanNode { node } => {
+                let Some(n) = self.node(&node) else { return };
+                let action = flow_check::semantics::human_decision_action(&n, answer.decision);
+                let applied = self.record_applied(&subject, &answer, events::applied(&action), request_event);
+                if flow_check::semantics::handler_on(&n.handlers, answer.decision.event()).is_some() {
+                    self.env.insert(node.clone(), json!({ "decision": answer.decision, "comment": answer.comment }));
+                    let ctx = Ctx { node: Some(node.clone()), gate: None, event: answer.decision.event().into() };
+                    self.act(&action, &ctx, HandlerScope::Node(node.clone()), &applied);
+                    return;
+                }
+                let mut output = json!({ "decision": answer.decision });
+                if let Some(c) = answer.comment {
+                    output["comment"] = Value::String(c);
+                }
+                self.complete_node(&node, output, NodeStatus::Completed, &applied);
+            }
+            Decision::Escalation { ctx, .. } => {
+                let action = if answer.decision == flow_trace::Decision::Approve {
+                    Action { name: ActionKind::Continue, args: vec![] }
+                } else {
+                    Action { name: ActionKind::Terminate, args: vec![format!("escalation_{}", answer.decision)] }
+                };
+                let applied = self.record_applied(&subject, &answer, events::applied(&action), request_event);
+                if answer.decision == flow_trace::Decision::Approve {
+                    self.act(&action, &ctx, HandlerScope::Escalation, &applied);
+                } else {
+                    self.terminate(&format!("escalation_{}", answer.decision), TerminationStatus::Escalated, &applied, None);
+                }
+            }
+            Decision::Confirm { attempt, tool, input, key_template, agent } => {
+                let approved = answer.decision == flow_trace::Decision::Approve;
+                let applied = self.record_applied(&subject, &answer, if approved { "call".into() } else { "refuse".into() }, request_event);
+                if approved {
+                    self.call_tool(&attempt, &tool, input, key_template, agent.as_deref(), 0, &applied);
+                } else if agent.is_some() {
+                    self.feed_tool_error(&attempt, &tool, "a human refused the call", &applied);
+                } else {
+                    self.attempt_failed(&attempt, ErrorCode::ConfirmationRefused, "a human refused the call", &applied);
+                }
+            }
+            Decision::Policy { held, .. } => {
+                let approved = answer.decision == flow_trace::Decision::Approve;
+                let applied = self.record_applied(
+                    &subject,
+                    &answer,
+                    if approved { "continue".into() } else { "terminate(policy_violation)".into() },
+                    request_event,
+                );
+                if approved {
+                    self.resume_held(*held, &applied);
+                } else {
+                    self.terminate("policy_violation", TerminationStatus::Failure, &applied, None);
+                }
+            }
+            Decision::Reconcile { attempt } => {
+                let applied = self.record_applied(
+                    &subject,
+                    &answer,
+                    if answer.decision == flow_trace::Decision::Approve { "retry".into() } else { "fail".into() },
+                    request_event,
+                );
+                let node = flow_trace::attempt_node(&attempt).to_string();
+                let Some(n) = self.node(&node) else { return };
+                if answer.decision == flow_trace::Decision::Approve {
+                    self.start_attempt(&n, TriggerReason::Reconciled, &applied);
+                } else {
+                    self.node_failed(&n, ErrorCode::UnknownOutcome, "the call's outcome is unknown and was not retried", &applied);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Joins, loops and maps: branches arriving, rounds ending, items in turn.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn map_next(&mut self, map: &str, cause: &str) {
+        let Some(rt) = self.maps.get(map) else { return };
+        let index = rt.results.len();
+        if index < rt.items.len() {
+            let item = rt.items[index].clone();
+            if let Some(target) = self.wf().nodes.get(map).and_then(|n| n.target.first()).cloned() {
+                let edge = self.emit("control", events::edge_taken(map, &target, Via::MapItem(index as u32 + 1)), Some(cause));
+                self.start_node(&target, item, TriggerReason::First, &edge);
+            }
+        } else {
+            let results = self.maps.remove(map).map(|m| m.results).unwrap_or_default();
+            self.complete_node(map, Value::Array(results), NodeStatus::Completed, cause);
+        }
+    }
+
+    /// Branch `from` finished into `join` (the edge is recorded): the join
+    /// runs once its rule is met (`flow_check::semantics::join_ready`); a
+    /// branch that finishes after its join ran is absorbed.
+    pub(super) fn join_arrival(&mut self, join: &str, from: &str, cause: &str) {
+        let rt = self.joins.entry(join.to_string()).or_default();
+        if rt.late.shift_remove(from) {
+            return;
+        }
+        rt.arrived.insert(from.to_string());
+        if self.nodes.get(join).is_some_and(|n| n.running) {
+            // Entered by an edge of its own: it waits for its branches.
+            self.try_join(join, cause);
+            return;
+        }
+        let Some(node) = self.node(join) else { return };
+        let arrived = self.joins.get(join).map_or(0, |rt| rt.arrived.len());
+        if flow_check::semantics::join_ready(flow_check::semantics::join_rule(&node), arrived, node.target.len()) {
+            self.start_node(join, Value::Null, TriggerReason::First, cause);
+        }
+    }
+
+    pub(super) fn try_join(&mut self, join: &str, cause: &str) {
+        let Some(node) = self.node(join) else { return };
+        // Readiness needs only the count: the set is taken once it is ready.
+        let arrived = self.joins.get(join).map_or(0, |rt| rt.arrived.len());
+        if !flow_check::semantics::join_ready(flow_check::semantics::join_rule(&node), arrived, node.target.len()) {
+            return;
+        }
+        let rt = self.joins.remove(join).unwrap_or_default();
+        // Branches still to finish are absorbed when they do.
+        let late: IndexSet<String> = node.target.iter().filter(|b| !rt.arrived.contains(*b)).cloned().collect();
+        if !late.is_empty() {
+            self.joins.insert(join.to_string(), JoinRt { arrived: IndexSet::new(), late });
+        }
+        let done = rt.arrived;
+        // The merged output: every result in branch order, the branches by
+        // name, and their conflicts kept side by side (never averaged).
+        let mut results = Vec::new();
+        let mut branches = serde_json::Map::new();
+        let mut conflicts: Vec<Value> = Vec::new();
+        for branch in &node.target {
+            if done.contains(branch) {
+                let out = self.env.get(branch).cloned().unwrap_or(Value::Null);
+                if let Some(Value::Array(items)) = out.get("conflicts") {
+                    for item in items {
+                        if !conflicts.contains(item) {
+                            conflicts.push(item.clone());
+                        }
+                    }
+                }
+                results.push(out.clone());
+                branches.insert(branch.clone(), out);
+            }
+        }
+        if node.conflicts() == Conflicts::Fail && !conflicts.is_empty() {
+            let msg = format!("{} conflicting results (conflicts: fail)", conflicts.len());
+            self.node_failed(&node, ErrorCode::Conflict, &msg, cause);
+            return;
+        }
+        let merged = json!({ "results": results, "conflicts": conflicts, "branches": Value::Object(branches) });
+        if node.output_type().is_some() {
+            match self.validator("node.output", join, &node.output) {
+                Ok(v) => {
+                    if let Err(errors) = v.validate(&merged) {
+                        let msg = format!("the merged output does not match: {}", errors.join("; "));
+                        self.node_failed(&node, ErrorCode::InvalidOutput, &msg, cause);
+                        return;
+                    }
+                }
+                Err(e) => {
+                    self.node_failed(&node, ErrorCode::InvalidSchema, &e, cause);
+                    return;
+                }
+            }
+        }
+        self.complete_node(join, merged, NodeStatus::Completed, cause);
+    }
+
+    pub(super) fn round_end(&mut self, lp: &str, cause: &str) {
+        let Some(node) = self.node(lp) else { return };
+        let round = self.loops.get(lp).map(|l| l.round).unwrap_or(1);
+        let converged = match node.until() {
+            Some(e) => match eval::eval_bool(e, &self.env) {
+                Ok(b) => b,
+                Err(err) => {
+                    self.loops.remove(lp);
+                    self.node_failed(&node, ErrorCode::EvalError, &format!("`until`: {}", err.message), cause);
+                    return;
+                }
+            },
+            None => false,
+        };
+        let max = node.rounds() as u32;
+        if converged || round >= max {
+            self.loops.remove(lp);
+            let output = json!({ "rounds": round, "converged": converged });
+            if !converged {
+                // The loop's declared alternative, recorded once as taken.
+                let handler = semantics::handler_on(&node.handlers, HandlerEvent::Exhausted).cloned();
+                let action = handler.or_else(|| node.on_exhausted().cloned());
+                if let Some(action) = action.filter(|a| a.name != ActionKind::Continue) {
+                    self.env.insert(lp.to_string(), output);
+                    let ctx = Ctx { node: Some(lp.to_string()), gate: None, event: HandlerEvent::Exhausted.into() };
+                    self.act(&action, &ctx, HandlerScope::Node(lp.to_string()), cause);
+                    return;
+                }
+                let ex = self.emit(
+                    "control",
+                    events::action_taken(
+                        HandlerEvent::Exhausted.into(),
+                        HandlerScope::Node(lp.to_string()),
+                        &Action::bare(ActionKind::Continue),
+                    ),
+                    Some(cause),
+                );
+                self.complete_node(lp, output, NodeStatus::Completed, &ex);
+                return;
+            }
+            self.complete_node(lp, output, NodeStatus::Completed, cause);
+            return;
+        }
+        if let Some(l) = self.loops.get_mut(lp) {
+            l.round += 1;
+        }
+        if let Some(first) = node.target.first().cloned() {
+            let edge = self.emit("control", events::edge_taken(lp, &first, Via::LoopRound), Some(cause));
+            let input = self.nodes.get(lp).map(|n| n.input.clone()).unwrap_or(Value::Null);
+            self.start_node(&first, input, TriggerReason::First, &edge);
+        }
+    }
+}

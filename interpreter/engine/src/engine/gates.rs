@@ -1,0 +1,317 @@
+//! Gates: evaluators run (inline, or as probes the data plane answers),
+//! the outcome recorded, and the action it calls for taken.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn evaluate_gate(&mut self, gate: &Gate, cause: &str) {
+        let evaluators = gate.evaluator_items();
+        let on_error = gate.on_error();
+        let mut rt = GateRt { results: vec![None; evaluators.len()], probes: BTreeMap::new(), cause: cause.to_string(), pending: 0 };
+        let visit = self.nodes.get(&gate.from).map(|n| n.visits).unwrap_or(0);
+        let mut probes = Vec::new();
+        for (i, ev) in evaluators.iter().enumerate() {
+            let Some(EvaluatorRef { name, builtin, args }) = *ev else {
+                rt.results[i] = Some(EvaluatorResult {
+                    evaluator: "?".into(),
+                    outcome: on_error,
+                    reason: Some("invalid evaluator".into()),
+                    error: true,
+                });
+                continue;
+            };
+            let label = format!("{name}({})", args.iter().map(eval::render).collect::<Vec<_>>().join(", "));
+            let result = |outcome: Outcome, reason: Option<String>, error: bool| EvaluatorResult {
+                evaluator: label.clone(),
+                outcome,
+                reason,
+                error,
+            };
+            if builtin {
+                rt.results[i] = Some(self.builtin_evaluator(name, args, on_error, &result));
+                continue;
+            }
+            let Some(decl) = self.decl(name).cloned() else {
+                rt.results[i] = Some(result(on_error, Some(format!("no evaluator `{name}`")), true));
+                continue;
+            };
+            let fail = decl.fail();
+            let reason = decl.reason().map(str::to_string);
+            let input = match args.first() {
+                Some(e) => match eval::eval(e, &self.env) {
+                    Ok(v) => v,
+                    Err(err) => {
+                        rt.results[i] = Some(result(on_error, Some(err.message), true));
+                        continue;
+                    }
+                },
+                None => Value::Null,
+            };
+            // A list argument whose items fit the input type: once per item.
+            let items: Vec<Value> = match (&input, decl.input_type()) {
+                (Value::Array(items), Some(ty)) if !matches!(ty, Ty::List { .. }) => items.clone(),
+                _ => vec![input.clone()],
+            };
+            match decl.variant.as_deref() {
+                Some("predicate") => {
+                    let mut outcome = Outcome::Pass;
+                    let mut why = None;
+                    let mut error = false;
+                    for item in &items {
+                        let mut env = self.env.clone();
+                        env.insert("input".into(), item.clone());
+                        match decl.check() {
+                            Some(e) => match eval::eval_bool(e, &env) {
+                                Ok(true) => {}
+                                Ok(false) => {
+                                    outcome = outcome.max(fail);
+                                    why = reason.clone().or_else(|| Some(format!("{} is false", eval::render(e))));
+                                }
+                                Err(err) => {
+                                    outcome = outcome.max(on_error);
+                                    why = Some(err.message);
+                                    error = true;
+                                }
+                            },
+                            None => {
+                                outcome = outcome.max(on_error);
+                                error = true;
+                            }
+                        }
+                    }
+                    rt.results[i] = Some(result(outcome, why, error));
+                }
+                Some("schema") => {
+                    let ty = decl.schema().cloned().unwrap_or(Ty::Any);
+                    let mut outcome = Outcome::Pass;
+                    let mut why = None;
+                    match self.validator("evaluator", name, &ty) {
+                        Ok(v) => {
+                            for item in &items {
+                                if let Err(errors) = v.validate(item) {
+                                    outcome = outcome.max(fail);
+                                    why = reason.clone().or_else(|| Some(errors.join("; ")));
+                                }
+                            }
+                            rt.results[i] = Some(result(outcome, why, false));
+                        }
+                        Err(e) => rt.results[i] = Some(result(on_error, Some(e), true)),
+                    }
+                }
+                Some("builtin") => {
+                    let function = decl.function().to_string();
+                    for (j, item) in items.iter().enumerate() {
+                        rt.probes.insert((i, j), None);
+                        rt.pending += 1;
+                        let key = CommandKey::Probe { gate: &gate.name, visit, evaluator: i, item: j }.to_key();
+                        let request = ProbeRequest {
+                            evaluator: name.to_string(),
+                            argv: Vec::new(),
+                            native: Some(function.clone()),
+                            input: Some(item.clone()),
+                            timeout_ms: None,
+                        };
+                        probes.push((key, i, j, request));
+                    }
+                    if items.is_empty() {
+                        rt.results[i] = Some(result(Outcome::Pass, Some("no items to check".into()), false));
+                    }
+                }
+                Some("command") => {
+                    let argv = decl.argv();
+                    let timeout_ms = decl.timeout_ms();
+                    for (j, item) in items.iter().enumerate() {
+                        let argv: Vec<String> = argv.iter().map(|a| template(a, item)).collect();
+                        rt.probes.insert((i, j), None);
+                        rt.pending += 1;
+                        let key = CommandKey::Probe { gate: &gate.name, visit, evaluator: i, item: j }.to_key();
+                        probes.push((key, i, j, ProbeRequest { evaluator: name.to_string(), argv, native: None, input: None, timeout_ms }));
+                    }
+                    if items.is_empty() {
+                        rt.results[i] = Some(result(Outcome::Pass, Some("no items to probe".into()), false));
+                    }
+                }
+                other => {
+                    // llm and human evaluators need a judge this runtime
+                    // does not run yet: inconclusive, so never PASS.
+                    let msg = format!("`{}` evaluators are not run by this runtime; inconclusive", other.unwrap_or("?"));
+                    rt.results[i] = Some(result(on_error, Some(msg), true));
+                }
+            }
+        }
+        let pending = rt.pending;
+        self.gates.insert(gate.name.clone(), rt);
+        for (key, i, j, request) in probes {
+            self.waiting.insert(key.clone(), Waiting::Probe { gate: gate.name.clone(), index: i, item: j });
+            self.commands.push(Command { key, request: Request::Probe(request), delay_ms: 0 });
+        }
+        if pending == 0 {
+            self.finish_gate(&gate.name);
+        }
+    }
+
+    pub(super) fn builtin_evaluator(
+        &mut self,
+        name: &str,
+        args: &[TExpr],
+        on_error: Outcome,
+        result: &dyn Fn(Outcome, Option<String>, bool) -> EvaluatorResult,
+    ) -> EvaluatorResult {
+        let Some(arg) = args.first() else { return result(on_error, Some("no argument".into()), true) };
+        match name {
+            "predicate" => match eval::eval_bool(arg, &self.env) {
+                Ok(true) => result(Outcome::Pass, None, false),
+                Ok(false) => result(Outcome::Block, Some(format!("{} is false", eval::render(arg))), false),
+                Err(e) => result(on_error, Some(e.message), true),
+            },
+            "exists" => match eval::eval(arg, &self.env) {
+                Ok(Value::Null) => result(Outcome::Block, Some(format!("{} is absent", eval::render(arg))), false),
+                Ok(_) => result(Outcome::Pass, None, false),
+                Err(e) => result(on_error, Some(e.message), true),
+            },
+            "schema_valid" => {
+                let ty = match args.get(1).map(|a| &a.kind) {
+                    Some(flow_check::ir::TExprKind::Literal { value }) => match value.as_ref() {
+                        IrValue::Type(ty) => ty.clone(),
+                        _ => Ty::Any,
+                    },
+                    _ => Ty::Any,
+                };
+                // Compiled once per run and type.
+                let key = serde_json::to_string(&ty).unwrap_or_default();
+                match eval::eval(arg, &self.env) {
+                    Ok(value) => match self.validator("schema_valid", &key, &ty) {
+                        Ok(v) => match v.validate(&value) {
+                            Ok(()) => result(Outcome::Pass, None, false),
+                            Err(errors) => result(Outcome::Block, Some(errors.join("; ")), false),
+                        },
+                        Err(e) => result(on_error, Some(e), true),
+                    },
+                    Err(e) => result(on_error, Some(e.message), true),
+                }
+            }
+            _ => result(on_error, Some(format!("unknown evaluator `{name}`")), true),
+        }
+    }
+
+    pub(super) fn on_probe(&mut self, gate: &str, index: usize, item: usize, res: ProbeResult) {
+        let Some(g) = self.wf().gates.get(gate).cloned() else { return };
+        let on_error = g.on_error();
+        let Some(Some(evaluator)) = g.evaluator_items().get(index).copied() else { return };
+        let decl = self.decl(evaluator.name).cloned();
+        let fail = decl.as_ref().map_or(Outcome::Block, Decl::fail);
+        let expect = decl.as_ref().map_or(Expect::ExitZero, Decl::expect);
+        let outcome = if res.error.is_some() {
+            on_error
+        } else if expect == Expect::Json {
+            match (&res.output, decl.as_ref().and_then(Decl::check)) {
+                (Some(output), Some(check)) => {
+                    let mut env = self.env.clone();
+                    env.insert("output".into(), output.clone());
+                    match eval::eval_bool(check, &env) {
+                        Ok(true) => Outcome::Pass,
+                        Ok(false) => fail,
+                        Err(_) => on_error,
+                    }
+                }
+                (Some(_), _) if res.exit_code == Some(0) => Outcome::Pass,
+                _ => on_error,
+            }
+        } else {
+            match res.exit_code {
+                Some(0) => Outcome::Pass,
+                Some(_) => fail,
+                None => on_error,
+            }
+        };
+        let Some(rt) = self.gates.get_mut(gate) else { return };
+        rt.probes.insert((index, item), Some((outcome, res.error.is_some())));
+        rt.pending = rt.pending.saturating_sub(1);
+        if rt.pending == 0 {
+            self.finish_gate(gate);
+        }
+    }
+
+    pub(super) fn finish_gate(&mut self, name: &str) {
+        let Some(gate) = self.wf().gates.get(name).cloned() else { return };
+        let Some(mut rt) = self.gates.remove(name) else { return };
+        let reason_prop = gate.reason().map(str::to_string);
+        let labels: Vec<String> = gate
+            .evaluator_items()
+            .iter()
+            .map(|e| match e {
+                Some(EvaluatorRef { name, args, .. }) => {
+                    format!("{name}({})", args.iter().map(eval::render).collect::<Vec<_>>().join(", "))
+                }
+                None => "?".into(),
+            })
+            .collect();
+        for ((i, _), probe) in &rt.probes {
+            // A probe that never answered counts as a BLOCK.
+            let (outcome, error) = probe.unwrap_or((Outcome::Block, false));
+            let entry = rt.results[*i].get_or_insert_with(|| EvaluatorResult {
+                evaluator: labels.get(*i).cloned().unwrap_or_default(),
+                outcome: Outcome::Pass,
+                reason: None,
+                error: false,
+            });
+            let w = entry.outcome.max(outcome);
+            if w != entry.outcome || error {
+                entry.reason = Some(if error { "probe errored or timed out".into() } else { "probe failed".into() });
+            }
+            entry.outcome = w;
+            entry.error |= error;
+        }
+        let results: Vec<EvaluatorResult> = rt.results.into_iter().flatten().collect();
+        let mut outcome = Outcome::Pass;
+        for r in &results {
+            outcome = outcome.max(r.outcome);
+        }
+        // Trigger authorisation: only declared agents may trigger.
+        let from_agent = events::gate_agent(self.wf(), &gate).map(str::to_string);
+        let mut results = results;
+        if let Some(trigger) = gate.trigger() {
+            let by = trigger.by;
+            let who = from_agent.clone().unwrap_or_default();
+            if !by.is_empty() && !by.contains(&who) {
+                outcome = Outcome::Block;
+                results.push(EvaluatorResult {
+                    evaluator: "trigger".into(),
+                    outcome: Outcome::Block,
+                    reason: Some(format!("`{who}` may not trigger this gate")),
+                    error: false,
+                });
+            }
+        }
+        let reason = if outcome == Outcome::Pass {
+            None
+        } else {
+            reason_prop.or_else(|| results.iter().find(|r| r.outcome != Outcome::Pass).and_then(|r| r.reason.clone()))
+        };
+        let body = events::gate_recorded(self.wf(), &gate, outcome, reason, results);
+        let event = HandlerEvent::from(outcome);
+        let ctx = Ctx { node: Some(gate.from.clone()), gate: Some(name.to_string()), event: event.into() };
+        let handler = semantics::handler_on(&gate.handlers, event).cloned();
+        let action = handler.unwrap_or_else(|| Action {
+            name: match outcome {
+                Outcome::Pass => ActionKind::Continue,
+                Outcome::RequiresDecision => ActionKind::Decide,
+                Outcome::Block => ActionKind::Terminate,
+            },
+            args: Vec::new(),
+        });
+        self.record_gate(name, body, action, ctx, &rt.cause);
+    }
+
+    /// Records a gate's outcome (`body`) and takes the action it calls for.
+    pub(super) fn record_gate(&mut self, name: &str, body: Body, action: Action, ctx: Ctx, cause: &str) {
+        if let Body::GateRecorded { outcome, .. } = &body {
+            let held = || Held::Gate { name: name.to_string(), body: Box::new(body.clone()), action: action.clone(), ctx: ctx.clone() };
+            if !self.admit(Obs::Outcome { gate: name, outcome: outcome.as_str() }, "gate_recorded", cause, held) {
+                return;
+            }
+        }
+        let recorded = self.emit(&format!("gate.{name}"), body, Some(cause));
+        self.act(&action, &ctx, HandlerScope::Gate(name.to_string()), &recorded);
+    }
+}

@@ -1,0 +1,312 @@
+//! Node visits: starting a node by its kind, completing it (task states,
+//! the run's result), and choosing the edge that follows.
+
+use super::*;
+
+impl Engine {
+    /// Starts the run with its input (at one instant).
+    pub fn start(&mut self, input: Value) {
+        self.at_one_instant(|engine| engine.start_at(input))
+    }
+
+    pub(super) fn start_at(&mut self, input: Value) {
+        let input_ref = if input.is_null() { None } else { Some(artifact_ref(&input).0) };
+        let started = self.emit(
+            "control",
+            events::run_started(self.wf(), &self.cfg.plan_digest, self.cfg.plan_content_digest.clone(), input_ref),
+            None,
+        );
+        if !input.is_null() {
+            self.store(&input, "input", Some(&started));
+        }
+        if let Some(ty) = self.wf().input_type().cloned() {
+            if let Ok(v) = self.validator("workflow.input", "", &ty) {
+                if let Err(errors) = v.validate(&input) {
+                    self.terminate("invalid_input", TerminationStatus::Failure, &started, Some(&errors.join("; ")));
+                    return;
+                }
+            }
+        }
+        self.env.insert("input".into(), input.clone());
+        let Some(start) = self.wf().start().map(str::to_string) else {
+            self.terminate("no_start", TerminationStatus::Failure, &started, None);
+            return;
+        };
+        self.start_node(&start, input, TriggerReason::First, &started);
+    }
+
+    pub(super) fn start_node(&mut self, name: &str, input: Value, trigger: TriggerReason, cause: &str) {
+        if !self.running() {
+            return;
+        }
+        let Some(node) = self.node(name) else {
+            self.terminate("unknown_node", TerminationStatus::Failure, cause, Some(&format!("no node `{name}`")));
+            return;
+        };
+        let held = || Held::StartNode { name: name.to_string(), input: input.clone(), trigger };
+        if !self.admit(Obs::Started(name), "node_started", cause, held) {
+            return;
+        }
+        let slice = if self.pending_slice.is_empty() { None } else { self.pending_slice.remove(name) };
+        let contract = if self.pending_contract.is_empty() { None } else { self.pending_contract.remove(name) };
+        if !self.nodes.contains_key(name) {
+            self.nodes.insert(name.to_string(), NodeRt::default());
+        }
+        let rt = &mut self.nodes[name];
+        rt.visits += 1;
+        rt.attempt_no = 0;
+        rt.running = true;
+        rt.input = input.clone();
+        rt.slice = slice;
+        rt.contract = contract;
+        let visit = rt.visits;
+        let started = self.emit("control", events::node_started(&node, visit), Some(cause));
+        self.nodes[name].started_event = started.clone();
+        if let Some(max) = node.max_visits() {
+            if visit as u64 > max {
+                self.node_failed(&node, ErrorCode::MaxVisits, &format!("`{name}` ran {max} times already (max_visits)"), &started);
+                return;
+            }
+        }
+        // A node budget covers one visit.
+        let program = self.program.clone();
+        if let Some(budget) = node.budget(&program) {
+            self.budgets.add(Scope::from_budget(&format!("node.{name}"), &budget));
+        }
+        match node.kind {
+            NodeKind::Agent | NodeKind::Tool => self.start_attempt(&node, trigger, &started),
+            NodeKind::Human => {
+                let decisions = node.offered_decisions();
+                let prompt = node.prompt().map(str::to_string);
+                self.ask(Decision::HumanNode { node: name.to_string() }, node.target.clone(), prompt, decisions, &started);
+            }
+            NodeKind::End => {
+                let reason = node.target.first().cloned().unwrap_or_else(|| name.to_string());
+                self.finish_end(name, &reason, node.status(), &started);
+            }
+            NodeKind::Parallel => {
+                let branches = node.target.clone();
+                for branch in branches {
+                    let edge = self.emit("control", events::edge_taken(name, &branch, Via::Fanout), Some(&started));
+                    // A delegation to a branch comes from whoever led to the fan-out.
+                    let delegator = self
+                        .wf()
+                        .transfers
+                        .iter()
+                        .find(|t| t.to == branch && (t.from == name || self.env.contains_key(&t.from)))
+                        .map(|t| t.from.clone());
+                    match delegator {
+                        Some(from) => match self.transfer(&from, &branch, input.clone(), edge) {
+                            Crossing::Enter(input, parent) => self.start_node(&branch, input, TriggerReason::First, &parent),
+                            // A held handoff waits; the other branches go on.
+                            Crossing::Held => {}
+                            Crossing::Refused => return,
+                        },
+                        None => self.start_node(&branch, input.clone(), TriggerReason::First, &edge),
+                    }
+                }
+                self.finish_parallel(name, &started);
+            }
+            NodeKind::Join => {
+                // Started by its branches once ready, or entered by an edge
+                // of its own: then it waits for them.
+                self.try_join(name, &started);
+            }
+            NodeKind::Loop => {
+                self.loops.insert(name.to_string(), LoopRt { round: 1 });
+                if let Some(first) = node.target.first().cloned() {
+                    let edge = self.emit("control", events::edge_taken(name, &first, Via::LoopRound), Some(&started));
+                    self.start_node(&first, input, TriggerReason::First, &edge);
+                }
+            }
+            NodeKind::Map => {
+                let items = match node.over() {
+                    Some(e) => eval::eval(e, &self.env),
+                    None => Ok(Value::Array(Vec::new())),
+                };
+                match items {
+                    Ok(Value::Array(items)) => {
+                        if let Some(max) = node.max_items() {
+                            if items.len() as u64 > max {
+                                let msg = format!("{} items exceed max_items {max}", items.len());
+                                self.node_failed(&node, ErrorCode::TooManyItems, &msg, &started);
+                                return;
+                            }
+                        }
+                        self.maps.insert(name.to_string(), MapRt { items, results: Vec::new() });
+                        self.map_next(name, &started);
+                    }
+                    Ok(other) => {
+                        let msg = format!("`over` is not a list: {other}");
+                        self.node_failed(&node, ErrorCode::InvalidInput, &msg, &started)
+                    }
+                    Err(e) => self.node_failed(&node, ErrorCode::EvalError, &e.message, &started),
+                }
+            }
+            other => {
+                let msg = format!("node kind `{other}` is not supported by this runtime yet");
+                self.node_failed(&node, ErrorCode::Unsupported, &msg, &started);
+            }
+        }
+    }
+
+    /// An end node completes, and the run terminates with its reason.
+    pub(super) fn finish_end(&mut self, name: &str, reason: &str, status: TerminationStatus, cause: &str) {
+        let held = || Held::EndNode { name: name.to_string(), reason: reason.to_string(), status };
+        if !self.admit(Obs::Completed(name), "node_completed", cause, held) {
+            return;
+        }
+        let done = self.emit("control", events::node_completed(name, NodeStatus::Completed, None), Some(cause));
+        self.nodes[name].running = false;
+        self.terminate(reason, status, &done, None);
+    }
+
+    /// A parallel node completes once its branches are started.
+    pub(super) fn finish_parallel(&mut self, name: &str, cause: &str) {
+        if !self.admit(Obs::Completed(name), "node_completed", cause, || Held::ParallelDone { name: name.to_string() }) {
+            return;
+        }
+        self.emit("control", events::node_completed(name, NodeStatus::Completed, None), Some(cause));
+        self.nodes[name].running = false;
+    }
+
+    pub(super) fn complete_node(&mut self, name: &str, output: Value, status: NodeStatus, cause: &str) {
+        self.complete_node_as(name, output, status, cause, None)
+    }
+
+    /// [`Engine::complete_node`], with the output's reference when it is
+    /// already known (not digested again).
+    pub(super) fn complete_node_as(&mut self, name: &str, output: Value, status: NodeStatus, cause: &str, known: Option<ArtifactRef>) {
+        if !self.running() {
+            return;
+        }
+        // A delegate's result must satisfy its contract.
+        let contract = self.nodes.get(name).and_then(|n| n.contract.clone());
+        if let (Some(contract), NodeStatus::Completed) = (contract, status) {
+            if let Some(why) = self.contract_violation(&contract, &output) {
+                if let Some(node) = self.node(name) {
+                    self.node_failed(&node, ErrorCode::ContractRejected, &format!("contract `{contract}`: {why}"), cause);
+                }
+                return;
+            }
+        }
+        let held = || Held::CompleteNode { name: name.to_string(), output: output.clone(), status };
+        if !self.admit(Obs::Completed(name), "node_completed", cause, held) {
+            return;
+        }
+        let artifact = if output.is_null() { None } else { Some(known.unwrap_or_else(|| self.artifact_of(&output).0)) };
+        let done = self.emit("control", events::node_completed(name, status, artifact.clone()), Some(cause));
+        if let Some(a) = artifact {
+            let of_result_type = match self.wf().output_type() {
+                Some(ty) => self.node(name).is_some_and(|n| &n.output == ty),
+                None => false,
+            };
+            if of_result_type {
+                self.result_output = Some((name.to_string(), a.clone()));
+            }
+            self.last_output = Some((name.to_string(), a));
+        }
+        self.env.insert(name.to_string(), output.clone());
+        if let Some(rt) = self.nodes.get_mut(name) {
+            rt.running = false;
+        }
+        if !self.budgets.scopes.is_empty() {
+            self.budgets.scopes.shift_remove(&format!("node.{name}"));
+        }
+        // Task state machine.
+        if let Some((machine, state)) = self.wf().nodes.get(name).and_then(|n| n.state()).map(|(m, s)| (m.to_string(), s.to_string())) {
+            if let Some(m) = self.program.machines.get(&machine).cloned() {
+                let from = self.task_state.get(&machine).cloned().unwrap_or_else(|| m.initial.clone());
+                let legal = from == state || m.transitions.iter().any(|(a, b)| *a == from && *b == state);
+                if !legal {
+                    if let Some(node) = self.node(name) {
+                        let msg = format!("illegal transition {machine}.{from} -> {machine}.{state}");
+                        self.node_failed(&node, ErrorCode::IllegalTransition, &msg, &done);
+                    }
+                    return;
+                }
+                self.task_state.insert(machine.clone(), state.clone());
+                self.emit(
+                    "control",
+                    Body::StateChanged { schema_version: V, node: name.to_string(), machine, from, to: state },
+                    Some(&done),
+                );
+            }
+        }
+        // A map item returns to its map.
+        if let Some(map) = self.index.map_of(name).map(str::to_string) {
+            if let Some(rt) = self.maps.get_mut(&map) {
+                rt.results.push(output);
+                self.map_next(&map, &done);
+                return;
+            }
+        }
+        self.follow(name, &done);
+    }
+
+    /// Chooses the next node after `from` completed.
+    pub(super) fn follow(&mut self, from: &str, cause: &str) {
+        if !self.running() {
+            return;
+        }
+        let node = self.node(from);
+        if node.as_ref().is_some_and(|n| n.kind == NodeKind::Parallel) {
+            return;
+        }
+        let mut chosen: Option<(String, Via)> = None;
+        let mut else_edge = None;
+        let program = self.program.clone();
+        let wf = &program.workflows[self.wf_index];
+        let index = self.index.clone();
+        for edge in index.out_of_name(wf, from) {
+            match &edge.guard {
+                Guard::Always => {
+                    chosen = Some((edge.to.clone(), Via::Always));
+                    break;
+                }
+                Guard::When(cond) => match eval::eval_bool(cond, &self.env) {
+                    Ok(true) => {
+                        chosen = Some((edge.to.clone(), Via::When(eval::render(cond))));
+                        break;
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        if let Some(node) = node.clone() {
+                            self.node_failed(&node, ErrorCode::EvalError, &format!("guard of {from} -> {}: {}", edge.to, e.message), cause);
+                        }
+                        return;
+                    }
+                },
+                Guard::Else => else_edge = Some(edge.to.clone()),
+            }
+        }
+        let chosen = chosen.or_else(|| else_edge.map(|to| (to, Via::Else)));
+        let in_loop = self.index.loop_of(from).map(str::to_string);
+        if let Some((to, via)) = chosen {
+            // Leaving a loop body for a node outside the loop ends the round.
+            if let Some(lp) = &in_loop {
+                let inside = self.wf().nodes.get(lp).is_some_and(|l| l.target.contains(&to));
+                if !inside {
+                    self.round_end(lp, cause);
+                    return;
+                }
+            }
+            self.cross(from, &to, via, cause);
+            return;
+        }
+        if let Some(lp) = in_loop {
+            self.round_end(&lp, cause);
+            return;
+        }
+        // A branch with no edge of its own goes to the join that lists it.
+        let join = self.join_of.get(from).cloned();
+        if let Some(join) = join {
+            let edge = self.emit("control", events::edge_taken(from, &join, Via::Join), Some(cause));
+            self.join_arrival(&join, from, &edge);
+            return;
+        }
+        if self.waiting.is_empty() && self.attempts.is_empty() {
+            self.terminate("dead_end", TerminationStatus::Failure, cause, Some(&format!("no edge leaves `{from}`")));
+        }
+    }
+}

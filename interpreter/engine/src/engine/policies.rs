@@ -1,0 +1,205 @@
+//! Policies as online monitors: `warn`/`halt` after an event is recorded,
+//! `block`/`escalate` before it (a held action waits for a human).
+
+use super::*;
+
+/// Whether a policy's response (reference §8.4) acts before the offending
+/// event is recorded: `block` (the event does not happen; the run stops)
+/// and `escalate` (a human decides whether it happens). `warn` records it
+/// and goes on; `halt` lets it happen and stops the run right after.
+pub(super) fn acts_before(response: PolicyResponse) -> bool {
+    matches!(response, PolicyResponse::Block | PolicyResponse::Escalate)
+}
+
+/// One policy's online monitor.
+#[derive(Debug)]
+pub(super) struct PolicyRt {
+    pub(super) name: String,
+    pub(super) response: PolicyResponse,
+    /// Who is asked on escalate: the policy's `escalate_to`, else the workflow's.
+    pub(super) escalate_to: Vec<String>,
+    pub(super) description: Option<String>,
+    pub(super) monitor: Monitor,
+    /// A violation is reported once; a reported policy is no longer monitored.
+    pub(super) reported: bool,
+}
+
+impl Engine {
+    /// Feeds the event just recorded to every policy monitor. A `warn`
+    /// policy it violated is reported and the run goes on; any other is
+    /// reported and the run stops (`policy_violation`) before anything else
+    /// is dispatched. (`block` and `escalate` policies act earlier, in
+    /// [`Engine::admit`]; one reaching here is applied as `halt`.)
+    pub(super) fn monitor_last(&mut self, event_id: &str) {
+        let Some(event) = self.events.last() else { return };
+        let Some(obs) = Obs::of(&event.body) else { return };
+        let seq = event.seq;
+        let mut violated: Vec<(usize, String)> = Vec::new();
+        for (i, p) in self.policies.iter_mut().enumerate() {
+            if p.reported {
+                continue;
+            }
+            let before = p.monitor.state();
+            if p.monitor.feed(seq, &event.body) {
+                p.reported = true;
+                violated.push((i, p.monitor.automaton.residual(before)));
+            }
+        }
+        if violated.is_empty() {
+            return;
+        }
+        let offending = event.body.kind();
+        let what = obs_text(&obs);
+        let mut stop = None;
+        for (i, required) in violated {
+            let declared = self.policies[i].response;
+            let applied = if declared == PolicyResponse::Warn { PolicyResponse::Warn } else { PolicyResponse::Halt };
+            let mut message = self.violation_message(i, &what, &required, "");
+            if declared != applied {
+                message.push_str(&format!(" (declared {}; applied as halt)", declared.as_str()));
+            }
+            let ev = self.report(i, applied, offending, message, None, event_id);
+            if applied != PolicyResponse::Warn {
+                stop = Some(ev);
+            }
+        }
+        if let Some(ev) = stop {
+            self.terminate("policy_violation", TerminationStatus::Failure, &ev, None);
+        }
+    }
+
+    /// `block` and `escalate` policies act before the event `obs` is
+    /// recorded: returns whether the action about to record it may go on.
+    /// A `block` policy it would violate is reported and the run stops
+    /// (`policy_blocked`): the event never happens. Otherwise an `escalate`
+    /// policy it would violate is reported and its principals are asked;
+    /// the action is `held` until they answer (approve: it happens;
+    /// reject: the run stops with `policy_violation`).
+    pub(super) fn admit(&mut self, obs: Obs<'_>, offending: &'static str, cause: &str, held: impl FnOnce() -> Held) -> bool {
+        if !self.running() {
+            return false;
+        }
+        if self.policies.is_empty() {
+            return true;
+        }
+        let mut blocked: Vec<(usize, String)> = Vec::new();
+        let mut escalated: Option<(usize, String)> = None;
+        for (i, p) in self.policies.iter_mut().enumerate() {
+            if p.reported || !acts_before(p.response) {
+                continue;
+            }
+            let now = p.monitor.state();
+            let automaton = &mut p.monitor.automaton;
+            let mask = automaton.mask(&obs);
+            if !Automaton::is_false(automaton.step(now, mask)) {
+                continue;
+            }
+            let required = automaton.residual(now);
+            match p.response {
+                PolicyResponse::Block => blocked.push((i, required)),
+                _ => {
+                    escalated.get_or_insert((i, required));
+                }
+            }
+        }
+        if !blocked.is_empty() {
+            let what = obs_text(&obs);
+            let mut last = Str::from(cause);
+            for (i, required) in blocked {
+                let message = self.violation_message(i, &what, &required, ": blocked, it did not happen");
+                last = self.report(i, PolicyResponse::Block, offending, message, None, cause);
+            }
+            self.terminate("policy_blocked", TerminationStatus::Failure, &last, None);
+            return false;
+        }
+        if let Some((i, required)) = escalated {
+            let message = self.violation_message(i, &obs_text(&obs), &required, ": held for a decision");
+            let ev = self.report(i, PolicyResponse::Escalate, offending, message.clone(), None, cause);
+            let policy = self.policies[i].name.clone();
+            let principals = self.policies[i].escalate_to.clone();
+            self.ask(
+                Decision::Policy { policy, held: Box::new(held()) },
+                principals,
+                Some(message),
+                vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
+                &ev,
+            );
+            return false;
+        }
+        true
+    }
+
+    pub(super) fn violation_message(&self, i: usize, what: &str, required: &str, tail: &str) -> String {
+        let p = &self.policies[i];
+        let mut message = format!("{what} violates `{}`, which required {required}{tail}", p.name);
+        if let Some(d) = &p.description {
+            message.push_str(&format!(" ({d})"));
+        }
+        message
+    }
+
+    /// Records a policy violation (once per policy).
+    pub(super) fn report(
+        &mut self,
+        i: usize,
+        response: PolicyResponse,
+        offending: &str,
+        message: String,
+        owed: Option<String>,
+        parent: &str,
+    ) -> Str {
+        self.policies[i].reported = true;
+        let policy = self.policies[i].name.clone();
+        self.emit(
+            "control",
+            Body::PolicyViolated { schema_version: V, policy, response, offending: offending.to_string(), message, owed },
+            Some(parent),
+        )
+    }
+
+    /// Takes an action a policy escalation held, once a human approved it.
+    pub(super) fn resume_held(&mut self, held: Held, cause: &str) {
+        match held {
+            Held::StartNode { name, input, trigger } => self.start_node(&name, input, trigger, cause),
+            Held::CallTool { attempt, tool, input, key_template, agent, delay } => {
+                self.call_tool(&attempt, &tool, input, key_template, agent.as_deref(), delay, cause)
+            }
+            Held::Transfer { from, to, input } => {
+                if let Crossing::Enter(input, parent) = self.transfer(&from, &to, input, Str::from(cause)) {
+                    self.start_node(&to, input, TriggerReason::First, &parent);
+                }
+            }
+            Held::CompleteNode { name, output, status } => self.complete_node(&name, output, status, cause),
+            Held::EndNode { name, reason, status } => self.finish_end(&name, &reason, status, cause),
+            Held::ParallelDone { name } => self.finish_parallel(&name, cause),
+            Held::NodeFailed { node, event, code, message } => {
+                if let Some(n) = self.node(&node) {
+                    self.node_event_failed(&n, event, code, &message, cause);
+                }
+            }
+            Held::ToolRefused { attempt, tool, message } => self.feed_tool_error(&attempt, &tool, &message, cause),
+            Held::Gate { name, body, action, ctx } => self.record_gate(&name, *body, action, ctx, cause),
+            Held::Decision { decision, request_event, answer } => self.on_decision(*decision, &request_event, answer),
+            Held::Zones { changes } => self.zone_changes(changes, cause),
+            Held::Terminate { reason, status, message } => self.terminate(&reason, status, cause, message.as_deref()),
+        }
+    }
+}
+
+/// What an event says, written as the atom that would describe it.
+pub(super) fn obs_text(obs: &Obs) -> String {
+    match obs {
+        Obs::Started(n) => format!("started({n})"),
+        Obs::Completed(n) => format!("completed({n})"),
+        Obs::Failed(n) => format!("failed({n})"),
+        Obs::Called { tool, by: None } => format!("called({tool})"),
+        Obs::Called { tool, by: Some(a) } => format!("called({tool}, by: {a})"),
+        Obs::Refused { tool, by: None } => format!("refused({tool})"),
+        Obs::Refused { tool, by: Some(a) } => format!("refused({tool}, by: {a})"),
+        Obs::HandedOff { from, to } => format!("handed_off({from}, {to})"),
+        Obs::Outcome { gate, outcome } => format!("outcome({gate}, {outcome})"),
+        Obs::Decided { subject, decision, by } => format!("decided({subject}, {decision}) by {by}"),
+        Obs::Zone(z) => format!("zone({z})"),
+        Obs::Terminated(r) => format!("terminated({r})"),
+    }
+}

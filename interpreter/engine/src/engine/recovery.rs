@@ -1,0 +1,145 @@
+//! Resume, cancellation, heartbeats and pauses.
+
+use super::*;
+
+impl Engine {
+    /// Called when a resumed run has replayed its journal: commands that
+    /// were issued but never answered lost their executor. Their leases
+    /// expire and they are issued again, except non-idempotent tool calls,
+    /// whose outcome is unknown: those go to reconciliation.
+    pub fn recover(&mut self, after_seq: u64, answered: &[String]) {
+        self.at_one_instant(|engine| engine.recover_at(after_seq, answered))
+    }
+
+    pub(super) fn recover_at(&mut self, after_seq: u64, answered: &[String]) {
+        if !self.running() {
+            return;
+        }
+        let resumed = self.emit("control", Body::RunResumed { schema_version: V, after_seq }, None);
+        let lost = self.waiting.entries();
+        for (key, waiting) in lost {
+            if answered.contains(&key) {
+                continue;
+            }
+            match waiting {
+                // Questions and probes are not lost: the driver issues them
+                // again under the same key.
+                Waiting::Human { .. } | Waiting::Probe { .. } => {}
+                Waiting::Turn { attempt, .. } => {
+                    self.waiting.remove(&key);
+                    self.expire(&attempt, &resumed, None);
+                }
+                Waiting::Tool { attempt, tool, .. } => {
+                    self.waiting.remove(&key);
+                    let non_idempotent = self.decl(&tool).is_some_and(|d| d.effect() == Effect::NonIdempotent);
+                    self.expire(&attempt, &resumed, non_idempotent.then_some(tool));
+                }
+            }
+        }
+    }
+
+    pub(super) fn expire(&mut self, attempt_id: &str, cause: &str, unknown_tool: Option<String>) {
+        let Some(a) = self.attempts.get(attempt_id).cloned() else { return };
+        let expired =
+            self.emit("control", Body::LeaseExpired { schema_version: V, attempt_id: a.id.clone(), lease: a.lease.clone() }, Some(cause));
+        self.attempts.remove(attempt_id);
+        let Some(node) = self.node(&a.node) else { return };
+        if let Some(tool) = unknown_tool {
+            let key = format!("{}:{}", self.cfg.run_id, a.id);
+            let rec = self.emit(
+                "control",
+                Body::ReconciliationRequired { schema_version: V, attempt_id: a.id.clone(), tool, idempotency_key: key },
+                Some(&expired),
+            );
+            let deciders = self.wf().escalate_to();
+            self.ask(
+                Decision::Reconcile { attempt: a.id.clone() },
+                deciders,
+                Some("The call may or may not have happened: approve to retry it, reject to fail the node".into()),
+                vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
+                &rec,
+            );
+            return;
+        }
+        self.start_attempt(&node, TriggerReason::LeaseExpired, &expired);
+    }
+
+    /// Cancels the run: the workflow's `cancelled` handler, else the run
+    /// terminates as `cancelled`. Nothing more is dispatched either way.
+    pub fn cancel(&mut self) {
+        self.at_one_instant(Engine::cancel_at)
+    }
+
+    pub(super) fn cancel_at(&mut self) {
+        if !self.running() {
+            return;
+        }
+        let ev = self.emit("control", events::warning("cancelled by the operator".into()), None);
+        let ids: Vec<String> = self.attempts.keys().cloned().collect();
+        for id in ids {
+            self.attempt_failed(&id, ErrorCode::Cancelled, "the run was cancelled", &ev);
+        }
+        self.waiting.clear();
+        self.commands.clear();
+        let handler = semantics::handler_on(&self.wf().handlers, HandlerEvent::Cancelled).cloned();
+        match handler {
+            Some(action)
+                if !matches!(
+                    action.name,
+                    ActionKind::Continue
+                        | ActionKind::Retry
+                        | ActionKind::Goto
+                        | ActionKind::Activate
+                        | ActionKind::Revise
+                        | ActionKind::Replan
+                ) =>
+            {
+                let ctx = Ctx { node: None, gate: None, event: HandlerEvent::Cancelled.into() };
+                self.act(&action, &ctx, HandlerScope::Workflow, &ev);
+            }
+            _ => {}
+        }
+        self.terminate("cancelled", TerminationStatus::Cancelled, &ev, None);
+    }
+
+    /// Renews the lease of every attempt still running.
+    pub fn heartbeat(&mut self) {
+        if !self.running() {
+            return;
+        }
+        let mut ids: Vec<(String, String, Str)> =
+            self.attempts.values().map(|a| (a.id.clone(), a.lease.clone(), a.started.clone())).collect();
+        ids.sort();
+        let expires = rfc3339(self.now() + self.cfg.lease_ttl_ms);
+        for (id, lease, started) in ids {
+            self.emit(
+                "control",
+                Body::LeaseHeartbeat { schema_version: V, attempt_id: id, lease, expires_at: expires.clone() },
+                Some(&started),
+            );
+        }
+    }
+
+    /// Pauses the run: every outstanding command is a question for a human
+    /// and nobody can answer now.
+    pub fn pause(&mut self, waiting_on: &str) {
+        if !self.running() {
+            return;
+        }
+        let reason = if CommandKey::parse(waiting_on).and_then(|k| k.subject()).is_some_and(|s| s.starts_with("reconcile.")) {
+            PauseReason::ReconciliationRequired
+        } else {
+            PauseReason::AwaitingDecision
+        };
+        self.emit("control", events::run_paused(reason, waiting_on.to_string()), None);
+        self.status = RunStatus::Paused { reason, waiting_on: waiting_on.to_string() };
+    }
+
+    /// Undoes a pause when a resumed run replays it (the pause was only
+    /// this execution's stop).
+    pub fn unpause(&mut self) {
+        if matches!(self.status, RunStatus::Paused { .. }) {
+            self.status = RunStatus::Running;
+        }
+    }
+}

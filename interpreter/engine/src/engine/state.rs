@@ -1,0 +1,237 @@
+//! The run's state: what the engine holds between steps, shared by the
+//! modules that step it.
+
+use super::*;
+
+/// A decision being waited for, and what it decides.
+#[derive(Debug, Clone)]
+pub(super) enum Decision {
+    Gate {
+        gate: String,
+    },
+    HumanNode {
+        node: String,
+    },
+    Escalation {
+        principal: String,
+        ctx: Ctx,
+    },
+    Reconcile {
+        attempt: String,
+    },
+    /// A `confirm: true` tool call waiting for a human's go-ahead.
+    Confirm {
+        attempt: String,
+        tool: String,
+        input: Value,
+        key_template: Option<String>,
+        agent: Option<String>,
+    },
+    /// An escalated policy violation: approve lets the held action happen.
+    Policy {
+        policy: String,
+        held: Box<Held>,
+    },
+}
+
+impl Decision {
+    /// The subject a decision is asked and recorded under.
+    pub(super) fn subject(&self) -> String {
+        match self {
+            Decision::Gate { gate, .. } => gate.clone(),
+            Decision::HumanNode { node } => node.clone(),
+            Decision::Escalation { principal, .. } => format!("escalation.{principal}"),
+            Decision::Reconcile { attempt } => format!("reconcile.{attempt}"),
+            Decision::Confirm { attempt, tool, .. } => format!("confirm.{tool}.{attempt}"),
+            Decision::Policy { policy, .. } => format!("policy.{policy}"),
+        }
+    }
+}
+
+/// An action held back before it recorded an event that would violate an
+/// `escalate` policy: taken as it would have been if a human approves.
+/// Each variant is the call that was about to record the event.
+#[derive(Debug, Clone)]
+pub(super) enum Held {
+    StartNode { name: String, input: Value, trigger: TriggerReason },
+    CallTool { attempt: String, tool: String, input: Value, key_template: Option<String>, agent: Option<String>, delay: u64 },
+    Transfer { from: String, to: String, input: Value },
+    CompleteNode { name: String, output: Value, status: NodeStatus },
+    EndNode { name: String, reason: String, status: TerminationStatus },
+    ParallelDone { name: String },
+    NodeFailed { node: String, event: HandlerEvent, code: ErrorCode, message: String },
+    ToolRefused { attempt: String, tool: String, message: String },
+    Gate { name: String, body: Box<Body>, action: Action, ctx: Ctx },
+    Decision { decision: Box<Decision>, request_event: String, answer: HumanAnswer },
+    Zones { changes: Vec<ZoneChange> },
+    Terminate { reason: String, status: TerminationStatus, message: Option<String> },
+}
+
+/// What crossing a boundary's handoffs and delegations gave.
+#[derive(Debug)]
+pub(super) enum Crossing {
+    /// Enter the target with this input, after this event.
+    Enter(Value, Str),
+    /// A handoff refused what crossed (the failure is handled).
+    Refused,
+    /// A policy holds the handoff: it blocked the run or waits for a human.
+    Held,
+}
+
+/// Where a handler's action runs.
+#[derive(Debug, Clone)]
+pub(super) struct Ctx {
+    pub(super) node: Option<String>,
+    pub(super) gate: Option<String>,
+    pub(super) event: ActionEvent,
+}
+
+/// The commands issued and not answered, with what each waits for.
+/// Removal is O(1) (answers come in any order, and a fan-out has many
+/// outstanding); [`Outstanding::entries`] gives them in issue order (for
+/// recovery).
+#[derive(Debug, Default)]
+pub(super) struct Outstanding {
+    pub(super) by_key: FxHashMap<String, (u64, Waiting)>,
+    pub(super) issued: u64,
+}
+
+impl Outstanding {
+    pub(super) fn insert(&mut self, key: String, waiting: Waiting) {
+        self.issued += 1;
+        self.by_key.insert(key, (self.issued, waiting));
+    }
+
+    pub(super) fn remove(&mut self, key: &str) -> Option<Waiting> {
+        self.by_key.remove(key).map(|(_, w)| w)
+    }
+
+    pub(super) fn contains(&self, key: &str) -> bool {
+        self.by_key.contains_key(key)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.by_key.clear();
+    }
+
+    /// Every outstanding command, in issue order.
+    pub(super) fn entries(&self) -> Vec<(String, Waiting)> {
+        let mut all: Vec<(u64, &String, &Waiting)> = self.by_key.iter().map(|(k, (n, w))| (*n, k, w)).collect();
+        all.sort_unstable_by_key(|(n, _, _)| *n);
+        all.into_iter().map(|(_, k, w)| (k.clone(), w.clone())).collect()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum Waiting {
+    /// A model turn, with what was reserved for it (settled on the reply)
+    /// and the per-turn ceilings the reservation assumed.
+    Turn {
+        attempt: String,
+        provider: String,
+        reserved: Usage,
+        scopes: Vec<String>,
+        ceiling: TurnLimits,
+    },
+    Tool {
+        attempt: String,
+        from_agent: bool,
+        scopes: Vec<String>,
+        reserved: Usage,
+        started: Str,
+        tool: String,
+    },
+    Human {
+        decision: Decision,
+        request_event: String,
+    },
+    Probe {
+        gate: String,
+        index: usize,
+        item: usize,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Attempt {
+    pub(super) id: String,
+    pub(super) node: String,
+    pub(super) attempt_no: u32,
+    pub(super) turn: u32,
+    pub(super) repair_left: u32,
+    pub(super) tool_results: Vec<Value>,
+    pub(super) tool_calls: u32,
+    pub(super) started: Str,
+    pub(super) lease: String,
+    pub(super) repair: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(super) struct NodeRt {
+    pub(super) visits: u32,
+    pub(super) attempt_no: u32,
+    pub(super) running: bool,
+    pub(super) started_event: Str,
+    pub(super) input: Value,
+    /// The context slice a filtered handoff passed (what the agent sees).
+    pub(super) slice: Option<Value>,
+    /// The contract the node works under, when it was delegated to.
+    pub(super) contract: Option<String>,
+}
+
+/// A join's branches: those that arrived since it last ran, and those
+/// still running when it ran (absorbed when they finish).
+#[derive(Debug, Default)]
+pub(super) struct JoinRt {
+    pub(super) arrived: IndexSet<String>,
+    pub(super) late: IndexSet<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct LoopRt {
+    pub(super) round: u32,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct MapRt {
+    pub(super) items: Vec<Value>,
+    pub(super) results: Vec<Value>,
+}
+
+/// The per-turn ceilings a turn's reservation assumed: its input (the
+/// declared `max_input_tokens`, else the bound of what the request holds)
+/// and its completion (`max_tokens`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct TurnLimits {
+    pub(super) input: u64,
+    pub(super) output: u64,
+    /// Where the input ceiling comes from, for messages.
+    pub(super) input_from: InputCeiling,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum InputCeiling {
+    Agent,
+    Provider,
+    /// No `max_input_tokens`: the bound of the request ([`prompt::input_token_bound`]).
+    Request,
+}
+
+/// A gate evaluation waiting for probes.
+#[derive(Debug, Clone)]
+pub(super) struct GateRt {
+    pub(super) results: Vec<Option<EvaluatorResult>>,
+    /// Per evaluator, per item: outcomes of probes.
+    /// Per evaluator, per item: a probe's outcome and whether it errored.
+    pub(super) probes: BTreeMap<(usize, usize), Option<(Outcome, bool)>>,
+    pub(super) cause: String,
+    pub(super) pending: usize,
+}

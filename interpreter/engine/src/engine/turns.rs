@@ -1,0 +1,306 @@
+//! Agent turns: the request (context, provider, ceilings), the budget it
+//! reserves, and the reply settled, checked and acted on.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn agent_of(&self, node: &str) -> Option<(String, Decl)> {
+        let agent = self.wf().nodes.get(node)?.target.first()?.clone();
+        let decl = self.decl(&agent)?.clone();
+        Some((agent, decl))
+    }
+
+    /// The context an agent sees, by its context policy.
+    pub(super) fn context_for(&self, node: &Node, agent: &Decl) -> Value {
+        let rt = self.nodes.get(&node.name);
+        // A filtered handoff decides what crosses: the slice it passed.
+        let input = rt.and_then(|n| n.slice.clone()).or_else(|| rt.map(|n| n.input.clone())).unwrap_or(Value::Null);
+        match node.agent_context(agent) {
+            ContextMode::Fork => {
+                let mut all = serde_json::Map::new();
+                for (k, v) in &self.env {
+                    all.insert(k.clone(), v.clone());
+                }
+                json!({ "input": input, "run": Value::Object(all) })
+            }
+            ContextMode::Filtered => {
+                // Each named field from the node's input, else from the
+                // run's input: the slice, and nothing else.
+                let fields = agent.context_fields();
+                if fields.is_empty() {
+                    return json!({ "input": input });
+                }
+                let run_input = self.env.get("input");
+                let mut slice = serde_json::Map::new();
+                for field in &fields {
+                    let value = input.get(field).or_else(|| run_input.and_then(|r| r.get(field)));
+                    if let Some(value) = value {
+                        slice.insert(field.clone(), value.clone());
+                    }
+                }
+                json!({ "input": Value::Object(slice) })
+            }
+            ContextMode::Isolated => json!({ "input": input }),
+        }
+    }
+
+    pub(super) fn provider_for(&self, node: &Node, agent: &Decl) -> (String, Option<String>) {
+        if let Some(p) = &self.provider_override {
+            return (p.clone(), None);
+        }
+        let default = agent.provider().unwrap_or_default().to_string();
+        let model = agent.model().map(str::to_string);
+        let routes = agent.routes();
+        if !routes.is_empty() {
+            let task = match node.task() {
+                Some(v) => eval::value_to_json(v),
+                None => json!({}),
+            };
+            let mut env = Env::new();
+            env.insert("task".into(), task);
+            for route in routes {
+                let holds = match (route.when, route.always) {
+                    (Some(e), _) => eval::eval_bool(e, &env).unwrap_or(false),
+                    (None, Some(b)) => b,
+                    (None, None) => false,
+                };
+                if holds {
+                    let provider = route.provider.unwrap_or(&default).to_string();
+                    return (provider, route.model.map(str::to_string).or(model));
+                }
+            }
+        }
+        (default, model)
+    }
+
+    pub(super) fn next_turn(&mut self, attempt_id: &str, delay: u64, cause: &str) {
+        if !self.running() {
+            return;
+        }
+        let Some(attempt) = self.attempts.get(attempt_id).cloned() else { return };
+        let Some(node) = self.node(&attempt.node) else { return };
+        let Some((agent_name, agent)) = self.agent_of(&node.name) else {
+            self.attempt_failed(attempt_id, ErrorCode::UnknownAgent, "the node's agent is not declared", cause);
+            return;
+        };
+        let max_turns = ceilings::max_turns(&node, &agent).min(u32::MAX as u64) as u32;
+        if attempt.turn >= max_turns {
+            self.attempt_failed(attempt_id, ErrorCode::MaxTurns, &format!("no output after {max_turns} turns"), cause);
+            return;
+        }
+        let (provider, model) = self.provider_for(&node, &agent);
+        let ceiling = TurnCeiling::of(&agent, self.decl(&provider));
+        let max_tokens = ceiling.max_tokens;
+        let output_ty = node.output.clone();
+        let node_turn = self.node_turns.get(&node.name).copied().unwrap_or(0) + 1;
+        let request = AgentRequest {
+            agent: agent_name.clone(),
+            node: node.name.clone(),
+            provider,
+            model,
+            instructions: agent.instructions().map(str::to_string),
+            prompt: node.prompt().map(str::to_string),
+            context: self.context_for(&node, &agent),
+            output_schema: ty_to_schema(&output_ty, &self.program.types),
+            tools: agent.tools(),
+            visit: self.nodes[&node.name].visits,
+            attempt_no: attempt.attempt_no,
+            turn: attempt.turn + 1,
+            node_turn,
+            repair: attempt.repair.clone(),
+            tool_results: attempt.tool_results.clone(),
+            max_tokens,
+            flags: self.flags.clone(),
+        };
+        // What the request can hold, held against the declared input
+        // ceiling before anything is reserved or sent.
+        let bound = prompt::input_token_bound(&request);
+        let input_from = match (agent.max_input_tokens(), ceiling.max_input_tokens) {
+            (Some(_), _) => InputCeiling::Agent,
+            (None, Some(_)) => InputCeiling::Provider,
+            (None, None) => InputCeiling::Request,
+        };
+        if let Some(limit) = ceiling.max_input_tokens {
+            if bound > limit {
+                let whose = match input_from {
+                    InputCeiling::Agent => format!("agent `{agent_name}`"),
+                    _ => format!("provider `{}`", request.provider),
+                };
+                let msg = format!(
+                    "turn {} was not sent: its request may hold up to {bound} input tokens, over the `max_input_tokens` of {limit} of {whose}",
+                    attempt.turn + 1
+                );
+                self.attempt_failed(attempt_id, ErrorCode::InputTooLarge, &msg, cause);
+                return;
+            }
+        }
+        // The reservation is the turn's ceiling: the declared input limit
+        // (else what the request can hold) and a full completion, at the
+        // provider's prices — what the static bound counts per turn.
+        let input = ceiling.max_input_tokens.unwrap_or(bound);
+        let limits = TurnLimits { input, output: max_tokens, input_from };
+        let scopes = self.scopes_for(&node, Some(&agent_name));
+        let amount = Usage { tokens: input + max_tokens, cost: ceiling.cost_with_input(input), ..Usage::default() };
+        let present = match self.budgets.reserve(&scopes, &amount, false) {
+            Ok(p) => p,
+            Err(ex) => {
+                self.exhausted(ex, Some(&node.name), cause);
+                return;
+            }
+        };
+        if !present.is_empty() {
+            self.emit(
+                "control",
+                Body::BudgetReserved {
+                    schema_version: V,
+                    scope: present.join(","),
+                    attempt_id: attempt_id.to_string(),
+                    amount: amount.clone(),
+                },
+                Some(cause),
+            );
+        }
+        self.node_turns.insert(node.name.clone(), node_turn);
+        let a = self.attempts.get_mut(attempt_id).expect("attempt exists");
+        a.turn += 1;
+        let key = CommandKey::Turn { attempt: attempt_id, turn: a.turn }.to_key();
+        let provider = request.provider.clone();
+        self.waiting.insert(
+            key.clone(),
+            Waiting::Turn { attempt: attempt_id.to_string(), provider, reserved: amount, scopes: present, ceiling: limits },
+        );
+        self.commands.push(Command { key, request: Request::Agent(Box::new(request)), delay_ms: delay });
+    }
+
+    pub(super) fn on_turn(
+        &mut self,
+        attempt_id: &str,
+        provider: &str,
+        reserved: &Usage,
+        scopes: &[String],
+        ceiling: TurnLimits,
+        reply: AgentReply,
+    ) {
+        let Some(attempt) = self.attempts.get(attempt_id).cloned() else { return };
+        let Some(node) = self.node(&attempt.node) else { return };
+        let agent = node.target.first().cloned().unwrap_or_default();
+        let provider = provider.to_string();
+        let used = Usage { tokens: reply.usage.input_tokens + reply.usage.output_tokens, cost: reply.cost, ..Usage::default() };
+        let reply_value =
+            reply.output.clone().or_else(|| reply.tool_call.as_ref().map(|c| json!({ "tool_call": c.tool, "input": c.input })));
+        let reply_ref = reply_value.as_ref().map(|v| self.store(v, &format!("{attempt_id}/turn{}", attempt.turn), Some(&attempt.started)));
+        let request_key = CommandKey::Turn { attempt: attempt_id, turn: attempt.turn }.to_key();
+        let error = reply.error.clone().or_else(|| {
+            (reply.output.is_none() && reply.tool_call.is_none()).then(|| match &reply.text {
+                Some(t) => format!("the reply is not JSON: {}", t.chars().take(120).collect::<String>()),
+                None => "empty reply".to_string(),
+            })
+        });
+        let turn = self.emit(
+            &format!("agent.{agent}"),
+            Body::AgentTurn {
+                schema_version: V,
+                agent: agent.clone(),
+                node: node.name.clone(),
+                attempt_id: attempt_id.to_string(),
+                provider,
+                model: reply.model.clone(),
+                request_key,
+                usage: used.clone(),
+                reply: reply_ref,
+                error: error.clone(),
+            },
+            Some(&attempt.started),
+        );
+        let changes = self.budgets.settle(scopes, reserved, &used, self.elapsed());
+        if !scopes.is_empty() {
+            let remaining = self.budgets.scopes[&scopes[0]].remaining();
+            self.emit(
+                "control",
+                Body::BudgetSettled { schema_version: V, scope: scopes.join(","), attempt_id: attempt_id.to_string(), used, remaining },
+                Some(&turn),
+            );
+        }
+        self.check_ceilings(attempt_id, attempt.turn, &agent, ceiling, reserved, &reply, &turn);
+        // A turn that used more than its scope had left exhausts it: that
+        // is recorded and handled before any zone the overrun crossed.
+        for scope in scopes {
+            if let Some(ex) = self.budgets.used_up(scope) {
+                self.exhausted(ex, Some(&node.name), &turn);
+                return;
+            }
+        }
+        self.zone_changes(changes, &turn);
+        if !self.running() {
+            return;
+        }
+        if let Some(err) = reply.error {
+            self.attempt_failed(attempt_id, ErrorCode::ProviderError, &err, &turn);
+            return;
+        }
+        if let Some(call) = reply.tool_call {
+            let allowed_by_agent = self.decl(&agent).map(|d| d.holds_tool(&call.tool)).unwrap_or(false);
+            let allowed_by_tool = self.decl(&call.tool).map(|d| d.allows_agent(&agent)).unwrap_or(false);
+            if !(allowed_by_agent && allowed_by_tool) {
+                let msg = format!("agent `{agent}` may not call `{}`", call.tool);
+                self.feed_tool_error(attempt_id, &call.tool, &msg, &turn);
+                return;
+            }
+            self.call_tool(attempt_id, &call.tool, call.input, None, Some(&agent), 0, &turn);
+            return;
+        }
+        let Some(output) = reply.output else {
+            self.repair_or_fail(attempt_id, error.unwrap_or_default(), &turn);
+            return;
+        };
+        match self.validator("node.output", &node.name, &node.output) {
+            Ok(v) => match v.validate(&output) {
+                Ok(()) => self.attempt_succeeded(attempt_id, output, &turn),
+                Err(errors) => self.repair_or_fail(attempt_id, format!("invalid output: {}", errors.join("; ")), &turn),
+            },
+            Err(e) => self.attempt_failed(attempt_id, ErrorCode::InvalidSchema, &e, &turn),
+        }
+    }
+
+    /// A turn that reports more than the ceilings its reservation assumed
+    /// (input above `max_input_tokens` or what the request can hold, output
+    /// above `max_tokens`, money above both at the provider's prices) is
+    /// metered as reported, and recorded as a warning and counted: the
+    /// static budget bounds assume the ceilings hold.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn check_ceilings(
+        &mut self,
+        attempt_id: &str,
+        turn: u32,
+        agent: &str,
+        ceiling: TurnLimits,
+        reserved: &Usage,
+        reply: &AgentReply,
+        cause: &str,
+    ) {
+        let mut over = Vec::new();
+        if reply.usage.input_tokens > ceiling.input {
+            let what = match ceiling.input_from {
+                InputCeiling::Agent => format!("the agent's `max_input_tokens` of {}", ceiling.input),
+                InputCeiling::Provider => format!("the provider's `max_input_tokens` of {}", ceiling.input),
+                InputCeiling::Request => format!("the {} its request can hold", ceiling.input),
+            };
+            over.push(format!("{} input tokens, over {what}", reply.usage.input_tokens));
+        }
+        if reply.usage.output_tokens > ceiling.output {
+            over.push(format!("{} output tokens, over `max_tokens` of {}", reply.usage.output_tokens, ceiling.output));
+        }
+        if reply.cost > reserved.cost + 1e-9 {
+            over.push(format!("a cost of ${:.4}, over the ${:.4} the turn's ceilings cost", reply.cost, reserved.cost));
+        }
+        if over.is_empty() {
+            return;
+        }
+        self.ceiling_breaches += 1;
+        let message = format!(
+            "turn {turn} of `{attempt_id}` (agent `{agent}`) reported {}: metered as reported; the static budget bounds do not cover it",
+            over.join(", ")
+        );
+        self.emit("control", events::warning(message), Some(cause));
+    }
+}

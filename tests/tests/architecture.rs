@@ -170,9 +170,14 @@ fn one_compile_pipeline_and_the_runtime_needs_no_language_server() {
 
 #[test]
 fn the_data_plane_does_not_import_the_control_plane() {
-    for executor in ["exec.rs", "openai.rs", "mcp.rs"] {
-        let text = std::fs::read_to_string(repo_root().join("interpreter/runtime/src").join(executor)).expect("source");
-        assert!(!text.contains("crate::engine"), "the data plane's {executor} imports the control plane (crate::engine)");
+    let mut files = Vec::new();
+    rust_files(&repo_root().join("interpreter/runtime/src/exec"), &mut files);
+    assert!(files.len() > 5, "the executors are {} files", files.len());
+    files.push(repo_root().join("interpreter/runtime/src/openai.rs"));
+    files.push(repo_root().join("interpreter/runtime/src/mcp.rs"));
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("source");
+        assert!(!text.contains("crate::engine"), "the data plane's {} imports the control plane (crate::engine)", file.display());
     }
 }
 
@@ -217,4 +222,65 @@ fn only_the_recorder_assigns_seq_and_builds_events() {
             );
         }
     }
+}
+/// The `.rs` files of the engine and the runtime crates.
+fn engine_and_runtime_files() -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for folder in ["interpreter/engine/src", "interpreter/runtime/src"] {
+        rust_files(&repo_root().join(folder), &mut files);
+    }
+    files.sort();
+    files
+}
+
+/// The functions of `text` longer than `max` lines: `(name, lines)`. A
+/// function runs from its `fn` line to the next line holding only `}` at
+/// the same indentation.
+fn long_functions(text: &str, max: usize) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut long = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let signature = ["fn ", "pub fn ", "pub(crate) fn ", "pub(super) fn ", "async fn ", "pub async fn ", "pub(crate) async fn "]
+            .iter()
+            .find_map(|p| trimmed.strip_prefix(p));
+        let Some(signature) = signature else { continue };
+        if line.ends_with(';') {
+            continue;
+        }
+        let close = format!("{}}}", " ".repeat(indent));
+        let Some(end) = lines[i..].iter().position(|l| *l == close) else { continue };
+        if end + 1 > max {
+            let name: String = signature.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            long.push((name, end + 1));
+        }
+    }
+    long
+}
+
+#[test]
+fn engine_and_runtime_files_and_functions_are_small() {
+    const MAX_FILE: usize = 800;
+    const MAX_FN: usize = 80;
+    let mut problems = Vec::new();
+    for file in engine_and_runtime_files() {
+        let text = std::fs::read_to_string(&file).expect("source");
+        let shown = file.strip_prefix(repo_root()).unwrap_or(&file).display().to_string();
+        let count = text.lines().count();
+        if count > MAX_FILE {
+            problems.push(format!("{shown}: {count} lines (at most {MAX_FILE})"));
+        }
+        for (name, lines) in long_functions(&text, MAX_FN) {
+            problems.push(format!("{shown}: fn {name} is {lines} lines (at most {MAX_FN})"));
+        }
+    }
+    assert!(problems.is_empty(), "files and functions of the engine and the runtime over their size:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_size_scanner_finds_long_functions() {
+    let body = "    x();\n".repeat(90);
+    let text = format!("fn short() {{\n}}\n\nimpl A {{\n    pub(super) fn long(&self) {{\n{body}    }}\n}}\n");
+    assert_eq!(long_functions(&text, 80), vec![("long".to_string(), 92)]);
 }

@@ -37,10 +37,10 @@
 use flow_check::ir::Program;
 use flow_policy::Obs;
 use flow_runtime::clock::FakeClock;
-use flow_runtime::conformance;
 use flow_runtime::engine::{Engine, RunConfig, RunStatus};
 use flow_runtime::journal::{ArtifactStore, MemoryArtifacts};
 use flow_runtime::proto::{AgentReply, HumanAnswer, Request, Response, TokenUsage, ToolCall, ToolResult};
+use flow_runtime::tracecheck;
 use flow_runtime::witness;
 use flow_tests::refine::{self, Rng};
 use flow_tests::RepoLoader;
@@ -208,11 +208,11 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
         // found violated.
         for report in reports.iter().filter(|r| r.status == "violated") {
             witnesses += 1;
-            let doc = conformance::check(&program, &report.events, &conformance::Options::default());
+            let doc = tracecheck::check(&program, &report.events, &tracecheck::Options::default());
             let others: Vec<String> = doc
                 .deviations
                 .iter()
-                .filter(|d| !(d.code == conformance::codes::POLICY && violated.iter().any(|p| d.message.contains(&format!("`{p}`")))))
+                .filter(|d| !(d.code == tracecheck::codes::POLICY && violated.iter().any(|p| d.message.contains(&format!("`{p}`")))))
                 .map(|d| format!("{} seq {:?}: {}", d.code, d.seq, d.message))
                 .collect();
             let verdict = doc.policies.iter().find(|p| p.name == report.name).map(|p| p.verdict);
@@ -249,11 +249,11 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
                 failures.push(format!("seed {seed} run {r}: every command answered, the run is {status:?}\n{source}"));
                 continue;
             }
-            let report = conformance::check(&program, &events, &conformance::Options { artifacts: Some(&artifacts), plan_digest: None });
+            let report = tracecheck::check(&program, &events, &tracecheck::Options { artifacts: Some(&artifacts), plan_digest: None });
             let deviations: Vec<String> = report
                 .deviations
                 .iter()
-                .filter(|d| !(d.code == conformance::codes::POLICY && violated.iter().any(|p| d.message.contains(&format!("`{p}`")))))
+                .filter(|d| !(d.code == tracecheck::codes::POLICY && violated.iter().any(|p| d.message.contains(&format!("`{p}`")))))
                 .map(|d| format!("{} seq {:?}: {}", d.code, d.seq, d.message))
                 .collect();
             if !deviations.is_empty() {

@@ -896,8 +896,8 @@ fn plan_for(path: &Path) -> Result<Plan, u8> {
 }
 
 fn trace_check(trace: &Path, plan: &Path, format: Format) -> u8 {
-    use flow_runtime::conformance::{self, Options};
     use flow_runtime::journal::{ArtifactStore, DirArtifacts};
+    use flow_runtime::tracecheck::{self, Options};
     let plan_file = plan;
     let plan = match plan_for(plan) {
         Ok(p) => p,
@@ -921,7 +921,7 @@ fn trace_check(trace: &Path, plan: &Path, format: Format) -> u8 {
         None => None,
     };
     let options = Options { artifacts: store.as_ref().map(|s| s as &dyn ArtifactStore), plan_digest: Some(&plan.source.digest) };
-    let report = match conformance::check_reader(&plan.program, reader, &options) {
+    let report = match tracecheck::check_reader(&plan.program, reader, &options) {
         Ok(report) => report,
         Err(e) => {
             eprintln!("flow: cannot read the trace {}: {e}", file.display());
@@ -950,7 +950,7 @@ fn trace_check(trace: &Path, plan: &Path, format: Format) -> u8 {
     }
 }
 
-fn print_check(file: &Path, report: &flow_runtime::conformance::Report) {
+fn print_check(file: &Path, report: &flow_runtime::tracecheck::Report) {
     let t = &report.trace;
     let ended = match (t.state, &t.status, &t.reason) {
         ("terminated", Some(status), Some(reason)) => format!("terminated: {status} ({reason})"),
@@ -1012,7 +1012,7 @@ fn print_check(file: &Path, report: &flow_runtime::conformance::Report) {
 }
 
 fn trace_explain(code: Option<&str>) -> u8 {
-    use flow_runtime::conformance::{explain, CODES};
+    use flow_runtime::tracecheck::{explain, CODES};
     match code {
         Some(code) => {
             if let Some(info) = explain(code) {
@@ -1065,7 +1065,7 @@ fn coverage(traces: &[PathBuf], plan: &Path, format: Format) -> u8 {
             Ok(t) => t,
             Err(code) => return code,
         };
-        let parsed = flow_runtime::conformance::parse(&text);
+        let parsed = flow_runtime::tracecheck::parse(&text);
         if !parsed.deviations.is_empty() {
             notes.push(format!("{}: {} line(s) are not trace events and were skipped", file.display(), parsed.deviations.len()));
         }

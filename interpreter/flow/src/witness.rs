@@ -2,9 +2,9 @@
 //! into a run of the engine, and both held against the plan.
 
 use super::{compile_with, exit, Compiled};
-use flow_runtime::conformance;
 use flow_runtime::engine::RunConfig;
 use flow_runtime::journal::{ArtifactStore, DirArtifacts};
+use flow_runtime::tracecheck;
 use flow_runtime::witness::{self, Found, Search};
 use flow_trace::{Body, Event};
 use std::collections::{BTreeMap, BTreeSet};
@@ -104,9 +104,9 @@ pub fn run(args: WitnessRun) -> u8 {
             return exit::USAGE;
         }
     };
-    let of_witness = conformance::check(&plan.program, &events, &conformance::Options::default());
-    let options = conformance::Options { artifacts: Some(&store as &dyn ArtifactStore), plan_digest: Some(&plan.source.digest) };
-    let of_run = conformance::check(&plan.program, &made.events, &options);
+    let of_witness = tracecheck::check(&plan.program, &events, &tracecheck::Options::default());
+    let options = tracecheck::Options { artifacts: Some(&store as &dyn ArtifactStore), plan_digest: Some(&plan.source.digest) };
+    let of_run = tracecheck::check(&plan.program, &made.events, &options);
     let want_verdicts = verdicts(&of_witness, lasso);
     let got_verdicts = verdicts(&of_run, lasso);
     println!(
@@ -128,11 +128,11 @@ pub fn run(args: WitnessRun) -> u8 {
     }
     // Deviations besides policy verdicts: the run may show only those the
     // witness shows too (a broken plan's witness crosses a boundary, say).
-    let codes = |r: &conformance::Report| -> BTreeSet<&'static str> {
-        r.deviations.iter().map(|d| d.code).filter(|c| *c != conformance::codes::POLICY).collect()
+    let codes = |r: &tracecheck::Report| -> BTreeSet<&'static str> {
+        r.deviations.iter().map(|d| d.code).filter(|c| *c != tracecheck::codes::POLICY).collect()
     };
     let (witness_codes, run_codes) = (codes(&of_witness), codes(&of_run));
-    for d in of_run.deviations.iter().filter(|d| d.code != conformance::codes::POLICY) {
+    for d in of_run.deviations.iter().filter(|d| d.code != tracecheck::codes::POLICY) {
         let mark = if witness_codes.contains(d.code) { " (the witness shows it too)" } else { "" };
         println!("  deviation {}: {}{mark}", d.code, d.message);
     }
@@ -191,7 +191,7 @@ fn input_for(
 
 /// Each policy's verdict; for a lasso witness an obligation left open is
 /// its violation (the run cannot show a cycle repeating forever).
-fn verdicts(report: &conformance::Report, lasso: bool) -> BTreeMap<String, &'static str> {
+fn verdicts(report: &tracecheck::Report, lasso: bool) -> BTreeMap<String, &'static str> {
     report
         .policies
         .iter()

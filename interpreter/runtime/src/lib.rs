@@ -9,7 +9,7 @@
 //!   content-addressed artifact store.
 //! * [`clock`] — the system clock (the engine's clock trait and fake clock
 //!   re-exported).
-//! * [`conformance`] — trace check: a trace held against its plan. The
+//! * [`tracecheck`] — trace check: a trace held against its plan. The
 //!   engine and trace check read the plan through `flow_check::view` and
 //!   `flow_check::index`, as the model checker does.
 //!
@@ -20,9 +20,9 @@
 pub use flow_engine::{artifact, budget, coverage, engine, eval, keys, prompt, proto, template, validate, witness};
 
 pub mod clock;
-pub mod conformance;
 pub mod driver;
 pub mod exec;
 pub mod journal;
 pub mod mcp;
 pub mod openai;
+pub mod tracecheck;

@@ -11,7 +11,7 @@
 //!   plan with a long trace, for timing the whole `flow trace check` command.
 //! * `flow_bench_trace check TRACE.jsonl PLAN.flow [REPS]` times, on that
 //!   trace: what `flow trace check` does after compiling the plan (read,
-//!   parse and check, streamed: `conformance::check_reader`); apart, reading
+//!   parse and check, streamed: `tracecheck::check_reader`); apart, reading
 //!   and parsing the whole JSONL, and every check over the parsed events;
 //!   and the policy
 //!   monitors alone over the parsed events (`flow-policy`: observe each event,
@@ -86,7 +86,7 @@ fn main() {
                 let start = Instant::now();
                 let file = std::fs::File::open(trace).expect("trace");
                 let report =
-                    flow_runtime::conformance::check_reader(&program, file, &flow_runtime::conformance::Options::default()).expect("read");
+                    flow_runtime::tracecheck::check_reader(&program, file, &flow_runtime::tracecheck::Options::default()).expect("read");
                 streamed_s.push(start.elapsed().as_secs_f64());
                 assert!(report.conformant, "the benchmark's trace conforms");
             }
@@ -97,10 +97,10 @@ fn main() {
             for _ in 0..reps {
                 let start = Instant::now();
                 let jsonl = std::fs::read_to_string(trace).expect("trace");
-                let parsed = flow_runtime::conformance::parse(&jsonl);
+                let parsed = flow_runtime::tracecheck::parse(&jsonl);
                 parse_s.push(start.elapsed().as_secs_f64());
                 let start = Instant::now();
-                let report = flow_runtime::conformance::check(&program, &parsed.events, &flow_runtime::conformance::Options::default());
+                let report = flow_runtime::tracecheck::check(&program, &parsed.events, &flow_runtime::tracecheck::Options::default());
                 check_s.push(start.elapsed().as_secs_f64());
                 conformant = report.conformant;
                 events = parsed.events;

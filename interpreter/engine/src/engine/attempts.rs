@@ -4,19 +4,6 @@
 use super::*;
 
 impl Engine {
-    pub(super) fn scopes_for(&self, node: &Node, agent: Option<&str>) -> Vec<String> {
-        if self.budgets.scopes.is_empty() {
-            return Vec::new();
-        }
-        let mut scopes = vec!["run".to_string()];
-        if let Some(agent) = agent {
-            scopes.push(format!("agent.{agent}"));
-        }
-        scopes.push(format!("node.{}", node.name));
-        scopes.push(format!("delegation.{}", node.name));
-        scopes
-    }
-
     pub(super) fn max_attempts(node: &Node) -> u32 {
         node.attempts() as u32
     }
@@ -40,24 +27,8 @@ impl Engine {
         if !self.running() {
             return;
         }
-        let agent = (node.kind == NodeKind::Agent).then(|| node.target.first().cloned()).flatten();
-        // One control-plane step per attempt.
-        let scopes = self.scopes_for(node, agent.as_deref());
-        let step = Usage { steps: 1, ..Usage::default() };
-        // No scopes (no budgets): nothing to reserve or settle.
-        match if scopes.is_empty() { Ok(Vec::new()) } else { self.budgets.reserve(&scopes, &step, false) } {
-            Ok(present) if present.is_empty() => {}
-            Ok(present) => {
-                let changes = self.budgets.settle(&present, &step, &step, self.elapsed());
-                self.zone_changes(changes, cause);
-                if !self.running() {
-                    return;
-                }
-            }
-            Err(ex) => {
-                self.exhausted(ex, Some(&node.name), cause);
-                return;
-            }
+        if !self.take_step(node, cause) {
+            return;
         }
         let rt = &mut self.nodes[&node.name];
         rt.attempt_no += 1;

@@ -56,29 +56,8 @@ impl Engine {
             self.approvals += 1;
         }
         match decision {
-            Decision::Gate { gate, .. } => {
-                let Some(g) = self.wf().gates.get(&gate).cloned() else { return };
-                let action = flow_check::semantics::gate_decision_action(&g, answer.decision);
-                let applied = self.record_applied(&subject, &answer, events::applied(&action), request_event);
-                let ctx = Ctx { node: Some(g.from.clone()), gate: Some(gate.clone()), event: answer.decision.event().into() };
-                self.act(&action, &ctx, HandlerScope::Gate(gate.clone()), &applied);
-            }
-            Decision::HumanNode { node } => {
-                let Some(n) = self.node(&node) else { return };
-                let action = flow_check::semantics::human_decision_action(&n, answer.decision);
-                let applied = self.record_applied(&subject, &answer, events::applied(&action), request_event);
-                if flow_check::semantics::handler_on(&n.handlers, answer.decision.event()).is_some() {
-                    self.env.insert(node.clone(), json!({ "decision": answer.decision, "comment": answer.comment }));
-                    let ctx = Ctx { node: Some(node.clone()), gate: None, event: answer.decision.event().into() };
-                    self.act(&action, &ctx, HandlerScope::Node(node.clone()), &applied);
-                    return;
-                }
-                let mut output = json!({ "decision": answer.decision });
-                if let Some(c) = answer.comment {
-                    output["comment"] = Value::String(c);
-                }
-                self.complete_node(&node, output, NodeStatus::Completed, &applied);
-            }
+            Decision::Gate { gate } => self.decide_gate(&gate, &subject, answer, request_event),
+            Decision::HumanNode { node } => self.decide_human_node(&node, &subject, answer, request_event),
             Decision::Escalation { ctx, .. } => {
                 let action = if answer.decision == flow_trace::Decision::Approve {
                     Action { name: ActionKind::Continue, args: vec![] }
@@ -92,15 +71,13 @@ impl Engine {
                     self.terminate(&format!("escalation_{}", answer.decision), TerminationStatus::Escalated, &applied, None);
                 }
             }
-            Decision::Confirm { attempt, tool, input, key_template, agent } => {
+            Decision::Confirm(call) => {
                 let approved = answer.decision == flow_trace::Decision::Approve;
                 let applied = self.record_applied(&subject, &answer, if approved { "call".into() } else { "refuse".into() }, request_event);
                 if approved {
-                    self.call_tool(&attempt, &tool, input, key_template, agent.as_deref(), 0, &applied);
-                } else if agent.is_some() {
-                    self.feed_tool_error(&attempt, &tool, "a human refused the call", &applied);
+                    self.call_tool(PendingCall { delay: 0, ..call }, &applied);
                 } else {
-                    self.attempt_failed(&attempt, ErrorCode::ConfirmationRefused, "a human refused the call", &applied);
+                    self.refuse_call(&call, ErrorCode::ConfirmationRefused, "a human refused the call", &applied);
                 }
             }
             Decision::Policy { held, .. } => {
@@ -133,5 +110,33 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// A gate's decision: the action the gate maps it to, on the gate.
+    fn decide_gate(&mut self, gate: &str, subject: &str, answer: HumanAnswer, request_event: &str) {
+        let Some(g) = self.wf().gates.get(gate).cloned() else { return };
+        let action = flow_check::semantics::gate_decision_action(&g, answer.decision);
+        let applied = self.record_applied(subject, &answer, events::applied(&action), request_event);
+        let ctx = Ctx { node: Some(g.from.clone()), gate: Some(gate.to_string()), event: answer.decision.event().into() };
+        self.act(&action, &ctx, HandlerScope::Gate(gate.to_string()), &applied);
+    }
+
+    /// A human node's decision: its handler for it, if it has one (the
+    /// decision is its output); else the node completes with the decision.
+    fn decide_human_node(&mut self, node: &str, subject: &str, answer: HumanAnswer, request_event: &str) {
+        let Some(n) = self.node(node) else { return };
+        let action = flow_check::semantics::human_decision_action(&n, answer.decision);
+        let applied = self.record_applied(subject, &answer, events::applied(&action), request_event);
+        if flow_check::semantics::handler_on(&n.handlers, answer.decision.event()).is_some() {
+            self.env.insert(node.to_string(), json!({ "decision": answer.decision, "comment": answer.comment }));
+            let ctx = Ctx { node: Some(node.to_string()), gate: None, event: answer.decision.event().into() };
+            self.act(&action, &ctx, HandlerScope::Node(node.to_string()), &applied);
+            return;
+        }
+        let mut output = json!({ "decision": answer.decision });
+        if let Some(c) = answer.comment {
+            output["comment"] = Value::String(c);
+        }
+        self.complete_node(node, output, NodeStatus::Completed, &applied);
     }
 }

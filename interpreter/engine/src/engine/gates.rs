@@ -3,7 +3,18 @@
 
 use super::*;
 
+/// What running one evaluator gave.
+enum Evaluated {
+    /// Its result, now.
+    Done(EvaluatorResult),
+    /// Probes for the data plane, one per item; `if_none` is the result
+    /// when there are no items.
+    Probes { requests: Vec<ProbeRequest>, if_none: EvaluatorResult },
+}
+
 impl Engine {
+    /// Evaluates a gate: each evaluator run inline, or as probes the data
+    /// plane answers; the gate is finished once none is pending.
     pub(super) fn evaluate_gate(&mut self, gate: &Gate, cause: &str) {
         let evaluators = gate.evaluator_items();
         let on_error = gate.on_error();
@@ -11,131 +22,18 @@ impl Engine {
         let visit = self.nodes.get(&gate.from).map(|n| n.visits).unwrap_or(0);
         let mut probes = Vec::new();
         for (i, ev) in evaluators.iter().enumerate() {
-            let Some(EvaluatorRef { name, builtin, args }) = *ev else {
-                rt.results[i] = Some(EvaluatorResult {
-                    evaluator: "?".into(),
-                    outcome: on_error,
-                    reason: Some("invalid evaluator".into()),
-                    error: true,
-                });
-                continue;
-            };
-            let label = format!("{name}({})", args.iter().map(eval::render).collect::<Vec<_>>().join(", "));
-            let result = |outcome: Outcome, reason: Option<String>, error: bool| EvaluatorResult {
-                evaluator: label.clone(),
-                outcome,
-                reason,
-                error,
-            };
-            if builtin {
-                rt.results[i] = Some(self.builtin_evaluator(name, args, on_error, &result));
-                continue;
-            }
-            let Some(decl) = self.decl(name).cloned() else {
-                rt.results[i] = Some(result(on_error, Some(format!("no evaluator `{name}`")), true));
-                continue;
-            };
-            let fail = decl.fail();
-            let reason = decl.reason().map(str::to_string);
-            let input = match args.first() {
-                Some(e) => match eval::eval(e, &self.env) {
-                    Ok(v) => v,
-                    Err(err) => {
-                        rt.results[i] = Some(result(on_error, Some(err.message), true));
-                        continue;
+            match self.run_evaluator(*ev, on_error) {
+                Evaluated::Done(result) => rt.results[i] = Some(result),
+                Evaluated::Probes { requests, if_none } => {
+                    if requests.is_empty() {
+                        rt.results[i] = Some(if_none);
                     }
-                },
-                None => Value::Null,
-            };
-            // A list argument whose items fit the input type: once per item.
-            let items: Vec<Value> = match (&input, decl.input_type()) {
-                (Value::Array(items), Some(ty)) if !matches!(ty, Ty::List { .. }) => items.clone(),
-                _ => vec![input.clone()],
-            };
-            match decl.variant.as_deref() {
-                Some("predicate") => {
-                    let mut outcome = Outcome::Pass;
-                    let mut why = None;
-                    let mut error = false;
-                    for item in &items {
-                        let mut env = self.env.clone();
-                        env.insert("input".into(), item.clone());
-                        match decl.check() {
-                            Some(e) => match eval::eval_bool(e, &env) {
-                                Ok(true) => {}
-                                Ok(false) => {
-                                    outcome = outcome.max(fail);
-                                    why = reason.clone().or_else(|| Some(format!("{} is false", eval::render(e))));
-                                }
-                                Err(err) => {
-                                    outcome = outcome.max(on_error);
-                                    why = Some(err.message);
-                                    error = true;
-                                }
-                            },
-                            None => {
-                                outcome = outcome.max(on_error);
-                                error = true;
-                            }
-                        }
-                    }
-                    rt.results[i] = Some(result(outcome, why, error));
-                }
-                Some("schema") => {
-                    let ty = decl.schema().cloned().unwrap_or(Ty::Any);
-                    let mut outcome = Outcome::Pass;
-                    let mut why = None;
-                    match self.validator("evaluator", name, &ty) {
-                        Ok(v) => {
-                            for item in &items {
-                                if let Err(errors) = v.validate(item) {
-                                    outcome = outcome.max(fail);
-                                    why = reason.clone().or_else(|| Some(errors.join("; ")));
-                                }
-                            }
-                            rt.results[i] = Some(result(outcome, why, false));
-                        }
-                        Err(e) => rt.results[i] = Some(result(on_error, Some(e), true)),
-                    }
-                }
-                Some("builtin") => {
-                    let function = decl.function().to_string();
-                    for (j, item) in items.iter().enumerate() {
+                    for (j, request) in requests.into_iter().enumerate() {
                         rt.probes.insert((i, j), None);
                         rt.pending += 1;
                         let key = CommandKey::Probe { gate: &gate.name, visit, evaluator: i, item: j }.to_key();
-                        let request = ProbeRequest {
-                            evaluator: name.to_string(),
-                            argv: Vec::new(),
-                            native: Some(function.clone()),
-                            input: Some(item.clone()),
-                            timeout_ms: None,
-                        };
                         probes.push((key, i, j, request));
                     }
-                    if items.is_empty() {
-                        rt.results[i] = Some(result(Outcome::Pass, Some("no items to check".into()), false));
-                    }
-                }
-                Some("command") => {
-                    let argv = decl.argv();
-                    let timeout_ms = decl.timeout_ms();
-                    for (j, item) in items.iter().enumerate() {
-                        let argv: Vec<String> = argv.iter().map(|a| template(a, item)).collect();
-                        rt.probes.insert((i, j), None);
-                        rt.pending += 1;
-                        let key = CommandKey::Probe { gate: &gate.name, visit, evaluator: i, item: j }.to_key();
-                        probes.push((key, i, j, ProbeRequest { evaluator: name.to_string(), argv, native: None, input: None, timeout_ms }));
-                    }
-                    if items.is_empty() {
-                        rt.results[i] = Some(result(Outcome::Pass, Some("no items to probe".into()), false));
-                    }
-                }
-                other => {
-                    // llm and human evaluators need a judge this runtime
-                    // does not run yet: inconclusive, so never PASS.
-                    let msg = format!("`{}` evaluators are not run by this runtime; inconclusive", other.unwrap_or("?"));
-                    rt.results[i] = Some(result(on_error, Some(msg), true));
                 }
             }
         }
@@ -148,6 +46,135 @@ impl Engine {
         if pending == 0 {
             self.finish_gate(&gate.name);
         }
+    }
+
+    /// Runs one evaluator of a gate on what it is given: a result now, or
+    /// the probes (one per item) whose outcomes make it.
+    fn run_evaluator(&mut self, ev: Option<EvaluatorRef<'_>>, on_error: Outcome) -> Evaluated {
+        let Some(EvaluatorRef { name, builtin, args }) = ev else {
+            let invalid =
+                EvaluatorResult { evaluator: "?".into(), outcome: on_error, reason: Some("invalid evaluator".into()), error: true };
+            return Evaluated::Done(invalid);
+        };
+        let label = format!("{name}({})", args.iter().map(eval::render).collect::<Vec<_>>().join(", "));
+        let result =
+            |outcome: Outcome, reason: Option<String>, error: bool| EvaluatorResult { evaluator: label.clone(), outcome, reason, error };
+        if builtin {
+            return Evaluated::Done(self.builtin_evaluator(name, args, on_error, &result));
+        }
+        let Some(decl) = self.decl(name).cloned() else {
+            return Evaluated::Done(result(on_error, Some(format!("no evaluator `{name}`")), true));
+        };
+        let input = match args.first() {
+            Some(e) => match eval::eval(e, &self.env) {
+                Ok(v) => v,
+                Err(err) => return Evaluated::Done(result(on_error, Some(err.message), true)),
+            },
+            None => Value::Null,
+        };
+        // A list argument whose items fit the input type: once per item.
+        let items: Vec<Value> = match (input, decl.input_type()) {
+            (Value::Array(items), Some(ty)) if !matches!(ty, Ty::List { .. }) => items,
+            (input, _) => vec![input],
+        };
+        match decl.variant.as_deref() {
+            Some("predicate") => Evaluated::Done(self.predicate_evaluator(&decl, &items, on_error, &result)),
+            Some("schema") => Evaluated::Done(self.schema_evaluator(name, &decl, &items, on_error, &result)),
+            Some("builtin") => {
+                let function = decl.function().to_string();
+                let requests = items
+                    .into_iter()
+                    .map(|item| ProbeRequest {
+                        evaluator: name.to_string(),
+                        argv: Vec::new(),
+                        native: Some(function.clone()),
+                        input: Some(item),
+                        timeout_ms: None,
+                    })
+                    .collect();
+                Evaluated::Probes { requests, if_none: result(Outcome::Pass, Some("no items to check".into()), false) }
+            }
+            Some("command") => {
+                let argv = decl.argv();
+                let timeout_ms = decl.timeout_ms();
+                let requests = items
+                    .iter()
+                    .map(|item| {
+                        let argv: Vec<String> = argv.iter().map(|a| template(a, item)).collect();
+                        ProbeRequest { evaluator: name.to_string(), argv, native: None, input: None, timeout_ms }
+                    })
+                    .collect();
+                Evaluated::Probes { requests, if_none: result(Outcome::Pass, Some("no items to probe".into()), false) }
+            }
+            other => {
+                // llm and human evaluators need a judge this runtime
+                // does not run yet: inconclusive, so never PASS.
+                let msg = format!("`{}` evaluators are not run by this runtime; inconclusive", other.unwrap_or("?"));
+                Evaluated::Done(result(on_error, Some(msg), true))
+            }
+        }
+    }
+
+    /// A `predicate` evaluator: its check, on each item.
+    fn predicate_evaluator(
+        &self,
+        decl: &Decl,
+        items: &[Value],
+        on_error: Outcome,
+        result: &dyn Fn(Outcome, Option<String>, bool) -> EvaluatorResult,
+    ) -> EvaluatorResult {
+        let fail = decl.fail();
+        let mut outcome = Outcome::Pass;
+        let mut why = None;
+        let mut error = false;
+        for item in items {
+            let mut env = self.env.clone();
+            env.insert("input".into(), item.clone());
+            match decl.check() {
+                Some(e) => match eval::eval_bool(e, &env) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        outcome = outcome.max(fail);
+                        why = decl.reason().map(str::to_string).or_else(|| Some(format!("{} is false", eval::render(e))));
+                    }
+                    Err(err) => {
+                        outcome = outcome.max(on_error);
+                        why = Some(err.message);
+                        error = true;
+                    }
+                },
+                None => {
+                    outcome = outcome.max(on_error);
+                    error = true;
+                }
+            }
+        }
+        result(outcome, why, error)
+    }
+
+    /// A `schema` evaluator: each item validated against its schema.
+    fn schema_evaluator(
+        &mut self,
+        name: &str,
+        decl: &Decl,
+        items: &[Value],
+        on_error: Outcome,
+        result: &dyn Fn(Outcome, Option<String>, bool) -> EvaluatorResult,
+    ) -> EvaluatorResult {
+        let ty = decl.schema().cloned().unwrap_or(Ty::Any);
+        let validator = match self.validator("evaluator", name, &ty) {
+            Ok(v) => v,
+            Err(e) => return result(on_error, Some(e), true),
+        };
+        let mut outcome = Outcome::Pass;
+        let mut why = None;
+        for item in items {
+            if let Err(errors) = validator.validate(item) {
+                outcome = outcome.max(decl.fail());
+                why = decl.reason().map(str::to_string).or_else(|| Some(errors.join("; ")));
+            }
+        }
+        result(outcome, why, false)
     }
 
     pub(super) fn builtin_evaluator(

@@ -37,6 +37,7 @@ use std::sync::Arc;
 
 mod actions;
 mod attempts;
+mod budgets;
 mod decisions;
 mod fanin;
 mod gates;
@@ -152,6 +153,38 @@ pub struct Engine {
     pub replaying: bool,
 }
 
+/// The run's budget scopes as declared: the workflow's (with its deadline)
+/// and every agent's. Node and delegation scopes are added as visits start.
+fn declared_budgets(program: &Program, wf: &Workflow) -> Budgets {
+    let mut budgets = Budgets::default();
+    if let Some(budget) = wf.budget(program) {
+        budgets.add(Scope::from_budget("run", &budget));
+    }
+    if let Some(ms) = wf.deadline_ms() {
+        let scope = budgets.scopes.entry("run".into()).or_insert_with(|| Scope::from_budget("run", &Budget::default()));
+        scope.limits.duration_ms = Some(scope.limits.duration_ms.map_or(ms, |d| d.min(ms)));
+    }
+    for (name, decl) in &program.decls {
+        if decl.kind == flow_check::spec::Kind::Agent {
+            if let Some(budget) = decl.budget(program) {
+                budgets.add(Scope::from_budget(&format!("agent.{name}"), &budget));
+            }
+        }
+    }
+    budgets
+}
+
+/// The join each listed branch reaches (the first that lists it).
+fn joins_of_branches(wf: &Workflow) -> FxHashMap<String, String> {
+    let mut join_of = FxHashMap::default();
+    for n in wf.nodes.values().filter(|n| n.kind == NodeKind::Join) {
+        for branch in &n.target {
+            join_of.entry(branch.clone()).or_insert_with(|| n.name.clone());
+        }
+    }
+    join_of
+}
+
 /// A node of the run's workflow: a handle on the shared program (cheap to
 /// hold across `&mut self` calls; nothing is copied).
 #[derive(Debug, Clone)]
@@ -187,46 +220,11 @@ impl Engine {
             None => 0,
         };
         let wf = &program.workflows[wf_index];
-        let mut budgets = Budgets::default();
-        if let Some(budget) = wf.budget(&program) {
-            budgets.add(Scope::from_budget("run", &budget));
-        }
-        if let Some(ms) = wf.deadline_ms() {
-            let scope = budgets.scopes.entry("run".into()).or_insert_with(|| Scope::from_budget("run", &Budget::default()));
-            scope.limits.duration_ms = Some(scope.limits.duration_ms.map_or(ms, |d| d.min(ms)));
-        }
-        for (name, decl) in &program.decls {
-            if decl.kind == flow_check::spec::Kind::Agent {
-                if let Some(budget) = decl.budget(&program) {
-                    budgets.add(Scope::from_budget(&format!("agent.{name}"), &budget));
-                }
-            }
-        }
+        let budgets = declared_budgets(&program, wf);
         let nodes = wf.nodes.keys().map(|n| (n.clone(), NodeRt::default())).collect();
         let index = Arc::new(PlanIndex::new(&program, wf));
-        let mut join_of = FxHashMap::default();
-        for n in wf.nodes.values().filter(|n| n.kind == NodeKind::Join) {
-            for branch in &n.target {
-                join_of.entry(branch.clone()).or_insert_with(|| n.name.clone());
-            }
-        }
-        // One monitor per policy: the program's, then the workflow's.
-        let mut policies = Vec::new();
-        for policy in program.policies.iter().chain(&wf.policies) {
-            let automaton = Automaton::new(&policy.formula).map_err(|e| format!("policy `{}`: {e}", policy.name))?;
-            let mut escalate_to = policy.escalate_to();
-            if escalate_to.is_empty() {
-                escalate_to = wf.escalate_to();
-            }
-            policies.push(PolicyRt {
-                name: policy.name.clone(),
-                response: policy.response(),
-                escalate_to,
-                description: policy.description().map(str::to_string),
-                monitor: Monitor::new(automaton),
-                reported: false,
-            });
-        }
+        let join_of = joins_of_branches(wf);
+        let policies = PolicyRt::monitors(&program, wf)?;
         let start_ms = cfg.clock.now_ms();
         let envelope = Envelope::new(&cfg.run_id, &cfg.execution_id);
         Ok(Engine {

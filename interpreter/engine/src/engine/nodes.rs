@@ -84,29 +84,7 @@ impl Engine {
                 let reason = node.target.first().cloned().unwrap_or_else(|| name.to_string());
                 self.finish_end(name, &reason, node.status(), &started);
             }
-            NodeKind::Parallel => {
-                let branches = node.target.clone();
-                for branch in branches {
-                    let edge = self.emit("control", events::edge_taken(name, &branch, Via::Fanout), Some(&started));
-                    // A delegation to a branch comes from whoever led to the fan-out.
-                    let delegator = self
-                        .wf()
-                        .transfers
-                        .iter()
-                        .find(|t| t.to == branch && (t.from == name || self.env.contains_key(&t.from)))
-                        .map(|t| t.from.clone());
-                    match delegator {
-                        Some(from) => match self.transfer(&from, &branch, input.clone(), edge) {
-                            Crossing::Enter(input, parent) => self.start_node(&branch, input, TriggerReason::First, &parent),
-                            // A held handoff waits; the other branches go on.
-                            Crossing::Held => {}
-                            Crossing::Refused => return,
-                        },
-                        None => self.start_node(&branch, input.clone(), TriggerReason::First, &edge),
-                    }
-                }
-                self.finish_parallel(name, &started);
-            }
+            NodeKind::Parallel => self.start_parallel(&node, input, &started),
             NodeKind::Join => {
                 // Started by its branches once ready, or entered by an edge
                 // of its own: then it waits for them.
@@ -119,34 +97,64 @@ impl Engine {
                     self.start_node(&first, input, TriggerReason::First, &edge);
                 }
             }
-            NodeKind::Map => {
-                let items = match node.over() {
-                    Some(e) => eval::eval(e, &self.env),
-                    None => Ok(Value::Array(Vec::new())),
-                };
-                match items {
-                    Ok(Value::Array(items)) => {
-                        if let Some(max) = node.max_items() {
-                            if items.len() as u64 > max {
-                                let msg = format!("{} items exceed max_items {max}", items.len());
-                                self.node_failed(&node, ErrorCode::TooManyItems, &msg, &started);
-                                return;
-                            }
-                        }
-                        self.maps.insert(name.to_string(), MapRt { items, results: Vec::new() });
-                        self.map_next(name, &started);
-                    }
-                    Ok(other) => {
-                        let msg = format!("`over` is not a list: {other}");
-                        self.node_failed(&node, ErrorCode::InvalidInput, &msg, &started)
-                    }
-                    Err(e) => self.node_failed(&node, ErrorCode::EvalError, &e.message, &started),
-                }
-            }
+            NodeKind::Map => self.start_map(&node, &started),
             other => {
                 let msg = format!("node kind `{other}` is not supported by this runtime yet");
                 self.node_failed(&node, ErrorCode::Unsupported, &msg, &started);
             }
+        }
+    }
+
+    /// A fan-out: every branch entered (through the delegation that leads to
+    /// it, if any), then the parallel node completes.
+    pub(super) fn start_parallel(&mut self, node: &Node, input: Value, started: &str) {
+        let name = node.name.as_str();
+        let branches = node.target.clone();
+        for branch in branches {
+            let edge = self.emit("control", events::edge_taken(name, &branch, Via::Fanout), Some(started));
+            // A delegation to a branch comes from whoever led to the fan-out.
+            let delegator = self
+                .wf()
+                .transfers
+                .iter()
+                .find(|t| t.to == branch && (t.from == name || self.env.contains_key(&t.from)))
+                .map(|t| t.from.clone());
+            match delegator {
+                Some(from) => match self.transfer(&from, &branch, input.clone(), edge) {
+                    Crossing::Enter(input, parent) => self.start_node(&branch, input, TriggerReason::First, &parent),
+                    // A held handoff waits; the other branches go on.
+                    Crossing::Held => {}
+                    Crossing::Refused => return,
+                },
+                None => self.start_node(&branch, input.clone(), TriggerReason::First, &edge),
+            }
+        }
+        self.finish_parallel(name, started);
+    }
+
+    /// A map: its `over` list evaluated and checked, then its items in turn.
+    pub(super) fn start_map(&mut self, node: &Node, started: &str) {
+        let items = match node.over() {
+            Some(e) => eval::eval(e, &self.env),
+            None => Ok(Value::Array(Vec::new())),
+        };
+        match items {
+            Ok(Value::Array(items)) => {
+                if let Some(max) = node.max_items() {
+                    if items.len() as u64 > max {
+                        let msg = format!("{} items exceed max_items {max}", items.len());
+                        self.node_failed(node, ErrorCode::TooManyItems, &msg, started);
+                        return;
+                    }
+                }
+                self.maps.insert(node.name.clone(), MapRt { items, results: Vec::new() });
+                self.map_next(&node.name, started);
+            }
+            Ok(other) => {
+                let msg = format!("`over` is not a list: {other}");
+                self.node_failed(node, ErrorCode::InvalidInput, &msg, started)
+            }
+            Err(e) => self.node_failed(node, ErrorCode::EvalError, &e.message, started),
         }
     }
 

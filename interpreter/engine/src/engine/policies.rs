@@ -161,9 +161,7 @@ impl Engine {
     pub(super) fn resume_held(&mut self, held: Held, cause: &str) {
         match held {
             Held::StartNode { name, input, trigger } => self.start_node(&name, input, trigger, cause),
-            Held::CallTool { attempt, tool, input, key_template, agent, delay } => {
-                self.call_tool(&attempt, &tool, input, key_template, agent.as_deref(), delay, cause)
-            }
+            Held::CallTool(call) => self.call_tool(call, cause),
             Held::Transfer { from, to, input } => {
                 if let Crossing::Enter(input, parent) = self.transfer(&from, &to, input, Str::from(cause)) {
                     self.start_node(&to, input, TriggerReason::First, &parent);
@@ -183,6 +181,67 @@ impl Engine {
             Held::Zones { changes } => self.zone_changes(changes, cause),
             Held::Terminate { reason, status, message } => self.terminate(&reason, status, cause, message.as_deref()),
         }
+    }
+
+    /// Policies violated by the termination `reason` itself, or owing an
+    /// obligation it leaves open, reported as the run ends: a run that
+    /// would have succeeded (or returned a partial result) fails unless they
+    /// only warn. Gives the status the run ends with.
+    pub(super) fn report_at_end(&mut self, reason: &str, status: TerminationStatus, cause: &str) -> TerminationStatus {
+        let mut status = status;
+        for i in 0..self.policies.len() {
+            let p = &mut self.policies[i];
+            if p.reported {
+                continue;
+            }
+            let now = p.monitor.state();
+            let automaton = &mut p.monitor.automaton;
+            let mask = automaton.mask(&Obs::Terminated(reason));
+            let next = automaton.step(now, mask);
+            let (offending, owed, message) = if Automaton::is_false(next) {
+                let required = automaton.residual(now);
+                ("run_terminated", None, self.violation_message(i, &format!("terminated({reason})"), &required, ""))
+            } else if !automaton.accepts_end(next) {
+                let owed = automaton.residual(next);
+                let mut message = format!("the run ended with `{}` still owing {owed}", p.name);
+                if let Some(d) = &p.description {
+                    message.push_str(&format!(" ({d})"));
+                }
+                ("end", Some(owed), message)
+            } else {
+                continue;
+            };
+            let response = self.policies[i].response;
+            if response != PolicyResponse::Warn && matches!(status, TerminationStatus::Success | TerminationStatus::Partial) {
+                status = TerminationStatus::Failure;
+            }
+            self.report(i, response, offending, message, owed, cause);
+        }
+        status
+    }
+}
+
+impl PolicyRt {
+    /// One monitor per policy that applies to `wf`: the program's, then the
+    /// workflow's.
+    pub(super) fn monitors(program: &Program, wf: &Workflow) -> Result<Vec<PolicyRt>, String> {
+        let mut policies = Vec::new();
+        for policy in program.policies.iter().chain(&wf.policies) {
+            let automaton = Automaton::new(&policy.formula).map_err(|e| format!("policy `{}`: {e}", policy.name))?;
+            let mut escalate_to = policy.escalate_to();
+            if escalate_to.is_empty() {
+                escalate_to = wf.escalate_to();
+            }
+            policies.push(PolicyRt {
+                name: policy.name.clone(),
+                response: policy.response(),
+                escalate_to,
+                description: policy.description().map(str::to_string),
+                monitor: Monitor::new(automaton),
+                reported: false,
+            });
+        }
+        Ok(policies)
     }
 }
 

@@ -20,13 +20,7 @@ pub(super) enum Decision {
         attempt: String,
     },
     /// A `confirm: true` tool call waiting for a human's go-ahead.
-    Confirm {
-        attempt: String,
-        tool: String,
-        input: Value,
-        key_template: Option<String>,
-        agent: Option<String>,
-    },
+    Confirm(PendingCall),
     /// An escalated policy violation: approve lets the held action happen.
     Policy {
         policy: String,
@@ -42,10 +36,23 @@ impl Decision {
             Decision::HumanNode { node } => node.clone(),
             Decision::Escalation { principal, .. } => format!("escalation.{principal}"),
             Decision::Reconcile { attempt } => format!("reconcile.{attempt}"),
-            Decision::Confirm { attempt, tool, .. } => format!("confirm.{tool}.{attempt}"),
+            Decision::Confirm(call) => format!("confirm.{}.{}", call.tool, call.attempt),
             Decision::Policy { policy, .. } => format!("policy.{policy}"),
         }
     }
+}
+
+/// A tool call about to be made: by an attempt (for its agent, when an
+/// agent asked for it), with its input, after `delay` milliseconds.
+#[derive(Debug, Clone)]
+pub(super) struct PendingCall {
+    pub(super) attempt: String,
+    pub(super) tool: String,
+    pub(super) input: Value,
+    /// The node's `idempotency_key` template (tool nodes).
+    pub(super) key_template: Option<String>,
+    pub(super) agent: Option<String>,
+    pub(super) delay: u64,
 }
 
 /// An action held back before it recorded an event that would violate an
@@ -54,7 +61,7 @@ impl Decision {
 #[derive(Debug, Clone)]
 pub(super) enum Held {
     StartNode { name: String, input: Value, trigger: TriggerReason },
-    CallTool { attempt: String, tool: String, input: Value, key_template: Option<String>, agent: Option<String>, delay: u64 },
+    CallTool(PendingCall),
     Transfer { from: String, to: String, input: Value },
     CompleteNode { name: String, output: Value, status: NodeStatus },
     EndNode { name: String, reason: String, status: TerminationStatus },

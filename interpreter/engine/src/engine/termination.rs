@@ -18,6 +18,29 @@ impl Engine {
         if !self.admit(Obs::Terminated(reason), "run_terminated", cause, held) {
             return;
         }
+        let mut status = self.checked_success(status, cause);
+        if let Some(m) = message {
+            self.emit("control", events::warning(m.to_string()), Some(cause));
+        }
+        // Cancel what is still running: leases released, no further dispatch.
+        let ids: Vec<String> = self.attempts.keys().cloned().collect();
+        for id in ids {
+            self.release(&id, cause);
+        }
+        self.waiting.clear();
+        self.commands.clear();
+        // Policies violated by the termination itself, or owing an
+        // obligation it leaves open, are reported now.
+        status = self.report_at_end(reason, status, cause);
+        let output = self.result().map(|(_, a)| a.clone());
+        self.emit("control", events::run_terminated(reason, status, output), Some(cause));
+        self.status = RunStatus::Terminated { reason: reason.to_string(), status: status.to_string(), budget_exhausted: self.budget_hit };
+    }
+
+    /// A `success` ending holds only if the workflow's success condition
+    /// holds and its result is of the workflow's `output` type; otherwise
+    /// the run fails, with a warning saying why.
+    fn checked_success(&mut self, status: TerminationStatus, cause: &str) -> TerminationStatus {
         let mut status = status;
         if status == TerminationStatus::Success {
             if let Some(cond) = self.wf().success().cloned() {
@@ -45,50 +68,6 @@ impl Engine {
                 }
             }
         }
-        if let Some(m) = message {
-            self.emit("control", events::warning(m.to_string()), Some(cause));
-        }
-        // Cancel what is still running: leases released, no further dispatch.
-        let ids: Vec<String> = self.attempts.keys().cloned().collect();
-        for id in ids {
-            self.release(&id, cause);
-        }
-        self.waiting.clear();
-        self.commands.clear();
-        // Policies violated by the termination itself, or owing an
-        // obligation it leaves open, are reported now: the run ends anyway,
-        // and a run that would have succeeded (or returned a partial
-        // result) fails unless they only warn.
-        for i in 0..self.policies.len() {
-            let p = &mut self.policies[i];
-            if p.reported {
-                continue;
-            }
-            let now = p.monitor.state();
-            let automaton = &mut p.monitor.automaton;
-            let mask = automaton.mask(&Obs::Terminated(reason));
-            let next = automaton.step(now, mask);
-            let (offending, owed, message) = if Automaton::is_false(next) {
-                let required = automaton.residual(now);
-                ("run_terminated", None, self.violation_message(i, &format!("terminated({reason})"), &required, ""))
-            } else if !automaton.accepts_end(next) {
-                let owed = automaton.residual(next);
-                let mut message = format!("the run ended with `{}` still owing {owed}", p.name);
-                if let Some(d) = &p.description {
-                    message.push_str(&format!(" ({d})"));
-                }
-                ("end", Some(owed), message)
-            } else {
-                continue;
-            };
-            let response = self.policies[i].response;
-            if response != PolicyResponse::Warn && matches!(status, TerminationStatus::Success | TerminationStatus::Partial) {
-                status = TerminationStatus::Failure;
-            }
-            self.report(i, response, offending, message, owed, cause);
-        }
-        let output = self.result().map(|(_, a)| a.clone());
-        self.emit("control", events::run_terminated(reason, status, output), Some(cause));
-        self.status = RunStatus::Terminated { reason: reason.to_string(), status: status.to_string(), budget_exhausted: self.budget_hit };
+        status
     }
 }

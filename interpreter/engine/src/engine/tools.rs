@@ -27,46 +27,23 @@ impl Engine {
             _ => self.nodes[&node.name].input.clone(),
         };
         let key_template = node.idempotency_key().map(str::to_string);
-        self.call_tool(attempt, &tool, input, key_template, None, delay, cause);
+        let call = PendingCall { attempt: attempt.to_string(), tool, input, key_template, agent: None, delay };
+        self.call_tool(call, cause);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn call_tool(
-        &mut self,
-        attempt_id: &str,
-        tool: &str,
-        input: Value,
-        key_template: Option<String>,
-        agent: Option<&str>,
-        delay: u64,
-        cause: &str,
-    ) {
-        let Some(node) = self.attempts.get(attempt_id).and_then(|a| self.node(&a.node)) else { return };
+    /// Makes a tool call: the tool known, its input valid, confirmed by a
+    /// human when it must be, allowed by the policies, within its server's
+    /// quota and the budgets — then issued.
+    pub(super) fn call_tool(&mut self, call: PendingCall, cause: &str) {
+        let Some(node) = self.attempts.get(&call.attempt).and_then(|a| self.node(&a.node)) else { return };
         // The program is shared: the declaration is borrowed through its own handle.
         let program = self.program.clone();
-        let Some(decl) = program.decls.get(tool) else {
-            self.attempt_failed(attempt_id, ErrorCode::UnknownTool, &format!("no tool `{tool}`"), cause);
+        let Some(decl) = program.decls.get(&call.tool) else {
+            self.attempt_failed(&call.attempt, ErrorCode::UnknownTool, &format!("no tool `{}`", call.tool), cause);
             return;
         };
-        // The tool's input is validated before the call.
-        if let Some(ty) = decl.input_type() {
-            match self.validator("tool.input", tool, ty) {
-                Ok(v) => {
-                    if let Err(errors) = v.validate(&input) {
-                        let msg = format!("input of `{tool}` is invalid: {}", errors.join("; "));
-                        if agent.is_some() {
-                            self.feed_tool_error(attempt_id, tool, &msg, cause);
-                        } else {
-                            self.attempt_failed(attempt_id, ErrorCode::InvalidInput, &msg, cause);
-                        }
-                        return;
-                    }
-                }
-                Err(e) => {
-                    self.attempt_failed(attempt_id, ErrorCode::InvalidSchema, &e, cause);
-                    return;
-                }
-            }
+        if !self.tool_input_valid(&call, decl, cause) {
+            return;
         }
         // A tool that needs confirmation runs only after a human approved
         // something in this run (an approval node or a gate decision);
@@ -76,104 +53,94 @@ impl Engine {
             if let Some(audit) = decl.audit() {
                 deciders.extend(audit.visible_to);
             }
-            self.ask(
-                Decision::Confirm {
-                    attempt: attempt_id.to_string(),
-                    tool: tool.to_string(),
-                    input,
-                    key_template,
-                    agent: agent.map(str::to_string),
-                },
-                deciders,
-                Some(format!("`{tool}` needs a human confirmation before it runs")),
-                vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
-                cause,
-            );
+            let prompt = format!("`{}` needs a human confirmation before it runs", call.tool);
+            let choices = vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject];
+            self.ask(Decision::Confirm(call), deciders, Some(prompt), choices, cause);
             return;
         }
-        let held = || Held::CallTool {
-            attempt: attempt_id.to_string(),
-            tool: tool.to_string(),
-            input: input.clone(),
-            key_template: key_template.clone(),
-            agent: agent.map(str::to_string),
-            delay,
-        };
-        if !self.admit(Obs::Called { tool, by: agent }, "tool_call_started", cause, held) {
+        let obs = Obs::Called { tool: &call.tool, by: call.agent.as_deref() };
+        if !self.admit(obs, "tool_call_started", cause, || Held::CallTool(call.clone())) {
             return;
         }
-        // An MCP server's quota: calls per run at that server.
-        if decl.variant.as_deref() == Some("mcp") {
-            if let Some(quota) = decl.quota() {
-                let server = decl.server().join(" ");
-                let used = self.mcp_calls.entry(server.clone()).or_default();
-                if *used >= quota {
-                    let msg = format!("the quota of {quota} calls at `{server}` is used up");
-                    if agent.is_some() {
-                        self.feed_tool_error(attempt_id, tool, &msg, cause);
-                    } else {
-                        self.attempt_failed(attempt_id, ErrorCode::QuotaExhausted, &msg, cause);
-                    }
-                    return;
+        if !self.within_quota(&call, decl, cause) {
+            return;
+        }
+        self.issue_tool_call(call, &node, decl, cause);
+    }
+
+    /// A call refused before it ran: fed back to the agent that asked for
+    /// it (which may try something else), else the attempt fails with `code`.
+    pub(super) fn refuse_call(&mut self, call: &PendingCall, code: ErrorCode, message: &str, cause: &str) {
+        if call.agent.is_some() {
+            self.feed_tool_error(&call.attempt, &call.tool, message, cause);
+        } else {
+            self.attempt_failed(&call.attempt, code, message, cause);
+        }
+    }
+
+    /// Whether the call's input is of the tool's input type (else it is refused).
+    fn tool_input_valid(&mut self, call: &PendingCall, decl: &Decl, cause: &str) -> bool {
+        let Some(ty) = decl.input_type() else { return true };
+        match self.validator("tool.input", &call.tool, ty) {
+            Ok(v) => match v.validate(&call.input) {
+                Ok(()) => true,
+                Err(errors) => {
+                    let msg = format!("input of `{}` is invalid: {}", call.tool, errors.join("; "));
+                    self.refuse_call(call, ErrorCode::InvalidInput, &msg, cause);
+                    false
                 }
-                *used += 1;
+            },
+            Err(e) => {
+                self.attempt_failed(&call.attempt, ErrorCode::InvalidSchema, &e, cause);
+                false
             }
         }
-        let scopes = self.scopes_for(&node, agent);
+    }
+
+    /// An MCP server's quota: calls per run at that server. Counts the call
+    /// when it fits; refuses it when the quota is used up.
+    fn within_quota(&mut self, call: &PendingCall, decl: &Decl, cause: &str) -> bool {
+        if decl.variant.as_deref() != Some("mcp") {
+            return true;
+        }
+        let Some(quota) = decl.quota() else { return true };
+        let server = decl.server().join(" ");
+        let used = self.mcp_calls.entry(server.clone()).or_default();
+        if *used < quota {
+            *used += 1;
+            return true;
+        }
+        let msg = format!("the quota of {quota} calls at `{server}` is used up");
+        self.refuse_call(call, ErrorCode::QuotaExhausted, &msg, cause);
+        false
+    }
+
+    /// The call reserved against the budgets, recorded (`tool_call_started`)
+    /// and issued to the data plane.
+    fn issue_tool_call(&mut self, call: PendingCall, node: &Node, decl: &Decl, cause: &str) {
+        let PendingCall { attempt, tool, input, key_template, agent, delay } = call;
+        let scopes = self.scopes_for(node, agent.as_deref());
         let amount = Usage { tool_calls: 1, ..Usage::default() };
-        let present = match self.budgets.reserve(&scopes, &amount, false) {
-            Ok(p) => p,
-            Err(ex) => {
-                self.exhausted(ex, Some(&node.name), cause);
-                return;
-            }
-        };
+        let Some((present, reserved_ev)) = self.reserve(&scopes, &amount, &node.name, &attempt, cause) else { return };
         let idempotency_key = match key_template {
             Some(t) => Some(template(&t, &input)),
-            None if decl.effect() == Effect::NonIdempotent => Some(format!("{}:{attempt_id}", self.cfg.run_id)),
+            None if decl.effect() == Effect::NonIdempotent => Some(format!("{}:{attempt}", self.cfg.run_id)),
             None => None,
         };
-        let request = ToolRequest { tool: tool.to_string(), input: input.clone(), idempotency_key: idempotency_key.clone() };
+        let input_ref = self.store_as(&input, || format!("{attempt}/input"), Some(cause));
+        let request = ToolRequest { tool: tool.clone(), input, idempotency_key: idempotency_key.clone() };
         let request_key = request.key();
-        let input_ref = self.store_as(&input, || format!("{attempt_id}/input"), Some(cause));
-        // Reserved against every enclosing scope (none: nothing to record).
-        let reserved_ev = if present.is_empty() {
-            Str::from(cause)
-        } else {
-            self.emit(
-                "control",
-                Body::BudgetReserved {
-                    schema_version: V,
-                    scope: present.join(","),
-                    attempt_id: attempt_id.to_string(),
-                    amount: amount.clone(),
-                },
-                Some(cause),
-            )
-        };
         let n = {
-            let a = self.attempts.get_mut(attempt_id).expect("attempt exists");
+            let a = self.attempts.get_mut(&attempt).expect("attempt exists");
             a.tool_calls += 1;
             a.tool_calls
         };
-        let producer = self.envelope.producer("tool.", tool);
-        let started = self.emit_as(
-            producer,
-            events::tool_call_started(tool, &node.name, attempt_id, agent.map(str::to_string), request_key, idempotency_key, input_ref),
-            Some(&reserved_ev),
-        );
-        let key = CommandKey::Call { attempt: attempt_id, n }.to_key();
-        self.waiting.insert(
-            key.clone(),
-            Waiting::Tool {
-                attempt: attempt_id.to_string(),
-                from_agent: agent.is_some(),
-                scopes: present,
-                reserved: amount,
-                started,
-                tool: tool.to_string(),
-            },
-        );
+        let producer = self.envelope.producer("tool.", &tool);
+        let from_agent = agent.is_some();
+        let body = events::tool_call_started(&tool, &node.name, &attempt, agent, request_key, idempotency_key, input_ref);
+        let started = self.emit_as(producer, body, Some(&reserved_ev));
+        let key = CommandKey::Call { attempt: &attempt, n }.to_key();
+        self.waiting.insert(key.clone(), Waiting::Tool { attempt, from_agent, scopes: present, reserved: amount, started, tool });
         self.commands.push(Command { key, request: Request::Tool(request), delay_ms: delay });
     }
 
@@ -210,15 +177,7 @@ impl Engine {
             Some(started),
         );
         let used = Usage { tool_calls: 1, ..Usage::default() };
-        let changes = if scopes.is_empty() { Vec::new() } else { self.budgets.settle(scopes, reserved, &used, self.elapsed()) };
-        if let Some(first) = scopes.first() {
-            let remaining = self.budgets.scopes[first].remaining();
-            self.emit(
-                "control",
-                Body::BudgetSettled { schema_version: V, scope: scopes.join(","), attempt_id: attempt_id.to_string(), used, remaining },
-                Some(&done),
-            );
-        }
+        let changes = self.settle(scopes, reserved, used, attempt_id, &done);
         self.zone_changes(changes, &done);
         if !self.running() {
             return;

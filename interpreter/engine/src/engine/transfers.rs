@@ -2,6 +2,7 @@
 //! acceptance, context slice) and delegations (contract inputs, budget).
 
 use super::*;
+use flow_check::ir::Transfer;
 
 impl Engine {
     /// Why `output` does not satisfy `contract`, if it does not.
@@ -61,141 +62,157 @@ impl Engine {
 
     /// Applies the handoffs and delegations of `from -> to` to what crosses.
     pub(super) fn transfer(&mut self, from: &str, to: &str, input: Value, edge: Str) -> Crossing {
-        let transfers: Vec<_> = self.index.transfers_on(self.wf(), from, to).cloned().collect();
+        let transfers: Vec<Transfer> = self.index.transfers_on(self.wf(), from, to).cloned().collect();
         // What crossed, kept for a handoff a policy holds (only when policies apply).
         let original = (!self.policies.is_empty()).then(|| input.clone());
-        let mut input = input;
-        let mut parent = edge;
+        let mut crossed = (input, edge);
         for transfer in transfers {
-            if transfer.kind == TransferKind::Handoff {
-                let hops = self.hops.entry((from.to_string(), to.to_string())).or_default();
-                *hops += 1;
-                let hops = *hops;
-                if let Some(max) = transfer.max_hops() {
-                    if hops > max {
-                        let ex =
-                            self.emit("control", events::warning(format!("handoff {from} -> {to} exceeded max_hops {max}")), Some(&parent));
-                        self.workflow_event(HandlerEvent::MaxHops, Some(from), &ex, "max_hops", "too many handoffs");
-                        return Crossing::Refused;
-                    }
-                }
-                // Policies may hold the handoff before it happens; if a human
-                // lets it happen, the crossing is taken again from the start.
-                let held = || Held::Transfer { from: from.to_string(), to: to.to_string(), input: original.clone().unwrap_or_default() };
-                if !self.admit(Obs::HandedOff { from, to }, "handoff", &parent, held) {
-                    if let Some(h) = self.hops.get_mut(&(from.to_string(), to.to_string())) {
-                        *h -= 1;
-                    }
-                    return Crossing::Held;
-                }
-                // The plan carries the resolved mode (the default filled in at lowering).
-                let context = transfer.handoff_context();
-                let fields = transfer.context_fields();
-                // `payload` is what `from` produced (the declared payload
-                // type); the context slice is what the receiver sees.
-                let payload = input.clone();
-                let slice = match (&input, context) {
-                    (Value::Object(map), ContextMode::Filtered) if !fields.is_empty() => {
-                        Some(Value::Object(map.iter().filter(|(k, _)| fields.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect()))
-                    }
-                    _ => None,
-                };
-                let mut env = self.env.clone();
-                env.insert("payload".into(), payload.clone());
-                let mut accepted = true;
-                let mut why = String::new();
-                // The payload is of its declared type, or the handoff is refused.
-                if let Some(ty) = transfer.payload_type() {
-                    let problem = match self.validator("handoff.payload", &format!("{from} -> {to}"), ty) {
-                        Ok(v) => v.validate(&payload).err().map(|errors| format!("the payload is not a `{ty}`: {}", errors.join("; "))),
-                        Err(e) => Some(e),
-                    };
-                    if let Some(problem) = problem {
-                        accepted = false;
-                        why = problem;
-                    }
-                }
-                if accepted {
-                    for e in transfer.accept() {
-                        match eval::eval_bool(e, &env) {
-                            Ok(true) => {}
-                            Ok(false) => {
-                                accepted = false;
-                                why = format!("acceptance check failed: {}", eval::render(e));
-                                break;
-                            }
-                            Err(err) => {
-                                accepted = false;
-                                why = format!("acceptance check errored: {}", err.message);
-                                break;
-                            }
-                        }
-                    }
-                }
-                let payload_ref = self.store(&payload, &format!("handoff {from} -> {to}"), Some(&parent));
-                let handoff = self.emit(&format!("node.{from}"), events::handoff(&transfer, payload_ref.clone(), accepted), Some(&parent));
-                if !accepted {
-                    if let Some(node) = self.node(from) {
-                        self.node_failed(&node, ErrorCode::HandoffRefused, &why, &handoff);
-                    }
-                    return Crossing::Refused;
-                }
-                self.emit(
-                    "control",
-                    Body::Message {
-                        schema_version: V,
-                        message_type: MessageType::TaskAssign,
-                        from: from.to_string(),
-                        to: to.to_string(),
-                        artifact: Some(payload_ref),
-                    },
-                    Some(&handoff),
-                );
-                if let Some(slice) = slice {
-                    self.pending_slice.insert(to.to_string(), slice);
-                }
-                input = payload;
-                parent = handoff;
-            } else if transfer.kind == TransferKind::Delegate {
-                let mut inputs = serde_json::Map::new();
-                if let Some(r) = transfer.inputs() {
-                    for (k, v) in r {
-                        let value = match v {
-                            IrValue::Expr(e) => eval::eval(e, &self.env).unwrap_or(Value::Null),
-                            other => eval::value_to_json(other),
-                        };
-                        inputs.insert(k.clone(), value);
-                    }
-                }
-                let inputs = Value::Object(inputs);
-                let contract = transfer.contract().unwrap_or_default().to_string();
-                let contract_name = contract.clone();
-                // The inputs are of the contract's `inputs` type, or the
-                // delegation is refused: the delegator fails.
-                if let Some(ty) = self.decl(&contract).and_then(|c| c.inputs_type()).cloned() {
-                    let problem = match self.validator("contract.inputs", &contract, &ty) {
-                        Ok(v) => v.validate(&inputs).err().map(|errors| format!("the inputs are not a `{ty}`: {}", errors.join("; "))),
-                        Err(e) => Some(e),
-                    };
-                    if let Some(problem) = problem {
-                        let why = format!("delegation {from} -> {to} refused (contract `{contract}`): {problem}");
-                        if let Some(node) = self.node(from) {
-                            self.node_failed(&node, ErrorCode::DelegationRefused, &why, &parent);
-                        }
-                        return Crossing::Refused;
-                    }
-                }
-                let program = self.program.clone();
-                let budget = program.decls.get(&contract).and_then(|c| c.budget(&program));
-                if let Some(budget) = budget {
-                    self.budgets.add(Scope::from_budget(&format!("delegation.{to}"), &budget));
-                }
-                let inputs_ref = self.store(&inputs, &format!("delegation {from} -> {to}"), Some(&parent));
-                parent = self.emit(&format!("node.{from}"), events::delegation(&program, &transfer, inputs_ref), Some(&parent));
-                self.pending_contract.insert(to.to_string(), contract_name);
-                input = inputs;
+            let step = match transfer.kind {
+                TransferKind::Handoff => self.handoff(&transfer, from, to, crossed, &original),
+                TransferKind::Delegate => self.delegate(&transfer, from, to, crossed),
+            };
+            crossed = match step {
+                Ok(next) => next,
+                Err(stopped) => return stopped,
+            };
+        }
+        Crossing::Enter(crossed.0, crossed.1)
+    }
+
+    /// A handoff: counted against `max_hops`, admitted by the policies,
+    /// its payload checked (type, acceptance), recorded, and its context
+    /// slice kept for the receiver. Gives what crosses on and the event it
+    /// hangs on, or how the crossing stopped.
+    fn handoff(
+        &mut self,
+        transfer: &Transfer,
+        from: &str,
+        to: &str,
+        crossed: (Value, Str),
+        original: &Option<Value>,
+    ) -> Result<(Value, Str), Crossing> {
+        let (payload, parent) = crossed;
+        let hops = self.hops.entry((from.to_string(), to.to_string())).or_default();
+        *hops += 1;
+        let hops = *hops;
+        if let Some(max) = transfer.max_hops() {
+            if hops > max {
+                let ex = self.emit("control", events::warning(format!("handoff {from} -> {to} exceeded max_hops {max}")), Some(&parent));
+                self.workflow_event(HandlerEvent::MaxHops, Some(from), &ex, "max_hops", "too many handoffs");
+                return Err(Crossing::Refused);
             }
         }
-        Crossing::Enter(input, parent)
+        // Policies may hold the handoff before it happens; if a human
+        // lets it happen, the crossing is taken again from the start.
+        let held = || Held::Transfer { from: from.to_string(), to: to.to_string(), input: original.clone().unwrap_or_default() };
+        if !self.admit(Obs::HandedOff { from, to }, "handoff", &parent, held) {
+            if let Some(h) = self.hops.get_mut(&(from.to_string(), to.to_string())) {
+                *h -= 1;
+            }
+            return Err(Crossing::Held);
+        }
+        // `payload` is what `from` produced (the declared payload type); the
+        // context slice is what the receiver sees. The plan carries the
+        // resolved mode (the default filled in at lowering).
+        let fields = transfer.context_fields();
+        let slice = match (&payload, transfer.handoff_context()) {
+            (Value::Object(map), ContextMode::Filtered) if !fields.is_empty() => {
+                Some(Value::Object(map.iter().filter(|(k, _)| fields.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect()))
+            }
+            _ => None,
+        };
+        let refusal = self.payload_refusal(transfer, from, to, &payload);
+        let payload_ref = self.store(&payload, &format!("handoff {from} -> {to}"), Some(&parent));
+        let handoff = self.emit(&format!("node.{from}"), events::handoff(transfer, payload_ref.clone(), refusal.is_none()), Some(&parent));
+        if let Some(why) = refusal {
+            if let Some(node) = self.node(from) {
+                self.node_failed(&node, ErrorCode::HandoffRefused, &why, &handoff);
+            }
+            return Err(Crossing::Refused);
+        }
+        let message = Body::Message {
+            schema_version: V,
+            message_type: MessageType::TaskAssign,
+            from: from.to_string(),
+            to: to.to_string(),
+            artifact: Some(payload_ref),
+        };
+        self.emit("control", message, Some(&handoff));
+        if let Some(slice) = slice {
+            self.pending_slice.insert(to.to_string(), slice);
+        }
+        Ok((payload, handoff))
+    }
+
+    /// Why a handoff refuses `payload`, if it does: not of the declared
+    /// payload type, or an acceptance check false or erroring.
+    fn payload_refusal(&mut self, transfer: &Transfer, from: &str, to: &str, payload: &Value) -> Option<String> {
+        if let Some(ty) = transfer.payload_type() {
+            let problem = match self.validator("handoff.payload", &format!("{from} -> {to}"), ty) {
+                Ok(v) => v.validate(payload).err().map(|errors| format!("the payload is not a `{ty}`: {}", errors.join("; "))),
+                Err(e) => Some(e),
+            };
+            if problem.is_some() {
+                return problem;
+            }
+        }
+        let checks = transfer.accept();
+        if checks.is_empty() {
+            return None;
+        }
+        let mut env = self.env.clone();
+        env.insert("payload".into(), payload.clone());
+        for e in checks {
+            match eval::eval_bool(e, &env) {
+                Ok(true) => {}
+                Ok(false) => return Some(format!("acceptance check failed: {}", eval::render(e))),
+                Err(err) => return Some(format!("acceptance check errored: {}", err.message)),
+            }
+        }
+        None
+    }
+
+    /// A delegation: its inputs evaluated and checked against the
+    /// contract's `inputs` type (else the delegator fails), the contract's
+    /// budget opened, recorded; the delegate then works under the contract.
+    fn delegate(&mut self, transfer: &Transfer, from: &str, to: &str, crossed: (Value, Str)) -> Result<(Value, Str), Crossing> {
+        let (_, parent) = crossed;
+        let mut inputs = serde_json::Map::new();
+        if let Some(r) = transfer.inputs() {
+            for (k, v) in r {
+                let value = match v {
+                    IrValue::Expr(e) => eval::eval(e, &self.env).unwrap_or(Value::Null),
+                    other => eval::value_to_json(other),
+                };
+                inputs.insert(k.clone(), value);
+            }
+        }
+        let inputs = Value::Object(inputs);
+        let contract = transfer.contract().unwrap_or_default().to_string();
+        let contract_name = contract.clone();
+        // The inputs are of the contract's `inputs` type, or the
+        // delegation is refused: the delegator fails.
+        if let Some(ty) = self.decl(&contract).and_then(|c| c.inputs_type()).cloned() {
+            let problem = match self.validator("contract.inputs", &contract, &ty) {
+                Ok(v) => v.validate(&inputs).err().map(|errors| format!("the inputs are not a `{ty}`: {}", errors.join("; "))),
+                Err(e) => Some(e),
+            };
+            if let Some(problem) = problem {
+                let why = format!("delegation {from} -> {to} refused (contract `{contract}`): {problem}");
+                if let Some(node) = self.node(from) {
+                    self.node_failed(&node, ErrorCode::DelegationRefused, &why, &parent);
+                }
+                return Err(Crossing::Refused);
+            }
+        }
+        let program = self.program.clone();
+        let budget = program.decls.get(&contract).and_then(|c| c.budget(&program));
+        if let Some(budget) = budget {
+            self.budgets.add(Scope::from_budget(&format!("delegation.{to}"), &budget));
+        }
+        let inputs_ref = self.store(&inputs, &format!("delegation {from} -> {to}"), Some(&parent));
+        let delegation = self.emit(&format!("node.{from}"), events::delegation(&program, transfer, inputs_ref), Some(&parent));
+        self.pending_contract.insert(to.to_string(), contract_name);
+        Ok((inputs, delegation))
     }
 }

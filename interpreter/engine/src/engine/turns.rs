@@ -73,6 +73,39 @@ impl Engine {
         (default, model)
     }
 
+    /// The request of the next turn of `attempt` at `node`.
+    #[allow(clippy::too_many_arguments)]
+    fn agent_request(
+        &self,
+        attempt: &Attempt,
+        node: &Node,
+        agent_name: &str,
+        agent: &Decl,
+        provider: String,
+        model: Option<String>,
+        max_tokens: u64,
+    ) -> AgentRequest {
+        AgentRequest {
+            agent: agent_name.to_string(),
+            node: node.name.clone(),
+            provider,
+            model,
+            instructions: agent.instructions().map(str::to_string),
+            prompt: node.prompt().map(str::to_string),
+            context: self.context_for(node, agent),
+            output_schema: ty_to_schema(&node.output, &self.program.types),
+            tools: agent.tools(),
+            visit: self.nodes[&node.name].visits,
+            attempt_no: attempt.attempt_no,
+            turn: attempt.turn + 1,
+            node_turn: self.node_turns.get(&node.name).copied().unwrap_or(0) + 1,
+            repair: attempt.repair.clone(),
+            tool_results: attempt.tool_results.clone(),
+            max_tokens,
+            flags: self.flags.clone(),
+        }
+    }
+
     pub(super) fn next_turn(&mut self, attempt_id: &str, delay: u64, cause: &str) {
         if !self.running() {
             return;
@@ -91,27 +124,7 @@ impl Engine {
         let (provider, model) = self.provider_for(&node, &agent);
         let ceiling = TurnCeiling::of(&agent, self.decl(&provider));
         let max_tokens = ceiling.max_tokens;
-        let output_ty = node.output.clone();
-        let node_turn = self.node_turns.get(&node.name).copied().unwrap_or(0) + 1;
-        let request = AgentRequest {
-            agent: agent_name.clone(),
-            node: node.name.clone(),
-            provider,
-            model,
-            instructions: agent.instructions().map(str::to_string),
-            prompt: node.prompt().map(str::to_string),
-            context: self.context_for(&node, &agent),
-            output_schema: ty_to_schema(&output_ty, &self.program.types),
-            tools: agent.tools(),
-            visit: self.nodes[&node.name].visits,
-            attempt_no: attempt.attempt_no,
-            turn: attempt.turn + 1,
-            node_turn,
-            repair: attempt.repair.clone(),
-            tool_results: attempt.tool_results.clone(),
-            max_tokens,
-            flags: self.flags.clone(),
-        };
+        let request = self.agent_request(&attempt, &node, &agent_name, &agent, provider, model, max_tokens);
         // What the request can hold, held against the declared input
         // ceiling before anything is reserved or sent.
         let bound = prompt::input_token_bound(&request);
@@ -120,19 +133,9 @@ impl Engine {
             (None, Some(_)) => InputCeiling::Provider,
             (None, None) => InputCeiling::Request,
         };
-        if let Some(limit) = ceiling.max_input_tokens {
-            if bound > limit {
-                let whose = match input_from {
-                    InputCeiling::Agent => format!("agent `{agent_name}`"),
-                    _ => format!("provider `{}`", request.provider),
-                };
-                let msg = format!(
-                    "turn {} was not sent: its request may hold up to {bound} input tokens, over the `max_input_tokens` of {limit} of {whose}",
-                    attempt.turn + 1
-                );
-                self.attempt_failed(attempt_id, ErrorCode::InputTooLarge, &msg, cause);
-                return;
-            }
+        if let Some(message) = too_large(&request, bound, ceiling.max_input_tokens, input_from) {
+            self.attempt_failed(attempt_id, ErrorCode::InputTooLarge, &message, cause);
+            return;
         }
         // The reservation is the turn's ceiling: the declared input limit
         // (else what the request can hold) and a full completion, at the
@@ -141,26 +144,8 @@ impl Engine {
         let limits = TurnLimits { input, output: max_tokens, input_from };
         let scopes = self.scopes_for(&node, Some(&agent_name));
         let amount = Usage { tokens: input + max_tokens, cost: ceiling.cost_with_input(input), ..Usage::default() };
-        let present = match self.budgets.reserve(&scopes, &amount, false) {
-            Ok(p) => p,
-            Err(ex) => {
-                self.exhausted(ex, Some(&node.name), cause);
-                return;
-            }
-        };
-        if !present.is_empty() {
-            self.emit(
-                "control",
-                Body::BudgetReserved {
-                    schema_version: V,
-                    scope: present.join(","),
-                    attempt_id: attempt_id.to_string(),
-                    amount: amount.clone(),
-                },
-                Some(cause),
-            );
-        }
-        self.node_turns.insert(node.name.clone(), node_turn);
+        let Some((present, _)) = self.reserve(&scopes, &amount, &node.name, attempt_id, cause) else { return };
+        self.node_turns.insert(node.name.clone(), request.node_turn);
         let a = self.attempts.get_mut(attempt_id).expect("attempt exists");
         a.turn += 1;
         let key = CommandKey::Turn { attempt: attempt_id, turn: a.turn }.to_key();
@@ -190,12 +175,7 @@ impl Engine {
             reply.output.clone().or_else(|| reply.tool_call.as_ref().map(|c| json!({ "tool_call": c.tool, "input": c.input })));
         let reply_ref = reply_value.as_ref().map(|v| self.store(v, &format!("{attempt_id}/turn{}", attempt.turn), Some(&attempt.started)));
         let request_key = CommandKey::Turn { attempt: attempt_id, turn: attempt.turn }.to_key();
-        let error = reply.error.clone().or_else(|| {
-            (reply.output.is_none() && reply.tool_call.is_none()).then(|| match &reply.text {
-                Some(t) => format!("the reply is not JSON: {}", t.chars().take(120).collect::<String>()),
-                None => "empty reply".to_string(),
-            })
-        });
+        let error = reply_error(&reply);
         let turn = self.emit(
             &format!("agent.{agent}"),
             Body::AgentTurn {
@@ -212,15 +192,7 @@ impl Engine {
             },
             Some(&attempt.started),
         );
-        let changes = self.budgets.settle(scopes, reserved, &used, self.elapsed());
-        if !scopes.is_empty() {
-            let remaining = self.budgets.scopes[&scopes[0]].remaining();
-            self.emit(
-                "control",
-                Body::BudgetSettled { schema_version: V, scope: scopes.join(","), attempt_id: attempt_id.to_string(), used, remaining },
-                Some(&turn),
-            );
-        }
+        let changes = self.settle(scopes, reserved, used, attempt_id, &turn);
         self.check_ceilings(attempt_id, attempt.turn, &agent, ceiling, reserved, &reply, &turn);
         // A turn that used more than its scope had left exhausts it: that
         // is recorded and handled before any zone the overrun crossed.
@@ -234,8 +206,16 @@ impl Engine {
         if !self.running() {
             return;
         }
+        self.act_on_reply(attempt_id, &node, agent, reply, error, &turn);
+    }
+
+    /// What a settled turn's reply leads to: a provider error fails the
+    /// attempt; a tool call is made if the agent and the tool allow it; an
+    /// output is validated (repaired while repairs are left) and completes
+    /// the attempt.
+    fn act_on_reply(&mut self, attempt_id: &str, node: &Node, agent: String, reply: AgentReply, error: Option<String>, turn: &str) {
         if let Some(err) = reply.error {
-            self.attempt_failed(attempt_id, ErrorCode::ProviderError, &err, &turn);
+            self.attempt_failed(attempt_id, ErrorCode::ProviderError, &err, turn);
             return;
         }
         if let Some(call) = reply.tool_call {
@@ -243,22 +223,30 @@ impl Engine {
             let allowed_by_tool = self.decl(&call.tool).map(|d| d.allows_agent(&agent)).unwrap_or(false);
             if !(allowed_by_agent && allowed_by_tool) {
                 let msg = format!("agent `{agent}` may not call `{}`", call.tool);
-                self.feed_tool_error(attempt_id, &call.tool, &msg, &turn);
+                self.feed_tool_error(attempt_id, &call.tool, &msg, turn);
                 return;
             }
-            self.call_tool(attempt_id, &call.tool, call.input, None, Some(&agent), 0, &turn);
+            let call = PendingCall {
+                attempt: attempt_id.to_string(),
+                tool: call.tool,
+                input: call.input,
+                key_template: None,
+                agent: Some(agent),
+                delay: 0,
+            };
+            self.call_tool(call, turn);
             return;
         }
         let Some(output) = reply.output else {
-            self.repair_or_fail(attempt_id, error.unwrap_or_default(), &turn);
+            self.repair_or_fail(attempt_id, error.unwrap_or_default(), turn);
             return;
         };
         match self.validator("node.output", &node.name, &node.output) {
             Ok(v) => match v.validate(&output) {
-                Ok(()) => self.attempt_succeeded(attempt_id, output, &turn),
-                Err(errors) => self.repair_or_fail(attempt_id, format!("invalid output: {}", errors.join("; ")), &turn),
+                Ok(()) => self.attempt_succeeded(attempt_id, output, turn),
+                Err(errors) => self.repair_or_fail(attempt_id, format!("invalid output: {}", errors.join("; ")), turn),
             },
-            Err(e) => self.attempt_failed(attempt_id, ErrorCode::InvalidSchema, &e, &turn),
+            Err(e) => self.attempt_failed(attempt_id, ErrorCode::InvalidSchema, &e, turn),
         }
     }
 
@@ -303,4 +291,29 @@ impl Engine {
         );
         self.emit("control", events::warning(message), Some(cause));
     }
+}
+
+/// Why a turn is not sent, if it is not: the bound of what its request can
+/// hold is over the declared `max_input_tokens`.
+fn too_large(request: &AgentRequest, bound: u64, limit: Option<u64>, from: InputCeiling) -> Option<String> {
+    let limit = limit.filter(|limit| bound > *limit)?;
+    let whose = match from {
+        InputCeiling::Agent => format!("agent `{}`", request.agent),
+        _ => format!("provider `{}`", request.provider),
+    };
+    Some(format!(
+        "turn {} was not sent: its request may hold up to {bound} input tokens, over the `max_input_tokens` of {limit} of {whose}",
+        request.turn
+    ))
+}
+
+/// What is wrong with a reply, if anything: the provider's error, or a
+/// reply that is neither an output nor a tool call.
+fn reply_error(reply: &AgentReply) -> Option<String> {
+    reply.error.clone().or_else(|| {
+        (reply.output.is_none() && reply.tool_call.is_none()).then(|| match &reply.text {
+            Some(t) => format!("the reply is not JSON: {}", t.chars().take(120).collect::<String>()),
+            None => "empty reply".to_string(),
+        })
+    })
 }

@@ -1,0 +1,132 @@
+//! Budgets as the engine meters them: the scopes a call counts against,
+//! reservations and settlements (recorded once, here), zones crossed and
+//! exhaustion handled.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn scopes_for(&self, node: &Node, agent: Option<&str>) -> Vec<String> {
+        if self.budgets.scopes.is_empty() {
+            return Vec::new();
+        }
+        let mut scopes = vec!["run".to_string()];
+        if let Some(agent) = agent {
+            scopes.push(format!("agent.{agent}"));
+        }
+        scopes.push(format!("node.{}", node.name));
+        scopes.push(format!("delegation.{}", node.name));
+        scopes
+    }
+
+    /// One control-plane step for an attempt of `node`, reserved and settled
+    /// at once (no budgets: nothing to do). False when the run stopped: a
+    /// budget was exhausted, or a zone the step crossed ended it.
+    pub(super) fn take_step(&mut self, node: &Node, cause: &str) -> bool {
+        let agent = (node.kind == NodeKind::Agent).then(|| node.target.first().cloned()).flatten();
+        // One control-plane step per attempt.
+        let scopes = self.scopes_for(node, agent.as_deref());
+        let step = Usage { steps: 1, ..Usage::default() };
+        // No scopes (no budgets): nothing to reserve or settle.
+        match if scopes.is_empty() { Ok(Vec::new()) } else { self.budgets.reserve(&scopes, &step, false) } {
+            Ok(present) if present.is_empty() => {}
+            Ok(present) => {
+                let changes = self.budgets.settle(&present, &step, &step, self.elapsed());
+                self.zone_changes(changes, cause);
+                if !self.running() {
+                    return false;
+                }
+            }
+            Err(ex) => {
+                self.exhausted(ex, Some(&node.name), cause);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Reserves `amount` for `attempt_id` against `scopes`, recorded as
+    /// `budget_reserved` under `cause`. Gives the scopes present (empty: no
+    /// budget applies and nothing is recorded) and the event what follows
+    /// hangs on (`cause` when nothing was recorded). `None` when a scope
+    /// would be exhausted: that is recorded and handled.
+    pub(super) fn reserve(
+        &mut self,
+        scopes: &[String],
+        amount: &Usage,
+        node: &str,
+        attempt_id: &str,
+        cause: &str,
+    ) -> Option<(Vec<String>, Str)> {
+        let present = match self.budgets.reserve(scopes, amount, false) {
+            Ok(p) => p,
+            Err(ex) => {
+                self.exhausted(ex, Some(node), cause);
+                return None;
+            }
+        };
+        if present.is_empty() {
+            return Some((present, Str::from(cause)));
+        }
+        let body = Body::BudgetReserved {
+            schema_version: V,
+            scope: present.join(","),
+            attempt_id: attempt_id.to_string(),
+            amount: amount.clone(),
+        };
+        let reserved = self.emit("control", body, Some(cause));
+        Some((present, reserved))
+    }
+
+    /// Settles what `attempt_id` reserved against `scopes` with what it
+    /// `used`, recorded as `budget_settled` under `cause`. Gives the zones
+    /// the settlement crossed (to be applied by the caller, after anything
+    /// it records first).
+    pub(super) fn settle(&mut self, scopes: &[String], reserved: &Usage, used: Usage, attempt_id: &str, cause: &str) -> Vec<ZoneChange> {
+        let Some(first) = scopes.first() else { return Vec::new() };
+        let changes = self.budgets.settle(scopes, reserved, &used, self.elapsed());
+        let remaining = self.budgets.scopes[first].remaining();
+        let body = Body::BudgetSettled { schema_version: V, scope: scopes.join(","), attempt_id: attempt_id.to_string(), used, remaining };
+        self.emit("control", body, Some(cause));
+        changes
+    }
+
+    pub(super) fn zone_changes(&mut self, changes: Vec<ZoneChange>, cause: &str) {
+        let mut rest = changes.into_iter();
+        while let Some(change) = rest.next() {
+            let held = || Held::Zones { changes: std::iter::once(change.clone()).chain(rest.clone()).collect() };
+            if !self.admit(Obs::Zone(change.to.as_str()), "budget_zone_changed", cause, held) {
+                return;
+            }
+            let ev = self.emit("control", events::zone_changed(&change.scope, change.from, change.to, &change.actions), Some(cause));
+            let ctx = Ctx { node: None, gate: None, event: ActionEvent::Zone(change.to) };
+            for action in &change.actions {
+                self.act(action, &ctx, HandlerScope::Budget(change.scope.clone()), &ev);
+            }
+        }
+    }
+
+    pub(super) fn exhausted(&mut self, ex: Exhausted, node: Option<&str>, cause: &str) {
+        self.budget_hit = true;
+        let ev = self.emit("control", events::budget_exhausted(&ex.scope, &ex.limit), Some(cause));
+        // Attempts in flight on that node fail with budget_exhausted.
+        let ids: Vec<String> = self.attempts.values().filter(|a| Some(a.node.as_str()) == node).map(|a| a.id.clone()).collect();
+        for id in ids {
+            self.attempt_failed(&id, ErrorCode::BudgetExhausted, &format!("{} limit of {} reached", ex.limit, ex.scope), &ev);
+        }
+        let ctx = Ctx { node: node.map(str::to_string), gate: None, event: HandlerEvent::BudgetExhausted.into() };
+        if let Some(action) = self.budgets.scopes.get(&ex.scope).and_then(|s| s.on_exhausted.clone()) {
+            self.act(&action, &ctx, HandlerScope::Budget(ex.scope.clone()), &ev);
+            return;
+        }
+        if let Some(n) = node.and_then(|n| self.node(n)) {
+            if let Some(h) = n.handlers.iter().find(|h| h.events.contains(&HandlerEvent::BudgetExhausted)).cloned() {
+                self.act(&h.action, &ctx, HandlerScope::Node(n.name.clone()), &ev);
+                return;
+            }
+        }
+        self.workflow_event(HandlerEvent::BudgetExhausted, node, &ev, "budget_exhausted", "budget exhausted");
+        if let RunStatus::Terminated { status, .. } = &self.status {
+            let _ = status;
+        }
+    }
+}

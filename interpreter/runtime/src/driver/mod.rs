@@ -1,0 +1,458 @@
+//! Runs the control plane against the data plane.
+//!
+//! The driver owns the run directory: the journal (`journal.sqlite`), the
+//! trace (`trace.jsonl`, rewritten from the journal on resume) and the
+//! artifacts (`artifacts/`). Its loop: store the engine's artifacts,
+//! append its events to the journal (one transaction per step), append them
+//! to the trace, and only then dispatch its commands — an event is
+//! persisted before its effect is visible. Every data-plane response is
+//! persisted (as a proposal) before the engine sees it.
+//!
+//! Resume replays: the engine runs again from the start and is fed the
+//! recorded proposals in their recorded order; the events it regenerates
+//! must match the journal (else the run has diverged from its plan). When
+//! the journal is exhausted the run goes live: attempts whose executor was
+//! lost get their lease expired and run again, non-idempotent tool calls
+//! with an unknown outcome go to reconciliation.
+
+mod dispatch;
+mod live;
+mod replay;
+mod rundir;
+
+use dispatch::*;
+use replay::*;
+use rundir::*;
+pub use rundir::{append_proposal, load_meta, open_journal, pending_decisions, proposals, run_id_of, PendingDecision, Proposal, RunMeta};
+
+use crate::clock::Clock;
+use crate::engine::{Engine, RunConfig, RunStatus};
+use crate::exec::{Cassette, Executors, Miss, ReplayMode};
+use crate::journal::{ArtifactStore, DirArtifacts, Journal, MemoryArtifacts, MemoryJournal, SqliteJournal};
+use crate::proto::*;
+use flow_check::ir::Program;
+use flow_check::plan::Plan;
+use flow_check::view::Rate;
+use flow_trace::{Body, Event};
+use indexmap::IndexMap;
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+/// Exit codes of `flow run` / `flow resume`.
+pub mod exit {
+    pub const SUCCESS: u8 = 0;
+    pub const FAILED: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const BUDGET_EXHAUSTED: u8 = 3;
+    pub const AWAITING_DECISION: u8 = 4;
+    /// A partial result (a declared fallback other than budget exhaustion).
+    pub const PARTIAL: u8 = 5;
+    /// `flow run PLAN.json` refused the plan: its content does not match its
+    /// digest, or it fails the static checks.
+    pub const PLAN_REFUSED: u8 = 6;
+}
+
+/// Why a run could not proceed (distinct from a run that failed).
+#[derive(Debug, Clone)]
+pub enum RunError {
+    Usage(String),
+    Storage(String),
+    /// `--replay` met a request not in the cassette.
+    ReplayMiss(String),
+    /// The journal does not match what the plan produces.
+    Diverged(String),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Usage(m) | RunError::Storage(m) | RunError::ReplayMiss(m) => write!(f, "{m}"),
+            RunError::Diverged(m) => write!(f, "the journal diverges from the plan: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<crate::journal::JournalError> for RunError {
+    fn from(e: crate::journal::JournalError) -> Self {
+        RunError::Storage(e.to_string())
+    }
+}
+
+/// Answers a human question interactively (a terminal prompt), or `None`
+/// when nobody can answer now (the run pauses).
+pub trait Asker: Send {
+    fn ask(&mut self, request: &HumanRequest) -> Option<HumanAnswer>;
+}
+
+/// Sees every event once it is persisted (progress display, logs).
+pub type Observer = Box<dyn FnMut(&Event) + Send>;
+
+/// The journal and artifact store of a run.
+type Storage = (Box<dyn Journal>, Box<dyn ArtifactStore>);
+
+/// Options of one execution.
+pub struct Options {
+    pub run_dir: PathBuf,
+    pub clock: Arc<dyn Clock>,
+    /// `synchronous=FULL` for the journal (survives power loss).
+    pub durable: bool,
+    /// No durable journal (benchmarks, embedding): events are sequenced and
+    /// observed but not retained; artifacts stay in memory; no resume.
+    pub in_memory: bool,
+    pub record: Option<PathBuf>,
+    pub replay: Option<(PathBuf, ReplayMode)>,
+    /// Test hook: abort the process right after event `n` is persisted.
+    pub crash_after_seq: Option<u64>,
+    pub asker: Option<Box<dyn Asker>>,
+    /// Called for every persisted event (progress display, logs).
+    pub observer: Option<Observer>,
+    /// Whether to write `trace.jsonl`.
+    pub write_trace: bool,
+    /// Ctrl-C cancels the run (the CLI); tests and embedders leave it off.
+    pub cancel_on_ctrl_c: bool,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options").field("run_dir", &self.run_dir).field("in_memory", &self.in_memory).finish()
+    }
+}
+
+impl Options {
+    pub fn new(run_dir: PathBuf, clock: Arc<dyn Clock>) -> Options {
+        Options {
+            run_dir,
+            clock,
+            durable: false,
+            in_memory: false,
+            record: None,
+            replay: None,
+            crash_after_seq: None,
+            asker: None,
+            observer: None,
+            write_trace: true,
+            cancel_on_ctrl_c: false,
+        }
+    }
+}
+
+/// How a run ended (for now).
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub run_id: String,
+    pub run_dir: PathBuf,
+    pub status: RunStatus,
+    pub events: u64,
+    pub outputs: IndexMap<String, Value>,
+    /// Model turns that reported more than their per-turn ceilings (each
+    /// is a `warning` event): use the static budget bounds do not cover.
+    pub ceiling_breaches: u64,
+}
+
+impl Outcome {
+    /// The process exit code for this outcome.
+    pub fn exit_code(&self) -> u8 {
+        match &self.status {
+            RunStatus::Terminated { status, budget_exhausted, .. } => match status.as_str() {
+                "success" => exit::SUCCESS,
+                _ if *budget_exhausted => exit::BUDGET_EXHAUSTED,
+                "partial" => exit::PARTIAL,
+                _ => exit::FAILED,
+            },
+            RunStatus::Paused { .. } => exit::AWAITING_DECISION,
+            RunStatus::Running => exit::FAILED,
+        }
+    }
+}
+
+struct Driver {
+    engine: Engine,
+    journal: Box<dyn Journal>,
+    artifacts: Box<dyn ArtifactStore>,
+    trace: Option<std::io::BufWriter<std::fs::File>>,
+    exec: Arc<Executors>,
+    run_id: String,
+    /// Commands issued and not answered, by key.
+    known: FxHashMap<String, Arc<Command>>,
+    /// Keys of commands not dispatched yet, in issue order.
+    queue: VecDeque<String>,
+    /// Journal events to match while replaying.
+    recorded: Vec<Event>,
+    proposals_written: u64,
+    opts: Options,
+    tool_calls: HashMap<String, VecDeque<Instant>>,
+}
+
+impl Driver {
+    /// Persists what the engine produced; returns once it is durable.
+    fn flush(&mut self) -> Result<(), RunError> {
+        for (artifact, bytes) in self.engine.take_artifacts() {
+            self.artifacts.put_encoded(&artifact, &bytes)?;
+        }
+        let mut fresh = self.engine.take_events();
+        // Events the journal already holds (a replay) come first: they are
+        // checked against it, not appended again. The rest stay in place.
+        let replayed = fresh.iter().take_while(|e| (e.seq as usize) <= self.recorded.len()).count();
+        for event in &fresh[..replayed] {
+            let index = event.seq as usize - 1;
+            if let Some(recorded) = self.recorded.get(index) {
+                if comparable(recorded) != comparable(event) {
+                    return Err(RunError::Diverged(format!(
+                        "event {} was `{}` {} but replaying gives `{}` {}",
+                        event.seq,
+                        recorded.kind(),
+                        serde_json::to_string(&recorded.body).unwrap_or_default(),
+                        event.kind(),
+                        serde_json::to_string(&event.body).unwrap_or_default()
+                    )));
+                }
+            }
+        }
+        fresh.drain(..replayed);
+        if !fresh.is_empty() {
+            tracing::debug!(first = fresh[0].seq, count = fresh.len(), "persisting events");
+            match self.opts.crash_after_seq {
+                Some(n) if fresh.iter().any(|e| e.seq >= n) => {
+                    let before: Vec<Event> = fresh.iter().filter(|e| e.seq <= n).cloned().collect();
+                    self.journal.append_batch(&before)?;
+                    // Simulates kill -9 at this event boundary.
+                    std::process::abort();
+                }
+                _ => self.journal.append_batch(&fresh)?,
+            }
+            if let Some(trace) = &mut self.trace {
+                for event in &fresh {
+                    let line = serde_json::to_string(event).map_err(|e| RunError::Storage(e.to_string()))?;
+                    writeln!(trace, "{line}").map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
+                }
+                trace.flush().map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
+            }
+            if let Some(observer) = &mut self.opts.observer {
+                for event in &fresh {
+                    observer(event);
+                }
+            }
+        }
+        self.engine.recycle_events(fresh);
+        for command in self.engine.take_commands() {
+            self.queue.push_back(command.key.clone());
+            self.known.insert(command.key.clone(), Arc::new(command));
+        }
+        // Commands leave the engine's outstanding set only when answered
+        // (removed here as they are fed) or dropped at once (termination,
+        // recovery): equal sizes mean equal sets.
+        if self.known.len() != self.engine.outstanding_len() {
+            let engine = &self.engine;
+            self.known.retain(|k, _| engine.is_outstanding(k));
+        }
+        Ok(())
+    }
+
+    fn outcome(&self, run_dir: &Path) -> Outcome {
+        Outcome {
+            run_id: self.run_id.clone(),
+            run_dir: run_dir.to_path_buf(),
+            status: self.engine.status().clone(),
+            events: self.engine.seq(),
+            outputs: self.engine.outputs().clone(),
+            ceiling_breaches: self.engine.ceiling_breaches(),
+        }
+    }
+
+    fn finish(&mut self) -> Result<(), RunError> {
+        if let Some(path) = &self.opts.record {
+            self.exec.recorded().save(path).map_err(RunError::Storage)?;
+        }
+        Ok(())
+    }
+}
+
+fn owner() -> String {
+    format!("pid-{}", std::process::id())
+}
+
+fn executors(program: Arc<Program>, base_dir: &Path, replay: &Option<(PathBuf, ReplayMode)>, record: bool) -> Result<Executors, RunError> {
+    let secrets = secrets_of(&program);
+    let exec = Executors::new(program, base_dir.to_path_buf()).with_secrets(secrets);
+    let exec = if record { exec.recording() } else { exec };
+    Ok(match replay {
+        Some((path, mode)) => exec.with_cassette(Cassette::load(path).map_err(RunError::Usage)?, *mode),
+        None => exec,
+    })
+}
+
+/// The values of the environment variables that hold API keys
+/// (providers' `api_key_env`): redacted from everything the run writes.
+pub fn secrets_of(program: &Program) -> Vec<String> {
+    let mut secrets = Vec::new();
+    for decl in program.decls.values() {
+        if let Some(name) = decl.api_key_env() {
+            if let Ok(value) = std::env::var(name) {
+                if !value.is_empty() && !secrets.contains(&value) {
+                    secrets.push(value);
+                }
+            }
+        }
+    }
+    secrets
+}
+
+/// Starts a new run of `plan` in `opts.run_dir`.
+pub async fn run(
+    plan: &Plan,
+    workflow: Option<&str>,
+    input: Value,
+    base_dir: &Path,
+    run_id: &str,
+    opts: Options,
+) -> Result<Outcome, RunError> {
+    let program = plan.program.clone();
+    let (mut journal, artifacts) = storage(&opts)?;
+    if journal.last_seq(run_id)? > 0 {
+        return Err(RunError::Usage(format!("{} already holds run {run_id}; use `flow resume`", opts.run_dir.display())));
+    }
+    let cfg = RunConfig {
+        run_id: run_id.to_string(),
+        execution_id: "exec-1".into(),
+        plan_digest: plan.source.digest.clone(),
+        plan_content_digest: Some(plan.content_digest.clone()).filter(|d| !d.is_empty()),
+        clock: opts.clock.clone(),
+        owner: owner(),
+        lease_ttl_ms: 30_000,
+    };
+    let engine = Engine::new(program.clone(), workflow, cfg).map_err(RunError::Usage)?;
+    let meta = RunMeta {
+        run_id: run_id.to_string(),
+        workflow: Some(engine.workflow().name.clone()),
+        base_dir: base_dir.to_path_buf(),
+        input: input.clone(),
+        started_ms: engine.start_ms(),
+        executions: 1,
+        replay: opts.replay.as_ref().map(|(p, m)| (p.clone(), *m == ReplayMode::Strict)),
+    };
+    if !opts.in_memory {
+        journal.set_meta(run_id, PLAN, &serde_json::to_string(plan).map_err(|e| RunError::Storage(e.to_string()))?)?;
+        journal.set_meta(run_id, META, &serde_json::to_string(&meta).map_err(|e| RunError::Storage(e.to_string()))?)?;
+    }
+    let exec = Arc::new(executors(program.clone(), base_dir, &opts.replay, opts.record.is_some())?);
+    let trace = trace_file(&opts, true)?;
+    let concurrency = max_concurrency(&program, workflow);
+    let mut driver = Driver {
+        engine,
+        journal,
+        artifacts,
+        trace,
+        exec,
+        run_id: run_id.to_string(),
+        known: FxHashMap::default(),
+        queue: VecDeque::new(),
+        recorded: Vec::new(),
+        proposals_written: 0,
+        opts,
+        tool_calls: HashMap::new(),
+    };
+    driver.engine.start(input);
+    driver.live(program, concurrency).await?;
+    driver.finish()?;
+    let run_dir = driver.opts.run_dir.clone();
+    Ok(driver.outcome(&run_dir))
+}
+
+/// How far to take a resumed run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResumeMode {
+    /// Continue the run live.
+    Continue,
+    /// Only re-derive the state from the journal (`flow replay`).
+    DeriveOnly,
+}
+
+/// Resumes the run in `opts.run_dir` (or only re-derives its state).
+pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunError> {
+    let journal = open_journal(&opts.run_dir, opts.durable)?;
+    let run_id = run_id_of(&journal)?;
+    let (mut meta, plan) = load_meta(&journal, &run_id)?;
+    let recorded = journal.events(&run_id)?;
+    let proposals = proposals(&journal, &run_id)?;
+    let program = plan.program.clone();
+    if opts.replay.is_none() {
+        opts.replay = meta.replay.as_ref().map(|(p, strict)| (p.clone(), if *strict { ReplayMode::Strict } else { ReplayMode::Lenient }));
+    }
+    let execution = meta.executions + 1;
+    let cfg = RunConfig {
+        run_id: run_id.clone(),
+        execution_id: format!("exec-{execution}"),
+        plan_digest: plan.source.digest.clone(),
+        plan_content_digest: Some(plan.content_digest.clone()).filter(|d| !d.is_empty()),
+        clock: opts.clock.clone(),
+        owner: owner(),
+        lease_ttl_ms: 30_000,
+    };
+    let mut engine = Engine::new(program.clone(), meta.workflow.as_deref(), cfg).map_err(RunError::Usage)?;
+    engine.set_start_ms(meta.started_ms);
+    let artifacts = DirArtifacts::open(&opts.run_dir.join("artifacts"))?;
+    // The journal is the truth: the trace is rewritten from it.
+    let mut trace = None;
+    if mode == ResumeMode::Continue {
+        trace = trace_file(&opts, true)?;
+        if let Some(t) = &mut trace {
+            for event in &recorded {
+                let line = serde_json::to_string(event).map_err(|e| RunError::Storage(e.to_string()))?;
+                writeln!(t, "{line}").map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
+            }
+        }
+    }
+    let exec = Arc::new(executors(program.clone(), &meta.base_dir, &opts.replay, opts.record.is_some())?);
+    let last_seq = recorded.len() as u64;
+    let concurrency = max_concurrency(&program, meta.workflow.as_deref());
+    let mut driver = Driver {
+        engine,
+        journal: Box::new(journal),
+        artifacts: Box::new(artifacts),
+        trace,
+        exec,
+        run_id: run_id.clone(),
+        known: FxHashMap::default(),
+        queue: VecDeque::new(),
+        recorded,
+        proposals_written: proposals.len() as u64,
+        opts,
+        tool_calls: HashMap::new(),
+    };
+    driver.engine.start(meta.input.clone());
+    let rest = driver.replay(proposals)?;
+    if mode == ResumeMode::DeriveOnly {
+        let run_dir = driver.opts.run_dir.clone();
+        return Ok(driver.outcome(&run_dir));
+    }
+    if matches!(driver.engine.status(), RunStatus::Terminated { .. }) && rest.is_empty() {
+        let run_dir = driver.opts.run_dir.clone();
+        return Ok(driver.outcome(&run_dir));
+    }
+    meta.executions = execution;
+    driver.journal.set_meta(&run_id, META, &serde_json::to_string(&meta).map_err(|e| RunError::Storage(e.to_string()))?)?;
+    driver.recorded.clear();
+    driver.engine.set_execution(&format!("exec-{execution}"));
+    driver.engine.unpause();
+    let answered: Vec<String> = rest.iter().map(|p| p.key.clone()).collect();
+    driver.engine.recover(last_seq, &answered);
+    driver.flush()?;
+    for proposal in rest {
+        if driver.engine.is_outstanding(&proposal.key) {
+            driver.feed(&proposal.key, proposal.response, false)?;
+        }
+    }
+    driver.live(program, concurrency).await?;
+    driver.finish()?;
+    let run_dir = driver.opts.run_dir.clone();
+    Ok(driver.outcome(&run_dir))
+}

@@ -1,0 +1,86 @@
+//! Replay: a resumed run feeds the journal's proposals to a fresh engine,
+//! which must make the same events (else the run is refused as diverged).
+
+use super::*;
+
+/// Strips what may legitimately differ between a recorded event and its
+/// replay: the execution, the time, lease owners and expiry instants.
+pub(super) fn comparable(event: &Event) -> Value {
+    let mut v = serde_json::to_value(event).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("execution_id");
+        o.remove("time");
+        if let Some(p) = o.get_mut("payload").and_then(Value::as_object_mut) {
+            p.remove("owner");
+            p.remove("expires_at");
+            p.remove("duration_ms");
+        }
+    }
+    v
+}
+
+impl Driver {
+    pub(super) fn feed(&mut self, key: &str, response: Response, persist: bool) -> Result<(), RunError> {
+        tracing::debug!(key, persist, "response");
+        // An in-memory run retains nothing to resume from: its proposals
+        // would never be read.
+        if persist && !self.opts.in_memory {
+            // This driver is the run's only writer: it knows the next
+            // position without reading the others back.
+            let proposal = Proposal { key: key.to_string(), response: response.clone() };
+            let text = serde_json::to_string(&proposal).map_err(|e| RunError::Storage(e.to_string()))?;
+            self.proposals_written += 1;
+            self.journal.set_meta(&self.run_id, &proposal_key(self.proposals_written), &text)?;
+        }
+        self.known.remove(key);
+        self.engine.on_response(key, response).map_err(RunError::Diverged)?;
+        self.flush()
+    }
+
+    /// Replays recorded proposals until the journal is exhausted. Returns
+    /// the proposals not yet consumed (answers recorded after the journal
+    /// ended: decisions given with `flow approve`, or responses persisted
+    /// just before a crash).
+    pub(super) fn replay(&mut self, proposals: Vec<Proposal>) -> Result<Vec<Proposal>, RunError> {
+        self.engine.replaying = true;
+        let mut queue: VecDeque<Proposal> = proposals.into();
+        loop {
+            self.flush()?;
+            let seq = self.engine.seq();
+            if seq as usize >= self.recorded.len() {
+                break;
+            }
+            let next = &self.recorded[seq as usize];
+            match &next.body {
+                Body::RunPaused { waiting_on, .. } => {
+                    let waiting_on = waiting_on.clone();
+                    self.engine.pause(&waiting_on);
+                    self.flush()?;
+                    self.engine.unpause();
+                    continue;
+                }
+                Body::RunResumed { after_seq, .. } => {
+                    let after = *after_seq;
+                    let answered: Vec<String> = queue.iter().map(|p| p.key.clone()).collect();
+                    self.engine.recover(after, &answered);
+                    continue;
+                }
+                Body::LeaseHeartbeat { .. } => {
+                    self.engine.heartbeat();
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(proposal) = queue.front() else {
+                return Err(RunError::Diverged(format!("event {} (`{}`) has no recorded cause", seq + 1, next.kind())));
+            };
+            if !self.engine.is_outstanding(&proposal.key) {
+                return Err(RunError::Diverged(format!("the recorded answer `{}` answers no outstanding request", proposal.key)));
+            }
+            let proposal = queue.pop_front().expect("front exists");
+            self.feed(&proposal.key, proposal.response, false)?;
+        }
+        self.engine.replaying = false;
+        Ok(queue.into())
+    }
+}

@@ -1,0 +1,97 @@
+//! Edges: node order against the plan's graph, with the engine's implicit
+//! edges (fan-out, join, loop rounds, map items, handler jumps) (T02x).
+
+use super::*;
+
+impl<'a> Checker<'a> {
+    pub(super) fn edge_taken(&mut self, seq: u64, from: &str, to: &str, via: &Via) {
+        let Some(plan) = &self.plan else { return };
+        let mut found = Vec::new();
+        if let Some(problem) = plan.edge_problem(from, to, via) {
+            found.push(
+                Deviation::new(codes::EDGE_NOT_IN_PLAN, Some(seq), format!("edge {from} -> {to} ({via}) is not in the plan: {problem}"))
+                    .expected("an edge of the plan, or an implicit one")
+                    .actual(format!("edge_taken {from} -> {to} via {via}"))
+                    .node(to),
+            );
+        }
+        // The state `from` must be in.
+        let graph_edge = via.is_graph_edge();
+        let inside = matches!(via, Via::Fanout | Via::LoopRound | Via::MapItem(_));
+        let phase = self.nodes.get(from).map(|n| n.phase).unwrap_or_default();
+        if graph_edge && phase != Phase::Completed {
+            found.push(
+                Deviation::new(codes::NODE_ORDER, Some(seq), format!("edge {from} -> {to} taken before `{from}` completed"))
+                    .expected(format!("node_completed {from} before the edge"))
+                    .actual(format!("{from} is {}", phase_name(phase)))
+                    .node(from),
+            );
+        }
+        if inside && phase != Phase::Running {
+            found.push(
+                Deviation::new(codes::NODE_ORDER, Some(seq), format!("edge {from} -> {to} ({via}) taken while `{from}` is not running"))
+                    .expected(format!("{from} running"))
+                    .actual(format!("{from} is {}", phase_name(phase)))
+                    .node(from),
+            );
+        }
+        // A gated boundary opens only by a PASS or an approve.
+        if let Some(gate) = plan.index.gate_name_on(from, to) {
+            let rt = slot(&mut self.gates, gate);
+            if !rt.open {
+                found.push(
+                    Deviation::new(
+                        codes::GATE_NOT_PASSED,
+                        Some(seq),
+                        format!("boundary {from} -> {to} crossed without gate `{gate}` letting it"),
+                    )
+                    .expected(format!("gate_recorded {gate} PASS, or decision_applied approve on {gate}, before the crossing"))
+                    .actual(format!("edge_taken {from} -> {to} via {via}"))
+                    .node(to)
+                    .gate(gate),
+                );
+            }
+            rt.open = false;
+            rt.awaiting = false;
+        }
+        self.deviations.append(&mut found);
+        slot(&mut self.entries, to).push(Entry { from: from.to_string(), via: via.clone(), transfers: Vec::new() });
+    }
+
+    /// The declared transfers of the edge that led to `node` happened.
+    pub(super) fn transfers_present(&mut self, seq: u64, node: &str, entry: &Entry) {
+        let Some(plan) = &self.plan else { return };
+        let graph_edge = matches!(entry.via, Via::Always | Via::Else | Via::When(_) | Via::Gate(_));
+        let source = if graph_edge {
+            Some(entry.from.as_str())
+        } else if entry.via == Via::Fanout {
+            // The engine's rule: the first transfer into the branch from
+            // the fan-out node or from a node that completed earlier.
+            plan.wf
+                .transfers
+                .iter()
+                .find(|t| t.to == node && (t.from == entry.from || self.nodes.get(t.from.as_str()).is_some_and(|n| n.completed_once)))
+                .map(|t| t.from.as_str())
+        } else {
+            None
+        };
+        let Some(source) = source else { return };
+        let mut found = Vec::new();
+        for t in plan.wf.transfers.iter().filter(|t| t.from == source && t.to == node) {
+            let handoff = t.kind == TransferKind::Handoff;
+            if !entry.transfers.iter().any(|(h, f)| *h == handoff && *f == source) {
+                found.push(
+                    Deviation::new(
+                        codes::TRANSFER,
+                        Some(seq),
+                        format!("node `{node}` started without the declared {} {source} -> {node}", t.kind),
+                    )
+                    .expected(format!("{} {source} -> {node} before node_started", if handoff { "handoff" } else { "delegation" }))
+                    .actual(format!("node_started {node}"))
+                    .node(node),
+                );
+            }
+        }
+        self.deviations.append(&mut found);
+    }
+}

@@ -82,6 +82,9 @@ fn every_termination_reason_the_engine_chooses_is_in_the_registry() {
     let engine = engine_source();
     let semantics = std::fs::read_to_string(repo_root().join("compiler/check/src/semantics.rs")).expect("semantics.rs");
     let mut reasons = quoted_after(&engine, "self.terminate(\"");
+    reasons.extend(quoted_after(&engine, "self.end_run(\""));
+    // Effect::Terminate { reason: "…".into(), … } and WorkflowEvent's default_reason.
+    reasons.extend(quoted_after(&engine, "reason: \"").into_iter().filter(|r| !r.contains(' ')));
     // workflow_event(EVENT, node, cause, "default reason", message)
     for line in engine.lines().filter(|l| l.contains("self.workflow_event(")) {
         if let Some(reason) = line.split('"').nth(1).filter(|r| !r.contains('{')) {
@@ -214,7 +217,7 @@ fn only_the_recorder_assigns_seq_and_builds_events() {
     assert!(text.contains("self.seq += 1") && text.contains("self.events.push(Event {"), "the recorder no longer assigns seq");
     for file in files.iter().filter(|f| **f != recorder) {
         let text = std::fs::read_to_string(file).expect("source");
-        for banned in ["self.seq +=", "self.seq = ", "events.push(", "Event {"] {
+        for banned in ["self.seq +=", "self.seq = ", "events.push(", " Event {", "(Event {"] {
             assert!(
                 !text.contains(banned),
                 "{} contains `{banned}`: only the recorder (engine/record.rs) assigns seq and builds events",
@@ -283,4 +286,42 @@ fn the_size_scanner_finds_long_functions() {
     let body = "    x();\n".repeat(90);
     let text = format!("fn short() {{\n}}\n\nimpl A {{\n    pub(super) fn long(&self) {{\n{body}    }}\n}}\n");
     assert_eq!(long_functions(&text, 80), vec![("long".to_string(), 92)]);
+}
+
+#[test]
+fn engine_machines_never_call_each_other() {
+    // A machine's entry points are the functions the coordinator applies
+    // effects through (`Effect::X { .. } => self.entry(..)`). Outside the
+    // coordinator (and the response dispatch), an entry point is called
+    // only from its own module: another machine asks for it with an effect.
+    let dir = repo_root().join("interpreter/engine/src/engine");
+    let coordinator = std::fs::read_to_string(dir.join("coordinator.rs")).expect("coordinator.rs");
+    let entries: Vec<String> = coordinator
+        .lines()
+        .filter(|l| l.trim_start().starts_with("Effect::"))
+        .filter_map(|l| l.split("=> self.").nth(1))
+        .map(|rest| rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect())
+        .collect();
+    assert!(entries.len() >= 25, "the coordinator applies only {} effects: {entries:?}", entries.len());
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let sources: Vec<(String, String)> =
+        files.iter().map(|f| (f.file_name().unwrap().to_string_lossy().to_string(), std::fs::read_to_string(f).expect("source"))).collect();
+    // The one call that must not wait for the coordinator: a halting policy
+    // stops the run at the event that violated it, inside the recorder.
+    let allowed = [("policies.rs", "terminate")];
+    let mut calls = Vec::new();
+    for entry in &entries {
+        let home = sources.iter().find(|(_, text)| text.contains(&format!("fn {entry}("))).map(|(name, _)| name.clone());
+        let home = home.unwrap_or_else(|| panic!("no module defines the entry point `{entry}`"));
+        for (name, text) in &sources {
+            if *name == home || name == "coordinator.rs" || name == "responses.rs" || name == "tests.rs" {
+                continue;
+            }
+            if text.contains(&format!("self.{entry}(")) && !allowed.contains(&(name.as_str(), entry.as_str())) {
+                calls.push(format!("{name} calls `{entry}` of {home}"));
+            }
+        }
+    }
+    assert!(calls.is_empty(), "machines call each other instead of returning effects:\n{}", calls.join("\n"));
 }

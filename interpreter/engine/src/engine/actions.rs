@@ -19,9 +19,10 @@ impl Engine {
                 if let Some(node) = ctx.node.as_ref().and_then(|n| self.node(n)) {
                     let attempts = self.nodes.get(&node.name).map(|n| n.attempt_no).unwrap_or(0);
                     if attempts < Self::max_attempts(&node).max(2) {
-                        self.start_attempt(&node, TriggerReason::Retry, &taken);
+                        self.then(Effect::StartAttempt { node: node.name.clone(), trigger: TriggerReason::Retry, cause: taken });
                     } else {
-                        self.terminate(&format!("{}_failed", node.name), TerminationStatus::Failure, &taken, Some("retries exhausted"));
+                        let reason = format!("{}_failed", node.name);
+                        self.end_run(&reason, TerminationStatus::Failure, &taken, Some("retries exhausted".into()));
                     }
                 }
             }
@@ -30,25 +31,26 @@ impl Engine {
                     let deciders = g.decided_by().unwrap_or_else(|| self.wf().escalate_to());
                     let decisions = g.allowed_decisions();
                     let prompt = g.description().map(str::to_string);
-                    self.ask(Decision::Gate { gate: g.name.clone() }, deciders, prompt, decisions, &taken);
+                    let decision = Box::new(Decision::Gate { gate: g.name.clone() });
+                    self.then(Effect::Ask { decision, principals: deciders, prompt, decisions, cause: taken });
                 }
             }
             ActionKind::Terminate | ActionKind::Halt | ActionKind::Fallback | ActionKind::ReturnPartial => {
                 let gate_reason = gate.as_ref().and_then(|g| g.reason());
                 if let Some((reason, status)) = semantics::ending(action.name, arg.as_deref(), gate_reason, ctx.event.as_str()) {
-                    self.terminate(&reason, status, &taken, None);
+                    self.end_run(&reason, status, &taken, None);
                 }
             }
             ActionKind::Goto | ActionKind::Activate | ActionKind::Revise | ActionKind::Replan => self.jump(action, ctx, gate, arg, &taken),
             ActionKind::Escalate => {
                 let principal = arg.unwrap_or_default();
-                self.ask(
-                    Decision::Escalation { principal: principal.clone(), ctx: ctx.clone() },
-                    vec![principal],
-                    Some(format!("{} in {scope}", ctx.event)),
-                    vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
-                    &taken,
-                );
+                self.then(Effect::Ask {
+                    decision: Box::new(Decision::Escalation { principal: principal.clone(), ctx: ctx.clone() }),
+                    principals: vec![principal],
+                    prompt: Some(format!("{} in {scope}", ctx.event)),
+                    decisions: vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
+                    cause: taken,
+                });
             }
             ActionKind::CompressContext | ActionKind::SkipReasoning => {
                 if !self.flags.iter().any(|f| f == action.name.as_str()) {
@@ -67,16 +69,16 @@ impl Engine {
             self.emit("control", events::warning(format!("{} in {scope}", ctx.event)), Some(taken));
         }
         if let Some(g) = gate {
-            self.enter(&g.from, &g.to, Via::Gate(g.name.clone()), taken);
+            self.then(Effect::Enter { from: g.from.clone(), to: g.to.clone(), via: Via::Gate(g.name.clone()), cause: Str::from(taken) });
         } else if let Some(node) = &ctx.node {
             let running = self.nodes.get(node).is_some_and(|n| n.running) || !self.env.contains_key(node);
             let failed = [HandlerEvent::Failure, HandlerEvent::Timeout, HandlerEvent::InvalidOutput].map(ActionEvent::Handler);
             if running || failed.contains(&ctx.event) {
                 let status = if kind == ActionKind::Skip { NodeStatus::Skipped } else { NodeStatus::Degraded };
                 let output = self.env.get(node).cloned().unwrap_or(Value::Null);
-                self.complete_node(node, output, status, taken);
+                self.then_complete(node, output, status, taken);
             } else {
-                self.follow(node, taken);
+                self.then(Effect::Follow { from: node.clone(), cause: Str::from(taken) });
             }
         }
     }
@@ -94,7 +96,7 @@ impl Engine {
                     Some(taken),
                 );
                 let input = ctx.node.as_ref().and_then(|n| self.env.get(n)).cloned().unwrap_or(Value::Null);
-                self.start_node(&to, input, TriggerReason::First, &edge);
+                self.then_start(&to, input, TriggerReason::First, &edge);
             }
             return;
         }
@@ -115,7 +117,7 @@ impl Engine {
             );
             let input = self.nodes.get(&to).map(|n| n.input.clone()).unwrap_or(Value::Null);
             let trigger = if action.name == ActionKind::Revise { TriggerReason::Revise } else { TriggerReason::Replan };
-            self.start_node(&to, input, trigger, &edge);
+            self.then_start(&to, input, trigger, &edge);
         }
     }
 }

@@ -23,13 +23,29 @@ impl Engine {
         }
     }
 
-    pub(super) fn start_attempt(&mut self, node: &Node, trigger: TriggerReason, cause: &str) {
+    /// An attempt of `node` starts: one control-plane step is metered
+    /// (its zones crossed first, when it crosses any), then it begins.
+    pub(super) fn start_attempt(&mut self, name: &str, trigger: TriggerReason, cause: &str) {
         if !self.running() {
             return;
         }
-        if !self.take_step(node, cause) {
+        let Some(node) = self.node(name) else { return };
+        let Some(changes) = self.take_step(&node, cause) else { return };
+        if changes.is_empty() {
+            self.begin_attempt(name, trigger, cause);
+        } else {
+            self.then(Effect::Zones { changes, cause: Str::from(cause) });
+            self.then(Effect::BeginAttempt { node: name.to_string(), trigger, cause: Str::from(cause) });
+        }
+    }
+
+    /// An attempt begins: recorded with its lease, then its first turn or
+    /// its tool call.
+    pub(super) fn begin_attempt(&mut self, name: &str, trigger: TriggerReason, cause: &str) {
+        if !self.running() {
             return;
         }
+        let Some(node) = self.node(name) else { return };
         let rt = &mut self.nodes[&node.name];
         rt.attempt_no += 1;
         let attempt_no = rt.attempt_no;
@@ -63,23 +79,40 @@ impl Engine {
             repair: None,
         };
         self.attempts.insert(id.clone(), attempt);
-        let delay = Self::backoff(node, attempt_no);
+        let delay = Self::backoff(&node, attempt_no);
         if node.kind == NodeKind::Agent {
-            self.next_turn(&id, delay, &started);
+            self.then(Effect::NextTurn { attempt: id, delay, cause: started });
         } else {
-            self.tool_node_call(node, &id, delay, &started);
+            self.tool_node_call(&node, &id, delay, &started);
         }
     }
 
-    pub(super) fn repair_or_fail(&mut self, attempt_id: &str, error: String, cause: &str) {
-        let Some(a) = self.attempts.get_mut(attempt_id) else { return };
-        if a.repair_left > 0 {
-            a.repair_left -= 1;
-            a.repair = Some(error);
-            self.next_turn(attempt_id, 0, cause);
-        } else {
-            self.attempt_failed(attempt_id, ErrorCode::InvalidOutput, &error, cause);
-        }
+    /// A tool node's call: its arguments evaluated (else the attempt fails).
+    pub(super) fn tool_node_call(&mut self, node: &Node, attempt: &str, delay: u64, cause: &str) {
+        let Some(tool) = node.target.first().cloned() else { return };
+        let input = match node.args() {
+            Some(args) => {
+                let mut out = serde_json::Map::new();
+                for (k, v) in args {
+                    let value = match v {
+                        IrValue::Expr(e) => match eval::eval(e, &self.env) {
+                            Ok(v) => v,
+                            Err(e) => {
+                                self.attempt_failed(attempt, ErrorCode::EvalError, &format!("argument `{k}`: {}", e.message), cause);
+                                return;
+                            }
+                        },
+                        other => eval::value_to_json(other),
+                    };
+                    out.insert(k.clone(), value);
+                }
+                Value::Object(out)
+            }
+            _ => self.nodes[&node.name].input.clone(),
+        };
+        let key_template = node.idempotency_key().map(str::to_string);
+        let call = PendingCall { attempt: attempt.to_string(), tool, input, key_template, agent: None, delay };
+        self.then(Effect::CallTool { call, cause: Str::from(cause) });
     }
 
     pub(super) fn release(&mut self, attempt_id: &str, cause: &str) {
@@ -94,32 +127,45 @@ impl Engine {
         let artifact = self.store(&output, &node, Some(cause));
         let done = self.emit("control", events::attempt_completed(&node, &id, attempt_no, artifact.clone()), Some(cause));
         self.release(attempt_id, &done);
-        self.complete_node_as(&node, output, NodeStatus::Completed, &done, Some(artifact));
+        self.then(Effect::CompleteNode { name: node, output, status: NodeStatus::Completed, cause: done, known: Some(artifact) });
     }
 
+    /// An attempt failed: recorded; then retried while attempts are left,
+    /// else its node's visit fails.
     pub(super) fn attempt_failed(&mut self, attempt_id: &str, code: ErrorCode, message: &str, cause: &str) {
-        let Some(a) = self.attempts.get(attempt_id).cloned() else { return };
-        let failed = self.emit("control", events::attempt_failed(&a.node, &a.id, a.attempt_no, code, message), Some(cause));
-        self.release(attempt_id, &failed);
+        let Some((a, failed)) = self.record_attempt_failure(attempt_id, code, message, cause) else { return };
         let Some(node) = self.node(&a.node) else { return };
         if code.stops_the_run() {
             return;
         }
         if a.attempt_no < Self::max_attempts(&node) {
-            self.start_attempt(&node, TriggerReason::Retry, &failed);
+            self.then(Effect::StartAttempt { node: a.node, trigger: TriggerReason::Retry, cause: failed });
             return;
         }
-        self.node_event_failed(&node, code.event(), code, message, &failed);
+        let event = code.event();
+        self.then(Effect::NodeFailed { node: a.node, event, code, message: message.to_string(), cause: failed });
     }
 
-    pub(super) fn node_failed(&mut self, node: &Node, code: ErrorCode, message: &str, cause: &str) {
-        self.node_event_failed(node, HandlerEvent::Failure, code, message, cause)
+    /// Records an attempt's failure and releases its lease: all that
+    /// happens for a code that stops the run (budget exhausted, cancelled).
+    pub(super) fn record_attempt_failure(
+        &mut self,
+        attempt_id: &str,
+        code: ErrorCode,
+        message: &str,
+        cause: &str,
+    ) -> Option<(Attempt, Str)> {
+        let a = self.attempts.get(attempt_id).cloned()?;
+        let failed = self.emit("control", events::attempt_failed(&a.node, &a.id, a.attempt_no, code, message), Some(cause));
+        self.release(attempt_id, &failed);
+        Some((a, failed))
     }
 
     /// A node's visit failed: its handler for `event`, else `on_failure`,
     /// else the workflow's handler, else the run fails.
-    pub(super) fn node_event_failed(&mut self, node: &Node, event: HandlerEvent, code: ErrorCode, message: &str, cause: &str) {
-        let held = || Held::NodeFailed { node: node.name.clone(), event, code, message: message.to_string() };
+    pub(super) fn node_event_failed(&mut self, name: &str, event: HandlerEvent, code: ErrorCode, message: &str, cause: &str) {
+        let Some(node) = self.node(name) else { return };
+        let held = || Effect::NodeFailed { node: name.to_string(), event, code, message: message.to_string(), cause: held() };
         if !self.admit(Obs::Failed(&node.name), "node_failed", cause, held) {
             return;
         }
@@ -131,15 +177,16 @@ impl Engine {
         let program = self.program.clone();
         let index = self.index.clone();
         let wf = &program.workflows[self.wf_index];
-        match semantics::failure_step(wf, &index, node, event) {
+        match semantics::failure_step(wf, &index, &node, event) {
             FailureStep::Handler { event: on } => {
                 if let Some(action) = semantics::handler_on(&node.handlers, on).cloned() {
-                    self.act(&action, &ctx, HandlerScope::Node(node.name.clone()), &failed);
+                    self.then(Effect::Act { action, ctx, scope: HandlerScope::Node(node.name.clone()), cause: failed });
                 }
                 return;
             }
             FailureStep::OnFailure(on_failure) => {
-                self.act(&Action::bare(on_failure.action()), &ctx, HandlerScope::Node(node.name.clone()), &failed);
+                let action = Action::bare(on_failure.action());
+                self.then(Effect::Act { action, ctx, scope: HandlerScope::Node(node.name.clone()), cause: failed });
                 return;
             }
             // A loop body's failure is the loop's.
@@ -147,7 +194,8 @@ impl Engine {
                 if let Some(action) = wf.nodes.get(loop_node).and_then(|l| semantics::handler_on(&l.handlers, HandlerEvent::Failure)) {
                     let ctx = Ctx { node: Some(loop_node.to_string()), gate: None, event: HandlerEvent::Failure.into() };
                     self.loops.remove(loop_node);
-                    self.act(action, &ctx, HandlerScope::Node(loop_node.to_string()), &failed);
+                    let action = action.clone();
+                    self.then(Effect::Act { action, ctx, scope: HandlerScope::Node(loop_node.to_string()), cause: failed });
                 }
                 return;
             }
@@ -161,9 +209,12 @@ impl Engine {
         match handler {
             Some(action) => {
                 let ctx = Ctx { node: node.map(str::to_string), gate: None, event: event.into() };
-                self.act(&action, &ctx, HandlerScope::Workflow, cause)
+                self.then(Effect::Act { action, ctx, scope: HandlerScope::Workflow, cause: Str::from(cause) })
             }
-            None => self.terminate(default_reason, TerminationStatus::Failure, cause, Some(message)),
+            None => {
+                let (reason, message) = (default_reason.to_string(), Some(message.to_string()));
+                self.then(Effect::Terminate { reason, status: TerminationStatus::Failure, cause: Str::from(cause), message })
+            }
         }
     }
 }

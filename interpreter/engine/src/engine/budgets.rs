@@ -19,29 +19,22 @@ impl Engine {
     }
 
     /// One control-plane step for an attempt of `node`, reserved and settled
-    /// at once (no budgets: nothing to do). False when the run stopped: a
-    /// budget was exhausted, or a zone the step crossed ended it.
-    pub(super) fn take_step(&mut self, node: &Node, cause: &str) -> bool {
+    /// at once (no budgets: nothing to do). Gives the zones the step
+    /// crossed; `None` when it exhausted a budget (that is handled).
+    pub(super) fn take_step(&mut self, node: &Node, cause: &str) -> Option<Vec<ZoneChange>> {
         let agent = (node.kind == NodeKind::Agent).then(|| node.target.first().cloned()).flatten();
         // One control-plane step per attempt.
         let scopes = self.scopes_for(node, agent.as_deref());
         let step = Usage { steps: 1, ..Usage::default() };
         // No scopes (no budgets): nothing to reserve or settle.
         match if scopes.is_empty() { Ok(Vec::new()) } else { self.budgets.reserve(&scopes, &step, false) } {
-            Ok(present) if present.is_empty() => {}
-            Ok(present) => {
-                let changes = self.budgets.settle(&present, &step, &step, self.elapsed());
-                self.zone_changes(changes, cause);
-                if !self.running() {
-                    return false;
-                }
-            }
+            Ok(present) if present.is_empty() => Some(Vec::new()),
+            Ok(present) => Some(self.budgets.settle(&present, &step, &step, self.elapsed())),
             Err(ex) => {
-                self.exhausted(ex, Some(&node.name), cause);
-                return false;
+                self.then(Effect::Exhausted { ex, node: Some(node.name.clone()), cause: Str::from(cause) });
+                None
             }
         }
-        true
     }
 
     /// Reserves `amount` for `attempt_id` against `scopes`, recorded as
@@ -60,7 +53,7 @@ impl Engine {
         let present = match self.budgets.reserve(scopes, amount, false) {
             Ok(p) => p,
             Err(ex) => {
-                self.exhausted(ex, Some(node), cause);
+                self.then(Effect::Exhausted { ex, node: Some(node.to_string()), cause: Str::from(cause) });
                 return None;
             }
         };
@@ -90,18 +83,23 @@ impl Engine {
         changes
     }
 
+    /// Budget zones crossed: the first recorded (if the policies let it)
+    /// and its actions taken, then the rest.
     pub(super) fn zone_changes(&mut self, changes: Vec<ZoneChange>, cause: &str) {
         let mut rest = changes.into_iter();
-        while let Some(change) = rest.next() {
-            let held = || Held::Zones { changes: std::iter::once(change.clone()).chain(rest.clone()).collect() };
-            if !self.admit(Obs::Zone(change.to.as_str()), "budget_zone_changed", cause, held) {
-                return;
-            }
-            let ev = self.emit("control", events::zone_changed(&change.scope, change.from, change.to, &change.actions), Some(cause));
-            let ctx = Ctx { node: None, gate: None, event: ActionEvent::Zone(change.to) };
-            for action in &change.actions {
-                self.act(action, &ctx, HandlerScope::Budget(change.scope.clone()), &ev);
-            }
+        let Some(change) = rest.next() else { return };
+        let held = || Effect::Zones { changes: std::iter::once(change.clone()).chain(rest.clone()).collect(), cause: held() };
+        if !self.admit(Obs::Zone(change.to.as_str()), "budget_zone_changed", cause, held) {
+            return;
+        }
+        let ev = self.emit("control", events::zone_changed(&change.scope, change.from, change.to, &change.actions), Some(cause));
+        let ctx = Ctx { node: None, gate: None, event: ActionEvent::Zone(change.to) };
+        for action in change.actions {
+            self.then(Effect::Act { action, ctx: ctx.clone(), scope: HandlerScope::Budget(change.scope.clone()), cause: ev.clone() });
+        }
+        let rest: Vec<ZoneChange> = rest.collect();
+        if !rest.is_empty() {
+            self.then(Effect::Zones { changes: rest, cause: Str::from(cause) });
         }
     }
 
@@ -110,23 +108,27 @@ impl Engine {
         let ev = self.emit("control", events::budget_exhausted(&ex.scope, &ex.limit), Some(cause));
         // Attempts in flight on that node fail with budget_exhausted.
         let ids: Vec<String> = self.attempts.values().filter(|a| Some(a.node.as_str()) == node).map(|a| a.id.clone()).collect();
+        // (A budget_exhausted failure stops the run: it is recorded, nothing follows.)
         for id in ids {
-            self.attempt_failed(&id, ErrorCode::BudgetExhausted, &format!("{} limit of {} reached", ex.limit, ex.scope), &ev);
+            self.record_attempt_failure(&id, ErrorCode::BudgetExhausted, &format!("{} limit of {} reached", ex.limit, ex.scope), &ev);
         }
         let ctx = Ctx { node: node.map(str::to_string), gate: None, event: HandlerEvent::BudgetExhausted.into() };
         if let Some(action) = self.budgets.scopes.get(&ex.scope).and_then(|s| s.on_exhausted.clone()) {
-            self.act(&action, &ctx, HandlerScope::Budget(ex.scope.clone()), &ev);
+            self.then(Effect::Act { action, ctx, scope: HandlerScope::Budget(ex.scope.clone()), cause: ev });
             return;
         }
         if let Some(n) = node.and_then(|n| self.node(n)) {
             if let Some(h) = n.handlers.iter().find(|h| h.events.contains(&HandlerEvent::BudgetExhausted)).cloned() {
-                self.act(&h.action, &ctx, HandlerScope::Node(n.name.clone()), &ev);
+                self.then(Effect::Act { action: h.action, ctx, scope: HandlerScope::Node(n.name.clone()), cause: ev });
                 return;
             }
         }
-        self.workflow_event(HandlerEvent::BudgetExhausted, node, &ev, "budget_exhausted", "budget exhausted");
-        if let RunStatus::Terminated { status, .. } = &self.status {
-            let _ = status;
-        }
+        self.then(Effect::WorkflowEvent {
+            event: HandlerEvent::BudgetExhausted,
+            node: node.map(str::to_string),
+            cause: ev,
+            default_reason: "budget_exhausted".into(),
+            message: "budget exhausted".into(),
+        });
     }
 }

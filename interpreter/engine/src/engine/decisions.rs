@@ -46,7 +46,7 @@ impl Engine {
         let subject = decision.subject();
         let obs = Obs::Decided { subject: &subject, decision: answer.decision.as_str(), by: &answer.by };
         let held =
-            || Held::Decision { decision: Box::new(decision.clone()), request_event: request_event.to_string(), answer: answer.clone() };
+            || Effect::Decide { decision: Box::new(decision.clone()), request_event: request_event.to_string(), answer: answer.clone() };
         if !self.admit(obs, "decision_applied", request_event, held) {
             return;
         }
@@ -66,18 +66,21 @@ impl Engine {
                 };
                 let applied = self.record_applied(&subject, &answer, events::applied(&action), request_event);
                 if answer.decision == flow_trace::Decision::Approve {
-                    self.act(&action, &ctx, HandlerScope::Escalation, &applied);
+                    self.then_act(action, ctx, HandlerScope::Escalation, &applied);
                 } else {
-                    self.terminate(&format!("escalation_{}", answer.decision), TerminationStatus::Escalated, &applied, None);
+                    self.end_run(&format!("escalation_{}", answer.decision), TerminationStatus::Escalated, &applied, None);
                 }
             }
             Decision::Confirm(call) => {
                 let approved = answer.decision == flow_trace::Decision::Approve;
                 let applied = self.record_applied(&subject, &answer, if approved { "call".into() } else { "refuse".into() }, request_event);
+                let refused = "a human refused the call";
                 if approved {
-                    self.call_tool(PendingCall { delay: 0, ..call }, &applied);
+                    self.then(Effect::CallTool { call: PendingCall { delay: 0, ..call }, cause: applied });
+                } else if call.agent.is_some() {
+                    self.then(Effect::ToolRefused { attempt: call.attempt, tool: call.tool, message: refused.into(), cause: applied });
                 } else {
-                    self.refuse_call(&call, ErrorCode::ConfirmationRefused, "a human refused the call", &applied);
+                    self.fail_attempt(&call.attempt, ErrorCode::ConfirmationRefused, refused, &applied);
                 }
             }
             Decision::Policy { held, .. } => {
@@ -89,9 +92,10 @@ impl Engine {
                     request_event,
                 );
                 if approved {
-                    self.resume_held(*held, &applied);
+                    // The held action happens, caused by the approval.
+                    self.then(held.with_cause(&applied));
                 } else {
-                    self.terminate("policy_violation", TerminationStatus::Failure, &applied, None);
+                    self.end_run("policy_violation", TerminationStatus::Failure, &applied, None);
                 }
             }
             Decision::Reconcile { attempt } => {
@@ -102,11 +106,18 @@ impl Engine {
                     request_event,
                 );
                 let node = flow_trace::attempt_node(&attempt).to_string();
-                let Some(n) = self.node(&node) else { return };
+                if self.node(&node).is_none() {
+                    return;
+                }
                 if answer.decision == flow_trace::Decision::Approve {
-                    self.start_attempt(&n, TriggerReason::Reconciled, &applied);
+                    self.then(Effect::StartAttempt { node, trigger: TriggerReason::Reconciled, cause: applied });
                 } else {
-                    self.node_failed(&n, ErrorCode::UnknownOutcome, "the call's outcome is unknown and was not retried", &applied);
+                    self.node_failed(
+                        &node,
+                        ErrorCode::UnknownOutcome,
+                        "the call's outcome is unknown and was not retried".into(),
+                        &applied,
+                    );
                 }
             }
         }
@@ -118,7 +129,7 @@ impl Engine {
         let action = flow_check::semantics::gate_decision_action(&g, answer.decision);
         let applied = self.record_applied(subject, &answer, events::applied(&action), request_event);
         let ctx = Ctx { node: Some(g.from.clone()), gate: Some(gate.to_string()), event: answer.decision.event().into() };
-        self.act(&action, &ctx, HandlerScope::Gate(gate.to_string()), &applied);
+        self.then_act(action, ctx, HandlerScope::Gate(gate.to_string()), &applied);
     }
 
     /// A human node's decision: its handler for it, if it has one (the
@@ -130,13 +141,13 @@ impl Engine {
         if flow_check::semantics::handler_on(&n.handlers, answer.decision.event()).is_some() {
             self.env.insert(node.to_string(), json!({ "decision": answer.decision, "comment": answer.comment }));
             let ctx = Ctx { node: Some(node.to_string()), gate: None, event: answer.decision.event().into() };
-            self.act(&action, &ctx, HandlerScope::Node(node.to_string()), &applied);
+            self.then_act(action, ctx, HandlerScope::Node(node.to_string()), &applied);
             return;
         }
         let mut output = json!({ "decision": answer.decision });
         if let Some(c) = answer.comment {
             output["comment"] = Value::String(c);
         }
-        self.complete_node(node, output, NodeStatus::Completed, &applied);
+        self.then_complete(node, output, NodeStatus::Completed, &applied);
     }
 }

@@ -10,11 +10,11 @@ impl Engine {
             let item = rt.items[index].clone();
             if let Some(target) = self.wf().nodes.get(map).and_then(|n| n.target.first()).cloned() {
                 let edge = self.emit("control", events::edge_taken(map, &target, Via::MapItem(index as u32 + 1)), Some(cause));
-                self.start_node(&target, item, TriggerReason::First, &edge);
+                self.then_start(&target, item, TriggerReason::First, &edge);
             }
         } else {
             let results = self.maps.remove(map).map(|m| m.results).unwrap_or_default();
-            self.complete_node(map, Value::Array(results), NodeStatus::Completed, cause);
+            self.then_complete(map, Value::Array(results), NodeStatus::Completed, cause);
         }
     }
 
@@ -35,7 +35,7 @@ impl Engine {
         let Some(node) = self.node(join) else { return };
         let arrived = self.joins.get(join).map_or(0, |rt| rt.arrived.len());
         if flow_check::semantics::join_ready(flow_check::semantics::join_rule(&node), arrived, node.target.len()) {
-            self.start_node(join, Value::Null, TriggerReason::First, cause);
+            self.then_start(join, Value::Null, TriggerReason::First, cause);
         }
     }
 
@@ -74,7 +74,7 @@ impl Engine {
         }
         if node.conflicts() == Conflicts::Fail && !conflicts.is_empty() {
             let msg = format!("{} conflicting results (conflicts: fail)", conflicts.len());
-            self.node_failed(&node, ErrorCode::Conflict, &msg, cause);
+            self.node_failed(join, ErrorCode::Conflict, msg, cause);
             return;
         }
         let merged = json!({ "results": results, "conflicts": conflicts, "branches": Value::Object(branches) });
@@ -83,17 +83,17 @@ impl Engine {
                 Ok(v) => {
                     if let Err(errors) = v.validate(&merged) {
                         let msg = format!("the merged output does not match: {}", errors.join("; "));
-                        self.node_failed(&node, ErrorCode::InvalidOutput, &msg, cause);
+                        self.node_failed(join, ErrorCode::InvalidOutput, msg, cause);
                         return;
                     }
                 }
                 Err(e) => {
-                    self.node_failed(&node, ErrorCode::InvalidSchema, &e, cause);
+                    self.node_failed(join, ErrorCode::InvalidSchema, e, cause);
                     return;
                 }
             }
         }
-        self.complete_node(join, merged, NodeStatus::Completed, cause);
+        self.then_complete(join, merged, NodeStatus::Completed, cause);
     }
 
     pub(super) fn round_end(&mut self, lp: &str, cause: &str) {
@@ -104,7 +104,7 @@ impl Engine {
                 Ok(b) => b,
                 Err(err) => {
                     self.loops.remove(lp);
-                    self.node_failed(&node, ErrorCode::EvalError, &format!("`until`: {}", err.message), cause);
+                    self.node_failed(lp, ErrorCode::EvalError, format!("`until`: {}", err.message), cause);
                     return;
                 }
             },
@@ -121,7 +121,7 @@ impl Engine {
                 if let Some(action) = action.filter(|a| a.name != ActionKind::Continue) {
                     self.env.insert(lp.to_string(), output);
                     let ctx = Ctx { node: Some(lp.to_string()), gate: None, event: HandlerEvent::Exhausted.into() };
-                    self.act(&action, &ctx, HandlerScope::Node(lp.to_string()), cause);
+                    self.then_act(action, ctx, HandlerScope::Node(lp.to_string()), cause);
                     return;
                 }
                 let ex = self.emit(
@@ -133,10 +133,10 @@ impl Engine {
                     ),
                     Some(cause),
                 );
-                self.complete_node(lp, output, NodeStatus::Completed, &ex);
+                self.then_complete(lp, output, NodeStatus::Completed, &ex);
                 return;
             }
-            self.complete_node(lp, output, NodeStatus::Completed, cause);
+            self.then_complete(lp, output, NodeStatus::Completed, cause);
             return;
         }
         if let Some(l) = self.loops.get_mut(lp) {
@@ -145,7 +145,7 @@ impl Engine {
         if let Some(first) = node.target.first().cloned() {
             let edge = self.emit("control", events::edge_taken(lp, &first, Via::LoopRound), Some(cause));
             let input = self.nodes.get(lp).map(|n| n.input.clone()).unwrap_or(Value::Null);
-            self.start_node(&first, input, TriggerReason::First, &edge);
+            self.then_start(&first, input, TriggerReason::First, &edge);
         }
     }
 }

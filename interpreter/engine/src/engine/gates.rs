@@ -333,12 +333,18 @@ impl Engine {
     /// Records a gate's outcome (`body`) and takes the action it calls for.
     pub(super) fn record_gate(&mut self, name: &str, body: Body, action: Action, ctx: Ctx, cause: &str) {
         if let Body::GateRecorded { outcome, .. } = &body {
-            let held = || Held::Gate { name: name.to_string(), body: Box::new(body.clone()), action: action.clone(), ctx: ctx.clone() };
+            let held = || Effect::RecordGate {
+                name: name.to_string(),
+                body: Box::new(body.clone()),
+                action: action.clone(),
+                ctx: ctx.clone(),
+                cause: held(),
+            };
             if !self.admit(Obs::Outcome { gate: name, outcome: outcome.as_str() }, "gate_recorded", cause, held) {
                 return;
             }
         }
         let recorded = self.emit(&format!("gate.{name}"), body, Some(cause));
-        self.act(&action, &ctx, HandlerScope::Gate(name.to_string()), &recorded);
+        self.then(Effect::Act { action, ctx, scope: HandlerScope::Gate(name.to_string()), cause: recorded });
     }
 }

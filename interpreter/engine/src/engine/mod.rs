@@ -23,7 +23,7 @@ use flow_check::ir::{Action, ActionKind, Decl, Gate, Guard, HandlerEvent, Node, 
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_check::semantics::{self, FailureStep};
 use flow_check::types::Ty;
-use flow_check::view::{Budget, Conflicts, Effect, EvaluatorRef, Expect, PolicyResponse};
+use flow_check::view::{self, Budget, Conflicts, EvaluatorRef, Expect, PolicyResponse};
 use flow_policy::{Automaton, Monitor, Obs};
 use flow_trace::{
     ActionEvent, ArtifactRef, Body, ContextMode, ErrorCode, EvaluatorResult, Event, HandlerScope, MessageType, NodeStatus, Outcome,
@@ -38,7 +38,9 @@ use std::sync::Arc;
 mod actions;
 mod attempts;
 mod budgets;
+mod coordinator;
 mod decisions;
+mod effects;
 mod fanin;
 mod gates;
 mod nodes;
@@ -52,6 +54,7 @@ mod tools;
 mod transfers;
 mod turns;
 
+use effects::{held, Effect};
 use policies::PolicyRt;
 use record::Envelope;
 use state::*;
@@ -151,6 +154,8 @@ pub struct Engine {
     /// Set while a resumed run replays its journal: wall-clock limits are
     /// not re-checked (the journal says what happened).
     pub replaying: bool,
+    /// Effects to apply, the next on top (see `coordinator.rs`).
+    effects: Vec<Effect>,
 }
 
 /// The run's budget scopes as declared: the workflow's (with its deadline)
@@ -267,6 +272,7 @@ impl Engine {
             policies,
             ceiling_breaches: 0,
             replaying: false,
+            effects: Vec::new(),
             program,
             wf_index,
         })

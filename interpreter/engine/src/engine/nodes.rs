@@ -22,17 +22,17 @@ impl Engine {
         if let Some(ty) = self.wf().input_type().cloned() {
             if let Ok(v) = self.validator("workflow.input", "", &ty) {
                 if let Err(errors) = v.validate(&input) {
-                    self.terminate("invalid_input", TerminationStatus::Failure, &started, Some(&errors.join("; ")));
+                    self.end_run("invalid_input", TerminationStatus::Failure, &started, Some(errors.join("; ")));
                     return;
                 }
             }
         }
         self.env.insert("input".into(), input.clone());
         let Some(start) = self.wf().start().map(str::to_string) else {
-            self.terminate("no_start", TerminationStatus::Failure, &started, None);
+            self.end_run("no_start", TerminationStatus::Failure, &started, None);
             return;
         };
-        self.start_node(&start, input, TriggerReason::First, &started);
+        self.then(Effect::StartNode { name: start, input, trigger: TriggerReason::First, cause: started });
     }
 
     pub(super) fn start_node(&mut self, name: &str, input: Value, trigger: TriggerReason, cause: &str) {
@@ -40,10 +40,10 @@ impl Engine {
             return;
         }
         let Some(node) = self.node(name) else {
-            self.terminate("unknown_node", TerminationStatus::Failure, cause, Some(&format!("no node `{name}`")));
+            self.end_run("unknown_node", TerminationStatus::Failure, cause, Some(format!("no node `{name}`")));
             return;
         };
-        let held = || Held::StartNode { name: name.to_string(), input: input.clone(), trigger };
+        let held = || Effect::StartNode { name: name.to_string(), input: input.clone(), trigger, cause: held() };
         if !self.admit(Obs::Started(name), "node_started", cause, held) {
             return;
         }
@@ -64,7 +64,7 @@ impl Engine {
         self.nodes[name].started_event = started.clone();
         if let Some(max) = node.max_visits() {
             if visit as u64 > max {
-                self.node_failed(&node, ErrorCode::MaxVisits, &format!("`{name}` ran {max} times already (max_visits)"), &started);
+                self.node_failed(name, ErrorCode::MaxVisits, format!("`{name}` ran {max} times already (max_visits)"), &started);
                 return;
             }
         }
@@ -74,62 +74,69 @@ impl Engine {
             self.budgets.add(Scope::from_budget(&format!("node.{name}"), &budget));
         }
         match node.kind {
-            NodeKind::Agent | NodeKind::Tool => self.start_attempt(&node, trigger, &started),
+            NodeKind::Agent | NodeKind::Tool => self.then(Effect::StartAttempt { node: name.to_string(), trigger, cause: started }),
             NodeKind::Human => {
                 let decisions = node.offered_decisions();
                 let prompt = node.prompt().map(str::to_string);
-                self.ask(Decision::HumanNode { node: name.to_string() }, node.target.clone(), prompt, decisions, &started);
+                let decision = Box::new(Decision::HumanNode { node: name.to_string() });
+                self.then(Effect::Ask { decision, principals: node.target.clone(), prompt, decisions, cause: started });
             }
             NodeKind::End => {
                 let reason = node.target.first().cloned().unwrap_or_else(|| name.to_string());
                 self.finish_end(name, &reason, node.status(), &started);
             }
-            NodeKind::Parallel => self.start_parallel(&node, input, &started),
-            NodeKind::Join => {
-                // Started by its branches once ready, or entered by an edge
-                // of its own: then it waits for them.
-                self.try_join(name, &started);
-            }
+            NodeKind::Parallel => self.fanout(name, input, &started, 0),
+            // Started by its branches once ready, or entered by an edge of
+            // its own: then it waits for them.
+            NodeKind::Join => self.then(Effect::TryJoin { join: name.to_string(), cause: started }),
             NodeKind::Loop => {
                 self.loops.insert(name.to_string(), LoopRt { round: 1 });
                 if let Some(first) = node.target.first().cloned() {
                     let edge = self.emit("control", events::edge_taken(name, &first, Via::LoopRound), Some(&started));
-                    self.start_node(&first, input, TriggerReason::First, &edge);
+                    self.then(Effect::StartNode { name: first, input, trigger: TriggerReason::First, cause: edge });
                 }
             }
             NodeKind::Map => self.start_map(&node, &started),
             other => {
                 let msg = format!("node kind `{other}` is not supported by this runtime yet");
-                self.node_failed(&node, ErrorCode::Unsupported, &msg, &started);
+                self.node_failed(name, ErrorCode::Unsupported, msg, &started);
             }
         }
     }
 
-    /// A fan-out: every branch entered (through the delegation that leads to
-    /// it, if any), then the parallel node completes.
-    pub(super) fn start_parallel(&mut self, node: &Node, input: Value, started: &str) {
-        let name = node.name.as_str();
-        let branches = node.target.clone();
-        for branch in branches {
-            let edge = self.emit("control", events::edge_taken(name, &branch, Via::Fanout), Some(started));
-            // A delegation to a branch comes from whoever led to the fan-out.
-            let delegator = self
-                .wf()
-                .transfers
-                .iter()
-                .find(|t| t.to == branch && (t.from == name || self.env.contains_key(&t.from)))
-                .map(|t| t.from.clone());
-            match delegator {
-                Some(from) => match self.transfer(&from, &branch, input.clone(), edge) {
-                    Crossing::Enter(input, parent) => self.start_node(&branch, input, TriggerReason::First, &parent),
-                    // A held handoff waits; the other branches go on.
-                    Crossing::Held => {}
-                    Crossing::Refused => return,
-                },
-                None => self.start_node(&branch, input.clone(), TriggerReason::First, &edge),
+    /// A fan-out's branch `next` entered (through the delegation that leads
+    /// to it, if any), then the next one; after the last, the parallel node
+    /// completes. A refused delegation stops the fan-out.
+    pub(super) fn fanout(&mut self, name: &str, input: Value, started: &str, next: usize) {
+        let Some(node) = self.node(name) else { return };
+        let Some(branch) = node.target.get(next).cloned() else {
+            self.finish_parallel(name, started);
+            return;
+        };
+        let edge = self.emit("control", events::edge_taken(name, &branch, Via::Fanout), Some(started));
+        // A delegation to a branch comes from whoever led to the fan-out.
+        let delegator = self
+            .wf()
+            .transfers
+            .iter()
+            .find(|t| t.to == branch && (t.from == name || self.env.contains_key(&t.from)))
+            .map(|t| t.from.clone());
+        let rest = Effect::Fanout { node: name.to_string(), input: input.clone(), started: Str::from(started), next: next + 1 };
+        match delegator {
+            Some(from) => match self.transfer(&from, &branch, input, edge) {
+                Crossing::Enter(input, parent) => {
+                    self.then(Effect::StartNode { name: branch, input, trigger: TriggerReason::First, cause: parent });
+                    self.then(rest);
+                }
+                // A held handoff waits; the other branches go on.
+                Crossing::Held => self.then(rest),
+                Crossing::Refused => {}
+            },
+            None => {
+                self.then(Effect::StartNode { name: branch, input, trigger: TriggerReason::First, cause: edge });
+                self.then(rest);
             }
         }
-        self.finish_parallel(name, started);
     }
 
     /// A map: its `over` list evaluated and checked, then its items in turn.
@@ -143,48 +150,46 @@ impl Engine {
                 if let Some(max) = node.max_items() {
                     if items.len() as u64 > max {
                         let msg = format!("{} items exceed max_items {max}", items.len());
-                        self.node_failed(node, ErrorCode::TooManyItems, &msg, started);
+                        self.node_failed(&node.name, ErrorCode::TooManyItems, msg, started);
                         return;
                     }
                 }
                 self.maps.insert(node.name.clone(), MapRt { items, results: Vec::new() });
-                self.map_next(&node.name, started);
+                self.then(Effect::MapNext { map: node.name.clone(), cause: Str::from(started) });
             }
             Ok(other) => {
                 let msg = format!("`over` is not a list: {other}");
-                self.node_failed(node, ErrorCode::InvalidInput, &msg, started)
+                self.node_failed(&node.name, ErrorCode::InvalidInput, msg, started)
             }
-            Err(e) => self.node_failed(node, ErrorCode::EvalError, &e.message, started),
+            Err(e) => self.node_failed(&node.name, ErrorCode::EvalError, e.message, started),
         }
     }
 
     /// An end node completes, and the run terminates with its reason.
     pub(super) fn finish_end(&mut self, name: &str, reason: &str, status: TerminationStatus, cause: &str) {
-        let held = || Held::EndNode { name: name.to_string(), reason: reason.to_string(), status };
+        let held = || Effect::FinishEnd { name: name.to_string(), reason: reason.to_string(), status, cause: held() };
         if !self.admit(Obs::Completed(name), "node_completed", cause, held) {
             return;
         }
         let done = self.emit("control", events::node_completed(name, NodeStatus::Completed, None), Some(cause));
         self.nodes[name].running = false;
-        self.terminate(reason, status, &done, None);
+        self.then(Effect::Terminate { reason: reason.to_string(), status, cause: done, message: None });
     }
 
     /// A parallel node completes once its branches are started.
     pub(super) fn finish_parallel(&mut self, name: &str, cause: &str) {
-        if !self.admit(Obs::Completed(name), "node_completed", cause, || Held::ParallelDone { name: name.to_string() }) {
+        if !self.admit(Obs::Completed(name), "node_completed", cause, || Effect::FinishParallel { name: name.to_string(), cause: held() }) {
             return;
         }
         self.emit("control", events::node_completed(name, NodeStatus::Completed, None), Some(cause));
         self.nodes[name].running = false;
     }
 
-    pub(super) fn complete_node(&mut self, name: &str, output: Value, status: NodeStatus, cause: &str) {
-        self.complete_node_as(name, output, status, cause, None)
-    }
-
-    /// [`Engine::complete_node`], with the output's reference when it is
-    /// already known (not digested again).
-    pub(super) fn complete_node_as(&mut self, name: &str, output: Value, status: NodeStatus, cause: &str, known: Option<ArtifactRef>) {
+    /// A node completes with `output` (whose reference is `known` when it
+    /// is: not digested again): a delegate's contract is held, the output
+    /// kept, a task state changed, then a map item returns to its map, else
+    /// the next edge is chosen.
+    pub(super) fn complete_node(&mut self, name: &str, output: Value, status: NodeStatus, cause: &str, known: Option<ArtifactRef>) {
         if !self.running() {
             return;
         }
@@ -192,13 +197,13 @@ impl Engine {
         let contract = self.nodes.get(name).and_then(|n| n.contract.clone());
         if let (Some(contract), NodeStatus::Completed) = (contract, status) {
             if let Some(why) = self.contract_violation(&contract, &output) {
-                if let Some(node) = self.node(name) {
-                    self.node_failed(&node, ErrorCode::ContractRejected, &format!("contract `{contract}`: {why}"), cause);
+                if self.node(name).is_some() {
+                    self.node_failed(name, ErrorCode::ContractRejected, format!("contract `{contract}`: {why}"), cause);
                 }
                 return;
             }
         }
-        let held = || Held::CompleteNode { name: name.to_string(), output: output.clone(), status };
+        let held = || Effect::CompleteNode { name: name.to_string(), output: output.clone(), status, cause: held(), known: None };
         if !self.admit(Obs::Completed(name), "node_completed", cause, held) {
             return;
         }
@@ -227,9 +232,9 @@ impl Engine {
                 let from = self.task_state.get(&machine).cloned().unwrap_or_else(|| m.initial.clone());
                 let legal = from == state || m.transitions.iter().any(|(a, b)| *a == from && *b == state);
                 if !legal {
-                    if let Some(node) = self.node(name) {
+                    if self.node(name).is_some() {
                         let msg = format!("illegal transition {machine}.{from} -> {machine}.{state}");
-                        self.node_failed(&node, ErrorCode::IllegalTransition, &msg, &done);
+                        self.node_failed(name, ErrorCode::IllegalTransition, msg, &done);
                     }
                     return;
                 }
@@ -245,11 +250,11 @@ impl Engine {
         if let Some(map) = self.index.map_of(name).map(str::to_string) {
             if let Some(rt) = self.maps.get_mut(&map) {
                 rt.results.push(output);
-                self.map_next(&map, &done);
+                self.then(Effect::MapNext { map, cause: done });
                 return;
             }
         }
-        self.follow(name, &done);
+        self.then(Effect::Follow { from: name.to_string(), cause: done });
     }
 
     /// Chooses the next node after `from` completed.
@@ -279,8 +284,8 @@ impl Engine {
                     }
                     Ok(false) => {}
                     Err(e) => {
-                        if let Some(node) = node.clone() {
-                            self.node_failed(&node, ErrorCode::EvalError, &format!("guard of {from} -> {}: {}", edge.to, e.message), cause);
+                        if node.is_some() {
+                            self.node_failed(from, ErrorCode::EvalError, format!("guard of {from} -> {}: {}", edge.to, e.message), cause);
                         }
                         return;
                     }
@@ -295,26 +300,32 @@ impl Engine {
             if let Some(lp) = &in_loop {
                 let inside = self.wf().nodes.get(lp).is_some_and(|l| l.target.contains(&to));
                 if !inside {
-                    self.round_end(lp, cause);
+                    self.then(Effect::RoundEnd { lp: lp.clone(), cause: Str::from(cause) });
                     return;
                 }
             }
-            self.cross(from, &to, via, cause);
+            self.then(Effect::Cross { from: from.to_string(), to, via, cause: Str::from(cause) });
             return;
         }
         if let Some(lp) = in_loop {
-            self.round_end(&lp, cause);
+            self.then(Effect::RoundEnd { lp, cause: Str::from(cause) });
             return;
         }
         // A branch with no edge of its own goes to the join that lists it.
         let join = self.join_of.get(from).cloned();
         if let Some(join) = join {
             let edge = self.emit("control", events::edge_taken(from, &join, Via::Join), Some(cause));
-            self.join_arrival(&join, from, &edge);
+            self.then(Effect::JoinArrival { join, from: from.to_string(), cause: edge });
             return;
         }
         if self.waiting.is_empty() && self.attempts.is_empty() {
-            self.terminate("dead_end", TerminationStatus::Failure, cause, Some(&format!("no edge leaves `{from}`")));
+            let message = Some(format!("no edge leaves `{from}`"));
+            self.then(Effect::Terminate {
+                reason: "dead_end".into(),
+                status: TerminationStatus::Failure,
+                cause: Str::from(cause),
+                message,
+            });
         }
     }
 }

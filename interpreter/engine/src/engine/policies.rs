@@ -63,6 +63,8 @@ impl Engine {
                 stop = Some(ev);
             }
         }
+        // At once: the run stops at the event that violated the policy, before
+        // the step that recorded it records anything more.
         if let Some(ev) = stop {
             self.terminate("policy_violation", TerminationStatus::Failure, &ev, None);
         }
@@ -75,7 +77,7 @@ impl Engine {
     /// policy it would violate is reported and its principals are asked;
     /// the action is `held` until they answer (approve: it happens;
     /// reject: the run stops with `policy_violation`).
-    pub(super) fn admit(&mut self, obs: Obs<'_>, offending: &'static str, cause: &str, held: impl FnOnce() -> Held) -> bool {
+    pub(super) fn admit(&mut self, obs: Obs<'_>, offending: &'static str, cause: &str, held: impl FnOnce() -> Effect) -> bool {
         if !self.running() {
             return false;
         }
@@ -109,7 +111,7 @@ impl Engine {
                 let message = self.violation_message(i, &what, &required, ": blocked, it did not happen");
                 last = self.report(i, PolicyResponse::Block, offending, message, None, cause);
             }
-            self.terminate("policy_blocked", TerminationStatus::Failure, &last, None);
+            self.end_run("policy_blocked", TerminationStatus::Failure, &last, None);
             return false;
         }
         if let Some((i, required)) = escalated {
@@ -117,13 +119,13 @@ impl Engine {
             let ev = self.report(i, PolicyResponse::Escalate, offending, message.clone(), None, cause);
             let policy = self.policies[i].name.clone();
             let principals = self.policies[i].escalate_to.clone();
-            self.ask(
-                Decision::Policy { policy, held: Box::new(held()) },
+            self.then(Effect::Ask {
+                decision: Box::new(Decision::Policy { policy, held: Box::new(held()) }),
                 principals,
-                Some(message),
-                vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
-                &ev,
-            );
+                prompt: Some(message),
+                decisions: vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
+                cause: ev,
+            });
             return false;
         }
         true
@@ -155,32 +157,6 @@ impl Engine {
             Body::PolicyViolated { schema_version: V, policy, response, offending: offending.to_string(), message, owed },
             Some(parent),
         )
-    }
-
-    /// Takes an action a policy escalation held, once a human approved it.
-    pub(super) fn resume_held(&mut self, held: Held, cause: &str) {
-        match held {
-            Held::StartNode { name, input, trigger } => self.start_node(&name, input, trigger, cause),
-            Held::CallTool(call) => self.call_tool(call, cause),
-            Held::Transfer { from, to, input } => {
-                if let Crossing::Enter(input, parent) = self.transfer(&from, &to, input, Str::from(cause)) {
-                    self.start_node(&to, input, TriggerReason::First, &parent);
-                }
-            }
-            Held::CompleteNode { name, output, status } => self.complete_node(&name, output, status, cause),
-            Held::EndNode { name, reason, status } => self.finish_end(&name, &reason, status, cause),
-            Held::ParallelDone { name } => self.finish_parallel(&name, cause),
-            Held::NodeFailed { node, event, code, message } => {
-                if let Some(n) = self.node(&node) {
-                    self.node_event_failed(&n, event, code, &message, cause);
-                }
-            }
-            Held::ToolRefused { attempt, tool, message } => self.feed_tool_error(&attempt, &tool, &message, cause),
-            Held::Gate { name, body, action, ctx } => self.record_gate(&name, *body, action, ctx, cause),
-            Held::Decision { decision, request_event, answer } => self.on_decision(*decision, &request_event, answer),
-            Held::Zones { changes } => self.zone_changes(changes, cause),
-            Held::Terminate { reason, status, message } => self.terminate(&reason, status, cause, message.as_deref()),
-        }
     }
 
     /// Policies violated by the termination `reason` itself, or owing an

@@ -85,8 +85,9 @@ impl Engine {
         (artifact, bytes)
     }
 
-    /// Runs `step` with the clock read once: every event it records has
-    /// the same time (see [`Engine::now`]).
+    /// Runs `step`, and every effect it leads to, with the clock read
+    /// once: every event they record has the same time (see
+    /// [`Engine::now`]).
     pub(super) fn at_one_instant<R>(&mut self, step: impl FnOnce(&mut Engine) -> R) -> R {
         let outer = self.step_ms.is_none();
         if outer {
@@ -94,6 +95,7 @@ impl Engine {
         }
         let result = step(self);
         if outer {
+            self.drive();
             self.step_ms = None;
         }
         result

@@ -26,24 +26,29 @@ impl Engine {
                 // again under the same key.
                 Waiting::Human { .. } | Waiting::Probe { .. } => {}
                 Waiting::Turn { attempt, .. } => {
-                    self.waiting.remove(&key);
-                    self.expire(&attempt, &resumed, None);
+                    self.then(Effect::Expire { key, attempt, unknown_tool: None, cause: resumed.clone() });
                 }
                 Waiting::Tool { attempt, tool, .. } => {
-                    self.waiting.remove(&key);
-                    let non_idempotent = self.decl(&tool).is_some_and(|d| d.effect() == Effect::NonIdempotent);
-                    self.expire(&attempt, &resumed, non_idempotent.then_some(tool));
+                    let non_idempotent = self.decl(&tool).is_some_and(|d| d.effect() == view::Effect::NonIdempotent);
+                    let unknown_tool = non_idempotent.then_some(tool);
+                    self.then(Effect::Expire { key, attempt, unknown_tool, cause: resumed.clone() });
                 }
             }
         }
     }
 
-    pub(super) fn expire(&mut self, attempt_id: &str, cause: &str, unknown_tool: Option<String>) {
+    /// A lost command's attempt expires: issued again, or, for a
+    /// non-idempotent tool call whose outcome is unknown, reconciled by a
+    /// human.
+    pub(super) fn expire(&mut self, key: &str, attempt_id: &str, cause: &str, unknown_tool: Option<String>) {
+        self.waiting.remove(key);
         let Some(a) = self.attempts.get(attempt_id).cloned() else { return };
         let expired =
             self.emit("control", Body::LeaseExpired { schema_version: V, attempt_id: a.id.clone(), lease: a.lease.clone() }, Some(cause));
         self.attempts.remove(attempt_id);
-        let Some(node) = self.node(&a.node) else { return };
+        if self.node(&a.node).is_none() {
+            return;
+        }
         if let Some(tool) = unknown_tool {
             let key = format!("{}:{}", self.cfg.run_id, a.id);
             let rec = self.emit(
@@ -52,16 +57,16 @@ impl Engine {
                 Some(&expired),
             );
             let deciders = self.wf().escalate_to();
-            self.ask(
-                Decision::Reconcile { attempt: a.id.clone() },
-                deciders,
-                Some("The call may or may not have happened: approve to retry it, reject to fail the node".into()),
-                vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
-                &rec,
-            );
+            self.then(Effect::Ask {
+                decision: Box::new(Decision::Reconcile { attempt: a.id.clone() }),
+                principals: deciders,
+                prompt: Some("The call may or may not have happened: approve to retry it, reject to fail the node".into()),
+                decisions: vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
+                cause: rec,
+            });
             return;
         }
-        self.start_attempt(&node, TriggerReason::LeaseExpired, &expired);
+        self.then(Effect::StartAttempt { node: a.node, trigger: TriggerReason::LeaseExpired, cause: expired });
     }
 
     /// Cancels the run: the workflow's `cancelled` handler, else the run
@@ -76,8 +81,9 @@ impl Engine {
         }
         let ev = self.emit("control", events::warning("cancelled by the operator".into()), None);
         let ids: Vec<String> = self.attempts.keys().cloned().collect();
+        // (A cancelled attempt stops the run: its failure is recorded, nothing follows.)
         for id in ids {
-            self.attempt_failed(&id, ErrorCode::Cancelled, "the run was cancelled", &ev);
+            self.record_attempt_failure(&id, ErrorCode::Cancelled, "the run was cancelled", &ev);
         }
         self.waiting.clear();
         self.commands.clear();
@@ -95,11 +101,11 @@ impl Engine {
                 ) =>
             {
                 let ctx = Ctx { node: None, gate: None, event: HandlerEvent::Cancelled.into() };
-                self.act(&action, &ctx, HandlerScope::Workflow, &ev);
+                self.then_act(action, ctx, HandlerScope::Workflow, &ev);
             }
             _ => {}
         }
-        self.terminate("cancelled", TerminationStatus::Cancelled, &ev, None);
+        self.end_run("cancelled", TerminationStatus::Cancelled, &ev, None);
     }
 
     /// Renews the lease of every attempt still running.

@@ -19,7 +19,7 @@ impl Engine {
         }
         if let Some(ex) = self.budgets.out_of_time(self.elapsed()).filter(|_| !self.replaying) {
             let cause = self.events.last().map(|e| e.event_id.clone()).unwrap_or_default();
-            self.exhausted(ex, None, &cause);
+            self.then(Effect::Exhausted { ex, node: None, cause });
             return Ok(());
         }
         match (waiting, response) {

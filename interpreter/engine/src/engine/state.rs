@@ -21,10 +21,11 @@ pub(super) enum Decision {
     },
     /// A `confirm: true` tool call waiting for a human's go-ahead.
     Confirm(PendingCall),
-    /// An escalated policy violation: approve lets the held action happen.
+    /// An escalated policy violation: approve lets the held action happen
+    /// (the effect that was about to record the violating event).
     Policy {
         policy: String,
-        held: Box<Held>,
+        held: Box<Effect>,
     },
 }
 
@@ -53,25 +54,6 @@ pub(super) struct PendingCall {
     pub(super) key_template: Option<String>,
     pub(super) agent: Option<String>,
     pub(super) delay: u64,
-}
-
-/// An action held back before it recorded an event that would violate an
-/// `escalate` policy: taken as it would have been if a human approves.
-/// Each variant is the call that was about to record the event.
-#[derive(Debug, Clone)]
-pub(super) enum Held {
-    StartNode { name: String, input: Value, trigger: TriggerReason },
-    CallTool(PendingCall),
-    Transfer { from: String, to: String, input: Value },
-    CompleteNode { name: String, output: Value, status: NodeStatus },
-    EndNode { name: String, reason: String, status: TerminationStatus },
-    ParallelDone { name: String },
-    NodeFailed { node: String, event: HandlerEvent, code: ErrorCode, message: String },
-    ToolRefused { attempt: String, tool: String, message: String },
-    Gate { name: String, body: Box<Body>, action: Action, ctx: Ctx },
-    Decision { decision: Box<Decision>, request_event: String, answer: HumanAnswer },
-    Zones { changes: Vec<ZoneChange> },
-    Terminate { reason: String, status: TerminationStatus, message: Option<String> },
 }
 
 /// What crossing a boundary's handoffs and delegations gave.

@@ -14,7 +14,7 @@ impl Engine {
         if !self.running() {
             return;
         }
-        let held = || Held::Terminate { reason: reason.to_string(), status, message: message.map(str::to_string) };
+        let held = || Effect::Terminate { reason: reason.to_string(), status, cause: held(), message: message.map(str::to_string) };
         if !self.admit(Obs::Terminated(reason), "run_terminated", cause, held) {
             return;
         }

@@ -4,33 +4,6 @@
 use super::*;
 
 impl Engine {
-    pub(super) fn tool_node_call(&mut self, node: &Node, attempt: &str, delay: u64, cause: &str) {
-        let Some(tool) = node.target.first().cloned() else { return };
-        let input = match node.args() {
-            Some(args) => {
-                let mut out = serde_json::Map::new();
-                for (k, v) in args {
-                    let value = match v {
-                        IrValue::Expr(e) => match eval::eval(e, &self.env) {
-                            Ok(v) => v,
-                            Err(e) => {
-                                self.attempt_failed(attempt, ErrorCode::EvalError, &format!("argument `{k}`: {}", e.message), cause);
-                                return;
-                            }
-                        },
-                        other => eval::value_to_json(other),
-                    };
-                    out.insert(k.clone(), value);
-                }
-                Value::Object(out)
-            }
-            _ => self.nodes[&node.name].input.clone(),
-        };
-        let key_template = node.idempotency_key().map(str::to_string);
-        let call = PendingCall { attempt: attempt.to_string(), tool, input, key_template, agent: None, delay };
-        self.call_tool(call, cause);
-    }
-
     /// Makes a tool call: the tool known, its input valid, confirmed by a
     /// human when it must be, allowed by the policies, within its server's
     /// quota and the budgets — then issued.
@@ -39,7 +12,7 @@ impl Engine {
         // The program is shared: the declaration is borrowed through its own handle.
         let program = self.program.clone();
         let Some(decl) = program.decls.get(&call.tool) else {
-            self.attempt_failed(&call.attempt, ErrorCode::UnknownTool, &format!("no tool `{}`", call.tool), cause);
+            self.fail_attempt(&call.attempt, ErrorCode::UnknownTool, format!("no tool `{}`", call.tool), cause);
             return;
         };
         if !self.tool_input_valid(&call, decl, cause) {
@@ -55,11 +28,12 @@ impl Engine {
             }
             let prompt = format!("`{}` needs a human confirmation before it runs", call.tool);
             let choices = vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject];
-            self.ask(Decision::Confirm(call), deciders, Some(prompt), choices, cause);
+            let decision = Box::new(Decision::Confirm(call));
+            self.then(Effect::Ask { decision, principals: deciders, prompt: Some(prompt), decisions: choices, cause: Str::from(cause) });
             return;
         }
         let obs = Obs::Called { tool: &call.tool, by: call.agent.as_deref() };
-        if !self.admit(obs, "tool_call_started", cause, || Held::CallTool(call.clone())) {
+        if !self.admit(obs, "tool_call_started", cause, || Effect::CallTool { call: call.clone(), cause: held() }) {
             return;
         }
         if !self.within_quota(&call, decl, cause) {
@@ -74,7 +48,7 @@ impl Engine {
         if call.agent.is_some() {
             self.feed_tool_error(&call.attempt, &call.tool, message, cause);
         } else {
-            self.attempt_failed(&call.attempt, code, message, cause);
+            self.fail_attempt(&call.attempt, code, message, cause);
         }
     }
 
@@ -91,7 +65,7 @@ impl Engine {
                 }
             },
             Err(e) => {
-                self.attempt_failed(&call.attempt, ErrorCode::InvalidSchema, &e, cause);
+                self.fail_attempt(&call.attempt, ErrorCode::InvalidSchema, e, cause);
                 false
             }
         }
@@ -124,7 +98,7 @@ impl Engine {
         let Some((present, reserved_ev)) = self.reserve(&scopes, &amount, &node.name, &attempt, cause) else { return };
         let idempotency_key = match key_template {
             Some(t) => Some(template(&t, &input)),
-            None if decl.effect() == Effect::NonIdempotent => Some(format!("{}:{attempt}", self.cfg.run_id)),
+            None if decl.effect() == view::Effect::NonIdempotent => Some(format!("{}:{attempt}", self.cfg.run_id)),
             None => None,
         };
         let input_ref = self.store_as(&input, || format!("{attempt}/input"), Some(cause));
@@ -147,7 +121,8 @@ impl Engine {
     pub(super) fn feed_tool_error(&mut self, attempt_id: &str, tool: &str, message: &str, cause: &str) {
         let node = self.attempts.get(attempt_id).map(|a| a.node.clone()).unwrap_or_default();
         let agent = self.node(&node).and_then(|n| (n.kind == NodeKind::Agent).then(|| n.target.first().cloned()).flatten());
-        let held = || Held::ToolRefused { attempt: attempt_id.to_string(), tool: tool.to_string(), message: message.to_string() };
+        let held =
+            || Effect::ToolRefused { attempt: attempt_id.to_string(), tool: tool.to_string(), message: message.to_string(), cause: held() };
         if !self.admit(Obs::Refused { tool, by: agent.as_deref() }, "tool_call_refused", cause, held) {
             return;
         }
@@ -155,7 +130,7 @@ impl Engine {
         if let Some(a) = self.attempts.get_mut(attempt_id) {
             a.tool_results.push(json!({ "tool": tool, "ok": false, "error": message }));
         }
-        self.next_turn(attempt_id, 0, &warn);
+        self.then(Effect::NextTurn { attempt: attempt_id.to_string(), delay: 0, cause: warn });
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -178,7 +153,19 @@ impl Engine {
         );
         let used = Usage { tool_calls: 1, ..Usage::default() };
         let changes = self.settle(scopes, reserved, used, attempt_id, &done);
-        self.zone_changes(changes, &done);
+        if changes.is_empty() {
+            self.after_tool(attempt_id, from_agent, tool, result, &done);
+        } else {
+            self.then(Effect::Zones { changes, cause: done.clone() });
+            let (attempt, tool, result) = (attempt_id.to_string(), tool.to_string(), Box::new(result));
+            self.then(Effect::AfterTool { attempt, from_agent, tool, result, done });
+        }
+    }
+
+    /// A settled tool result (after the zones it crossed): validated against
+    /// the tool's output type, then fed back to the agent that called it, or
+    /// the tool node's attempt succeeds or fails.
+    pub(super) fn after_tool(&mut self, attempt_id: &str, from_agent: bool, tool: &str, result: ToolResult, done: &str) {
         if !self.running() {
             return;
         }
@@ -206,15 +193,15 @@ impl Engine {
             if let Some(a) = self.attempts.get_mut(attempt_id) {
                 a.tool_results.push(json!({ "tool": tool, "ok": result.ok, "output": result.output, "error": result.error }));
             }
-            self.next_turn(attempt_id, 0, &done);
+            self.then(Effect::NextTurn { attempt: attempt_id.to_string(), delay: 0, cause: Str::from(done) });
             return;
         }
         if result.ok {
             let output = result.output.unwrap_or(Value::Null);
-            self.attempt_succeeded(attempt_id, output, &done);
+            self.then(Effect::AttemptSucceeded { attempt: attempt_id.to_string(), output, cause: Str::from(done) });
         } else {
             let code = result.error_code.unwrap_or(ErrorCode::ToolError);
-            self.attempt_failed(attempt_id, code, result.error.as_deref().unwrap_or("the tool failed"), &done);
+            self.fail_attempt(attempt_id, code, result.error.unwrap_or_else(|| "the tool failed".into()), done);
         }
     }
 }

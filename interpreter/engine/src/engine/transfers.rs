@@ -37,7 +37,7 @@ impl Engine {
     pub(super) fn cross(&mut self, from: &str, to: &str, via: Via, cause: &str) {
         let gate = self.index.gate_on(self.wf(), from, to).cloned();
         if let Some(gate) = gate {
-            self.evaluate_gate(&gate, cause);
+            self.then(Effect::EvaluateGate { gate: Box::new(gate), cause: Str::from(cause) });
             return;
         }
         self.enter(from, to, via, cause);
@@ -53,10 +53,18 @@ impl Engine {
         if let Crossing::Enter(input, parent) = self.transfer(from, to, input, edge) {
             // A listed branch's edge into its join is an arrival, not a start.
             if self.join_of.get(from).is_some_and(|j| j == to) {
-                self.join_arrival(to, from, &parent);
+                self.then(Effect::JoinArrival { join: to.to_string(), from: from.to_string(), cause: parent });
                 return;
             }
-            self.start_node(to, input, TriggerReason::First, &parent);
+            self.then(Effect::StartNode { name: to.to_string(), input, trigger: TriggerReason::First, cause: parent });
+        }
+    }
+
+    /// A handoff a policy held, approved: the crossing taken again from the
+    /// start, then its target.
+    pub(super) fn resume_transfer(&mut self, from: &str, to: &str, input: Value, cause: &str) {
+        if let Crossing::Enter(input, parent) = self.transfer(from, to, input, Str::from(cause)) {
+            self.then(Effect::StartNode { name: to.to_string(), input, trigger: TriggerReason::First, cause: parent });
         }
     }
 
@@ -98,13 +106,20 @@ impl Engine {
         if let Some(max) = transfer.max_hops() {
             if hops > max {
                 let ex = self.emit("control", events::warning(format!("handoff {from} -> {to} exceeded max_hops {max}")), Some(&parent));
-                self.workflow_event(HandlerEvent::MaxHops, Some(from), &ex, "max_hops", "too many handoffs");
+                self.then(Effect::WorkflowEvent {
+                    event: HandlerEvent::MaxHops,
+                    node: Some(from.to_string()),
+                    cause: ex,
+                    default_reason: "max_hops".into(),
+                    message: "too many handoffs".into(),
+                });
                 return Err(Crossing::Refused);
             }
         }
         // Policies may hold the handoff before it happens; if a human
         // lets it happen, the crossing is taken again from the start.
-        let held = || Held::Transfer { from: from.to_string(), to: to.to_string(), input: original.clone().unwrap_or_default() };
+        let held =
+            || Effect::Transfer { from: from.to_string(), to: to.to_string(), input: original.clone().unwrap_or_default(), cause: held() };
         if !self.admit(Obs::HandedOff { from, to }, "handoff", &parent, held) {
             if let Some(h) = self.hops.get_mut(&(from.to_string(), to.to_string())) {
                 *h -= 1;
@@ -125,8 +140,8 @@ impl Engine {
         let payload_ref = self.store(&payload, &format!("handoff {from} -> {to}"), Some(&parent));
         let handoff = self.emit(&format!("node.{from}"), events::handoff(transfer, payload_ref.clone(), refusal.is_none()), Some(&parent));
         if let Some(why) = refusal {
-            if let Some(node) = self.node(from) {
-                self.node_failed(&node, ErrorCode::HandoffRefused, &why, &handoff);
+            if self.node(from).is_some() {
+                self.node_failed(from, ErrorCode::HandoffRefused, why, &handoff);
             }
             return Err(Crossing::Refused);
         }
@@ -199,8 +214,8 @@ impl Engine {
             };
             if let Some(problem) = problem {
                 let why = format!("delegation {from} -> {to} refused (contract `{contract}`): {problem}");
-                if let Some(node) = self.node(from) {
-                    self.node_failed(&node, ErrorCode::DelegationRefused, &why, &parent);
+                if self.node(from).is_some() {
+                    self.node_failed(from, ErrorCode::DelegationRefused, why, &parent);
                 }
                 return Err(Crossing::Refused);
             }

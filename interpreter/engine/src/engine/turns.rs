@@ -113,12 +113,12 @@ impl Engine {
         let Some(attempt) = self.attempts.get(attempt_id).cloned() else { return };
         let Some(node) = self.node(&attempt.node) else { return };
         let Some((agent_name, agent)) = self.agent_of(&node.name) else {
-            self.attempt_failed(attempt_id, ErrorCode::UnknownAgent, "the node's agent is not declared", cause);
+            self.fail_attempt(attempt_id, ErrorCode::UnknownAgent, "the node's agent is not declared", cause);
             return;
         };
         let max_turns = ceilings::max_turns(&node, &agent).min(u32::MAX as u64) as u32;
         if attempt.turn >= max_turns {
-            self.attempt_failed(attempt_id, ErrorCode::MaxTurns, &format!("no output after {max_turns} turns"), cause);
+            self.fail_attempt(attempt_id, ErrorCode::MaxTurns, format!("no output after {max_turns} turns"), cause);
             return;
         }
         let (provider, model) = self.provider_for(&node, &agent);
@@ -134,7 +134,7 @@ impl Engine {
             (None, None) => InputCeiling::Request,
         };
         if let Some(message) = too_large(&request, bound, ceiling.max_input_tokens, input_from) {
-            self.attempt_failed(attempt_id, ErrorCode::InputTooLarge, &message, cause);
+            self.fail_attempt(attempt_id, ErrorCode::InputTooLarge, message, cause);
             return;
         }
         // The reservation is the turn's ceiling: the declared input limit
@@ -198,24 +198,38 @@ impl Engine {
         // is recorded and handled before any zone the overrun crossed.
         for scope in scopes {
             if let Some(ex) = self.budgets.used_up(scope) {
-                self.exhausted(ex, Some(&node.name), &turn);
+                self.then(Effect::Exhausted { ex, node: Some(node.name.clone()), cause: turn });
                 return;
             }
         }
-        self.zone_changes(changes, &turn);
-        if !self.running() {
-            return;
+        if changes.is_empty() {
+            self.act_on_reply(attempt_id, &node.name, agent, reply, error, &turn);
+        } else {
+            self.then(Effect::Zones { changes, cause: turn.clone() });
+            let (attempt, node, reply) = (attempt_id.to_string(), node.name.clone(), Box::new(reply));
+            self.then(Effect::ActOnReply { attempt, node, agent, reply, error, turn });
         }
-        self.act_on_reply(attempt_id, &node, agent, reply, error, &turn);
     }
 
     /// What a settled turn's reply leads to: a provider error fails the
     /// attempt; a tool call is made if the agent and the tool allow it; an
     /// output is validated (repaired while repairs are left) and completes
     /// the attempt.
-    fn act_on_reply(&mut self, attempt_id: &str, node: &Node, agent: String, reply: AgentReply, error: Option<String>, turn: &str) {
+    pub(super) fn act_on_reply(
+        &mut self,
+        attempt_id: &str,
+        node: &str,
+        agent: String,
+        reply: AgentReply,
+        error: Option<String>,
+        turn: &str,
+    ) {
+        if !self.running() {
+            return;
+        }
+        let Some(node) = self.node(node) else { return };
         if let Some(err) = reply.error {
-            self.attempt_failed(attempt_id, ErrorCode::ProviderError, &err, turn);
+            self.fail_attempt(attempt_id, ErrorCode::ProviderError, err, turn);
             return;
         }
         if let Some(call) = reply.tool_call {
@@ -223,7 +237,8 @@ impl Engine {
             let allowed_by_tool = self.decl(&call.tool).map(|d| d.allows_agent(&agent)).unwrap_or(false);
             if !(allowed_by_agent && allowed_by_tool) {
                 let msg = format!("agent `{agent}` may not call `{}`", call.tool);
-                self.feed_tool_error(attempt_id, &call.tool, &msg, turn);
+                let (attempt, cause) = (attempt_id.to_string(), Str::from(turn));
+                self.then(Effect::ToolRefused { attempt, tool: call.tool, message: msg, cause });
                 return;
             }
             let call = PendingCall {
@@ -234,7 +249,7 @@ impl Engine {
                 agent: Some(agent),
                 delay: 0,
             };
-            self.call_tool(call, turn);
+            self.then(Effect::CallTool { call, cause: Str::from(turn) });
             return;
         }
         let Some(output) = reply.output else {
@@ -243,10 +258,21 @@ impl Engine {
         };
         match self.validator("node.output", &node.name, &node.output) {
             Ok(v) => match v.validate(&output) {
-                Ok(()) => self.attempt_succeeded(attempt_id, output, turn),
+                Ok(()) => self.then(Effect::AttemptSucceeded { attempt: attempt_id.to_string(), output, cause: Str::from(turn) }),
                 Err(errors) => self.repair_or_fail(attempt_id, format!("invalid output: {}", errors.join("; ")), turn),
             },
-            Err(e) => self.attempt_failed(attempt_id, ErrorCode::InvalidSchema, &e, turn),
+            Err(e) => self.fail_attempt(attempt_id, ErrorCode::InvalidSchema, e, turn),
+        }
+    }
+
+    pub(super) fn repair_or_fail(&mut self, attempt_id: &str, error: String, cause: &str) {
+        let Some(a) = self.attempts.get_mut(attempt_id) else { return };
+        if a.repair_left > 0 {
+            a.repair_left -= 1;
+            a.repair = Some(error);
+            self.then(Effect::NextTurn { attempt: attempt_id.to_string(), delay: 0, cause: Str::from(cause) });
+        } else {
+            self.fail_attempt(attempt_id, ErrorCode::InvalidOutput, error, cause);
         }
     }
 

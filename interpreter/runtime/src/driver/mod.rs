@@ -28,7 +28,7 @@ pub use rundir::{append_proposal, load_meta, open_journal, pending_decisions, pr
 use crate::clock::Clock;
 use crate::engine::{Engine, RunConfig, RunStatus};
 use crate::exec::{Cassette, Executors, Miss, ReplayMode};
-use crate::journal::{ArtifactStore, DirArtifacts, Journal, MemoryArtifacts, MemoryJournal, SqliteJournal};
+use crate::journal::{ArtifactStore, CrashAfter, DirArtifacts, Journal, MemoryArtifacts, MemoryJournal, SqliteJournal};
 use crate::proto::*;
 use flow_check::ir::Program;
 use flow_check::plan::Plan;
@@ -110,7 +110,8 @@ pub struct Options {
     pub in_memory: bool,
     pub record: Option<PathBuf>,
     pub replay: Option<(PathBuf, ReplayMode)>,
-    /// Test hook: abort the process right after event `n` is persisted.
+    /// Test hook: abort the process right after event `n` is persisted
+    /// (the journal is wrapped in [`crate::journal::CrashAfter`]).
     pub crash_after_seq: Option<u64>,
     pub asker: Option<Box<dyn Asker>>,
     /// Called for every persisted event (progress display, logs).
@@ -220,15 +221,7 @@ impl Driver {
         fresh.drain(..replayed);
         if !fresh.is_empty() {
             tracing::debug!(first = fresh[0].seq, count = fresh.len(), "persisting events");
-            match self.opts.crash_after_seq {
-                Some(n) if fresh.iter().any(|e| e.seq >= n) => {
-                    let before: Vec<Event> = fresh.iter().filter(|e| e.seq <= n).cloned().collect();
-                    self.journal.append_batch(&before)?;
-                    // Simulates kill -9 at this event boundary.
-                    std::process::abort();
-                }
-                _ => self.journal.append_batch(&fresh)?,
-            }
+            self.journal.append_batch(&fresh)?;
             if let Some(trace) = &mut self.trace {
                 for event in &fresh {
                     let line = serde_json::to_string(event).map_err(|e| RunError::Storage(e.to_string()))?;

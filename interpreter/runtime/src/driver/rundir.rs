@@ -80,9 +80,14 @@ pub(super) fn storage(opts: &Options) -> Result<Storage, RunError> {
         return Ok((Box::new(MemoryJournal::sequence_only()), Box::new(MemoryArtifacts::default())));
     }
     std::fs::create_dir_all(&opts.run_dir).map_err(|e| RunError::Usage(format!("cannot create {}: {e}", opts.run_dir.display())))?;
-    let journal = SqliteJournal::open(&opts.run_dir.join("journal.sqlite"), opts.durable)?;
+    let journal: Box<dyn Journal> = Box::new(SqliteJournal::open(&opts.run_dir.join("journal.sqlite"), opts.durable)?);
+    // The crash test hook decorates the journal; nothing else knows of it.
+    let journal = match opts.crash_after_seq {
+        Some(n) => Box::new(CrashAfter::new(journal, n)),
+        None => journal,
+    };
     let artifacts = DirArtifacts::open(&opts.run_dir.join("artifacts"))?;
-    Ok((Box::new(journal), Box::new(artifacts)))
+    Ok((journal, Box::new(artifacts)))
 }
 
 pub(super) fn trace_file(opts: &Options, truncate: bool) -> Result<Option<std::io::BufWriter<std::fs::File>>, RunError> {

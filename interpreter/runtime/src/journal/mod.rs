@@ -13,10 +13,12 @@
 //!   sha256 of their canonical JSON (see [`artifact_ref`]).
 
 mod artifacts;
+mod crash;
 mod memory;
 mod sqlite;
 
 pub use artifacts::{ArtifactStore, DirArtifacts, MemoryArtifacts};
+pub use crash::CrashAfter;
 pub use memory::MemoryJournal;
 pub use sqlite::SqliteJournal;
 

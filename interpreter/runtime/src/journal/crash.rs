@@ -1,0 +1,72 @@
+//! A test decorator: a journal that aborts the process right after event
+//! `n` is durable — `kill -9` at that event boundary. The driver installs
+//! it only for the `FLOW_CRASH_AFTER_SEQ` test hook; the production path
+//! has no branch for it.
+
+use super::*;
+
+/// A [`Journal`] that persists events up to seq `after` and then aborts.
+pub struct CrashAfter {
+    inner: Box<dyn Journal>,
+    after: u64,
+}
+
+impl std::fmt::Debug for CrashAfter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CrashAfter").field("after", &self.after).finish_non_exhaustive()
+    }
+}
+
+impl CrashAfter {
+    /// Wraps `inner`: the process aborts once event `after` is appended.
+    pub fn new(inner: Box<dyn Journal>, after: u64) -> CrashAfter {
+        CrashAfter { inner, after }
+    }
+
+    fn crash_if_reached(&self, last: u64) {
+        if last >= self.after {
+            // Simulates kill -9 at this event boundary.
+            std::process::abort();
+        }
+    }
+}
+
+impl Journal for CrashAfter {
+    fn append(&mut self, event: &Event) -> Result<Appended, JournalError> {
+        if event.seq > self.after {
+            self.crash_if_reached(event.seq);
+        }
+        let appended = self.inner.append(event)?;
+        self.crash_if_reached(event.seq);
+        Ok(appended)
+    }
+
+    fn append_batch(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        let kept = events.iter().take_while(|e| e.seq <= self.after).count();
+        self.inner.append_batch(&events[..kept])?;
+        if let Some(last) = events.last() {
+            self.crash_if_reached(last.seq);
+        }
+        Ok(())
+    }
+
+    fn events(&self, run_id: &str) -> Result<Vec<Event>, JournalError> {
+        self.inner.events(run_id)
+    }
+
+    fn last_seq(&self, run_id: &str) -> Result<u64, JournalError> {
+        self.inner.last_seq(run_id)
+    }
+
+    fn set_meta(&mut self, run_id: &str, key: &str, value: &str) -> Result<(), JournalError> {
+        self.inner.set_meta(run_id, key, value)
+    }
+
+    fn meta(&self, run_id: &str, key: &str) -> Result<Option<String>, JournalError> {
+        self.inner.meta(run_id, key)
+    }
+
+    fn runs(&self) -> Result<Vec<String>, JournalError> {
+        self.inner.runs()
+    }
+}

@@ -37,28 +37,25 @@ impl Engine {
         }
     }
 
-    /// Reserves `amount` for `attempt_id` against `scopes`, recorded as
-    /// `budget_reserved` under `cause`. Gives the scopes present (empty: no
-    /// budget applies and nothing is recorded) and the event what follows
-    /// hangs on (`cause` when nothing was recorded). `None` when a scope
-    /// would be exhausted: that is recorded and handled.
-    pub(super) fn reserve(
-        &mut self,
-        scopes: &[String],
-        amount: &Usage,
-        node: &str,
-        attempt_id: &str,
-        cause: &str,
-    ) -> Option<(Vec<String>, Str)> {
-        let present = match self.budgets.reserve(scopes, amount, false) {
-            Ok(p) => p,
+    /// Reserves `amount` against `scopes`: gives the scopes present (empty:
+    /// no budget applies). `None` when a scope would be exhausted: that is
+    /// handled (the caller stops). Record it with [`Engine::record_reserved`].
+    pub(super) fn reserve(&mut self, scopes: &[String], amount: &Usage, node: &str, cause: &str) -> Option<Vec<String>> {
+        match self.budgets.reserve(scopes, amount, false) {
+            Ok(present) => Some(present),
             Err(ex) => {
                 self.then(Effect::Exhausted { ex, node: Some(node.to_string()), cause: Str::from(cause) });
-                return None;
+                None
             }
-        };
+        }
+    }
+
+    /// Records a reservation as `budget_reserved` under `cause`, and gives
+    /// the event what follows hangs on (`cause` when no budget applies and
+    /// nothing is recorded).
+    pub(super) fn record_reserved(&mut self, present: &[String], amount: &Usage, attempt_id: &str, cause: &str) -> Str {
         if present.is_empty() {
-            return Some((present, Str::from(cause)));
+            return Str::from(cause);
         }
         let body = Body::BudgetReserved {
             schema_version: V,
@@ -66,8 +63,7 @@ impl Engine {
             attempt_id: attempt_id.to_string(),
             amount: amount.clone(),
         };
-        let reserved = self.emit("control", body, Some(cause));
-        Some((present, reserved))
+        self.emit("control", body, Some(cause))
     }
 
     /// Settles what `attempt_id` reserved against `scopes` with what it

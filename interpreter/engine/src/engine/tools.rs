@@ -95,13 +95,15 @@ impl Engine {
         let PendingCall { attempt, tool, input, key_template, agent, delay } = call;
         let scopes = self.scopes_for(node, agent.as_deref());
         let amount = Usage { tool_calls: 1, ..Usage::default() };
-        let Some((present, reserved_ev)) = self.reserve(&scopes, &amount, &node.name, &attempt, cause) else { return };
+        let Some(present) = self.reserve(&scopes, &amount, &node.name, cause) else { return };
         let idempotency_key = match key_template {
             Some(t) => Some(template(&t, &input)),
             None if decl.effect() == view::Effect::NonIdempotent => Some(format!("{}:{attempt}", self.cfg.run_id)),
             None => None,
         };
         let input_ref = self.store_as(&input, || format!("{attempt}/input"), Some(cause));
+        // Reserved against every enclosing scope (none: nothing to record).
+        let reserved_ev = self.record_reserved(&present, &amount, &attempt, cause);
         let request = ToolRequest { tool: tool.clone(), input, idempotency_key: idempotency_key.clone() };
         let request_key = request.key();
         let n = {

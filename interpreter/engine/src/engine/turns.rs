@@ -144,7 +144,8 @@ impl Engine {
         let limits = TurnLimits { input, output: max_tokens, input_from };
         let scopes = self.scopes_for(&node, Some(&agent_name));
         let amount = Usage { tokens: input + max_tokens, cost: ceiling.cost_with_input(input), ..Usage::default() };
-        let Some((present, _)) = self.reserve(&scopes, &amount, &node.name, attempt_id, cause) else { return };
+        let Some(present) = self.reserve(&scopes, &amount, &node.name, cause) else { return };
+        self.record_reserved(&present, &amount, attempt_id, cause);
         self.node_turns.insert(node.name.clone(), request.node_turn);
         let a = self.attempts.get_mut(attempt_id).expect("attempt exists");
         a.turn += 1;

@@ -4,7 +4,7 @@
 use super::*;
 
 impl Engine {
-    pub(super) fn act(&mut self, action: &Action, ctx: &Ctx, scope: HandlerScope, cause: &str) {
+    pub(super) fn act(&mut self, action: &Action, ctx: &Ctx, scope: HandlerScope, cause: &Str) {
         if !self.running() {
             return;
         }
@@ -64,12 +64,12 @@ impl Engine {
     /// `continue`, `skip`, `degrade` or `warn`: through the gate the handler
     /// is on; else the node it is on completes (as skipped or degraded) if
     /// it was running or failed, or its run goes on from it.
-    fn go_on(&mut self, kind: ActionKind, ctx: &Ctx, scope: &HandlerScope, gate: Option<Gate>, taken: &str) {
+    fn go_on(&mut self, kind: ActionKind, ctx: &Ctx, scope: &HandlerScope, gate: Option<Gate>, taken: &Str) {
         if kind == ActionKind::Warn {
             self.emit("control", events::warning(format!("{} in {scope}", ctx.event)), Some(taken));
         }
         if let Some(g) = gate {
-            self.then(Effect::Enter { from: g.from.clone(), to: g.to.clone(), via: Via::Gate(g.name.clone()), cause: Str::from(taken) });
+            self.then(Effect::Enter { from: g.from.clone(), to: g.to.clone(), via: Via::Gate(g.name.clone()), cause: taken.clone() });
         } else if let Some(node) = &ctx.node {
             let running = self.nodes.get(node).is_some_and(|n| n.running) || !self.env.contains_key(node);
             let failed = [HandlerEvent::Failure, HandlerEvent::Timeout, HandlerEvent::InvalidOutput].map(ActionEvent::Handler);
@@ -78,7 +78,7 @@ impl Engine {
                 let output = self.env.get(node).cloned().unwrap_or(Value::Null);
                 self.then_complete(node, output, status, taken);
             } else {
-                self.then(Effect::Follow { from: node.clone(), cause: Str::from(taken) });
+                self.then(Effect::Follow { from: node.clone(), cause: taken.clone() });
             }
         }
     }
@@ -86,7 +86,7 @@ impl Engine {
     /// `goto`/`activate` a node with the output of the node the handler is
     /// on; `revise` that node, or `replan` from the gate's replan scope (else
     /// the start), with the input it had.
-    fn jump(&mut self, action: &Action, ctx: &Ctx, gate: Option<Gate>, arg: Option<String>, taken: &str) {
+    fn jump(&mut self, action: &Action, ctx: &Ctx, gate: Option<Gate>, arg: Option<String>, taken: &Str) {
         if matches!(action.name, ActionKind::Goto | ActionKind::Activate) {
             if let Some(to) = arg {
                 let from = ctx.node.clone().unwrap_or_else(|| "control".into());

@@ -25,7 +25,7 @@ impl Engine {
 
     /// An attempt of `node` starts: one control-plane step is metered
     /// (its zones crossed first, when it crosses any), then it begins.
-    pub(super) fn start_attempt(&mut self, name: &str, trigger: TriggerReason, cause: &str) {
+    pub(super) fn start_attempt(&mut self, name: &str, trigger: TriggerReason, cause: &Str) {
         if !self.running() {
             return;
         }
@@ -34,14 +34,14 @@ impl Engine {
         if changes.is_empty() {
             self.begin_attempt(name, trigger, cause);
         } else {
-            self.then(Effect::Zones { changes, cause: Str::from(cause) });
-            self.then(Effect::BeginAttempt { node: name.to_string(), trigger, cause: Str::from(cause) });
+            self.then(Effect::Zones { changes, cause: cause.clone() });
+            self.then(Effect::BeginAttempt { node: name.to_string(), trigger, cause: cause.clone() });
         }
     }
 
     /// An attempt begins: recorded with its lease, then its first turn or
     /// its tool call.
-    pub(super) fn begin_attempt(&mut self, name: &str, trigger: TriggerReason, cause: &str) {
+    pub(super) fn begin_attempt(&mut self, name: &str, trigger: TriggerReason, cause: &Str) {
         if !self.running() {
             return;
         }
@@ -88,7 +88,7 @@ impl Engine {
     }
 
     /// A tool node's call: its arguments evaluated (else the attempt fails).
-    pub(super) fn tool_node_call(&mut self, node: &Node, attempt: &str, delay: u64, cause: &str) {
+    pub(super) fn tool_node_call(&mut self, node: &Node, attempt: &str, delay: u64, cause: &Str) {
         let Some(tool) = node.target.first().cloned() else { return };
         let input = match node.args() {
             Some(args) => {
@@ -112,27 +112,27 @@ impl Engine {
         };
         let key_template = node.idempotency_key().map(str::to_string);
         let call = PendingCall { attempt: attempt.to_string(), tool, input, key_template, agent: None, delay };
-        self.then(Effect::CallTool { call, cause: Str::from(cause) });
+        self.then(Effect::CallTool { call: Box::new(call), cause: cause.clone() });
     }
 
-    pub(super) fn release(&mut self, attempt_id: &str, cause: &str) {
+    pub(super) fn release(&mut self, attempt_id: &str, cause: &Str) {
         if let Some(a) = self.attempts.remove(attempt_id) {
             self.emit("control", Body::LeaseReleased { schema_version: V, attempt_id: a.id, lease: a.lease }, Some(cause));
         }
     }
 
-    pub(super) fn attempt_succeeded(&mut self, attempt_id: &str, output: Value, cause: &str) {
+    pub(super) fn attempt_succeeded(&mut self, attempt_id: &str, output: Value, cause: &Str) {
         let Some(a) = self.attempts.get(attempt_id) else { return };
         let (node, id, attempt_no) = (a.node.clone(), a.id.clone(), a.attempt_no);
         let artifact = self.store(&output, &node, Some(cause));
         let done = self.emit("control", events::attempt_completed(&node, &id, attempt_no, artifact.clone()), Some(cause));
         self.release(attempt_id, &done);
-        self.then(Effect::CompleteNode { name: node, output, status: NodeStatus::Completed, cause: done, known: Some(artifact) });
+        self.then(Effect::CompleteNode { name: node, output, status: NodeStatus::Completed, cause: done, known: Some(Box::new(artifact)) });
     }
 
     /// An attempt failed: recorded; then retried while attempts are left,
     /// else its node's visit fails.
-    pub(super) fn attempt_failed(&mut self, attempt_id: &str, code: ErrorCode, message: &str, cause: &str) {
+    pub(super) fn attempt_failed(&mut self, attempt_id: &str, code: ErrorCode, message: &str, cause: &Str) {
         let Some((a, failed)) = self.record_attempt_failure(attempt_id, code, message, cause) else { return };
         let Some(node) = self.node(&a.node) else { return };
         if code.stops_the_run() {
@@ -153,7 +153,7 @@ impl Engine {
         attempt_id: &str,
         code: ErrorCode,
         message: &str,
-        cause: &str,
+        cause: &Str,
     ) -> Option<(Attempt, Str)> {
         let a = self.attempts.get(attempt_id).cloned()?;
         let failed = self.emit("control", events::attempt_failed(&a.node, &a.id, a.attempt_no, code, message), Some(cause));
@@ -163,7 +163,7 @@ impl Engine {
 
     /// A node's visit failed: its handler for `event`, else `on_failure`,
     /// else the workflow's handler, else the run fails.
-    pub(super) fn node_event_failed(&mut self, name: &str, event: HandlerEvent, code: ErrorCode, message: &str, cause: &str) {
+    pub(super) fn node_event_failed(&mut self, name: &str, event: HandlerEvent, code: ErrorCode, message: &str, cause: &Str) {
         let Some(node) = self.node(name) else { return };
         let held = || Effect::NodeFailed { node: name.to_string(), event, code, message: message.to_string(), cause: held() };
         if !self.admit(Obs::Failed(&node.name), "node_failed", cause, held) {
@@ -180,13 +180,13 @@ impl Engine {
         match semantics::failure_step(wf, &index, &node, event) {
             FailureStep::Handler { event: on } => {
                 if let Some(action) = semantics::handler_on(&node.handlers, on).cloned() {
-                    self.then(Effect::Act { action, ctx, scope: HandlerScope::Node(node.name.clone()), cause: failed });
+                    self.then(Effect::Act { action, ctx: Box::new(ctx), scope: HandlerScope::Node(node.name.clone()), cause: failed });
                 }
                 return;
             }
             FailureStep::OnFailure(on_failure) => {
                 let action = Action::bare(on_failure.action());
-                self.then(Effect::Act { action, ctx, scope: HandlerScope::Node(node.name.clone()), cause: failed });
+                self.then(Effect::Act { action, ctx: Box::new(ctx), scope: HandlerScope::Node(node.name.clone()), cause: failed });
                 return;
             }
             // A loop body's failure is the loop's.
@@ -195,7 +195,7 @@ impl Engine {
                     let ctx = Ctx { node: Some(loop_node.to_string()), gate: None, event: HandlerEvent::Failure.into() };
                     self.loops.remove(loop_node);
                     let action = action.clone();
-                    self.then(Effect::Act { action, ctx, scope: HandlerScope::Node(loop_node.to_string()), cause: failed });
+                    self.then(Effect::Act { action, ctx: Box::new(ctx), scope: HandlerScope::Node(loop_node.to_string()), cause: failed });
                 }
                 return;
             }
@@ -204,16 +204,16 @@ impl Engine {
         self.workflow_event(HandlerEvent::Failure, Some(&node.name), &failed, &format!("{}_failed", node.name), message);
     }
 
-    pub(super) fn workflow_event(&mut self, event: HandlerEvent, node: Option<&str>, cause: &str, default_reason: &str, message: &str) {
+    pub(super) fn workflow_event(&mut self, event: HandlerEvent, node: Option<&str>, cause: &Str, default_reason: &str, message: &str) {
         let handler = semantics::handler_on(&self.wf().handlers, event).cloned();
         match handler {
             Some(action) => {
                 let ctx = Ctx { node: node.map(str::to_string), gate: None, event: event.into() };
-                self.then(Effect::Act { action, ctx, scope: HandlerScope::Workflow, cause: Str::from(cause) })
+                self.then(Effect::Act { action, ctx: Box::new(ctx), scope: HandlerScope::Workflow, cause: cause.clone() })
             }
             None => {
                 let (reason, message) = (default_reason.to_string(), Some(message.to_string()));
-                self.then(Effect::Terminate { reason, status: TerminationStatus::Failure, cause: Str::from(cause), message })
+                self.then(Effect::Terminate { reason, status: TerminationStatus::Failure, cause: cause.clone(), message })
             }
         }
     }

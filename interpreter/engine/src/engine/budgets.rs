@@ -21,7 +21,7 @@ impl Engine {
     /// One control-plane step for an attempt of `node`, reserved and settled
     /// at once (no budgets: nothing to do). Gives the zones the step
     /// crossed; `None` when it exhausted a budget (that is handled).
-    pub(super) fn take_step(&mut self, node: &Node, cause: &str) -> Option<Vec<ZoneChange>> {
+    pub(super) fn take_step(&mut self, node: &Node, cause: &Str) -> Option<Vec<ZoneChange>> {
         let agent = (node.kind == NodeKind::Agent).then(|| node.target.first().cloned()).flatten();
         // One control-plane step per attempt.
         let scopes = self.scopes_for(node, agent.as_deref());
@@ -31,7 +31,7 @@ impl Engine {
             Ok(present) if present.is_empty() => Some(Vec::new()),
             Ok(present) => Some(self.budgets.settle(&present, &step, &step, self.elapsed())),
             Err(ex) => {
-                self.then(Effect::Exhausted { ex, node: Some(node.name.clone()), cause: Str::from(cause) });
+                self.then(Effect::Exhausted { ex, node: Some(node.name.clone()), cause: cause.clone() });
                 None
             }
         }
@@ -40,11 +40,11 @@ impl Engine {
     /// Reserves `amount` against `scopes`: gives the scopes present (empty:
     /// no budget applies). `None` when a scope would be exhausted: that is
     /// handled (the caller stops). Record it with [`Engine::record_reserved`].
-    pub(super) fn reserve(&mut self, scopes: &[String], amount: &Usage, node: &str, cause: &str) -> Option<Vec<String>> {
+    pub(super) fn reserve(&mut self, scopes: &[String], amount: &Usage, node: &str, cause: &Str) -> Option<Vec<String>> {
         match self.budgets.reserve(scopes, amount, false) {
             Ok(present) => Some(present),
             Err(ex) => {
-                self.then(Effect::Exhausted { ex, node: Some(node.to_string()), cause: Str::from(cause) });
+                self.then(Effect::Exhausted { ex, node: Some(node.to_string()), cause: cause.clone() });
                 None
             }
         }
@@ -53,9 +53,9 @@ impl Engine {
     /// Records a reservation as `budget_reserved` under `cause`, and gives
     /// the event what follows hangs on (`cause` when no budget applies and
     /// nothing is recorded).
-    pub(super) fn record_reserved(&mut self, present: &[String], amount: &Usage, attempt_id: &str, cause: &str) -> Str {
+    pub(super) fn record_reserved(&mut self, present: &[String], amount: &Usage, attempt_id: &str, cause: &Str) -> Str {
         if present.is_empty() {
-            return Str::from(cause);
+            return cause.clone();
         }
         let body = Body::BudgetReserved {
             schema_version: V,
@@ -70,7 +70,7 @@ impl Engine {
     /// `used`, recorded as `budget_settled` under `cause`. Gives the zones
     /// the settlement crossed (to be applied by the caller, after anything
     /// it records first).
-    pub(super) fn settle(&mut self, scopes: &[String], reserved: &Usage, used: Usage, attempt_id: &str, cause: &str) -> Vec<ZoneChange> {
+    pub(super) fn settle(&mut self, scopes: &[String], reserved: &Usage, used: Usage, attempt_id: &str, cause: &Str) -> Vec<ZoneChange> {
         let Some(first) = scopes.first() else { return Vec::new() };
         let changes = self.budgets.settle(scopes, reserved, &used, self.elapsed());
         let remaining = self.budgets.scopes[first].remaining();
@@ -81,7 +81,7 @@ impl Engine {
 
     /// Budget zones crossed: the first recorded (if the policies let it)
     /// and its actions taken, then the rest.
-    pub(super) fn zone_changes(&mut self, changes: Vec<ZoneChange>, cause: &str) {
+    pub(super) fn zone_changes(&mut self, changes: Vec<ZoneChange>, cause: &Str) {
         let mut rest = changes.into_iter();
         let Some(change) = rest.next() else { return };
         let held = || Effect::Zones { changes: std::iter::once(change.clone()).chain(rest.clone()).collect(), cause: held() };
@@ -91,15 +91,20 @@ impl Engine {
         let ev = self.emit("control", events::zone_changed(&change.scope, change.from, change.to, &change.actions), Some(cause));
         let ctx = Ctx { node: None, gate: None, event: ActionEvent::Zone(change.to) };
         for action in change.actions {
-            self.then(Effect::Act { action, ctx: ctx.clone(), scope: HandlerScope::Budget(change.scope.clone()), cause: ev.clone() });
+            self.then(Effect::Act {
+                action,
+                ctx: Box::new(ctx.clone()),
+                scope: HandlerScope::Budget(change.scope.clone()),
+                cause: ev.clone(),
+            });
         }
         let rest: Vec<ZoneChange> = rest.collect();
         if !rest.is_empty() {
-            self.then(Effect::Zones { changes: rest, cause: Str::from(cause) });
+            self.then(Effect::Zones { changes: rest, cause: cause.clone() });
         }
     }
 
-    pub(super) fn exhausted(&mut self, ex: Exhausted, node: Option<&str>, cause: &str) {
+    pub(super) fn exhausted(&mut self, ex: Exhausted, node: Option<&str>, cause: &Str) {
         self.budget_hit = true;
         let ev = self.emit("control", events::budget_exhausted(&ex.scope, &ex.limit), Some(cause));
         // Attempts in flight on that node fail with budget_exhausted.
@@ -110,12 +115,12 @@ impl Engine {
         }
         let ctx = Ctx { node: node.map(str::to_string), gate: None, event: HandlerEvent::BudgetExhausted.into() };
         if let Some(action) = self.budgets.scopes.get(&ex.scope).and_then(|s| s.on_exhausted.clone()) {
-            self.then(Effect::Act { action, ctx, scope: HandlerScope::Budget(ex.scope.clone()), cause: ev });
+            self.then(Effect::Act { action, ctx: Box::new(ctx), scope: HandlerScope::Budget(ex.scope.clone()), cause: ev });
             return;
         }
         if let Some(n) = node.and_then(|n| self.node(n)) {
             if let Some(h) = n.handlers.iter().find(|h| h.events.contains(&HandlerEvent::BudgetExhausted)).cloned() {
-                self.then(Effect::Act { action: h.action, ctx, scope: HandlerScope::Node(n.name.clone()), cause: ev });
+                self.then(Effect::Act { action: h.action, ctx: Box::new(ctx), scope: HandlerScope::Node(n.name.clone()), cause: ev });
                 return;
             }
         }

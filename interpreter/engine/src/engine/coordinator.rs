@@ -32,7 +32,9 @@ impl Engine {
             Effect::Fanout { node, input, started, next } => self.fanout(&node, input, &started, next),
             Effect::FinishEnd { name, reason, status, cause } => self.finish_end(&name, &reason, status, &cause),
             Effect::FinishParallel { name, cause } => self.finish_parallel(&name, &cause),
-            Effect::CompleteNode { name, output, status, cause, known } => self.complete_node(&name, output, status, &cause, known),
+            Effect::CompleteNode { name, output, status, cause, known } => {
+                self.complete_node(&name, output, status, &cause, known.map(|k| *k))
+            }
             Effect::Follow { from, cause } => self.follow(&from, &cause),
             Effect::StartAttempt { node, trigger, cause } => self.start_attempt(&node, trigger, &cause),
             Effect::BeginAttempt { node, trigger, cause } => self.begin_attempt(&node, trigger, &cause),
@@ -46,18 +48,18 @@ impl Engine {
             Effect::ActOnReply { attempt, node, agent, reply, error, turn } => {
                 self.act_on_reply(&attempt, &node, agent, *reply, error, &turn)
             }
-            Effect::CallTool { call, cause } => self.call_tool(call, &cause),
+            Effect::CallTool { call, cause } => self.call_tool(*call, &cause),
             Effect::ToolRefused { attempt, tool, message, cause } => self.feed_tool_error(&attempt, &tool, &message, &cause),
             Effect::AfterTool { attempt, from_agent, tool, result, done } => self.after_tool(&attempt, from_agent, &tool, *result, &done),
             Effect::Cross { from, to, via, cause } => self.cross(&from, &to, via, &cause),
             Effect::Enter { from, to, via, cause } => self.enter(&from, &to, via, &cause),
-            Effect::Transfer { from, to, input, cause } => self.resume_transfer(&from, &to, input, &cause),
+            Effect::Transfer { from, to, input, cause } => self.resume_transfer(&from, &to, *input, &cause),
             Effect::JoinArrival { join, from, cause } => self.join_arrival(&join, &from, &cause),
             Effect::TryJoin { join, cause } => self.try_join(&join, &cause),
             Effect::RoundEnd { lp, cause } => self.round_end(&lp, &cause),
             Effect::MapNext { map, cause } => self.map_next(&map, &cause),
             Effect::EvaluateGate { gate, cause } => self.evaluate_gate(&gate, &cause),
-            Effect::RecordGate { name, body, action, ctx, cause } => self.record_gate(&name, *body, action, ctx, &cause),
+            Effect::RecordGate { name, body, action, ctx, cause } => self.record_gate(&name, *body, action, *ctx, &cause),
             Effect::Ask { decision, principals, prompt, decisions, cause } => self.ask(*decision, principals, prompt, decisions, &cause),
             Effect::Decide { decision, request_event, answer } => self.on_decision(*decision, &request_event, answer),
             Effect::Act { action, ctx, scope, cause } => self.act(&action, &ctx, scope, &cause),

@@ -11,7 +11,7 @@ impl Engine {
         principals: Vec<String>,
         prompt: Option<String>,
         decisions: Vec<flow_trace::Decision>,
-        cause: &str,
+        cause: &Str,
     ) {
         let subject = decision.subject();
         let round = {
@@ -47,7 +47,7 @@ impl Engine {
         let obs = Obs::Decided { subject: &subject, decision: answer.decision.as_str(), by: &answer.by };
         let held =
             || Effect::Decide { decision: Box::new(decision.clone()), request_event: request_event.to_string(), answer: answer.clone() };
-        if !self.admit(obs, "decision_applied", request_event, held) {
+        if !self.admit(obs, "decision_applied", &Str::from(request_event), held) {
             return;
         }
         if answer.decision == flow_trace::Decision::Approve
@@ -76,7 +76,7 @@ impl Engine {
                 let applied = self.record_applied(&subject, &answer, if approved { "call".into() } else { "refuse".into() }, request_event);
                 let refused = "a human refused the call";
                 if approved {
-                    self.then(Effect::CallTool { call: PendingCall { delay: 0, ..call }, cause: applied });
+                    self.then(Effect::CallTool { call: Box::new(PendingCall { delay: 0, ..call }), cause: applied });
                 } else if call.agent.is_some() {
                     self.then(Effect::ToolRefused { attempt: call.attempt, tool: call.tool, message: refused.into(), cause: applied });
                 } else {

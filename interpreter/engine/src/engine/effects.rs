@@ -47,7 +47,7 @@ pub(super) enum Effect {
         output: Value,
         status: NodeStatus,
         cause: Str,
-        known: Option<ArtifactRef>,
+        known: Option<Box<ArtifactRef>>,
     },
     /// The edge after a completed node is chosen.
     Follow {
@@ -109,7 +109,7 @@ pub(super) enum Effect {
         turn: Str,
     },
     CallTool {
-        call: PendingCall,
+        call: Box<PendingCall>,
         cause: Str,
     },
     /// A tool call refused before it ran, fed back to the agent.
@@ -145,7 +145,7 @@ pub(super) enum Effect {
     Transfer {
         from: String,
         to: String,
-        input: Value,
+        input: Box<Value>,
         cause: Str,
     },
     JoinArrival {
@@ -174,7 +174,7 @@ pub(super) enum Effect {
         name: String,
         body: Box<Body>,
         action: Action,
-        ctx: Ctx,
+        ctx: Box<Ctx>,
         cause: Str,
     },
     /// A decision asked of principals.
@@ -194,7 +194,7 @@ pub(super) enum Effect {
     /// A handler's action taken.
     Act {
         action: Action,
-        ctx: Ctx,
+        ctx: Box<Ctx>,
         scope: HandlerScope,
         cause: Str,
     },
@@ -271,33 +271,33 @@ impl Effect {
 /// Effects asked for often, by name.
 impl Engine {
     /// A node's visit failed with `code` (the `failure` handler answers).
-    pub(super) fn node_failed(&mut self, node: &str, code: ErrorCode, message: String, cause: &str) {
-        self.then(Effect::NodeFailed { node: node.to_string(), event: HandlerEvent::Failure, code, message, cause: Str::from(cause) });
+    pub(super) fn node_failed(&mut self, node: &str, code: ErrorCode, message: String, cause: &Str) {
+        self.then(Effect::NodeFailed { node: node.to_string(), event: HandlerEvent::Failure, code, message, cause: cause.clone() });
     }
 
     /// An attempt failed with `code`.
-    pub(super) fn fail_attempt(&mut self, attempt: &str, code: ErrorCode, message: impl Into<String>, cause: &str) {
-        self.then(Effect::AttemptFailed { attempt: attempt.to_string(), code, message: message.into(), cause: Str::from(cause) });
+    pub(super) fn fail_attempt(&mut self, attempt: &str, code: ErrorCode, message: impl Into<String>, cause: &Str) {
+        self.then(Effect::AttemptFailed { attempt: attempt.to_string(), code, message: message.into(), cause: cause.clone() });
     }
 
     /// A node's visit starts.
-    pub(super) fn then_start(&mut self, name: &str, input: Value, trigger: TriggerReason, cause: &str) {
-        self.then(Effect::StartNode { name: name.to_string(), input, trigger, cause: Str::from(cause) });
+    pub(super) fn then_start(&mut self, name: &str, input: Value, trigger: TriggerReason, cause: &Str) {
+        self.then(Effect::StartNode { name: name.to_string(), input, trigger, cause: cause.clone() });
     }
 
     /// A node completes with `output`.
-    pub(super) fn then_complete(&mut self, name: &str, output: Value, status: NodeStatus, cause: &str) {
-        self.then(Effect::CompleteNode { name: name.to_string(), output, status, cause: Str::from(cause), known: None });
+    pub(super) fn then_complete(&mut self, name: &str, output: Value, status: NodeStatus, cause: &Str) {
+        self.then(Effect::CompleteNode { name: name.to_string(), output, status, cause: cause.clone(), known: None });
     }
 
     /// A handler's action is taken.
-    pub(super) fn then_act(&mut self, action: Action, ctx: Ctx, scope: HandlerScope, cause: &str) {
-        self.then(Effect::Act { action, ctx, scope, cause: Str::from(cause) });
+    pub(super) fn then_act(&mut self, action: Action, ctx: Ctx, scope: HandlerScope, cause: &Str) {
+        self.then(Effect::Act { action, ctx: Box::new(ctx), scope, cause: cause.clone() });
     }
 
     /// The run terminates (once the effects before it are applied).
-    pub(super) fn end_run(&mut self, reason: &str, status: TerminationStatus, cause: &str, message: Option<String>) {
-        self.then(Effect::Terminate { reason: reason.to_string(), status, cause: Str::from(cause), message });
+    pub(super) fn end_run(&mut self, reason: &str, status: TerminationStatus, cause: &Str, message: Option<String>) {
+        self.then(Effect::Terminate { reason: reason.to_string(), status, cause: cause.clone(), message });
     }
 }
 

@@ -3,7 +3,7 @@
 use super::*;
 
 impl Engine {
-    pub(super) fn map_next(&mut self, map: &str, cause: &str) {
+    pub(super) fn map_next(&mut self, map: &str, cause: &Str) {
         let Some(rt) = self.maps.get(map) else { return };
         let index = rt.results.len();
         if index < rt.items.len() {
@@ -21,7 +21,7 @@ impl Engine {
     /// Branch `from` finished into `join` (the edge is recorded): the join
     /// runs once its rule is met (`flow_check::semantics::join_ready`); a
     /// branch that finishes after its join ran is absorbed.
-    pub(super) fn join_arrival(&mut self, join: &str, from: &str, cause: &str) {
+    pub(super) fn join_arrival(&mut self, join: &str, from: &str, cause: &Str) {
         let rt = self.joins.entry(join.to_string()).or_default();
         if rt.late.shift_remove(from) {
             return;
@@ -39,7 +39,7 @@ impl Engine {
         }
     }
 
-    pub(super) fn try_join(&mut self, join: &str, cause: &str) {
+    pub(super) fn try_join(&mut self, join: &str, cause: &Str) {
         let Some(node) = self.node(join) else { return };
         // Readiness needs only the count: the set is taken once it is ready.
         let arrived = self.joins.get(join).map_or(0, |rt| rt.arrived.len());
@@ -96,7 +96,7 @@ impl Engine {
         self.then_complete(join, merged, NodeStatus::Completed, cause);
     }
 
-    pub(super) fn round_end(&mut self, lp: &str, cause: &str) {
+    pub(super) fn round_end(&mut self, lp: &str, cause: &Str) {
         let Some(node) = self.node(lp) else { return };
         let round = self.loops.get(lp).map(|l| l.round).unwrap_or(1);
         let converged = match node.until() {

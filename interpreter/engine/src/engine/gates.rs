@@ -15,10 +15,10 @@ enum Evaluated {
 impl Engine {
     /// Evaluates a gate: each evaluator run inline, or as probes the data
     /// plane answers; the gate is finished once none is pending.
-    pub(super) fn evaluate_gate(&mut self, gate: &Gate, cause: &str) {
+    pub(super) fn evaluate_gate(&mut self, gate: &Gate, cause: &Str) {
         let evaluators = gate.evaluator_items();
         let on_error = gate.on_error();
-        let mut rt = GateRt { results: vec![None; evaluators.len()], probes: BTreeMap::new(), cause: cause.to_string(), pending: 0 };
+        let mut rt = GateRt { results: vec![None; evaluators.len()], probes: BTreeMap::new(), cause: cause.clone(), pending: 0 };
         let visit = self.nodes.get(&gate.from).map(|n| n.visits).unwrap_or(0);
         let mut probes = Vec::new();
         for (i, ev) in evaluators.iter().enumerate() {
@@ -331,13 +331,13 @@ impl Engine {
     }
 
     /// Records a gate's outcome (`body`) and takes the action it calls for.
-    pub(super) fn record_gate(&mut self, name: &str, body: Body, action: Action, ctx: Ctx, cause: &str) {
+    pub(super) fn record_gate(&mut self, name: &str, body: Body, action: Action, ctx: Ctx, cause: &Str) {
         if let Body::GateRecorded { outcome, .. } = &body {
             let held = || Effect::RecordGate {
                 name: name.to_string(),
                 body: Box::new(body.clone()),
                 action: action.clone(),
-                ctx: ctx.clone(),
+                ctx: Box::new(ctx.clone()),
                 cause: held(),
             };
             if !self.admit(Obs::Outcome { gate: name, outcome: outcome.as_str() }, "gate_recorded", cause, held) {
@@ -345,6 +345,6 @@ impl Engine {
             }
         }
         let recorded = self.emit(&format!("gate.{name}"), body, Some(cause));
-        self.then(Effect::Act { action, ctx, scope: HandlerScope::Gate(name.to_string()), cause: recorded });
+        self.then(Effect::Act { action, ctx: Box::new(ctx), scope: HandlerScope::Gate(name.to_string()), cause: recorded });
     }
 }

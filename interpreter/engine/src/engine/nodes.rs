@@ -35,7 +35,7 @@ impl Engine {
         self.then(Effect::StartNode { name: start, input, trigger: TriggerReason::First, cause: started });
     }
 
-    pub(super) fn start_node(&mut self, name: &str, input: Value, trigger: TriggerReason, cause: &str) {
+    pub(super) fn start_node(&mut self, name: &str, input: Value, trigger: TriggerReason, cause: &Str) {
         if !self.running() {
             return;
         }
@@ -107,7 +107,7 @@ impl Engine {
     /// A fan-out's branch `next` entered (through the delegation that leads
     /// to it, if any), then the next one; after the last, the parallel node
     /// completes. A refused delegation stops the fan-out.
-    pub(super) fn fanout(&mut self, name: &str, input: Value, started: &str, next: usize) {
+    pub(super) fn fanout(&mut self, name: &str, input: Value, started: &Str, next: usize) {
         let Some(node) = self.node(name) else { return };
         let Some(branch) = node.target.get(next).cloned() else {
             self.finish_parallel(name, started);
@@ -121,7 +121,7 @@ impl Engine {
             .iter()
             .find(|t| t.to == branch && (t.from == name || self.env.contains_key(&t.from)))
             .map(|t| t.from.clone());
-        let rest = Effect::Fanout { node: name.to_string(), input: input.clone(), started: Str::from(started), next: next + 1 };
+        let rest = Effect::Fanout { node: name.to_string(), input: input.clone(), started: started.clone(), next: next + 1 };
         match delegator {
             Some(from) => match self.transfer(&from, &branch, input, edge) {
                 Crossing::Enter(input, parent) => {
@@ -140,7 +140,7 @@ impl Engine {
     }
 
     /// A map: its `over` list evaluated and checked, then its items in turn.
-    pub(super) fn start_map(&mut self, node: &Node, started: &str) {
+    pub(super) fn start_map(&mut self, node: &Node, started: &Str) {
         let items = match node.over() {
             Some(e) => eval::eval(e, &self.env),
             None => Ok(Value::Array(Vec::new())),
@@ -155,7 +155,7 @@ impl Engine {
                     }
                 }
                 self.maps.insert(node.name.clone(), MapRt { items, results: Vec::new() });
-                self.then(Effect::MapNext { map: node.name.clone(), cause: Str::from(started) });
+                self.then(Effect::MapNext { map: node.name.clone(), cause: started.clone() });
             }
             Ok(other) => {
                 let msg = format!("`over` is not a list: {other}");
@@ -166,7 +166,7 @@ impl Engine {
     }
 
     /// An end node completes, and the run terminates with its reason.
-    pub(super) fn finish_end(&mut self, name: &str, reason: &str, status: TerminationStatus, cause: &str) {
+    pub(super) fn finish_end(&mut self, name: &str, reason: &str, status: TerminationStatus, cause: &Str) {
         let held = || Effect::FinishEnd { name: name.to_string(), reason: reason.to_string(), status, cause: held() };
         if !self.admit(Obs::Completed(name), "node_completed", cause, held) {
             return;
@@ -177,7 +177,7 @@ impl Engine {
     }
 
     /// A parallel node completes once its branches are started.
-    pub(super) fn finish_parallel(&mut self, name: &str, cause: &str) {
+    pub(super) fn finish_parallel(&mut self, name: &str, cause: &Str) {
         if !self.admit(Obs::Completed(name), "node_completed", cause, || Effect::FinishParallel { name: name.to_string(), cause: held() }) {
             return;
         }
@@ -189,7 +189,7 @@ impl Engine {
     /// is: not digested again): a delegate's contract is held, the output
     /// kept, a task state changed, then a map item returns to its map, else
     /// the next edge is chosen.
-    pub(super) fn complete_node(&mut self, name: &str, output: Value, status: NodeStatus, cause: &str, known: Option<ArtifactRef>) {
+    pub(super) fn complete_node(&mut self, name: &str, output: Value, status: NodeStatus, cause: &Str, known: Option<ArtifactRef>) {
         if !self.running() {
             return;
         }
@@ -254,11 +254,11 @@ impl Engine {
                 return;
             }
         }
-        self.then(Effect::Follow { from: name.to_string(), cause: done });
+        self.follow(name, &done);
     }
 
     /// Chooses the next node after `from` completed.
-    pub(super) fn follow(&mut self, from: &str, cause: &str) {
+    pub(super) fn follow(&mut self, from: &str, cause: &Str) {
         if !self.running() {
             return;
         }
@@ -300,15 +300,15 @@ impl Engine {
             if let Some(lp) = &in_loop {
                 let inside = self.wf().nodes.get(lp).is_some_and(|l| l.target.contains(&to));
                 if !inside {
-                    self.then(Effect::RoundEnd { lp: lp.clone(), cause: Str::from(cause) });
+                    self.then(Effect::RoundEnd { lp: lp.clone(), cause: cause.clone() });
                     return;
                 }
             }
-            self.then(Effect::Cross { from: from.to_string(), to, via, cause: Str::from(cause) });
+            self.then(Effect::Cross { from: from.to_string(), to, via, cause: cause.clone() });
             return;
         }
         if let Some(lp) = in_loop {
-            self.then(Effect::RoundEnd { lp, cause: Str::from(cause) });
+            self.then(Effect::RoundEnd { lp, cause: cause.clone() });
             return;
         }
         // A branch with no edge of its own goes to the join that lists it.
@@ -320,12 +320,7 @@ impl Engine {
         }
         if self.waiting.is_empty() && self.attempts.is_empty() {
             let message = Some(format!("no edge leaves `{from}`"));
-            self.then(Effect::Terminate {
-                reason: "dead_end".into(),
-                status: TerminationStatus::Failure,
-                cause: Str::from(cause),
-                message,
-            });
+            self.then(Effect::Terminate { reason: "dead_end".into(), status: TerminationStatus::Failure, cause: cause.clone(), message });
         }
     }
 }

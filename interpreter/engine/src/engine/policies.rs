@@ -77,7 +77,7 @@ impl Engine {
     /// policy it would violate is reported and its principals are asked;
     /// the action is `held` until they answer (approve: it happens;
     /// reject: the run stops with `policy_violation`).
-    pub(super) fn admit(&mut self, obs: Obs<'_>, offending: &'static str, cause: &str, held: impl FnOnce() -> Effect) -> bool {
+    pub(super) fn admit(&mut self, obs: Obs<'_>, offending: &'static str, cause: &Str, held: impl FnOnce() -> Effect) -> bool {
         if !self.running() {
             return false;
         }
@@ -106,7 +106,7 @@ impl Engine {
         }
         if !blocked.is_empty() {
             let what = obs_text(&obs);
-            let mut last = Str::from(cause);
+            let mut last = cause.clone();
             for (i, required) in blocked {
                 let message = self.violation_message(i, &what, &required, ": blocked, it did not happen");
                 last = self.report(i, PolicyResponse::Block, offending, message, None, cause);
@@ -163,7 +163,7 @@ impl Engine {
     /// obligation it leaves open, reported as the run ends: a run that
     /// would have succeeded (or returned a partial result) fails unless they
     /// only warn. Gives the status the run ends with.
-    pub(super) fn report_at_end(&mut self, reason: &str, status: TerminationStatus, cause: &str) -> TerminationStatus {
+    pub(super) fn report_at_end(&mut self, reason: &str, status: TerminationStatus, cause: &Str) -> TerminationStatus {
         let mut status = status;
         for i in 0..self.policies.len() {
             let p = &mut self.policies[i];

@@ -40,7 +40,7 @@ impl Engine {
     /// A lost command's attempt expires: issued again, or, for a
     /// non-idempotent tool call whose outcome is unknown, reconciled by a
     /// human.
-    pub(super) fn expire(&mut self, key: &str, attempt_id: &str, cause: &str, unknown_tool: Option<String>) {
+    pub(super) fn expire(&mut self, key: &str, attempt_id: &str, cause: &Str, unknown_tool: Option<String>) {
         self.waiting.remove(key);
         let Some(a) = self.attempts.get(attempt_id).cloned() else { return };
         let expired =

@@ -221,6 +221,6 @@ pub(super) struct GateRt {
     /// Per evaluator, per item: outcomes of probes.
     /// Per evaluator, per item: a probe's outcome and whether it errored.
     pub(super) probes: BTreeMap<(usize, usize), Option<(Outcome, bool)>>,
-    pub(super) cause: String,
+    pub(super) cause: Str,
     pub(super) pending: usize,
 }

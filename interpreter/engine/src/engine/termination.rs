@@ -10,7 +10,7 @@ impl Engine {
         self.result_output.as_ref().or(self.last_output.as_ref())
     }
 
-    pub(super) fn terminate(&mut self, reason: &str, status: TerminationStatus, cause: &str, message: Option<&str>) {
+    pub(super) fn terminate(&mut self, reason: &str, status: TerminationStatus, cause: &Str, message: Option<&str>) {
         if !self.running() {
             return;
         }
@@ -40,7 +40,7 @@ impl Engine {
     /// A `success` ending holds only if the workflow's success condition
     /// holds and its result is of the workflow's `output` type; otherwise
     /// the run fails, with a warning saying why.
-    fn checked_success(&mut self, status: TerminationStatus, cause: &str) -> TerminationStatus {
+    fn checked_success(&mut self, status: TerminationStatus, cause: &Str) -> TerminationStatus {
         let mut status = status;
         if status == TerminationStatus::Success {
             if let Some(cond) = self.wf().success().cloned() {

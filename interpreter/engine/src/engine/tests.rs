@@ -89,3 +89,18 @@ fn outcomes_combine_by_severity() {
         Gate { name: "g".into(), from: "a".into(), to: "b".into(), props: IndexMap::new(), handlers: Vec::new(), loc: Default::default() };
     assert_eq!(gate.on_error(), Outcome::Block, "undeclared: fail-closed");
 }
+
+#[test]
+fn effects_stay_small() {
+    // Every transition is an effect pushed and popped once: a large variant
+    // is boxed so the common ones stay cheap to move.
+    let size = std::mem::size_of::<Effect>();
+    eprintln!(
+        "Effect: {size} bytes; Ctx {}, Action {}, PendingCall {}, Value {}",
+        std::mem::size_of::<Ctx>(),
+        std::mem::size_of::<Action>(),
+        std::mem::size_of::<PendingCall>(),
+        std::mem::size_of::<Value>()
+    );
+    assert!(size <= 128, "Effect is {size} bytes");
+}

@@ -7,7 +7,7 @@ impl Engine {
     /// Makes a tool call: the tool known, its input valid, confirmed by a
     /// human when it must be, allowed by the policies, within its server's
     /// quota and the budgets — then issued.
-    pub(super) fn call_tool(&mut self, call: PendingCall, cause: &str) {
+    pub(super) fn call_tool(&mut self, call: PendingCall, cause: &Str) {
         let Some(node) = self.attempts.get(&call.attempt).and_then(|a| self.node(&a.node)) else { return };
         // The program is shared: the declaration is borrowed through its own handle.
         let program = self.program.clone();
@@ -29,11 +29,11 @@ impl Engine {
             let prompt = format!("`{}` needs a human confirmation before it runs", call.tool);
             let choices = vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject];
             let decision = Box::new(Decision::Confirm(call));
-            self.then(Effect::Ask { decision, principals: deciders, prompt: Some(prompt), decisions: choices, cause: Str::from(cause) });
+            self.then(Effect::Ask { decision, principals: deciders, prompt: Some(prompt), decisions: choices, cause: cause.clone() });
             return;
         }
         let obs = Obs::Called { tool: &call.tool, by: call.agent.as_deref() };
-        if !self.admit(obs, "tool_call_started", cause, || Effect::CallTool { call: call.clone(), cause: held() }) {
+        if !self.admit(obs, "tool_call_started", cause, || Effect::CallTool { call: Box::new(call.clone()), cause: held() }) {
             return;
         }
         if !self.within_quota(&call, decl, cause) {
@@ -44,7 +44,7 @@ impl Engine {
 
     /// A call refused before it ran: fed back to the agent that asked for
     /// it (which may try something else), else the attempt fails with `code`.
-    pub(super) fn refuse_call(&mut self, call: &PendingCall, code: ErrorCode, message: &str, cause: &str) {
+    pub(super) fn refuse_call(&mut self, call: &PendingCall, code: ErrorCode, message: &str, cause: &Str) {
         if call.agent.is_some() {
             self.feed_tool_error(&call.attempt, &call.tool, message, cause);
         } else {
@@ -53,7 +53,7 @@ impl Engine {
     }
 
     /// Whether the call's input is of the tool's input type (else it is refused).
-    fn tool_input_valid(&mut self, call: &PendingCall, decl: &Decl, cause: &str) -> bool {
+    fn tool_input_valid(&mut self, call: &PendingCall, decl: &Decl, cause: &Str) -> bool {
         let Some(ty) = decl.input_type() else { return true };
         match self.validator("tool.input", &call.tool, ty) {
             Ok(v) => match v.validate(&call.input) {
@@ -73,7 +73,7 @@ impl Engine {
 
     /// An MCP server's quota: calls per run at that server. Counts the call
     /// when it fits; refuses it when the quota is used up.
-    fn within_quota(&mut self, call: &PendingCall, decl: &Decl, cause: &str) -> bool {
+    fn within_quota(&mut self, call: &PendingCall, decl: &Decl, cause: &Str) -> bool {
         if decl.variant.as_deref() != Some("mcp") {
             return true;
         }
@@ -91,7 +91,7 @@ impl Engine {
 
     /// The call reserved against the budgets, recorded (`tool_call_started`)
     /// and issued to the data plane.
-    fn issue_tool_call(&mut self, call: PendingCall, node: &Node, decl: &Decl, cause: &str) {
+    fn issue_tool_call(&mut self, call: PendingCall, node: &Node, decl: &Decl, cause: &Str) {
         let PendingCall { attempt, tool, input, key_template, agent, delay } = call;
         let scopes = self.scopes_for(node, agent.as_deref());
         let amount = Usage { tool_calls: 1, ..Usage::default() };
@@ -120,7 +120,7 @@ impl Engine {
         self.commands.push(Command { key, request: Request::Tool(request), delay_ms: delay });
     }
 
-    pub(super) fn feed_tool_error(&mut self, attempt_id: &str, tool: &str, message: &str, cause: &str) {
+    pub(super) fn feed_tool_error(&mut self, attempt_id: &str, tool: &str, message: &str, cause: &Str) {
         let node = self.attempts.get(attempt_id).map(|a| a.node.clone()).unwrap_or_default();
         let agent = self.node(&node).and_then(|n| (n.kind == NodeKind::Agent).then(|| n.target.first().cloned()).flatten());
         let held =
@@ -142,7 +142,7 @@ impl Engine {
         from_agent: bool,
         scopes: &[String],
         reserved: &Usage,
-        started: &str,
+        started: &Str,
         tool: &str,
         result: ToolResult,
     ) {
@@ -167,7 +167,7 @@ impl Engine {
     /// A settled tool result (after the zones it crossed): validated against
     /// the tool's output type, then fed back to the agent that called it, or
     /// the tool node's attempt succeeds or fails.
-    pub(super) fn after_tool(&mut self, attempt_id: &str, from_agent: bool, tool: &str, result: ToolResult, done: &str) {
+    pub(super) fn after_tool(&mut self, attempt_id: &str, from_agent: bool, tool: &str, result: ToolResult, done: &Str) {
         if !self.running() {
             return;
         }
@@ -195,12 +195,12 @@ impl Engine {
             if let Some(a) = self.attempts.get_mut(attempt_id) {
                 a.tool_results.push(json!({ "tool": tool, "ok": result.ok, "output": result.output, "error": result.error }));
             }
-            self.then(Effect::NextTurn { attempt: attempt_id.to_string(), delay: 0, cause: Str::from(done) });
+            self.then(Effect::NextTurn { attempt: attempt_id.to_string(), delay: 0, cause: done.clone() });
             return;
         }
         if result.ok {
             let output = result.output.unwrap_or(Value::Null);
-            self.then(Effect::AttemptSucceeded { attempt: attempt_id.to_string(), output, cause: Str::from(done) });
+            self.then(Effect::AttemptSucceeded { attempt: attempt_id.to_string(), output, cause: done.clone() });
         } else {
             let code = result.error_code.unwrap_or(ErrorCode::ToolError);
             self.fail_attempt(attempt_id, code, result.error.unwrap_or_else(|| "the tool failed".into()), done);

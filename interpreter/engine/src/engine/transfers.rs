@@ -34,17 +34,17 @@ impl Engine {
     }
 
     /// Crosses the boundary `from -> to`: its gate, its handoff, then `to`.
-    pub(super) fn cross(&mut self, from: &str, to: &str, via: Via, cause: &str) {
+    pub(super) fn cross(&mut self, from: &str, to: &str, via: Via, cause: &Str) {
         let gate = self.index.gate_on(self.wf(), from, to).cloned();
         if let Some(gate) = gate {
-            self.then(Effect::EvaluateGate { gate: Box::new(gate), cause: Str::from(cause) });
+            self.then(Effect::EvaluateGate { gate: Box::new(gate), cause: cause.clone() });
             return;
         }
         self.enter(from, to, via, cause);
     }
 
     /// Takes the edge and starts `to`, applying handoffs and delegations.
-    pub(super) fn enter(&mut self, from: &str, to: &str, via: Via, cause: &str) {
+    pub(super) fn enter(&mut self, from: &str, to: &str, via: Via, cause: &Str) {
         if !self.running() {
             return;
         }
@@ -62,8 +62,8 @@ impl Engine {
 
     /// A handoff a policy held, approved: the crossing taken again from the
     /// start, then its target.
-    pub(super) fn resume_transfer(&mut self, from: &str, to: &str, input: Value, cause: &str) {
-        if let Crossing::Enter(input, parent) = self.transfer(from, to, input, Str::from(cause)) {
+    pub(super) fn resume_transfer(&mut self, from: &str, to: &str, input: Value, cause: &Str) {
+        if let Crossing::Enter(input, parent) = self.transfer(from, to, input, cause.clone()) {
             self.then(Effect::StartNode { name: to.to_string(), input, trigger: TriggerReason::First, cause: parent });
         }
     }
@@ -118,8 +118,12 @@ impl Engine {
         }
         // Policies may hold the handoff before it happens; if a human
         // lets it happen, the crossing is taken again from the start.
-        let held =
-            || Effect::Transfer { from: from.to_string(), to: to.to_string(), input: original.clone().unwrap_or_default(), cause: held() };
+        let held = || Effect::Transfer {
+            from: from.to_string(),
+            to: to.to_string(),
+            input: Box::new(original.clone().unwrap_or_default()),
+            cause: held(),
+        };
         if !self.admit(Obs::HandedOff { from, to }, "handoff", &parent, held) {
             if let Some(h) = self.hops.get_mut(&(from.to_string(), to.to_string())) {
                 *h -= 1;

@@ -106,7 +106,7 @@ impl Engine {
         }
     }
 
-    pub(super) fn next_turn(&mut self, attempt_id: &str, delay: u64, cause: &str) {
+    pub(super) fn next_turn(&mut self, attempt_id: &str, delay: u64, cause: &Str) {
         if !self.running() {
             return;
         }
@@ -223,7 +223,7 @@ impl Engine {
         agent: String,
         reply: AgentReply,
         error: Option<String>,
-        turn: &str,
+        turn: &Str,
     ) {
         if !self.running() {
             return;
@@ -238,7 +238,7 @@ impl Engine {
             let allowed_by_tool = self.decl(&call.tool).map(|d| d.allows_agent(&agent)).unwrap_or(false);
             if !(allowed_by_agent && allowed_by_tool) {
                 let msg = format!("agent `{agent}` may not call `{}`", call.tool);
-                let (attempt, cause) = (attempt_id.to_string(), Str::from(turn));
+                let (attempt, cause) = (attempt_id.to_string(), turn.clone());
                 self.then(Effect::ToolRefused { attempt, tool: call.tool, message: msg, cause });
                 return;
             }
@@ -250,7 +250,7 @@ impl Engine {
                 agent: Some(agent),
                 delay: 0,
             };
-            self.then(Effect::CallTool { call, cause: Str::from(turn) });
+            self.then(Effect::CallTool { call: Box::new(call), cause: turn.clone() });
             return;
         }
         let Some(output) = reply.output else {
@@ -259,19 +259,19 @@ impl Engine {
         };
         match self.validator("node.output", &node.name, &node.output) {
             Ok(v) => match v.validate(&output) {
-                Ok(()) => self.then(Effect::AttemptSucceeded { attempt: attempt_id.to_string(), output, cause: Str::from(turn) }),
+                Ok(()) => self.then(Effect::AttemptSucceeded { attempt: attempt_id.to_string(), output, cause: turn.clone() }),
                 Err(errors) => self.repair_or_fail(attempt_id, format!("invalid output: {}", errors.join("; ")), turn),
             },
             Err(e) => self.fail_attempt(attempt_id, ErrorCode::InvalidSchema, e, turn),
         }
     }
 
-    pub(super) fn repair_or_fail(&mut self, attempt_id: &str, error: String, cause: &str) {
+    pub(super) fn repair_or_fail(&mut self, attempt_id: &str, error: String, cause: &Str) {
         let Some(a) = self.attempts.get_mut(attempt_id) else { return };
         if a.repair_left > 0 {
             a.repair_left -= 1;
             a.repair = Some(error);
-            self.then(Effect::NextTurn { attempt: attempt_id.to_string(), delay: 0, cause: Str::from(cause) });
+            self.then(Effect::NextTurn { attempt: attempt_id.to_string(), delay: 0, cause: cause.clone() });
         } else {
             self.fail_attempt(attempt_id, ErrorCode::InvalidOutput, error, cause);
         }
@@ -291,7 +291,7 @@ impl Engine {
         ceiling: TurnLimits,
         reserved: &Usage,
         reply: &AgentReply,
-        cause: &str,
+        cause: &Str,
     ) {
         let mut over = Vec::new();
         if reply.usage.input_tokens > ceiling.input {

@@ -35,27 +35,62 @@ impl Driver {
     }
 
     /// How long to hold a call of `decl` (a tool or an agent) back so
-    /// that its `rate_limit` holds.
+    /// that its `rate_limit` holds, by the injected clock. A fake clock
+    /// simulates delays: nothing is held back.
     pub(super) fn rate_delay(&mut self, program: &Program, decl: &str) -> u64 {
-        let tool = decl;
-        let Some(Rate { count, per_ms }) = program.decls.get(tool).and_then(|d| d.rate_limit()) else {
+        let Some(rate) = program.decls.get(decl).and_then(|d| d.rate_limit()) else {
             return 0;
         };
-        if self.opts.clock.is_fake() || count == 0 {
+        if self.opts.clock.is_fake() {
             return 0;
         }
-        let now = Instant::now();
-        let window = Duration::from_millis(per_ms);
-        let calls = self.tool_calls.entry(tool.to_string()).or_default();
-        while calls.front().is_some_and(|t| now.duration_since(*t) >= window) {
+        let now = self.opts.clock.now_ms();
+        self.rates.delay(decl, rate, now)
+    }
+}
+
+/// The calls of each rate-limited tool or agent in its current window:
+/// when each is (or will be) dispatched, in milliseconds.
+#[derive(Debug, Default)]
+pub(super) struct RateLimiter {
+    calls: HashMap<String, VecDeque<u64>>,
+}
+
+impl RateLimiter {
+    /// How long a call of `name` made at `now` waits so that at most
+    /// `count` calls start in any `per_ms` window; the call is counted at
+    /// the time it will start.
+    pub(super) fn delay(&mut self, name: &str, Rate { count, per_ms }: Rate, now: u64) -> u64 {
+        if count == 0 {
+            return 0;
+        }
+        let calls = self.calls.entry(name.to_string()).or_default();
+        while calls.front().is_some_and(|t| now.saturating_sub(*t) >= per_ms) {
             calls.pop_front();
         }
-        let delay = if calls.len() as u64 >= count {
-            calls.front().map(|t| window.saturating_sub(now.duration_since(*t)).as_millis() as u64).unwrap_or(0)
-        } else {
-            0
-        };
-        calls.push_back(now + Duration::from_millis(delay));
+        let delay =
+            if calls.len() as u64 >= count { calls.front().map(|t| per_ms.saturating_sub(now.saturating_sub(*t))).unwrap_or(0) } else { 0 };
+        calls.push_back(now + delay);
         delay
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_limit_holds_calls_back_until_the_window_has_room() {
+        let mut rates = RateLimiter::default();
+        let two_per_second = Rate { count: 2, per_ms: 1000 };
+        assert_eq!(rates.delay("t", two_per_second, 10_000), 0);
+        assert_eq!(rates.delay("t", two_per_second, 10_100), 0);
+        // The third call in the window waits for the first to leave it.
+        assert_eq!(rates.delay("t", two_per_second, 10_200), 800);
+        // Other names are limited apart.
+        assert_eq!(rates.delay("u", two_per_second, 10_200), 0);
+        // Once the window moved on, calls go at once again.
+        assert_eq!(rates.delay("t", two_per_second, 12_000), 0);
+        assert_eq!(rates.delay("t", Rate { count: 0, per_ms: 1000 }, 12_000), 0);
     }
 }

@@ -42,7 +42,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::task::JoinSet;
 
 /// Exit codes of `flow run` / `flow resume`.
@@ -190,7 +190,8 @@ struct Driver {
     recorded: Vec<Event>,
     proposals_written: u64,
     opts: Options,
-    tool_calls: HashMap<String, VecDeque<Instant>>,
+    /// Rate limits, by the injected clock.
+    rates: RateLimiter,
 }
 
 impl Driver {
@@ -351,7 +352,7 @@ pub async fn run(
         recorded: Vec::new(),
         proposals_written: 0,
         opts,
-        tool_calls: HashMap::new(),
+        rates: RateLimiter::default(),
     };
     driver.engine.start(input);
     driver.live(program, concurrency).await?;
@@ -419,7 +420,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
         recorded,
         proposals_written: proposals.len() as u64,
         opts,
-        tool_calls: HashMap::new(),
+        rates: RateLimiter::default(),
     };
     driver.engine.start(meta.input.clone());
     let rest = driver.replay(proposals)?;

@@ -10,6 +10,12 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Code(pub &'static str);
 
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
 /// What `flowc explain` knows about a code.
 #[derive(Debug, Clone, Copy)]
 pub struct CodeInfo {
@@ -23,17 +29,22 @@ pub fn lookup(code: &str) -> Option<&'static CodeInfo> {
     CODES.iter().find(|info| info.code.0.eq_ignore_ascii_case(code))
 }
 
-macro_rules! codes {
+/// A registry of stable codes: one constant per code (documented by its
+/// title) and `CODES`, every code with its title and explanation, in order.
+/// The diagnostic codes below use it, and so do trace check's deviation
+/// codes (`flow_runtime::tracecheck::codes`): one mechanism for both.
+#[macro_export]
+macro_rules! code_registry {
     ($($name:ident = $code:literal, $title:literal, $explanation:literal;)*) => {
-        $(#[doc = $title] pub const $name: Code = Code($code);)*
+        $(#[doc = $title] pub const $name: $crate::Code = $crate::Code($code);)*
         /// Every code, in order.
-        pub const CODES: &[CodeInfo] = &[
-            $(CodeInfo { code: $name, title: $title, explanation: $explanation },)*
+        pub const CODES: &[$crate::CodeInfo] = &[
+            $($crate::CodeInfo { code: $name, title: $title, explanation: $explanation },)*
         ];
     };
 }
 
-codes! {
+code_registry! {
     INVALID_TOKEN = "E0001", "invalid token",
 r#"The source contains characters that start no Flow token: a character
 outside the language (such as `!` alone, `@` or `#`), a string that is not

@@ -998,7 +998,7 @@ fn print_check(file: &Path, report: &flow_runtime::tracecheck::Report) {
     if report.conformant {
         println!("conformant: no deviations");
     } else {
-        let mut counts: Vec<(&str, usize)> = Vec::new();
+        let mut counts: Vec<(flow_runtime::tracecheck::codes::Code, usize)> = Vec::new();
         for d in &report.deviations {
             match counts.iter_mut().find(|(c, _)| *c == d.code) {
                 Some((_, n)) => *n += 1,

@@ -128,12 +128,12 @@ pub fn run(args: WitnessRun) -> u8 {
     }
     // Deviations besides policy verdicts: the run may show only those the
     // witness shows too (a broken plan's witness crosses a boundary, say).
-    let codes = |r: &tracecheck::Report| -> BTreeSet<&'static str> {
+    let codes = |r: &tracecheck::Report| -> BTreeSet<tracecheck::codes::Code> {
         r.deviations.iter().map(|d| d.code).filter(|c| *c != tracecheck::codes::POLICY).collect()
     };
     let (witness_codes, run_codes) = (codes(&of_witness), codes(&of_run));
     for d in of_run.deviations.iter().filter(|d| d.code != tracecheck::codes::POLICY) {
-        let mark = if witness_codes.contains(d.code) { " (the witness shows it too)" } else { "" };
+        let mark = if witness_codes.contains(&d.code) { " (the witness shows it too)" } else { "" };
         println!("  deviation {}: {}{mark}", d.code, d.message);
     }
     if want_verdicts == got_verdicts && run_codes.is_subset(&witness_codes) {

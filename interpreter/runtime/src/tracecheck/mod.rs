@@ -55,7 +55,7 @@ use state::*;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Deviation {
     /// A stable code from [`codes`].
-    pub code: &'static str,
+    pub code: codes::Code,
     /// The event where it shows (for a malformed line, its `seq` if it has one).
     pub seq: Option<u64>,
     /// The line of the trace, for a malformed line.
@@ -74,7 +74,7 @@ pub struct Deviation {
 }
 
 impl Deviation {
-    fn new(code: &'static str, seq: Option<u64>, message: impl Into<String>) -> Deviation {
+    fn new(code: codes::Code, seq: Option<u64>, message: impl Into<String>) -> Deviation {
         Deviation {
             code,
             seq,

@@ -123,7 +123,7 @@ fn events(spec: &[(&str, Value)]) -> Vec<Event> {
 }
 
 fn codes_of(report: &Report) -> Vec<&'static str> {
-    let mut codes: Vec<&str> = report.deviations.iter().map(|d| d.code).collect();
+    let mut codes: Vec<&str> = report.deviations.iter().map(|d| d.code.0).collect();
     codes.dedup();
     codes
 }

@@ -3,13 +3,12 @@
 //! 1..n. (`short_video` runs real ffmpeg and ffprobe.)
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+use common::*;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
 
 fn examples() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("examples"))
@@ -74,10 +73,6 @@ fn copy_tree(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), &target).unwrap();
         }
     }
-}
-
-fn flow(args: &[&str], cwd: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_flow")).args(args).current_dir(cwd).output().unwrap()
 }
 
 /// short_video with a silent scene: the real ffprobe audio probe makes the

@@ -8,27 +8,15 @@
 //! test fails: it never passes silently without a model.
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+use common::*;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/llm/local_llm.flow")
-}
-
-fn flow(args: &[&str], cwd: &Path) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_flow"));
-    command.args(args).current_dir(cwd).env_remove("FLOW_CRASH_AFTER_SEQ");
-    command.output().expect("flow runs")
-}
-
-fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
-}
-
-fn events(run_dir: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(run_dir.join("trace.jsonl")).expect("the run wrote a trace");
-    text.lines().map(|l| serde_json::from_str(l).expect("a trace line is JSON")).collect()
 }
 
 /// The final state of a run as `flow replay` derives it from the journal

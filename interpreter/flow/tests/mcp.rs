@@ -10,6 +10,9 @@
 //! directory with `@MCP@` replaced by the real path, and runs there.
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+use common::*;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -58,10 +61,6 @@ fn run(dir: &Path, flow_file: &str) -> (Output, Vec<Value>) {
         .expect("flow runs");
     let trace = std::fs::read_to_string(run_dir.join("trace.jsonl")).unwrap_or_default();
     (out, trace.lines().map(|l| serde_json::from_str(l).unwrap()).collect())
-}
-
-fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }
 
 fn kinds(events: &[Value]) -> Vec<&str> {

@@ -10,28 +10,14 @@
 //! statically can still be run and watched online.
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+use common::*;
+
 use flow_check::plan::Plan;
 use flow_diagnostics::SourceDb;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn flow(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_flow"));
-    command.args(args).current_dir(cwd).env_remove("FLOW_CRASH_AFTER_SEQ");
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    command.output().expect("flow runs")
-}
-
-fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
-}
+use std::process::Output;
 
 /// Checks `source` (no errors allowed) and writes its plan as
 /// `DIR/NAME.plan.json`.
@@ -52,13 +38,8 @@ fn plan(dir: &Path, name: &str, source: &str) -> PathBuf {
 fn run(dir: &Path, plan: &Path) -> (Output, PathBuf) {
     let run_dir = dir.join("run");
     let args = ["run", plan.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt", "--unverified"];
-    let out = flow(&args, dir, &[]);
+    let out = flow_env(&args, dir, &[]);
     (out, run_dir)
-}
-
-fn events(run_dir: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(run_dir.join("trace.jsonl")).unwrap();
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 /// The trace holds against the published schema, `seq` is 1..n, parents
@@ -152,7 +133,7 @@ fn warn_records_the_violation_and_the_run_goes_on_reporting_each_policy_once() {
     assert_eq!(last(&trace)["payload"]["reason"], "shipped");
     assert_eq!(last(&trace)["payload"]["status"], "success");
     // The violations show in the run's timeline.
-    let show = flow(&["show", run_dir.to_str().unwrap()], dir.path(), &[]);
+    let show = flow_env(&["show", run_dir.to_str().unwrap()], dir.path(), &[]);
     let shown = String::from_utf8_lossy(&show.stdout);
     assert!(shown.contains("policy no_ship violated by node_started (warn)"), "{shown}");
 }
@@ -246,12 +227,12 @@ fn escalated(decision: &str) -> (tempfile::TempDir, PathBuf, Vec<Value>, Output)
     assert_eq!(asked["payload"]["deciders"], serde_json::json!(["lead"]));
     assert_eq!(asked["parent_event_id"], v[0]["event_id"]);
     assert_eq!(last(&paused)["kind"], "run_paused");
-    let status = flow(&["status", rd], dir.path(), &[]);
+    let status = flow_env(&["status", rd], dir.path(), &[]);
     assert_eq!(status.status.code(), Some(4));
     assert!(text(&status).contains("waiting for a decision on `policy.no_ship`"), "{}", text(&status));
-    let ok = flow(&["approve", rd, "policy.no_ship", "--decision", decision], dir.path(), &[]);
+    let ok = flow_env(&["approve", rd, "policy.no_ship", "--decision", decision], dir.path(), &[]);
     assert!(ok.status.success(), "{}", text(&ok));
-    let resumed = flow(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+    let resumed = flow_env(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
     let trace = valid_trace(&run_dir);
     assert_eq!(trace.iter().filter(|e| e["kind"] == "decision_requested").count(), 1, "asked again");
     assert_eq!(violations(&trace).len(), 1, "reported again");
@@ -302,9 +283,9 @@ fn an_escalated_handoff_crosses_only_once_approved() {
     assert!(!paused.iter().any(|e| e["kind"] == "handoff"), "the held handoff was recorded");
     assert_eq!(violations(&paused)[0]["payload"]["offending"], "handoff");
     let rd = run_dir.to_str().unwrap();
-    let ok = flow(&["approve", rd, "policy.no_handoff", "--decision", "approve"], dir.path(), &[]);
+    let ok = flow_env(&["approve", rd, "policy.no_handoff", "--decision", "approve"], dir.path(), &[]);
     assert!(ok.status.success(), "{}", text(&ok));
-    let resumed = flow(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+    let resumed = flow_env(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
     assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
     let trace = valid_trace(&run_dir);
     let applied = trace.iter().find(|e| e["kind"] == "decision_applied").unwrap();
@@ -410,13 +391,13 @@ fn a_monitored_run_killed_at_any_event_boundary_resumes_to_the_same_verdicts() {
     for k in 1..total {
         let run_dir = dir.path().join(format!("crash-{k}"));
         let rd = run_dir.to_str().unwrap();
-        let crashed = flow(
+        let crashed = flow_env(
             &["run", plan.to_str().unwrap(), "--run-dir", rd, "--fake-clock", "-q", "--no-prompt", "--unverified"],
             dir.path(),
             &[("FLOW_CRASH_AFTER_SEQ", &k.to_string())],
         );
         assert!(!crashed.status.success(), "crash point {k} did not crash");
-        let resumed = flow(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+        let resumed = flow_env(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
         assert!(resumed.status.success(), "crash point {k}: {}", text(&resumed));
         assert_eq!(verdicts(&valid_trace(&run_dir)), expected, "crash point {k}: different verdicts");
     }
@@ -435,7 +416,7 @@ fn every_example_runs_without_a_policy_violation() {
         }
         let cwd = tempfile::tempdir().unwrap();
         let run_dir = cwd.path().join("run");
-        let out = flow(&["run", file.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap(), "-q"], cwd.path(), &[]);
+        let out = flow_env(&["run", file.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap(), "-q"], cwd.path(), &[]);
         assert!(out.status.success(), "{name}: {}", text(&out));
         let trace = events(&run_dir);
         let found = violations(&trace);

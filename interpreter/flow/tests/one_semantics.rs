@@ -7,6 +7,9 @@
 // Tests read and write files: the pure-core lint does not apply.
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+use common::*;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -88,10 +91,6 @@ fn codes(doc: &Value) -> Vec<String> {
     doc["deviations"].as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap().to_string()).collect()
 }
 
-fn events(trace: &Path) -> Vec<Value> {
-    std::fs::read_to_string(trace).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
-
 fn kinds(events: &[Value], kind: &str) -> Vec<Value> {
     events.iter().filter(|e| e["kind"] == kind).map(|e| e["payload"].clone()).collect()
 }
@@ -104,7 +103,7 @@ fn assert_only_the_policy_breaks(case: &Case, witness: &Path) {
 }
 
 fn terminated(trace: &Path) -> (String, String) {
-    let all = events(trace);
+    let all = trace_events(trace);
     let end = kinds(&all, "run_terminated").pop().expect("the run terminated");
     (end["reason"].as_str().unwrap().to_string(), end["status"].as_str().unwrap().to_string())
 }
@@ -121,10 +120,10 @@ fn a_handoff_without_context_is_isolated_for_the_verifier_the_engine_and_trace_c
     assert_eq!(status, "violated");
     let witness = witness.unwrap();
     assert_only_the_policy_breaks(&case, &witness);
-    let handoff = kinds(&events(&witness), "handoff").pop().expect("the witness hands off");
+    let handoff = kinds(&trace_events(&witness), "handoff").pop().expect("the witness hands off");
     assert_eq!(handoff["context"], "isolated");
     let run = case.run();
-    let handoff = kinds(&events(&run.join("trace.jsonl")), "handoff").pop().expect("the run hands off");
+    let handoff = kinds(&trace_events(&run.join("trace.jsonl")), "handoff").pop().expect("the run hands off");
     assert_eq!(handoff["context"], "isolated");
     assert_eq!(codes(&trace_check(&run, &case.path("run.flow"))), Vec::<String>::new());
 }
@@ -140,7 +139,7 @@ fn a_loop_that_falls_back_ends_under_the_fallbacks_reason() {
     assert_only_the_policy_breaks(&case, &witness.unwrap());
     let run = case.run();
     assert_eq!(terminated(&run.join("trace.jsonl")), ("gave_up".into(), "partial".into()));
-    let actions = kinds(&events(&run.join("trace.jsonl")), "action_taken");
+    let actions = kinds(&trace_events(&run.join("trace.jsonl")), "action_taken");
     assert_eq!(actions.len(), 1, "the exhausted loop's action is recorded once: {actions:?}");
     assert_eq!(codes(&trace_check(&run, &case.path("run.flow"))), Vec::<String>::new());
 }
@@ -163,7 +162,7 @@ fn a_zone_fallback_ends_under_its_own_reason_with_its_actions_recorded() {
     assert_eq!(status, "violated");
     let witness = witness.unwrap();
     assert_only_the_policy_breaks(&case, &witness);
-    let zone = kinds(&events(&witness), "budget_zone_changed").pop().expect("the witness enters a zone");
+    let zone = kinds(&trace_events(&witness), "budget_zone_changed").pop().expect("the witness enters a zone");
     assert_eq!(zone["actions"], serde_json::json!(["fallback(low_budget)"]), "{zone}");
     assert_eq!(case.verify("q").0, "holds", "fallback(R) ends under R, not partial_result");
     let run = case.run();
@@ -204,7 +203,7 @@ fn a_decision_is_recorded_as_the_action_its_handler_takes() {
     let (status, witness) = case.verify("p");
     assert_eq!(status, "violated");
     let witness = witness.unwrap();
-    let applied = kinds(&events(&witness), "decision_applied").pop().expect("the witness decides");
+    let applied = kinds(&trace_events(&witness), "decision_applied").pop().expect("the witness decides");
     assert_eq!((applied["decision"].as_str(), applied["action"].as_str()), (Some("reject"), Some("goto(redo)")));
     assert_only_the_policy_breaks(&case, &witness);
     // A planted disagreement is what trace check now reports.
@@ -234,7 +233,7 @@ fn an_all_join_runs_when_every_branch_has_finished() {
         assert_eq!(case.verify("q").0, "holds", "explicit edges: {explicit_edges}");
         assert_eq!(case.verify("r").0, "holds", "explicit edges: {explicit_edges}");
         let run = case.run();
-        let trace = events(&run.join("trace.jsonl"));
+        let trace = trace_events(&run.join("trace.jsonl"));
         let at = |kind: &str, node: &str| trace.iter().position(|e| e["kind"] == kind && e["payload"]["node"] == node).unwrap();
         let join_started = at("node_started", "j");
         assert!(join_started > at("node_completed", "a0") && join_started > at("node_completed", "b0"), "explicit edges: {explicit_edges}");
@@ -254,10 +253,10 @@ fn a_skipped_failure_is_a_completion_trace_check_accepts() {
     assert_eq!(status, "violated");
     let witness = witness.unwrap();
     assert_only_the_policy_breaks(&case, &witness);
-    let completed = kinds(&events(&witness), "node_completed");
+    let completed = kinds(&trace_events(&witness), "node_completed");
     assert_eq!(completed[0]["status"], "skipped", "{completed:?}");
     let run = case.run();
-    let completed = kinds(&events(&run.join("trace.jsonl")), "node_completed");
+    let completed = kinds(&trace_events(&run.join("trace.jsonl")), "node_completed");
     assert_eq!(completed[0]["status"], "skipped");
     assert_eq!(codes(&trace_check(&run, &case.path("run.flow"))), Vec::<String>::new());
 }
@@ -273,6 +272,6 @@ fn a_single_principal_is_a_list_of_one_for_every_reader() {
     assert_eq!(case.verify("confirmed_first").0, "holds");
     let (status, witness) = case.verify("editor_asked");
     assert_eq!(status, "violated", "the editor is asked to confirm the call");
-    let applied = kinds(&events(&witness.unwrap()), "decision_applied").pop().expect("a decision");
+    let applied = kinds(&trace_events(&witness.unwrap()), "decision_applied").pop().expect("a decision");
     assert_eq!(applied["by"], "editor");
 }

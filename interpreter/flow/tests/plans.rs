@@ -5,27 +5,17 @@
 //! 6; a run records the digest of the plan it executed.
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+use common::*;
+
 use flow_check::plan::Plan;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Arc;
 
 /// `flow run`'s exit status for a refused plan.
 const PLAN_REFUSED: i32 = 6;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn flow(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flow")).args(args).current_dir(cwd).env_remove("FLOW_CRASH_AFTER_SEQ").output().expect("flow runs")
-}
-
-fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
-}
 
 /// Every example (`examples/NAME/NAME.flow`; broken twins aside).
 fn examples() -> Vec<PathBuf> {
@@ -45,11 +35,6 @@ fn build(source: &Path, plan_file: &Path) -> Plan {
     let plan = flow_tests::build_plan(source, plan_file);
     std::fs::write(plan_file, flow_tests::plan_text(&plan)).unwrap();
     plan
-}
-
-fn events(run_dir: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(run_dir.join("trace.jsonl")).unwrap();
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 /// `flow run FILE` with a fixed run id and the fake clock: exit code and events.

@@ -3,26 +3,12 @@
 //! boundary, pauses for decisions, budgets, repair, record/replay.
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+use common::*;
+
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn flow(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_flow"));
-    command.args(args).current_dir(cwd).env_remove("FLOW_CRASH_AFTER_SEQ");
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    command.output().expect("flow runs")
-}
-
-fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
-}
+use std::path::Path;
+use std::process::Command;
 
 /// A scratch copy of the fixtures (runs write ledgers next to them).
 fn fixtures() -> tempfile::TempDir {
@@ -33,11 +19,6 @@ fn fixtures() -> tempfile::TempDir {
         std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
     }
     dir
-}
-
-fn events(run_dir: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(run_dir.join("trace.jsonl")).unwrap();
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 /// The trace holds against the schema, `seq` is 1..n without gaps, and
@@ -77,7 +58,7 @@ fn last(events: &[Value]) -> &Value {
 fn research_writer_runs_offline_with_no_flags() {
     let scratch = tempfile::tempdir().unwrap();
     let file = repo().join("examples/research_writer/research_writer.flow");
-    let out = flow(&["run", file.to_str().unwrap()], scratch.path(), &[]);
+    let out = flow_env(&["run", file.to_str().unwrap()], scratch.path(), &[]);
     assert!(out.status.success(), "{}", text(&out));
     // The default run directory is printed and lives under .flow/runs/.
     let runs: Vec<_> = std::fs::read_dir(scratch.path().join(".flow/runs")).unwrap().collect();
@@ -101,13 +82,13 @@ fn fake_clock_runs_are_deterministic_and_match_the_snapshot() {
     for _ in 0..2 {
         let dir = tempfile::tempdir().unwrap();
         let run_dir = dir.path().join("run");
-        let out = flow(
+        let out = flow_env(
             &["run", file.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap(), "--run-id", "snap", "--fake-clock", "-q"],
             dir.path(),
             &[],
         );
         assert!(out.status.success(), "{}", text(&out));
-        let show = flow(&["show", run_dir.to_str().unwrap()], dir.path(), &[]);
+        let show = flow_env(&["show", run_dir.to_str().unwrap()], dir.path(), &[]);
         shows.push(String::from_utf8_lossy(&show.stdout).replace(run_dir.to_str().unwrap(), "RUN_DIR"));
     }
     assert_eq!(shows[0], shows[1], "two runs with the fake clock differ");
@@ -122,7 +103,7 @@ fn fake_clock_runs_are_deterministic_and_match_the_snapshot() {
 
 /// The final state of a run as `flow replay` derives it from the journal.
 fn final_state(run_dir: &Path) -> String {
-    let out = flow(&["replay", run_dir.to_str().unwrap()], run_dir.parent().unwrap(), &[]);
+    let out = flow_env(&["replay", run_dir.to_str().unwrap()], run_dir.parent().unwrap(), &[]);
     assert!(out.status.success(), "replay failed: {}", text(&out));
     String::from_utf8_lossy(&out.stdout).lines().skip(1).collect::<Vec<_>>().join("\n")
 }
@@ -131,7 +112,7 @@ fn final_state(run_dir: &Path) -> String {
 fn a_run_killed_at_any_event_boundary_resumes_to_the_same_state() {
     let dir = fixtures();
     let clean = dir.path().join("clean");
-    let out = flow(&["run", "crash.flow", "--run-dir", clean.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+    let out = flow_env(&["run", "crash.flow", "--run-dir", clean.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
     assert!(out.status.success(), "{}", text(&out));
     let expected = final_state(&clean);
     let total = events(&clean).len();
@@ -140,15 +121,15 @@ fn a_run_killed_at_any_event_boundary_resumes_to_the_same_state() {
     for k in 1..total {
         let run_dir = dir.path().join(format!("crash-{k}"));
         let rd = run_dir.to_str().unwrap();
-        let crashed = flow(
+        let crashed = flow_env(
             &["run", "crash.flow", "--run-dir", rd, "--fake-clock", "-q", "--no-prompt"],
             dir.path(),
             &[("FLOW_CRASH_AFTER_SEQ", &k.to_string())],
         );
         assert!(!crashed.status.success(), "crash point {k} did not crash");
-        let status = text(&flow(&["status", rd], dir.path(), &[]));
+        let status = text(&flow_env(&["status", rd], dir.path(), &[]));
         assert!(status.contains(&format!("events: {k}\n")), "crash point {k}: the journal lost or gained events: {status}");
-        let mut resumed = flow(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+        let mut resumed = flow_env(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
         if resumed.status.code() == Some(4) {
             // Killed between issuing the non-idempotent call and its
             // result: the outcome is unknown, so the run asks instead of
@@ -156,9 +137,9 @@ fn a_run_killed_at_any_event_boundary_resumes_to_the_same_state() {
             let trace = events(&run_dir);
             let rec = trace.iter().find(|e| e["kind"] == "reconciliation_required").expect("paused for reconciliation");
             let subject = format!("reconcile.{}", rec["payload"]["attempt_id"].as_str().unwrap());
-            let approve = flow(&["approve", rd, &subject, "--decision", "approve"], dir.path(), &[]);
+            let approve = flow_env(&["approve", rd, &subject, "--decision", "approve"], dir.path(), &[]);
             assert!(approve.status.success(), "{}", text(&approve));
-            resumed = flow(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+            resumed = flow_env(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
         }
         assert!(resumed.status.success(), "crash point {k}: resume failed: {}", text(&resumed));
         assert_eq!(final_state(&run_dir), expected, "crash point {k}: a different final state");
@@ -179,24 +160,24 @@ fn a_decision_pauses_the_run_is_recorded_once_and_never_asked_again() {
     let dir = fixtures();
     let run_dir = dir.path().join("run");
     let rd = run_dir.to_str().unwrap();
-    let out = flow(&["run", "decide.flow", "--run-dir", rd, "--fake-clock", "--no-prompt"], dir.path(), &[]);
+    let out = flow_env(&["run", "decide.flow", "--run-dir", rd, "--fake-clock", "--no-prompt"], dir.path(), &[]);
     assert_eq!(out.status.code(), Some(4), "awaiting decision: {}", text(&out));
     assert!(text(&out).contains("flow approve"), "{}", text(&out));
-    let status = flow(&["status", rd], dir.path(), &[]);
+    let status = flow_env(&["status", rd], dir.path(), &[]);
     assert_eq!(status.status.code(), Some(4));
     assert!(text(&status).contains("waiting for a decision on `review`: approve/revise/reject"), "{}", text(&status));
     // Wrong decision, wrong principal: usage errors, nothing recorded.
-    let bad = flow(&["approve", rd, "review", "--decision", "replan"], dir.path(), &[]);
+    let bad = flow_env(&["approve", rd, "review", "--decision", "replan"], dir.path(), &[]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(text(&bad).contains("not allowed"), "{}", text(&bad));
-    let bad = flow(&["approve", rd, "review", "--decision", "approve", "--by", "mallory"], dir.path(), &[]);
+    let bad = flow_env(&["approve", rd, "review", "--decision", "approve", "--by", "mallory"], dir.path(), &[]);
     assert_eq!(bad.status.code(), Some(2));
     // Revise: the writer runs again, the second draft passes.
-    let ok = flow(&["approve", rd, "review", "--decision", "revise"], dir.path(), &[]);
+    let ok = flow_env(&["approve", rd, "review", "--decision", "revise"], dir.path(), &[]);
     assert!(ok.status.success(), "{}", text(&ok));
-    let again = flow(&["approve", rd, "review", "--decision", "approve"], dir.path(), &[]);
+    let again = flow_env(&["approve", rd, "review", "--decision", "approve"], dir.path(), &[]);
     assert_eq!(again.status.code(), Some(2), "a decision is recorded once: {}", text(&again));
-    let resumed = flow(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+    let resumed = flow_env(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
     assert!(resumed.status.success(), "{}", text(&resumed));
     let trace = assert_valid_trace(&run_dir);
     assert_eq!(kinds(&trace, "decision_requested"), 1, "asked again after resume");
@@ -206,7 +187,7 @@ fn a_decision_pauses_the_run_is_recorded_once_and_never_asked_again() {
     assert_eq!(last(&trace)["payload"]["reason"], "published");
     // Resuming a finished run changes nothing.
     let before = trace.len();
-    let resumed = flow(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+    let resumed = flow_env(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
     assert!(resumed.status.success(), "{}", text(&resumed));
     assert_eq!(events(&run_dir).len(), before);
 }
@@ -215,7 +196,7 @@ fn a_decision_pauses_the_run_is_recorded_once_and_never_asked_again() {
 fn budget_exhaustion_takes_the_declared_path_and_exits_3() {
     let dir = fixtures();
     let run_dir = dir.path().join("run");
-    let out = flow(&["run", "budget.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
+    let out = flow_env(&["run", "budget.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     let trace = assert_valid_trace(&run_dir);
     assert_eq!(kinds(&trace, "budget_exhausted"), 1);
@@ -235,7 +216,7 @@ fn budget_exhaustion_takes_the_declared_path_and_exits_3() {
 fn invalid_output_gets_a_repair_turn_then_fails_without_flowing_on() {
     let dir = fixtures();
     let run_dir = dir.path().join("run");
-    let out = flow(&["run", "repair.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
+    let out = flow_env(&["run", "repair.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let trace = assert_valid_trace(&run_dir);
     assert_eq!(kinds(&trace, "agent_turn"), 2, "one turn and one repair turn");
@@ -249,14 +230,14 @@ fn invalid_output_gets_a_repair_turn_then_fails_without_flowing_on() {
 fn fan_out_join_and_map_complete() {
     let dir = fixtures();
     let run_dir = dir.path().join("run");
-    let out = flow(&["run", "fanout.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
+    let out = flow_env(&["run", "fanout.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
     assert!(out.status.success(), "{}", text(&out));
     let trace = assert_valid_trace(&run_dir);
     let merged = trace.iter().find(|e| e["kind"] == "node_completed" && e["payload"]["node"] == "merge").unwrap();
     assert_eq!(merged["payload"]["status"], "completed");
     let items = trace.iter().filter(|e| e["kind"] == "node_started" && e["payload"]["node"] == "item").count();
     assert_eq!(items, 3, "the map ran its node once per item");
-    let replay = flow(&["replay", run_dir.to_str().unwrap()], dir.path(), &[]);
+    let replay = flow_env(&["replay", run_dir.to_str().unwrap()], dir.path(), &[]);
     let state = text(&replay);
     assert!(state.contains(r#"each = [{"n":1},{"n":2},{"n":3}]"#), "{state}");
 }
@@ -266,7 +247,7 @@ fn record_then_replay_is_identical_and_a_miss_fails_with_a_diff() {
     let dir = fixtures();
     let cassette = dir.path().join("crash.rec.yaml");
     let recorded = dir.path().join("recorded");
-    let out = flow(
+    let out = flow_env(
         &[
             "run",
             "crash.flow",
@@ -285,7 +266,7 @@ fn record_then_replay_is_identical_and_a_miss_fails_with_a_diff() {
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(std::fs::read_to_string(dir.path().join("ledger.txt")).unwrap().lines().count(), 1);
     let replayed = dir.path().join("replayed");
-    let out = flow(
+    let out = flow_env(
         &[
             "run",
             "crash.flow",
@@ -305,7 +286,7 @@ fn record_then_replay_is_identical_and_a_miss_fails_with_a_diff() {
     // Replay made no call: the ledger still has one line.
     assert_eq!(std::fs::read_to_string(dir.path().join("ledger.txt")).unwrap().lines().count(), 1);
     let show = |d: &Path| {
-        String::from_utf8_lossy(&flow(&["show", d.to_str().unwrap()], dir.path(), &[]).stdout)
+        String::from_utf8_lossy(&flow_env(&["show", d.to_str().unwrap()], dir.path(), &[]).stdout)
             .lines()
             .skip(1)
             .map(str::to_string)
@@ -325,7 +306,7 @@ fn record_then_replay_is_identical_and_a_miss_fails_with_a_diff() {
     };
     std::fs::write(&cassette, without_model).unwrap();
     let missed = dir.path().join("missed");
-    let out = flow(
+    let out = flow_env(
         &["run", "crash.flow", "--run-dir", missed.to_str().unwrap(), "--fake-clock", "-q", "--replay", cassette.to_str().unwrap()],
         dir.path(),
         &[],
@@ -345,10 +326,10 @@ fn serde_yaml_to_json(text: &str) -> Value {
 #[test]
 fn usage_errors_exit_2_with_a_message() {
     let dir = tempfile::tempdir().unwrap();
-    let out = flow(&["resume", "nope"], dir.path(), &[]);
+    let out = flow_env(&["resume", "nope"], dir.path(), &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("no run `nope`"), "{}", text(&out));
-    let out = flow(&["run", "missing.flow"], dir.path(), &[]);
+    let out = flow_env(&["run", "missing.flow"], dir.path(), &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("cannot read missing.flow"), "{}", text(&out));
 }
@@ -359,7 +340,7 @@ fn research_writer_evidence_gate_blocks_before_the_planner_is_called() {
     let run_dir = dir.path().join("run");
     let file = repo().join("examples/research_writer/research_writer.flow");
     // Strict replay: a planner call would be a replay miss, not a silent call.
-    let out = flow(
+    let out = flow_env(
         &[
             "run",
             file.to_str().unwrap(),
@@ -392,7 +373,7 @@ fn gate_outcome_is_the_most_severe_whatever_the_order() {
     let dir = fixtures();
     let run_dir = dir.path().join("run");
     let out =
-        flow(&["run", "precedence.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+        flow_env(&["run", "precedence.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let trace = assert_valid_trace(&run_dir);
     let gate = trace.iter().find(|e| e["kind"] == "gate_recorded").unwrap();
@@ -407,7 +388,7 @@ fn gate_outcome_is_the_most_severe_whatever_the_order() {
 fn an_evaluator_error_is_never_pass() {
     let dir = fixtures();
     let run_dir = dir.path().join("run");
-    let out = flow(&["run", "failclosed.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
+    let out = flow_env(&["run", "failclosed.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let trace = assert_valid_trace(&run_dir);
     let gate = trace.iter().find(|e| e["kind"] == "gate_recorded").unwrap();
@@ -443,7 +424,7 @@ fn kill_9_during_a_call_then_resume_expires_the_lease_and_reruns_it() {
     child.wait().unwrap();
     let before = events(&run_dir);
     assert_eq!(kinds(&before, "tool_call_completed"), 0, "killed before the call returned");
-    let out = flow(&["resume", run_dir.to_str().unwrap(), "-q", "--no-prompt"], dir.path(), &[]);
+    let out = flow_env(&["resume", run_dir.to_str().unwrap(), "-q", "--no-prompt"], dir.path(), &[]);
     assert!(out.status.success(), "{}", text(&out));
     let trace = assert_valid_trace(&run_dir);
     assert_eq!(kinds(&trace, "lease_expired"), 1);
@@ -459,7 +440,7 @@ fn native_evaluators_gate_on_real_files() {
         let dir = fixtures();
         std::fs::write(dir.path().join("data.json"), content).unwrap();
         let run_dir = dir.path().join("run");
-        let out = flow(&["run", "natives.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
+        let out = flow_env(&["run", "natives.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
         let trace = assert_valid_trace(&run_dir);
         assert_eq!(last(&trace)["payload"]["reason"], reason, "{}", text(&out));
         let gate = trace.iter().find(|e| e["kind"] == "gate_recorded").unwrap();
@@ -477,9 +458,9 @@ fn a_closed_stdout_ends_a_command_quietly() {
     let file = dir.path().join("chain.flow");
     std::fs::write(&file, source).unwrap();
     let run_dir = dir.path().join("run");
-    let out = flow(&["run", file.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap(), "-q"], dir.path(), &[]);
+    let out = flow_env(&["run", file.to_str().unwrap(), "--run-dir", run_dir.to_str().unwrap(), "-q"], dir.path(), &[]);
     assert!(out.status.success(), "{}", text(&out));
-    let full = flow(&["show", run_dir.to_str().unwrap()], dir.path(), &[]);
+    let full = flow_env(&["show", run_dir.to_str().unwrap()], dir.path(), &[]);
     assert!(full.stdout.len() > 128 * 1024, "the timeline is only {} bytes", full.stdout.len());
     // `flow show RUN | head`: the reader goes away without reading.
     let mut child = Command::new(env!("CARGO_BIN_EXE_flow"))
@@ -501,13 +482,13 @@ fn a_closed_stdout_ends_a_command_quietly() {
 fn strict_run(workflow: &str) -> (Option<i32>, Vec<Value>) {
     let dir = fixtures();
     let run_dir = dir.path().join("run");
-    let out = flow(
+    let out = flow_env(
         &["run", "strict.flow", "--workflow", workflow, "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"],
         dir.path(),
         &[],
     );
     let trace = assert_valid_trace(&run_dir);
-    let check = flow(&["trace", "check", run_dir.to_str().unwrap(), "--plan", "strict.flow"], dir.path(), &[]);
+    let check = flow_env(&["trace", "check", run_dir.to_str().unwrap(), "--plan", "strict.flow"], dir.path(), &[]);
     assert!(check.status.success(), "{workflow}: the trace is not conformant:\n{}", text(&check));
     (out.status.code(), trace)
 }

@@ -8,26 +8,17 @@
 //! events.
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+use common::*;
+
 use flow_check::ir::NodeKind;
 use flow_check::plan::Plan;
 use flow_diagnostics::SourceDb;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
-
-fn flow(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flow")).args(args).current_dir(cwd).env_remove("FLOW_CRASH_AFTER_SEQ").output().unwrap()
-}
-
-fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
-}
 
 fn example(name: &str) -> PathBuf {
     repo().join(format!("examples/{name}/{name}.flow"))
@@ -67,10 +58,6 @@ fn runs() -> &'static Vec<(String, PathBuf)> {
 
 fn run_of(name: &str) -> &'static Path {
     &runs().iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no run of {name}")).1
-}
-
-fn events(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("trace.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
 /// `flow trace check TRACE --plan PLAN --format json`: exit code and document.

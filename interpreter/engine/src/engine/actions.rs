@@ -19,7 +19,7 @@ impl Engine {
                 if let Some(node) = ctx.node.as_ref().and_then(|n| self.node(n)) {
                     let attempts = self.nodes.get(&node.name).map(|n| n.attempt_no).unwrap_or(0);
                     if attempts < Self::max_attempts(&node).max(2) {
-                        self.then(Effect::StartAttempt { node: node.name.clone(), trigger: TriggerReason::Retry, cause: taken });
+                        self.then(Effect::StartAttempt { node, trigger: TriggerReason::Retry, cause: taken });
                     } else {
                         let reason = format!("{}_failed", node.name);
                         self.end_run(&reason, TerminationStatus::Failure, &taken, Some("retries exhausted".into()));

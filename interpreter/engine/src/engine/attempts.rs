@@ -25,27 +25,25 @@ impl Engine {
 
     /// An attempt of `node` starts: one control-plane step is metered
     /// (its zones crossed first, when it crosses any), then it begins.
-    pub(super) fn start_attempt(&mut self, name: &str, trigger: TriggerReason, cause: &Str) {
+    pub(super) fn start_attempt(&mut self, node: NodeRef, trigger: TriggerReason, cause: &Str) {
         if !self.running() {
             return;
         }
-        let Some(node) = self.node(name) else { return };
         let Some(changes) = self.take_step(&node, cause) else { return };
         if changes.is_empty() {
-            self.begin_attempt(name, trigger, cause);
+            self.begin_attempt(&node, trigger, cause);
         } else {
             self.then(Effect::Zones { changes, cause: cause.clone() });
-            self.then(Effect::BeginAttempt { node: name.to_string(), trigger, cause: cause.clone() });
+            self.then(Effect::BeginAttempt { node, trigger, cause: cause.clone() });
         }
     }
 
     /// An attempt begins: recorded with its lease, then its first turn or
     /// its tool call.
-    pub(super) fn begin_attempt(&mut self, name: &str, trigger: TriggerReason, cause: &Str) {
+    pub(super) fn begin_attempt(&mut self, node: &NodeRef, trigger: TriggerReason, cause: &Str) {
         if !self.running() {
             return;
         }
-        let Some(node) = self.node(name) else { return };
         let rt = &mut self.nodes[&node.name];
         rt.attempt_no += 1;
         let attempt_no = rt.attempt_no;
@@ -79,11 +77,11 @@ impl Engine {
             repair: None,
         };
         self.attempts.insert(id.clone(), attempt);
-        let delay = Self::backoff(&node, attempt_no);
+        let delay = Self::backoff(node, attempt_no);
         if node.kind == NodeKind::Agent {
             self.then(Effect::NextTurn { attempt: id, delay, cause: started });
         } else {
-            self.tool_node_call(&node, &id, delay, &started);
+            self.tool_node_call(node, &id, delay, &started);
         }
     }
 
@@ -139,7 +137,7 @@ impl Engine {
             return;
         }
         if a.attempt_no < Self::max_attempts(&node) {
-            self.then(Effect::StartAttempt { node: a.node, trigger: TriggerReason::Retry, cause: failed });
+            self.then(Effect::StartAttempt { node, trigger: TriggerReason::Retry, cause: failed });
             return;
         }
         let event = code.event();

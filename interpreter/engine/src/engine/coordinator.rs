@@ -36,7 +36,7 @@ impl Engine {
                 self.complete_node(&name, output, status, &cause, known.map(|k| *k))
             }
             Effect::Follow { from, cause } => self.follow(&from, &cause),
-            Effect::StartAttempt { node, trigger, cause } => self.start_attempt(&node, trigger, &cause),
+            Effect::StartAttempt { node, trigger, cause } => self.start_attempt(node, trigger, &cause),
             Effect::BeginAttempt { node, trigger, cause } => self.begin_attempt(&node, trigger, &cause),
             Effect::AttemptSucceeded { attempt, output, cause } => self.attempt_succeeded(&attempt, output, &cause),
             Effect::AttemptFailed { attempt, code, message, cause } => self.attempt_failed(&attempt, code, &message, &cause),

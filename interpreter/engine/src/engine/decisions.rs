@@ -106,11 +106,9 @@ impl Engine {
                     request_event,
                 );
                 let node = flow_trace::attempt_node(&attempt).to_string();
-                if self.node(&node).is_none() {
-                    return;
-                }
+                let Some(n) = self.node(&node) else { return };
                 if answer.decision == flow_trace::Decision::Approve {
-                    self.then(Effect::StartAttempt { node, trigger: TriggerReason::Reconciled, cause: applied });
+                    self.then(Effect::StartAttempt { node: n, trigger: TriggerReason::Reconciled, cause: applied });
                 } else {
                     self.node_failed(
                         &node,

@@ -56,13 +56,13 @@ pub(super) enum Effect {
     },
     /// An attempt of a node starts: its step is metered first.
     StartAttempt {
-        node: String,
+        node: NodeRef,
         trigger: TriggerReason,
         cause: Str,
     },
     /// An attempt whose step was metered begins (after the zones it crossed).
     BeginAttempt {
-        node: String,
+        node: NodeRef,
         trigger: TriggerReason,
         cause: Str,
     },

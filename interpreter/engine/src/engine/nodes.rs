@@ -74,7 +74,7 @@ impl Engine {
             self.budgets.add(Scope::from_budget(&format!("node.{name}"), &budget));
         }
         match node.kind {
-            NodeKind::Agent | NodeKind::Tool => self.then(Effect::StartAttempt { node: name.to_string(), trigger, cause: started }),
+            NodeKind::Agent | NodeKind::Tool => self.then(Effect::StartAttempt { node: node.clone(), trigger, cause: started }),
             NodeKind::Human => {
                 let decisions = node.offered_decisions();
                 let prompt = node.prompt().map(str::to_string);

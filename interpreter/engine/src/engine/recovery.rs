@@ -46,9 +46,7 @@ impl Engine {
         let expired =
             self.emit("control", Body::LeaseExpired { schema_version: V, attempt_id: a.id.clone(), lease: a.lease.clone() }, Some(cause));
         self.attempts.remove(attempt_id);
-        if self.node(&a.node).is_none() {
-            return;
-        }
+        let Some(node) = self.node(&a.node) else { return };
         if let Some(tool) = unknown_tool {
             let key = format!("{}:{}", self.cfg.run_id, a.id);
             let rec = self.emit(
@@ -66,7 +64,7 @@ impl Engine {
             });
             return;
         }
-        self.then(Effect::StartAttempt { node: a.node, trigger: TriggerReason::LeaseExpired, cause: expired });
+        self.then(Effect::StartAttempt { node, trigger: TriggerReason::LeaseExpired, cause: expired });
     }
 
     /// Cancels the run: the workflow's `cancelled` handler, else the run

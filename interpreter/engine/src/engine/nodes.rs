@@ -197,9 +197,7 @@ impl Engine {
         let contract = self.nodes.get(name).and_then(|n| n.contract.clone());
         if let (Some(contract), NodeStatus::Completed) = (contract, status) {
             if let Some(why) = self.contract_violation(&contract, &output) {
-                if self.node(name).is_some() {
-                    self.node_failed(name, ErrorCode::ContractRejected, format!("contract `{contract}`: {why}"), cause);
-                }
+                self.node_failed(name, ErrorCode::ContractRejected, format!("contract `{contract}`: {why}"), cause);
                 return;
             }
         }
@@ -232,10 +230,8 @@ impl Engine {
                 let from = self.task_state.get(&machine).cloned().unwrap_or_else(|| m.initial.clone());
                 let legal = from == state || m.transitions.iter().any(|(a, b)| *a == from && *b == state);
                 if !legal {
-                    if self.node(name).is_some() {
-                        let msg = format!("illegal transition {machine}.{from} -> {machine}.{state}");
-                        self.node_failed(name, ErrorCode::IllegalTransition, msg, &done);
-                    }
+                    let msg = format!("illegal transition {machine}.{from} -> {machine}.{state}");
+                    self.node_failed(name, ErrorCode::IllegalTransition, msg, &done);
                     return;
                 }
                 self.task_state.insert(machine.clone(), state.clone());
@@ -284,9 +280,7 @@ impl Engine {
                     }
                     Ok(false) => {}
                     Err(e) => {
-                        if node.is_some() {
-                            self.node_failed(from, ErrorCode::EvalError, format!("guard of {from} -> {}: {}", edge.to, e.message), cause);
-                        }
+                        self.node_failed(from, ErrorCode::EvalError, format!("guard of {from} -> {}: {}", edge.to, e.message), cause);
                         return;
                     }
                 },

@@ -18,16 +18,22 @@ impl Engine {
                 Err(e) => return Some(e),
             }
         }
-        let checks = decl.accept();
-        if !checks.is_empty() {
-            let mut env = self.env.clone();
-            env.insert("output".into(), output.clone());
-            for e in checks {
-                match eval::eval_bool(e, &env) {
-                    Ok(true) => {}
-                    Ok(false) => return Some(format!("acceptance check failed: {}", eval::render(e))),
-                    Err(err) => return Some(format!("acceptance check errored: {}", err.message)),
-                }
+        self.acceptance_failure(&decl.accept(), "output", output)
+    }
+
+    /// Why `value`, bound as `name` beside the run's outputs, fails one of
+    /// the acceptance `checks` (false or erroring), if it does.
+    fn acceptance_failure(&self, checks: &[&TExpr], name: &str, value: &Value) -> Option<String> {
+        if checks.is_empty() {
+            return None;
+        }
+        let mut env = self.env.clone();
+        env.insert(name.into(), value.clone());
+        for e in checks {
+            match eval::eval_bool(e, &env) {
+                Ok(true) => {}
+                Ok(false) => return Some(format!("acceptance check failed: {}", eval::render(e))),
+                Err(err) => return Some(format!("acceptance check errored: {}", err.message)),
             }
         }
         None
@@ -144,9 +150,7 @@ impl Engine {
         let payload_ref = self.store(&payload, &format!("handoff {from} -> {to}"), Some(&parent));
         let handoff = self.emit(&format!("node.{from}"), events::handoff(transfer, payload_ref.clone(), refusal.is_none()), Some(&parent));
         if let Some(why) = refusal {
-            if self.node(from).is_some() {
-                self.node_failed(from, ErrorCode::HandoffRefused, why, &handoff);
-            }
+            self.node_failed(from, ErrorCode::HandoffRefused, why, &handoff);
             return Err(Crossing::Refused);
         }
         let message = Body::Message {
@@ -175,20 +179,7 @@ impl Engine {
                 return problem;
             }
         }
-        let checks = transfer.accept();
-        if checks.is_empty() {
-            return None;
-        }
-        let mut env = self.env.clone();
-        env.insert("payload".into(), payload.clone());
-        for e in checks {
-            match eval::eval_bool(e, &env) {
-                Ok(true) => {}
-                Ok(false) => return Some(format!("acceptance check failed: {}", eval::render(e))),
-                Err(err) => return Some(format!("acceptance check errored: {}", err.message)),
-            }
-        }
-        None
+        self.acceptance_failure(&transfer.accept(), "payload", payload)
     }
 
     /// A delegation: its inputs evaluated and checked against the
@@ -218,9 +209,7 @@ impl Engine {
             };
             if let Some(problem) = problem {
                 let why = format!("delegation {from} -> {to} refused (contract `{contract}`): {problem}");
-                if self.node(from).is_some() {
-                    self.node_failed(from, ErrorCode::DelegationRefused, why, &parent);
-                }
+                self.node_failed(from, ErrorCode::DelegationRefused, why, &parent);
                 return Err(Crossing::Refused);
             }
         }

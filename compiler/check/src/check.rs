@@ -75,7 +75,7 @@ pub(crate) struct Checker<'a> {
     /// The file of the block being checked.
     pub file: FileId,
     pub workflow: Option<WorkflowCtx>,
-    pub machines: IndexMap<String, ir::Machine>,
+    pub machines: ir::NameMap<ir::Machine>,
     /// The input type of the tool whose node is being checked (for `args`).
     pub tool_input: Option<Ty>,
     /// Variables of the declaration being checked: `output` in a contract,
@@ -108,7 +108,7 @@ impl<'a> Checker<'a> {
             schema_types: IndexMap::new(),
             file: FileId(0),
             workflow: None,
-            machines: IndexMap::new(),
+            machines: ir::NameMap::default(),
             tool_input: None,
             node_props: HashMap::new(),
             index_symbols: false,
@@ -721,8 +721,8 @@ impl<'a> Checker<'a> {
         owner_span: Span,
         owner: &str,
         scope: &Scope,
-    ) -> (IndexMap<String, Value>, Vec<&'b Entry>) {
-        let mut props = IndexMap::new();
+    ) -> (ir::NameMap<Value>, Vec<&'b Entry>) {
+        let mut props = ir::NameMap::default();
         let mut seen: IndexMap<String, Span> = IndexMap::new();
         let mut rest = Vec::new();
         for entry in &block.entries {
@@ -1285,7 +1285,7 @@ impl<'a> Checker<'a> {
         };
         let scope = self.env_scope(Env::Nodes);
         let input = self.tool_input.clone().map(|t| self.expand(&t));
-        let mut out = IndexMap::new();
+        let mut out = ir::NameMap::default();
         for field in fields {
             let typed = self.type_expr(&field.value, &scope);
             if let Some(Ty::Record { fields: expected }) = &input {

@@ -5,9 +5,13 @@
 //! check). Two readers that each build "the gate on `a -> b`" are two
 //! places for the meaning of a boundary to drift.
 
+use crate::ir::NameMap;
 use crate::ir::{ActionKind, Edge, Gate, Guard, NodeKind, Program, Transfer, TransferKind, Value, Workflow};
 use flow_trace::Via;
-use indexmap::{IndexMap, IndexSet};
+use indexmap::IndexSet;
+
+/// A set of names, with the IR's fast hash.
+type NameSet = IndexSet<String, rustc_hash::FxBuildHasher>;
 
 /// A workflow's structure, by node name and by node index (the order of
 /// `workflow.nodes`).
@@ -26,19 +30,19 @@ pub struct PlanIndex {
     transfers_on: Boundaries<Vec<usize>>,
     /// The loop a node is a round member of, the map it is the item node
     /// of, and the joins that wait for it.
-    loop_of: IndexMap<String, String>,
-    map_of: IndexMap<String, String>,
-    joins_of: IndexMap<String, Vec<String>>,
+    loop_of: NameMap<String>,
+    map_of: NameMap<String>,
+    joins_of: NameMap<Vec<String>>,
     /// Nodes an action may jump to: `goto`/`activate` targets, `revise`
     /// targets, and where a REPLAN may start (the start node, each gate's
     /// replan scope, `replan(node)` arguments).
-    jump_targets: IndexSet<String>,
-    revise_targets: IndexSet<String>,
-    replan_targets: IndexSet<String>,
+    jump_targets: NameSet,
+    revise_targets: NameSet,
+    replan_targets: NameSet,
 }
 
 /// A value per boundary `from -> to`, looked up without allocating.
-type Boundaries<V> = IndexMap<String, IndexMap<String, V>>;
+type Boundaries<V> = NameMap<NameMap<V>>;
 
 fn on<'b, V>(map: &'b Boundaries<V>, from: &str, to: &str) -> Option<&'b V> {
     map.get(from)?.get(to)
@@ -53,12 +57,12 @@ impl PlanIndex {
                 out[n].push(i);
             }
         }
-        let mut gate_on: Boundaries<String> = IndexMap::new();
+        let mut gate_on: Boundaries<String> = NameMap::default();
         for g in workflow.gates.values() {
             gate_on.entry(g.from.clone()).or_default().entry(g.to.clone()).or_insert_with(|| g.name.clone());
         }
-        let mut handoff_on: Boundaries<usize> = IndexMap::new();
-        let mut delegation_on: Boundaries<usize> = IndexMap::new();
+        let mut handoff_on: Boundaries<usize> = NameMap::default();
+        let mut delegation_on: Boundaries<usize> = NameMap::default();
         for (i, t) in workflow.transfers.iter().enumerate() {
             let by = match t.kind {
                 TransferKind::Handoff => &mut handoff_on,
@@ -66,7 +70,7 @@ impl PlanIndex {
             };
             by.entry(t.from.clone()).or_default().entry(t.to.clone()).or_insert(i);
         }
-        let mut transfers_on: Boundaries<Vec<usize>> = IndexMap::new();
+        let mut transfers_on: Boundaries<Vec<usize>> = NameMap::default();
         for (i, t) in workflow.transfers.iter().enumerate() {
             transfers_on.entry(t.from.clone()).or_default().entry(t.to.clone()).or_default().push(i);
         }

@@ -10,6 +10,11 @@ use crate::spec::Kind;
 use crate::types::Ty;
 pub use flow_trace::{HandlerEvent, NodeKind};
 use indexmap::IndexMap;
+
+/// An ordered map keyed by name, as the IR stores declarations, nodes,
+/// gates and properties: source order, and a fast hash (keys are names the
+/// program declares; the engine looks them up on every step).
+pub type NameMap<V> = IndexMap<String, V, rustc_hash::FxBuildHasher>;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -26,12 +31,12 @@ pub struct Loc {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default)]
 pub struct Program {
     /// Declared types, by name.
-    pub types: IndexMap<String, TypeDef>,
+    pub types: NameMap<TypeDef>,
     /// Every other top-level declaration except workflows, machines and
     /// policies, by name.
-    pub decls: IndexMap<String, Decl>,
-    pub machines: IndexMap<String, Machine>,
-    pub workflows: IndexMap<String, Workflow>,
+    pub decls: NameMap<Decl>,
+    pub machines: NameMap<Machine>,
+    pub workflows: NameMap<Workflow>,
     /// Top-level policies (they apply to every workflow).
     pub policies: Vec<Policy>,
 }
@@ -58,7 +63,7 @@ pub struct Decl {
     pub kind: Kind,
     pub name: String,
     pub variant: Option<String>,
-    pub props: IndexMap<String, Value>,
+    pub props: NameMap<Value>,
     pub loc: Loc,
     /// Whether it comes from an imported module rather than the root file.
     pub imported: bool,
@@ -77,10 +82,10 @@ pub struct Machine {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Workflow {
     pub name: String,
-    pub props: IndexMap<String, Value>,
-    pub nodes: IndexMap<String, Node>,
+    pub props: NameMap<Value>,
+    pub nodes: NameMap<Node>,
     pub edges: Vec<Edge>,
-    pub gates: IndexMap<String, Gate>,
+    pub gates: NameMap<Gate>,
     pub transfers: Vec<Transfer>,
     pub handlers: Vec<Handler>,
     pub policies: Vec<Policy>,
@@ -117,7 +122,7 @@ pub struct Node {
     /// The target's names: the agent, tool, principal, workflow, the
     /// listed nodes, or the termination reason.
     pub target: Vec<String>,
-    pub props: IndexMap<String, Value>,
+    pub props: NameMap<Value>,
     pub handlers: Vec<Handler>,
     /// The node's output type (what its name means in expressions).
     pub output: Ty,
@@ -145,7 +150,7 @@ pub struct Gate {
     pub name: String,
     pub from: String,
     pub to: String,
-    pub props: IndexMap<String, Value>,
+    pub props: NameMap<Value>,
     pub handlers: Vec<Handler>,
     pub loc: Loc,
 }
@@ -155,7 +160,7 @@ pub struct Transfer {
     pub kind: TransferKind,
     pub from: String,
     pub to: String,
-    pub props: IndexMap<String, Value>,
+    pub props: NameMap<Value>,
     pub loc: Loc,
 }
 
@@ -282,7 +287,7 @@ impl std::fmt::Display for ActionKind {
 pub struct Policy {
     pub name: String,
     pub formula: Formula,
-    pub props: IndexMap<String, Value>,
+    pub props: NameMap<Value>,
     pub loc: Loc,
 }
 
@@ -331,7 +336,7 @@ pub enum Value {
         state: String,
     },
     List(Vec<Value>),
-    Record(IndexMap<String, Value>),
+    Record(NameMap<Value>),
     Type(Ty),
     Expr(TExpr),
     Action(Action),

@@ -84,18 +84,7 @@ impl Event {
         id.push_str(run_id);
         id.push('/');
         // Digits without the formatting machinery: this runs for every event.
-        let mut digits = [0u8; 20];
-        let mut n = seq;
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        id.push_str(std::str::from_utf8(&digits[i..]).unwrap_or("0"));
+        id.push_str(itoa::Buffer::new().format(seq));
     }
 }
 

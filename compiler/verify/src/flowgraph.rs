@@ -15,7 +15,6 @@ use flow_check::ir::ActionKind;
 use flow_check::ir::NodeKind;
 use flow_check::ir::{Guard, Loc, Node, Workflow};
 use flow_diagnostics::{FileId, Span, Witness, WitnessStep};
-use indexmap::IndexMap;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
@@ -116,7 +115,7 @@ impl EdgeKind<'_> {
 /// is the workflow's own key at that index.
 #[derive(Debug)]
 pub struct NodeNames<'w> {
-    nodes: &'w IndexMap<String, Node>,
+    nodes: &'w flow_check::ir::NameMap<Node>,
     /// Linear probing; `NodeIndex::end()` marks an empty slot. At most
     /// half full.
     slots: Vec<NodeIndex>,
@@ -126,7 +125,7 @@ pub struct NodeNames<'w> {
 }
 
 impl<'w> NodeNames<'w> {
-    fn new(nodes: &'w IndexMap<String, Node>) -> NodeNames<'w> {
+    fn new(nodes: &'w flow_check::ir::NameMap<Node>) -> NodeNames<'w> {
         let size = (nodes.len() * 2).next_power_of_two().max(8);
         let mut names = NodeNames { nodes, slots: vec![NodeIndex::end(); size], tags: vec![0; size] };
         let mask = size - 1;

@@ -18,7 +18,7 @@ use std::fmt;
 ///
 /// A name that is not bound evaluates to `null`: a node that has not run
 /// yet has no output, so `exists(review)` is false rather than an error.
-pub type Env = indexmap::IndexMap<String, Json>;
+pub type Env = indexmap::IndexMap<String, Json, rustc_hash::FxBuildHasher>;
 
 /// Why an expression could not be evaluated.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,7 +176,7 @@ pub fn value_to_json(value: &Value) -> Json {
         Value::State { machine, state } => Json::String(format!("{machine}.{state}")),
         Value::List(items) => Json::Array(items.iter().map(value_to_json).collect()),
         Value::Record(fields) => Json::Object(fields.iter().map(|(k, v)| (k.clone(), value_to_json(v))).collect()),
-        Value::Expr(e) => eval(e, &Env::new()).unwrap_or(Json::Null),
+        Value::Expr(e) => eval(e, &Env::default()).unwrap_or(Json::Null),
         Value::Rate { .. } | Value::Type(_) | Value::Action(_) | Value::Evaluator { .. } | Value::JoinRule { .. } | Value::Invalid => {
             Json::Null
         }
@@ -493,7 +493,7 @@ workflow w {{
     }
 
     fn env() -> Env {
-        let mut env = Env::new();
+        let mut env = Env::default();
         env.insert(
             "input".into(),
             json!({ "topic": "rust", "min_items": 2, "ratio": 2.0, "limit": 30000, "share": 0.1, "cost": 0.25, "nums": [3, 1, 2] }),
@@ -534,7 +534,7 @@ workflow w {{
         assert!(holds("exists(input.topic)"));
         // A node that has not run is null.
         let expr = guard("exists(research)");
-        assert!(!eval_bool(&expr, &Env::new()).unwrap());
+        assert!(!eval_bool(&expr, &Env::default()).unwrap());
     }
 
     #[test]
@@ -579,14 +579,14 @@ workflow w {{
     #[test]
     fn strings_order_lexicographically() {
         let s = |v: &str| literal(Value::Str(v.into()), Ty::String);
-        let env = Env::new();
+        let env = Env::default();
         assert_eq!(eval(&binary_expr(BinOp::Lt, s("apple"), s("banana")), &env), Ok(json!(true)));
         assert_eq!(eval(&binary_expr(BinOp::GtEq, s("apple"), s("banana")), &env), Ok(json!(false)));
         assert_eq!(eval(&binary_expr(BinOp::LtEq, s("b"), s("b")), &env), Ok(json!(true)));
         let err = eval(&binary_expr(BinOp::Lt, s("a"), literal(Value::Int(1), Ty::Int)), &env).unwrap_err();
         assert_eq!(err.message, "`<` compares two numbers or two strings, got string and number");
         // `in` on an object tests its keys.
-        let mut env = Env::new();
+        let mut env = Env::default();
         env.insert("o".into(), json!({ "k": 1 }));
         let o = TExpr { kind: TExprKind::Var { name: "o".into() }, ty: Ty::Any };
         assert_eq!(eval(&binary_expr(BinOp::In, s("k"), o.clone()), &env), Ok(json!(true)));
@@ -667,7 +667,7 @@ workflow w {{
         let err = eval(&guard("input.min_items > 1"), &env).unwrap_err();
         assert_eq!(err.message, "`>` compares two numbers or two strings, got string and number");
         // A non-bool condition.
-        let err = eval_bool(&guard("exists(input)"), &Env::new()).map(|_| ()).err();
+        let err = eval_bool(&guard("exists(input)"), &Env::default()).map(|_| ()).err();
         assert!(err.is_none());
         let expr = TExpr { kind: TExprKind::Var { name: "input".into() }, ty: Ty::Any };
         let err = eval_bool(&expr, &env).unwrap_err();
@@ -682,7 +682,7 @@ workflow w {{
         assert!(holds("research.note == null and not (research.meta != null)"));
         // `null` is lowered as an empty string literal typed `null`.
         let null = TExpr { kind: TExprKind::Literal { value: Box::new(Value::Str(String::new())) }, ty: Ty::Null };
-        assert_eq!(eval(&null, &Env::new()).unwrap(), Json::Null);
+        assert_eq!(eval(&null, &Env::default()).unwrap(), Json::Null);
         assert_eq!(render(&null), "null");
         assert_eq!(value_to_json(&Value::Duration(1500)), json!(1500));
         assert_eq!(value_to_json(&Value::Fraction(0.1)), json!(0.1));

@@ -19,9 +19,9 @@
 //! [`ty_to_schema`] is what agents are asked for (the structured output a
 //! provider is sent): the structural schema, without the files' keywords.
 
-use flow_check::ir::TypeDef;
+use flow_check::ir::{NameMap, TypeDef};
 use flow_check::types::Ty;
-use indexmap::{IndexMap, IndexSet};
+use indexmap::IndexSet;
 use serde_json::{json, Map, Value as Json};
 use std::collections::HashMap;
 use std::fmt;
@@ -38,14 +38,14 @@ const FILE_URI: &str = "https://flow.invalid/schema/";
 /// Named types are resolved through `types` and emitted once each under
 /// `$defs`, referred to by `$ref`. A name missing from `types` accepts
 /// anything (the checker has already reported it).
-pub fn ty_to_schema(ty: &Ty, types: &IndexMap<String, TypeDef>) -> Json {
+pub fn ty_to_schema(ty: &Ty, types: &NameMap<TypeDef>) -> Json {
     build_schema(ty, types, &mut None)
 }
 
 /// The schema of `ty`; with `files`, the types of JSON Schema files are
 /// `$ref`s to their files' URIs, collected in `files` (the validator's
 /// schema), else their structural types, inline (they never recur).
-fn build_schema(ty: &Ty, types: &IndexMap<String, TypeDef>, files: &mut Option<HashMap<String, Json>>) -> Json {
+fn build_schema(ty: &Ty, types: &NameMap<TypeDef>, files: &mut Option<HashMap<String, Json>>) -> Json {
     let structural = files.is_none();
     let inline = |name: &str| structural && types.get(name).is_some_and(|def| def.schema.is_some());
     let mut schema = match node_schema(ty, types, &inline) {
@@ -114,7 +114,7 @@ impl jsonschema::Retrieve for Files {
 
 /// The schema of one type, with named types as `$ref`s (except those
 /// `inline` says to expand in place).
-fn node_schema(ty: &Ty, types: &IndexMap<String, TypeDef>, inline: &dyn Fn(&str) -> bool) -> Json {
+fn node_schema(ty: &Ty, types: &NameMap<TypeDef>, inline: &dyn Fn(&str) -> bool) -> Json {
     match ty {
         Ty::Any => json!({}),
         Ty::Null => json!({ "type": "null" }),
@@ -183,7 +183,7 @@ fn pointer_segment(name: &str) -> String {
 
 /// The named types `ty` refers to (not those `inline` expands: their own
 /// names, transitively).
-fn collect_names(ty: &Ty, types: &IndexMap<String, TypeDef>, inline: &dyn Fn(&str) -> bool, names: &mut IndexSet<String>) {
+fn collect_names(ty: &Ty, types: &NameMap<TypeDef>, inline: &dyn Fn(&str) -> bool, names: &mut IndexSet<String>) {
     match ty {
         Ty::Named { name } if inline(name) => {
             if let Some(def) = types.get(name) {
@@ -218,7 +218,7 @@ impl Validator {
     /// Compiles a validator for `ty`, resolving named types through `types`.
     /// Fails when a named type is not declared in `types` or the schema does
     /// not compile.
-    pub fn new(ty: &Ty, types: &IndexMap<String, TypeDef>) -> Result<Validator, String> {
+    pub fn new(ty: &Ty, types: &NameMap<TypeDef>) -> Result<Validator, String> {
         let never = |_: &str| false;
         let mut names = IndexSet::new();
         collect_names(ty, types, &never, &mut names);
@@ -293,7 +293,7 @@ mod tests {
         Ty::Named { name: name.into() }
     }
 
-    fn types(defs: Vec<(&str, Ty)>) -> IndexMap<String, TypeDef> {
+    fn types(defs: Vec<(&str, Ty)>) -> NameMap<TypeDef> {
         defs.into_iter()
             .map(|(name, ty)| (name.to_string(), TypeDef { name: name.to_string(), ty, loc: Loc::default(), schema: None }))
             .collect()
@@ -313,7 +313,7 @@ mod tests {
     }
 
     fn check(ty: &Ty, value: Json) -> Result<(), Vec<String>> {
-        Validator::new(ty, &IndexMap::new()).expect("compiles").validate(&value)
+        Validator::new(ty, &NameMap::default()).expect("compiles").validate(&value)
     }
 
     #[test]
@@ -330,7 +330,7 @@ mod tests {
         assert!(check(&Ty::Percent, json!(0.1)).is_ok());
         assert!(check(&Ty::Percent, json!(10)).is_err());
         assert!(check(&Ty::Any, json!({ "x": [1, null] })).is_ok());
-        assert_eq!(ty_to_schema(&Ty::Any, &IndexMap::new()), json!({ "$schema": "https://json-schema.org/draft/2020-12/schema" }));
+        assert_eq!(ty_to_schema(&Ty::Any, &NameMap::default()), json!({ "$schema": "https://json-schema.org/draft/2020-12/schema" }));
     }
 
     #[test]
@@ -386,7 +386,7 @@ mod tests {
         assert!(check(&nullable, json!("revise")).is_ok());
         let errors = check(&nullable, json!("other")).unwrap_err();
         assert!(errors[0].starts_with("at /: ") && errors[0].contains("other"), "{errors:?}");
-        assert_eq!(ty_to_schema(&nullable, &IndexMap::new())["enum"], json!(["accept", "revise", null]));
+        assert_eq!(ty_to_schema(&nullable, &NameMap::default())["enum"], json!(["accept", "revise", null]));
         // Nullable records and lists keep their shape.
         let maybe = Ty::nullable(record(vec![("x", field(Ty::list(Ty::nullable(Ty::Int)), false))]));
         assert!(check(&maybe, json!(null)).is_ok());
@@ -429,10 +429,10 @@ mod tests {
 
     #[test]
     fn unknown_named_type_is_an_error() {
-        let err = Validator::new(&Ty::list(named("Missing")), &IndexMap::new()).unwrap_err();
+        let err = Validator::new(&Ty::list(named("Missing")), &NameMap::default()).unwrap_err();
         assert!(err.contains("Missing"), "{err}");
         // The schema alone accepts anything there.
-        let schema = ty_to_schema(&named("Missing"), &IndexMap::new());
+        let schema = ty_to_schema(&named("Missing"), &NameMap::default());
         assert_eq!(schema["$defs"]["Missing"], json!({}));
     }
 
@@ -450,7 +450,7 @@ mod tests {
 
     /// The type of a JSON Schema file named `file`, as the checker lowers
     /// it: a named type whose definition keeps the schema as written.
-    fn file_type(file: &str, schema: Json) -> (Ty, IndexMap<String, TypeDef>) {
+    fn file_type(file: &str, schema: Json) -> (Ty, NameMap<TypeDef>) {
         let name = format!("schema({file:?})");
         let def = TypeDef { name: name.clone(), ty: flow_check::schema::to_ty(&schema), loc: Loc::default(), schema: Some(schema) };
         (named(&name), [(name, def)].into_iter().collect())

@@ -14,10 +14,9 @@
 use crate::clock::FakeClock;
 use crate::engine::{Engine, RunConfig, RunStatus};
 use crate::proto::{AgentReply, Command, HumanAnswer, ProbeResult, Request, Response, TokenUsage, ToolCall, ToolResult};
-use flow_check::ir::{Program, TypeDef, Workflow};
+use flow_check::ir::{NameMap, Program, TypeDef, Workflow};
 use flow_check::types::Ty;
 use flow_trace::{ArtifactRef, Event};
-use indexmap::IndexMap;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -321,7 +320,7 @@ fn ok_tool(output: Option<Value>) -> Response {
 /// Values of `ty`: the plainest first, then each with one position varied
 /// (a boolean false, another enum value, 0 or 10, an empty string, a list
 /// of one to three items, null, an optional field present).
-pub fn instances(ty: &Ty, types: &IndexMap<String, TypeDef>) -> Vec<Value> {
+pub fn instances(ty: &Ty, types: &NameMap<TypeDef>) -> Vec<Value> {
     let mut out = vec![base(ty, types, 0)];
     out.extend(variants(ty, types, 0));
     out.truncate(MAX_VARIANTS);
@@ -331,12 +330,12 @@ pub fn instances(ty: &Ty, types: &IndexMap<String, TypeDef>) -> Vec<Value> {
 /// Named types are followed this deep (they may refer to themselves).
 const MAX_DEPTH: usize = 6;
 
-fn named<'t>(name: &str, types: &'t IndexMap<String, TypeDef>) -> Option<&'t Ty> {
+fn named<'t>(name: &str, types: &'t NameMap<TypeDef>) -> Option<&'t Ty> {
     types.get(name).map(|d| &d.ty)
 }
 
 /// The plainest value of `ty`.
-fn base(ty: &Ty, types: &IndexMap<String, TypeDef>, depth: usize) -> Value {
+fn base(ty: &Ty, types: &NameMap<TypeDef>, depth: usize) -> Value {
     match ty {
         Ty::Any | Ty::Null => Value::Null,
         Ty::Bool => json!(true),
@@ -356,7 +355,7 @@ fn base(ty: &Ty, types: &IndexMap<String, TypeDef>, depth: usize) -> Value {
 }
 
 /// Values of `ty` other than [`base`], each different in one position.
-fn variants(ty: &Ty, types: &IndexMap<String, TypeDef>, depth: usize) -> Vec<Value> {
+fn variants(ty: &Ty, types: &NameMap<TypeDef>, depth: usize) -> Vec<Value> {
     match ty {
         Ty::Bool => vec![json!(false)],
         Ty::Int => vec![json!(0), json!(10)],
@@ -426,7 +425,7 @@ mod tests {
     #[test]
     fn instances_start_plain_and_vary_one_position_at_a_time() {
         let ty = record(&[("ok", Ty::Bool, false), ("n", Ty::Int, false), ("note", Ty::String, true)]);
-        let got = instances(&ty, &IndexMap::new());
+        let got = instances(&ty, &NameMap::default());
         assert_eq!(got[0], json!({ "ok": true, "n": 1 }));
         assert!(got.contains(&json!({ "ok": false, "n": 1 })));
         assert!(got.contains(&json!({ "ok": true, "n": 10 })));
@@ -438,7 +437,7 @@ mod tests {
     fn a_routing_enum_is_also_tried_with_its_lists_filled() {
         let route = Ty::Enum { values: vec!["a".into(), "b".into()] };
         let ty = record(&[("next", route, false), ("points", Ty::List { item: Box::new(Ty::String) }, false)]);
-        let got = instances(&ty, &IndexMap::new());
+        let got = instances(&ty, &NameMap::default());
         assert_eq!(got[0], json!({ "next": "a", "points": [] }));
         // One field at a time, and the other route with the list filled.
         assert!(got.contains(&json!({ "next": "b", "points": [] })));
@@ -449,8 +448,8 @@ mod tests {
     #[test]
     fn lists_enums_and_recursive_types_are_bounded() {
         let list = Ty::List { item: Box::new(Ty::Enum { values: vec!["a".into(), "b".into()] }) };
-        assert_eq!(instances(&list, &IndexMap::new()), [json!([]), json!(["a"]), json!(["a", "a"]), json!(["a", "a", "a"])]);
-        let mut types = IndexMap::new();
+        assert_eq!(instances(&list, &NameMap::default()), [json!([]), json!(["a"]), json!(["a", "a"]), json!(["a", "a", "a"])]);
+        let mut types = NameMap::default();
         let tree = record(&[("next", Ty::Named { name: "T".into() }, false)]);
         types.insert("T".into(), TypeDef { name: "T".into(), ty: tree, loc: Default::default(), schema: None });
         let v = base(&Ty::Named { name: "T".into() }, &types, 0);

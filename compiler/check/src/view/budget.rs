@@ -70,7 +70,7 @@ impl<'p> Budget<'p> {
         Budget::read(&decl.props, Some(&decl.name), Some(decl.loc))
     }
 
-    fn read(props: &'p indexmap::IndexMap<String, Value>, name: Option<&'p str>, decl_loc: Option<Loc>) -> Budget<'p> {
+    fn read(props: &'p crate::ir::NameMap<Value>, name: Option<&'p str>, decl_loc: Option<Loc>) -> Budget<'p> {
         let reserve = record(props.prop("reserve"))
             .map(|r| Reserve {
                 verification: fraction(r.get("verification")).unwrap_or(0.0),

@@ -5,7 +5,6 @@ use super::{duration, expr, exprs, flag, int, names, record, ty, word, Budget, C
 use crate::ir::{Action, Gate, Node, Policy, Program, TExpr, Transfer, Value, Workflow};
 use crate::types::Ty;
 use flow_trace::{ContextMode, Outcome, TerminationStatus};
-use indexmap::IndexMap;
 
 /// A node's retry policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,7 +179,7 @@ impl Node {
     }
 
     /// A tool node's arguments: `{ field: expr }`.
-    pub fn args(&self) -> Option<&IndexMap<String, Value>> {
+    pub fn args(&self) -> Option<&crate::ir::NameMap<Value>> {
         record(self.prop("args"))
     }
 
@@ -333,7 +332,7 @@ impl Transfer {
     }
 
     /// A delegation's inputs: `{ name: expr }`.
-    pub fn inputs(&self) -> Option<&IndexMap<String, Value>> {
+    pub fn inputs(&self) -> Option<&crate::ir::NameMap<Value>> {
         record(self.prop("inputs"))
     }
 

@@ -26,11 +26,10 @@ pub use flow::{EvaluatorRef, Retry, Trigger};
 
 use crate::ir::{Action, TExpr, Value};
 use crate::types::Ty;
-use indexmap::IndexMap;
 
 /// The properties of one block, read by name: private to the views.
 pub(crate) trait Props {
-    fn props(&self) -> &IndexMap<String, Value>;
+    fn props(&self) -> &crate::ir::NameMap<Value>;
 
     fn prop(&self, key: &str) -> Option<&Value> {
         self.props().get(key)
@@ -40,7 +39,7 @@ pub(crate) trait Props {
 macro_rules! props_of {
     ($($ty:ty),*) => {
         $(impl Props for $ty {
-            fn props(&self) -> &IndexMap<String, Value> {
+            fn props(&self) -> &crate::ir::NameMap<Value> {
                 &self.props
             }
         })*
@@ -48,8 +47,8 @@ macro_rules! props_of {
 }
 props_of!(crate::ir::Decl, crate::ir::Node, crate::ir::Gate, crate::ir::Transfer, crate::ir::Workflow, crate::ir::Policy);
 
-impl Props for IndexMap<String, Value> {
-    fn props(&self) -> &IndexMap<String, Value> {
+impl Props for crate::ir::NameMap<Value> {
+    fn props(&self) -> &crate::ir::NameMap<Value> {
         self
     }
 }
@@ -121,7 +120,7 @@ pub(crate) fn exprs(value: Option<&Value>) -> Vec<&TExpr> {
 }
 
 /// A record.
-pub(crate) fn record(value: Option<&Value>) -> Option<&IndexMap<String, Value>> {
+pub(crate) fn record(value: Option<&Value>) -> Option<&crate::ir::NameMap<Value>> {
     match value? {
         Value::Record(r) => Some(r),
         _ => None,

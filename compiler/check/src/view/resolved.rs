@@ -81,9 +81,8 @@ mod tests {
     use crate::spec::Kind;
     use crate::types::Ty;
     use flow_trace::{ContextMode, Decision};
-    use indexmap::IndexMap;
 
-    fn props(items: &[(&str, Value)]) -> IndexMap<String, Value> {
+    fn props(items: &[(&str, Value)]) -> crate::ir::NameMap<Value> {
         items.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
     }
 
@@ -105,7 +104,7 @@ mod tests {
         let retry = |n| Value::Record(props(&[("attempts", Value::Int(n))]));
         assert_eq!(node(&[("retry", retry(3))]).attempts(), 3);
         assert_eq!(node(&[("retry", retry(0))]).attempts(), 1);
-        assert_eq!(node(&[("retry", Value::Record(IndexMap::new()))]).attempts(), 1);
+        assert_eq!(node(&[("retry", Value::Record(Default::default()))]).attempts(), 1);
         assert_eq!(node(&[]).rounds(), 1);
         assert_eq!(node(&[("max_rounds", Value::Int(4))]).rounds(), 4);
     }
@@ -166,7 +165,7 @@ mod tests {
         use crate::ir::{Gate, Value};
 
         fn gate(scope: Option<Value>) -> Gate {
-            let mut props = indexmap::IndexMap::new();
+            let mut props = crate::ir::NameMap::default();
             if let Some(scope) = scope {
                 props.insert("replan_scope".to_string(), scope);
             }

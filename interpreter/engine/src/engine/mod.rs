@@ -239,7 +239,7 @@ impl Engine {
             events: Vec::new(),
             commands: Vec::new(),
             artifacts: Vec::new(),
-            env: Env::new(),
+            env: Env::default(),
             nodes,
             attempts: FxHashMap::default(),
             waiting: Outstanding::default(),

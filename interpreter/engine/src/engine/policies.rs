@@ -152,10 +152,11 @@ impl Engine {
     ) -> Str {
         self.policies[i].reported = true;
         let policy = self.policies[i].name.clone();
+        let parent = self.envelope.parent(parent);
         self.emit(
             "control",
             Body::PolicyViolated { schema_version: V, policy, response, offending: offending.to_string(), message, owed },
-            Some(parent),
+            Some(&parent),
         )
     }
 

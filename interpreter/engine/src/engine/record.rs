@@ -15,13 +15,13 @@ impl Engine {
         self.now().saturating_sub(self.start_ms)
     }
 
-    pub(super) fn emit(&mut self, producer: &str, body: Body, parent: Option<&str>) -> Str {
+    pub(super) fn emit(&mut self, producer: &str, body: Body, parent: Option<&Str>) -> Str {
         let producer = self.envelope.producer("", producer);
         self.emit_as(producer, body, parent)
     }
 
     /// [`Engine::emit`] with a producer already built.
-    pub(super) fn emit_as(&mut self, producer: Str, body: Body, parent: Option<&str>) -> Str {
+    pub(super) fn emit_as(&mut self, producer: Str, body: Body, parent: Option<&Str>) -> Str {
         // Nothing is recorded after the run terminated (what was still
         // unwinding when it did changes nothing).
         if matches!(self.status, RunStatus::Terminated { .. }) {
@@ -40,7 +40,7 @@ impl Engine {
             execution_id: envelope.execution_id.clone(),
             seq: self.seq,
             event_id: event_id.clone(),
-            parent_event_id: parent.map(|p| envelope.parent(p)),
+            parent_event_id: parent.cloned(),
             producer,
             body,
             time: envelope.time.1.clone(),
@@ -51,12 +51,12 @@ impl Engine {
         event_id
     }
 
-    pub(super) fn store(&mut self, value: &Value, produced_by: &str, parent: Option<&str>) -> ArtifactRef {
+    pub(super) fn store(&mut self, value: &Value, produced_by: &str, parent: Option<&Str>) -> ArtifactRef {
         self.store_as(value, || produced_by.to_string(), parent)
     }
 
     /// [`Engine::store`], naming the producer only when the artifact is new.
-    pub(super) fn store_as(&mut self, value: &Value, produced_by: impl FnOnce() -> String, parent: Option<&str>) -> ArtifactRef {
+    pub(super) fn store_as(&mut self, value: &Value, produced_by: impl FnOnce() -> String, parent: Option<&Str>) -> ArtifactRef {
         let (artifact, bytes) = self.artifact_of(value);
         // Content-addressed: recorded once per run, however often it recurs.
         if self.recorded_digests.contains(&artifact.digest) {
@@ -105,7 +105,8 @@ impl Engine {
     pub(super) fn record_applied(&mut self, subject: &str, answer: &HumanAnswer, action: String, request_event: &str) -> Str {
         let producer = self.envelope.producer("human.", &answer.by);
         let body = events::decision_applied(subject, answer.decision, &answer.by, action);
-        self.emit_as(producer, body, Some(request_event))
+        let parent = self.envelope.parent(request_event);
+        self.emit_as(producer, body, Some(&parent))
     }
 }
 

@@ -5,13 +5,13 @@ use super::*;
 use flow_check::types::Ty;
 
 fn node_with_retry(backoff: u64, max: Option<u64>) -> Node {
-    let mut retry = IndexMap::new();
+    let mut retry = flow_check::ir::NameMap::default();
     retry.insert("attempts".to_string(), IrValue::Int(5));
     retry.insert("backoff".to_string(), IrValue::Duration(backoff));
     if let Some(max) = max {
         retry.insert("max_backoff".to_string(), IrValue::Duration(max));
     }
-    let mut props = IndexMap::new();
+    let mut props = flow_check::ir::NameMap::default();
     props.insert("retry".to_string(), IrValue::Record(retry));
     Node {
         name: "n".into(),
@@ -85,8 +85,14 @@ fn outcomes_combine_by_severity() {
     assert_eq!(Outcome::Pass.max(Outcome::RequiresDecision), Outcome::RequiresDecision);
     assert_eq!(Outcome::Block.max(Outcome::RequiresDecision), Outcome::Block);
     assert_eq!(Outcome::RequiresDecision.max(Outcome::Pass), Outcome::RequiresDecision);
-    let gate =
-        Gate { name: "g".into(), from: "a".into(), to: "b".into(), props: IndexMap::new(), handlers: Vec::new(), loc: Default::default() };
+    let gate = Gate {
+        name: "g".into(),
+        from: "a".into(),
+        to: "b".into(),
+        props: flow_check::ir::NameMap::default(),
+        handlers: Vec::new(),
+        loc: Default::default(),
+    };
     assert_eq!(gate.on_error(), Outcome::Block, "undeclared: fail-closed");
 }
 

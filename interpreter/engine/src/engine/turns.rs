@@ -56,7 +56,7 @@ impl Engine {
                 Some(v) => eval::value_to_json(v),
                 None => json!({}),
             };
-            let mut env = Env::new();
+            let mut env = Env::default();
             env.insert("task".into(), task);
             for route in routes {
                 let holds = match (route.when, route.always) {

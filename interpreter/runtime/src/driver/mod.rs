@@ -34,7 +34,6 @@ use flow_check::ir::Program;
 use flow_check::plan::Plan;
 use flow_check::view::Rate;
 use flow_trace::{Body, Event};
-use indexmap::IndexMap;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -153,7 +152,7 @@ pub struct Outcome {
     pub run_dir: PathBuf,
     pub status: RunStatus,
     pub events: u64,
-    pub outputs: IndexMap<String, Value>,
+    pub outputs: crate::eval::Env,
     /// Model turns that reported more than their per-turn ceilings (each
     /// is a `warning` event): use the static budget bounds do not cover.
     pub ceiling_breaches: u64,

@@ -3,13 +3,11 @@
 use super::*;
 use flow_check::ir::Value as IrValue;
 
-use indexmap::IndexMap;
-
 /// A program of tools: (name, variant, function).
 fn tools(list: &[(&str, &str, Option<&str>)]) -> Arc<Program> {
     let mut program = Program::default();
     for (name, variant, function) in list {
-        let mut props = IndexMap::new();
+        let mut props = flow_check::ir::NameMap::default();
         if let Some(f) = function {
             props.insert("function".to_string(), IrValue::Word(f.to_string()));
         }

@@ -158,20 +158,20 @@ pub fn decision_applied(subject: &str, decision: Decision, by: &str, action: Str
     Body::DecisionApplied { schema_version: V, subject: subject.to_string(), decision, by: by.to_string(), action }
 }
 
-/// How an action is written in `action_taken.action`, `decision_applied.action`
-/// and `budget_zone_changed.actions`: `name` or `name(arg, …)`.
+/// How an applied action is written in `decision_applied.action`: `name`
+/// or `name(arg, …)` (as `action_taken` and `budget_zone_changed` write theirs).
 pub fn applied(action: &Action) -> String {
     action.render()
 }
 
 /// `action_taken`: a handler's (or a zone's, a default's) action ran.
 pub fn action_taken(event: ActionEvent, scope: HandlerScope, action: &Action) -> Body {
-    Body::ActionTaken { schema_version: V, event, scope, action: applied(action) }
+    Body::ActionTaken { schema_version: V, event, scope, action: action.clone() }
 }
 
 /// `budget_zone_changed` of a budget scope, with the zone's actions.
 pub fn zone_changed<'a>(scope: &str, from: Zone, to: Zone, actions: impl IntoIterator<Item = &'a Action>) -> Body {
-    Body::BudgetZoneChanged { schema_version: V, scope: scope.to_string(), from, to, actions: actions.into_iter().map(applied).collect() }
+    Body::BudgetZoneChanged { schema_version: V, scope: scope.to_string(), from, to, actions: actions.into_iter().cloned().collect() }
 }
 
 /// `budget_exhausted` of a budget scope.
@@ -267,6 +267,6 @@ mod tests {
         let Body::ActionTaken { scope, action, .. } = action_taken(event, HandlerScope::Gate("g".into()), &revise) else {
             panic!("an action")
         };
-        assert_eq!((scope.to_word(), action.as_str()), ("gate.g".to_string(), "revise(write)"));
+        assert_eq!((scope.to_word(), action.render()), ("gate.g".to_string(), "revise(write)".to_string()));
     }
 }

@@ -8,7 +8,7 @@
 
 use crate::spec::Kind;
 use crate::types::Ty;
-pub use flow_trace::{HandlerEvent, NodeKind};
+pub use flow_trace::{Action, ActionKind, HandlerEvent, NodeKind};
 use indexmap::IndexMap;
 
 /// An ordered map keyed by name, as the IR stores declarations, nodes,
@@ -169,118 +169,6 @@ pub struct Handler {
     pub events: Vec<HandlerEvent>,
     pub action: Action,
     pub loc: Loc,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct Action {
-    pub name: ActionKind,
-    /// The arguments: a reason, a node, a principal or a provider
-    /// (`spec::ACTIONS` says which).
-    pub args: Vec<String>,
-}
-
-impl Action {
-    /// An action without arguments.
-    pub fn bare(name: ActionKind) -> Action {
-        Action { name, args: Vec::new() }
-    }
-
-    /// The first argument, if any.
-    pub fn arg(&self) -> Option<&str> {
-        self.args.first().map(String::as_str)
-    }
-
-    /// The action as trace events write it: `name` or `name(arg, …)`.
-    pub fn render(&self) -> String {
-        if self.args.is_empty() {
-            self.name.as_str().to_string()
-        } else {
-            format!("{}({})", self.name, self.args.join(", "))
-        }
-    }
-}
-
-/// What an action does (reference §6.3; the table is `spec::ACTIONS`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ActionKind {
-    Continue,
-    Retry,
-    Skip,
-    Degrade,
-    Decide,
-    Terminate,
-    Goto,
-    Activate,
-    Revise,
-    Replan,
-    Escalate,
-    Fallback,
-    ReturnPartial,
-    CompressContext,
-    SwitchModel,
-    SkipReasoning,
-    Warn,
-    Halt,
-}
-
-impl ActionKind {
-    /// Every action, in the reference's order.
-    pub const ALL: [ActionKind; 18] = [
-        ActionKind::Continue,
-        ActionKind::Retry,
-        ActionKind::Skip,
-        ActionKind::Degrade,
-        ActionKind::Decide,
-        ActionKind::Terminate,
-        ActionKind::Goto,
-        ActionKind::Activate,
-        ActionKind::Revise,
-        ActionKind::Replan,
-        ActionKind::Escalate,
-        ActionKind::Fallback,
-        ActionKind::ReturnPartial,
-        ActionKind::CompressContext,
-        ActionKind::SwitchModel,
-        ActionKind::SkipReasoning,
-        ActionKind::Warn,
-        ActionKind::Halt,
-    ];
-
-    /// The action's keyword, as sources and traces write it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionKind::Continue => "continue",
-            ActionKind::Retry => "retry",
-            ActionKind::Skip => "skip",
-            ActionKind::Degrade => "degrade",
-            ActionKind::Decide => "decide",
-            ActionKind::Terminate => "terminate",
-            ActionKind::Goto => "goto",
-            ActionKind::Activate => "activate",
-            ActionKind::Revise => "revise",
-            ActionKind::Replan => "replan",
-            ActionKind::Escalate => "escalate",
-            ActionKind::Fallback => "fallback",
-            ActionKind::ReturnPartial => "return_partial",
-            ActionKind::CompressContext => "compress_context",
-            ActionKind::SwitchModel => "switch_model",
-            ActionKind::SkipReasoning => "skip_reasoning",
-            ActionKind::Warn => "warn",
-            ActionKind::Halt => "halt",
-        }
-    }
-
-    /// The action a keyword names.
-    pub fn parse(keyword: &str) -> Option<ActionKind> {
-        ActionKind::ALL.into_iter().find(|k| k.as_str() == keyword)
-    }
-}
-
-impl std::fmt::Display for ActionKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -199,7 +199,7 @@ mod tests {
         assert_eq!(end(ActionKind::Fallback, Some("low_budget"), None, "x"), Some(("low_budget".into(), TerminationStatus::Partial)));
         assert_eq!(end(ActionKind::Fallback, None, None, "x"), Some(("fallback".into(), TerminationStatus::Partial)));
         assert_eq!(end(ActionKind::ReturnPartial, None, None, "x"), Some(("partial_result".into(), TerminationStatus::Partial)));
-        for k in ActionKind::ALL {
+        for &k in ActionKind::ALL {
             let ends = matches!(k, ActionKind::Terminate | ActionKind::Halt | ActionKind::Fallback | ActionKind::ReturnPartial);
             assert_eq!(end(k, None, None, "e").is_some(), ends, "{k}");
         }

@@ -5,7 +5,7 @@
 //! what form each value must have. The checker reads them, and so does the
 //! reference test that keeps docs/reference.md complete.
 
-use flow_trace::{Decision, Zone};
+use flow_trace::{ActionKind, Decision, Zone};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -744,24 +744,24 @@ pub enum ActionArg {
 }
 
 pub const ACTIONS: &[(&str, &[ActionArg], &str)] = &[
-    ("continue", &[], "Go on along the guarded edge."),
-    ("retry", &[], "Run the node again (bounded by its retry policy)."),
-    ("skip", &[], "Mark the node skipped and go on."),
-    ("degrade", &[], "Go on with a degraded (partial) result."),
-    ("decide", &[], "Ask the gate's deciders for a decision."),
-    ("terminate", &[ActionArg::Reason], "End the run with this reason code."),
-    ("goto", &[ActionArg::Node], "Continue at a node."),
-    ("activate", &[ActionArg::Node], "Start a standby node, then continue."),
-    ("revise", &[ActionArg::Node], "Re-run a node (node scope)."),
-    ("replan", &[], "Re-run the gate's declared replan scope (the whole workflow when none); `replan(node)` re-runs from that node."),
-    ("escalate", &[ActionArg::Principal], "Ask a human; the run waits."),
-    ("fallback", &[ActionArg::Reason], "End with a partial result under this reason code."),
-    ("return_partial", &[], "End with the partial result so far."),
-    ("compress_context", &[], "Compress the agents' context."),
-    ("switch_model", &[ActionArg::Provider], "Route further turns to another provider."),
-    ("skip_reasoning", &[], "Ask for answers without reasoning steps."),
-    ("warn", &[], "Record a warning and go on."),
-    ("halt", &[], "Stop the run at once."),
+    ("continue", &[], ActionKind::Continue.meaning()),
+    ("retry", &[], ActionKind::Retry.meaning()),
+    ("skip", &[], ActionKind::Skip.meaning()),
+    ("degrade", &[], ActionKind::Degrade.meaning()),
+    ("decide", &[], ActionKind::Decide.meaning()),
+    ("terminate", &[ActionArg::Reason], ActionKind::Terminate.meaning()),
+    ("goto", &[ActionArg::Node], ActionKind::Goto.meaning()),
+    ("activate", &[ActionArg::Node], ActionKind::Activate.meaning()),
+    ("revise", &[ActionArg::Node], ActionKind::Revise.meaning()),
+    ("replan", &[], ActionKind::Replan.meaning()),
+    ("escalate", &[ActionArg::Principal], ActionKind::Escalate.meaning()),
+    ("fallback", &[ActionArg::Reason], ActionKind::Fallback.meaning()),
+    ("return_partial", &[], ActionKind::ReturnPartial.meaning()),
+    ("compress_context", &[], ActionKind::CompressContext.meaning()),
+    ("switch_model", &[ActionArg::Provider], ActionKind::SwitchModel.meaning()),
+    ("skip_reasoning", &[], ActionKind::SkipReasoning.meaning()),
+    ("warn", &[], ActionKind::Warn.meaning()),
+    ("halt", &[], ActionKind::Halt.meaning()),
 ];
 
 /// The actions a budget zone may take: those that end the run and those

@@ -114,226 +114,6 @@ pub struct Usage {
     pub duration_ms: u64,
 }
 
-/// Serialises a closed word of the vocabulary as its string, and reads it
-/// back through `parse` (so every reader — serde_json and the fast reader —
-/// reads it as a string; a word outside the set is an error).
-macro_rules! word_serde {
-    ($($ty:ident),*) => {$(
-        impl Serialize for $ty {
-            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.serialize_str(self.as_str())
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $ty {
-            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<$ty, D::Error> {
-                let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
-                $ty::parse(&text).ok_or_else(|| serde::de::Error::custom(format!(concat!("unknown ", stringify!($ty), " `{}`"), text)))
-            }
-        }
-    )*};
-}
-
-word_serde!(ContextMode, NodeStatus, TerminationStatus, Outcome, TriggerReason);
-
-/// What a receiver of a handoff sees (`handoff.context`, reference §6.5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, JsonSchema)]
-#[schemars(rename_all = "snake_case")]
-pub enum ContextMode {
-    Isolated,
-    Fork,
-    Filtered,
-}
-
-impl ContextMode {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ContextMode::Isolated => "isolated",
-            ContextMode::Fork => "fork",
-            ContextMode::Filtered => "filtered",
-        }
-    }
-
-    /// The mode a word names.
-    pub fn parse(word: &str) -> Option<ContextMode> {
-        [ContextMode::Isolated, ContextMode::Fork, ContextMode::Filtered].into_iter().find(|m| m.as_str() == word)
-    }
-}
-
-impl fmt::Display for ContextMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Why an attempt started (`attempt_started.trigger_reason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, JsonSchema)]
-#[schemars(rename_all = "snake_case")]
-pub enum TriggerReason {
-    /// The first attempt of a visit.
-    First,
-    /// Another attempt after a failure (a retry policy or a `retry` action).
-    Retry,
-    /// A repair turn for invalid output.
-    Repair,
-    /// The visit re-runs a node: a `revise` or a `replan` (a `goto` or an
-    /// `activate` starts a visit as `first`).
-    Revise,
-    Replan,
-    /// The previous attempt's lease ran out (a resumed run).
-    LeaseExpired,
-    /// An unknown outcome was reconciled as not done, so the call is made again.
-    Reconciled,
-}
-
-impl TriggerReason {
-    pub const ALL: [TriggerReason; 7] = [
-        TriggerReason::First,
-        TriggerReason::Retry,
-        TriggerReason::Repair,
-        TriggerReason::Revise,
-        TriggerReason::Replan,
-        TriggerReason::LeaseExpired,
-        TriggerReason::Reconciled,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            TriggerReason::First => "first",
-            TriggerReason::Retry => "retry",
-            TriggerReason::Repair => "repair",
-            TriggerReason::Revise => "revise",
-            TriggerReason::Replan => "replan",
-            TriggerReason::LeaseExpired => "lease_expired",
-            TriggerReason::Reconciled => "reconciled",
-        }
-    }
-
-    /// The reason a word names.
-    pub fn parse(word: &str) -> Option<TriggerReason> {
-        TriggerReason::ALL.into_iter().find(|t| t.as_str() == word)
-    }
-}
-
-impl fmt::Display for TriggerReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// How a node's visit ended with an output (`node_completed.status`):
-/// on its own, or after a failure by a `skip` or another going-on action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, JsonSchema)]
-#[schemars(rename_all = "snake_case")]
-pub enum NodeStatus {
-    Completed,
-    Skipped,
-    Degraded,
-}
-
-impl NodeStatus {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            NodeStatus::Completed => "completed",
-            NodeStatus::Skipped => "skipped",
-            NodeStatus::Degraded => "degraded",
-        }
-    }
-
-    /// The status a word names.
-    pub fn parse(word: &str) -> Option<NodeStatus> {
-        [NodeStatus::Completed, NodeStatus::Skipped, NodeStatus::Degraded].into_iter().find(|s| s.as_str() == word)
-    }
-}
-
-impl fmt::Display for NodeStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// How a run ended (`run_terminated.status`, reference §6.7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, JsonSchema)]
-#[schemars(rename_all = "snake_case")]
-pub enum TerminationStatus {
-    Success,
-    Failure,
-    /// A partial result (`fallback`, `return_partial`).
-    Partial,
-    /// A human rejected an escalation.
-    Escalated,
-    Cancelled,
-}
-
-impl TerminationStatus {
-    pub const ALL: [TerminationStatus; 5] = [
-        TerminationStatus::Success,
-        TerminationStatus::Failure,
-        TerminationStatus::Partial,
-        TerminationStatus::Escalated,
-        TerminationStatus::Cancelled,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            TerminationStatus::Success => "success",
-            TerminationStatus::Failure => "failure",
-            TerminationStatus::Partial => "partial",
-            TerminationStatus::Escalated => "escalated",
-            TerminationStatus::Cancelled => "cancelled",
-        }
-    }
-
-    /// The status a word names (an end node's `status`).
-    pub fn parse(word: &str) -> Option<TerminationStatus> {
-        TerminationStatus::ALL.into_iter().find(|s| s.as_str() == word)
-    }
-}
-
-impl fmt::Display for TerminationStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A gate's (or an evaluator's) outcome. Ordered by severity: when
-/// evaluators disagree, the most severe wins (BLOCK > REQUIRES_DECISION >
-/// PASS, reference §6.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
-pub enum Outcome {
-    #[schemars(rename = "PASS")]
-    Pass,
-    #[schemars(rename = "REQUIRES_DECISION")]
-    RequiresDecision,
-    #[schemars(rename = "BLOCK")]
-    Block,
-}
-
-impl Outcome {
-    /// Every outcome, least severe first.
-    pub const ALL: [Outcome; 3] = [Outcome::Pass, Outcome::RequiresDecision, Outcome::Block];
-
-    /// The outcome as sources and traces write it.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Pass => "PASS",
-            Outcome::RequiresDecision => "REQUIRES_DECISION",
-            Outcome::Block => "BLOCK",
-        }
-    }
-
-    /// The outcome a word names (`PASS`, `REQUIRES_DECISION`, `BLOCK`).
-    pub fn parse(word: &str) -> Option<Outcome> {
-        Outcome::ALL.into_iter().find(|o| o.as_str() == word)
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EvaluatorResult {
     /// The evaluator as written, e.g. `predicate(len(research.items) > 0)`.
@@ -574,7 +354,10 @@ pub enum Body {
         event: ActionEvent,
         /// Where the handler is declared: a node, gate, budget or the workflow.
         scope: HandlerScope,
-        action: String,
+        /// Written `name` or `name(arg, …)` (e.g. `revise(write)`).
+        #[serde(with = "crate::rendered_action")]
+        #[schemars(with = "String")]
+        action: Action,
     },
     /// A task moved between machine states.
     StateChanged {
@@ -629,7 +412,10 @@ pub enum Body {
         scope: String,
         from: Zone,
         to: Zone,
-        actions: Vec<String>,
+        /// The zone's actions, each written `name` or `name(arg, …)`.
+        #[serde(with = "crate::rendered_actions")]
+        #[schemars(with = "Vec<String>")]
+        actions: Vec<Action>,
     },
     /// A budget limit was reached.
     BudgetExhausted {
@@ -871,6 +657,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn actions_are_written_as_words_and_read_back_typed() {
+        let revise = Action { name: ActionKind::Revise, args: vec!["write".into()] };
+        let halt = Action::bare(ActionKind::Halt);
+        let event = |body| Event {
+            run_id: "r".into(),
+            execution_id: "exec-1".into(),
+            seq: 1,
+            event_id: Event::id_for("r", 1).into(),
+            parent_event_id: None,
+            producer: "control".into(),
+            body,
+            time: "2026-01-01T00:00:00Z".into(),
+        };
+        let taken = event(Body::ActionTaken {
+            schema_version: SCHEMA_VERSION,
+            event: ActionEvent::Handler(HandlerEvent::Block),
+            scope: HandlerScope::Gate("g".into()),
+            action: revise.clone(),
+        });
+        let line = serde_json::to_string(&taken).unwrap();
+        assert!(line.contains(r#""action":"revise(write)""#), "{line}");
+        assert_eq!(event_from_str(&line).unwrap(), taken);
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), taken);
+        let zone = event(Body::BudgetZoneChanged {
+            schema_version: SCHEMA_VERSION,
+            scope: "workflow".into(),
+            from: Zone::Green,
+            to: Zone::Fuse,
+            actions: vec![halt, revise],
+        });
+        let line = serde_json::to_string(&zone).unwrap();
+        assert!(line.contains(r#""actions":["halt","revise(write)"]"#), "{line}");
+        assert_eq!(event_from_str(&line).unwrap(), zone);
+        // An unknown action is not a trace word.
+        let bad = line.replace("\"halt\"", "\"explode\"");
+        let err = event_from_str(&bad).unwrap_err().to_string();
+        assert!(err.contains("unknown action `explode`"), "{err}");
+        assert_eq!(Action::parse("fallback(low_budget)").unwrap().arg(), Some("low_budget"));
+        assert!(Action::parse("revise(write").is_err());
+    }
+
+    #[test]
     fn events_round_trip_with_kind_and_payload() {
         let event = Event {
             run_id: "r".into(),
@@ -942,7 +770,7 @@ mod tests {
                 r#"{{"kind":"attempt_started","payload":{{"schema_version":1,"node":"n","attempt_id":"n#1.1","attempt_no":1,"trigger_reason":"{t}"}}}}"#
             )
         };
-        for t in TriggerReason::ALL {
+        for &t in TriggerReason::ALL {
             assert_eq!(TriggerReason::parse(t.as_str()), Some(t));
             assert!(serde_json::from_str::<Body>(&attempt(t.as_str())).is_ok(), "{t}");
         }

@@ -2,6 +2,7 @@
 //! word traces (and sources) write and what it means. The meanings are the
 //! registries `flow trace explain` prints and the reference documents.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// What a node is (reference §6.1).
@@ -186,13 +187,67 @@ closed_word!(
     }
 );
 
-impl From<crate::Outcome> for HandlerEvent {
+closed_word!(
+    /// What a receiver of a handoff sees (`handoff.context`, reference §6.5).
+    pub ContextMode {
+        Isolated = "isolated": "The agent sees its input: the predecessor's output or the handoff payload (the default).",
+        Fork = "fork": "The agent sees every output so far.",
+        Filtered = "filtered": "The agent sees only the `context_fields`, each from its input, else from the run's input.",
+    }
+);
+
+closed_word!(
+    /// Why an attempt started (`attempt_started.trigger_reason`).
+    pub TriggerReason {
+        First = "first": "The first attempt of a visit (a `goto` or an `activate` starts a visit as `first`).",
+        Retry = "retry": "Another attempt after a failure (a retry policy or a `retry` action).",
+        Repair = "repair": "A repair turn for invalid output.",
+        Revise = "revise": "The visit re-runs a node for a `revise`.",
+        Replan = "replan": "The visit re-runs a node for a `replan`.",
+        LeaseExpired = "lease_expired": "The previous attempt's lease ran out (a resumed run).",
+        Reconciled = "reconciled": "An unknown outcome was reconciled as not done, so the call is made again.",
+    }
+);
+
+closed_word!(
+    /// How a node's visit ended with an output (`node_completed.status`):
+    /// on its own, or after a failure by a `skip` or another going-on action.
+    pub NodeStatus {
+        Completed = "completed": "The visit produced its output.",
+        Skipped = "skipped": "The visit failed and a `skip` went on without its output.",
+        Degraded = "degraded": "The visit failed and a `degrade` went on with a partial result.",
+    }
+);
+
+closed_word!(
+    /// How a run ended (`run_terminated.status`, reference §6.7).
+    pub TerminationStatus {
+        Success = "success": "The run reached a success end and met its `success` condition and `output` type.",
+        Failure = "failure": "The run failed.",
+        Partial = "partial": "The run ended with a partial result (`fallback`, `return_partial`).",
+        Escalated = "escalated": "A human rejected an escalation.",
+        Cancelled = "cancelled": "The run was cancelled.",
+    }
+);
+
+closed_word!(
+    /// A gate's (or an evaluator's) outcome. Ordered by severity: when
+    /// evaluators disagree, the most severe wins (BLOCK > REQUIRES_DECISION >
+    /// PASS, reference §6.4).
+    pub Outcome {
+        Pass = "PASS": "The gate lets the crossing happen.",
+        RequiresDecision = "REQUIRES_DECISION": "A human (or an agent) must decide before the crossing.",
+        Block = "BLOCK": "The crossing does not happen; the gate's `BLOCK` handler answers.",
+    }
+);
+
+impl From<Outcome> for HandlerEvent {
     /// A gate outcome's handler event.
-    fn from(outcome: crate::Outcome) -> HandlerEvent {
+    fn from(outcome: Outcome) -> HandlerEvent {
         match outcome {
-            crate::Outcome::Pass => HandlerEvent::Pass,
-            crate::Outcome::RequiresDecision => HandlerEvent::RequiresDecision,
-            crate::Outcome::Block => HandlerEvent::Block,
+            Outcome::Pass => HandlerEvent::Pass,
+            Outcome::RequiresDecision => HandlerEvent::RequiresDecision,
+            Outcome::Block => HandlerEvent::Block,
         }
     }
 }
@@ -471,6 +526,36 @@ pub fn registries() -> Vec<Registry> {
             words: entries(PolicyResponse::ALL, PolicyResponse::as_str, PolicyResponse::meaning),
         },
         Registry {
+            name: "action",
+            fields: "action_taken.action, budget_zone_changed.actions (written `name` or `name(arg, …)`)",
+            words: entries(ActionKind::ALL, ActionKind::as_str, ActionKind::meaning),
+        },
+        Registry {
+            name: "gate outcome",
+            fields: "gate_recorded.outcome, gate_recorded.evaluators[].outcome",
+            words: entries(Outcome::ALL, Outcome::as_str, Outcome::meaning),
+        },
+        Registry {
+            name: "context mode",
+            fields: "handoff.context",
+            words: entries(ContextMode::ALL, ContextMode::as_str, ContextMode::meaning),
+        },
+        Registry {
+            name: "trigger reason",
+            fields: "attempt_started.trigger_reason",
+            words: entries(TriggerReason::ALL, TriggerReason::as_str, TriggerReason::meaning),
+        },
+        Registry {
+            name: "node status",
+            fields: "node_completed.status",
+            words: entries(NodeStatus::ALL, NodeStatus::as_str, NodeStatus::meaning),
+        },
+        Registry {
+            name: "run status",
+            fields: "run_terminated.status",
+            words: entries(TerminationStatus::ALL, TerminationStatus::as_str, TerminationStatus::meaning),
+        },
+        Registry {
             name: "message type",
             fields: "message.message_type",
             words: entries(MessageType::ALL, MessageType::as_str, MessageType::meaning),
@@ -663,5 +748,127 @@ mod tests {
         }
         assert_eq!(HandlerScope::parse("node."), None);
         assert_eq!(HandlerScope::parse("edge.x"), None);
+    }
+}
+
+closed_word!(
+    /// What an action does (reference §6.3; `spec::ACTIONS` gives each its
+    /// arguments): the word of a handler's, a zone's or a default's action.
+    pub ActionKind {
+        Continue = "continue": "Go on along the guarded edge.",
+        Retry = "retry": "Run the node again (bounded by its retry policy).",
+        Skip = "skip": "Mark the node skipped and go on.",
+        Degrade = "degrade": "Go on with a degraded (partial) result.",
+        Decide = "decide": "Ask the gate's deciders for a decision.",
+        Terminate = "terminate": "End the run with this reason code.",
+        Goto = "goto": "Continue at a node.",
+        Activate = "activate": "Start a standby node, then continue.",
+        Revise = "revise": "Re-run a node (node scope).",
+        Replan = "replan": "Re-run the gate's declared replan scope (the whole workflow when none); `replan(node)` re-runs from that node.",
+        Escalate = "escalate": "Ask a human; the run waits.",
+        Fallback = "fallback": "End with a partial result under this reason code.",
+        ReturnPartial = "return_partial": "End with the partial result so far.",
+        CompressContext = "compress_context": "Compress the agents' context.",
+        SwitchModel = "switch_model": "Route further turns to another provider.",
+        SkipReasoning = "skip_reasoning": "Ask for answers without reasoning steps.",
+        Warn = "warn": "Record a warning and go on.",
+        Halt = "halt": "Stop the run at once.",
+    }
+);
+
+/// An action and its arguments (a reason, a node, a principal or a
+/// provider). A plan stores it as `{name, args}`; a trace writes it as
+/// `name` or `name(arg, …)` and reads it back typed: `Action::parse` is the
+/// one place that text is split.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct Action {
+    pub name: ActionKind,
+    /// The arguments: a reason, a node, a principal or a provider
+    /// (`spec::ACTIONS` says which).
+    pub args: Vec<String>,
+}
+
+impl Action {
+    /// An action without arguments.
+    pub fn bare(name: ActionKind) -> Action {
+        Action { name, args: Vec::new() }
+    }
+
+    /// The first argument, if any.
+    pub fn arg(&self) -> Option<&str> {
+        self.args.first().map(String::as_str)
+    }
+
+    /// The action as trace events write it: `name` or `name(arg, …)`.
+    pub fn render(&self) -> String {
+        if self.args.is_empty() {
+            self.name.as_str().to_string()
+        } else {
+            format!("{}({})", self.name, self.args.join(", "))
+        }
+    }
+
+    /// An action as [`Action::render`] writes it.
+    pub fn parse(text: &str) -> Result<Action, String> {
+        let (name, args) = match text.split_once('(') {
+            Some((name, rest)) => {
+                let Some(inner) = rest.strip_suffix(')') else {
+                    return Err(format!("action `{text}` does not end with `)`"));
+                };
+                (name, inner.split(',').map(str::trim).filter(|a| !a.is_empty()).map(str::to_string).collect())
+            }
+            None => (text, Vec::new()),
+        };
+        let name = ActionKind::parse(name.trim()).ok_or_else(|| {
+            let words: Vec<&str> = ActionKind::ALL.iter().map(|k| k.as_str()).collect();
+            format!("unknown action `{}` (one of: {})", name.trim(), words.join(", "))
+        })?;
+        Ok(Action { name, args })
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name.as_str())?;
+        if !self.args.is_empty() {
+            write!(f, "({})", self.args.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// Serde for an action written as trace events write it (`revise(write)`),
+/// for `#[serde(with = "rendered_action")]`.
+pub mod rendered_action {
+    use super::Action;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(action: &Action, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(action)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Action, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        Action::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// [`rendered_action`] for a list of actions.
+pub mod rendered_actions {
+    use super::Action;
+    use serde::ser::SerializeSeq;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(actions: &[Action], serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(actions.len()))?;
+        for action in actions {
+            seq.serialize_element(&action.to_string())?;
+        }
+        seq.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Action>, D::Error> {
+        let texts = Vec::<std::borrow::Cow<str>>::deserialize(deserializer)?;
+        texts.iter().map(|t| Action::parse(t).map_err(serde::de::Error::custom)).collect()
     }
 }

@@ -135,7 +135,7 @@ fn closed_words_round_trip() {
     let table: Vec<&str> = crate::spec::ACTIONS.iter().map(|(name, _, _)| *name).collect();
     let kinds: Vec<&str> = crate::ir::ActionKind::ALL.iter().map(|k| k.as_str()).collect();
     assert_eq!(kinds, table);
-    for k in crate::ir::ActionKind::ALL {
+    for &k in crate::ir::ActionKind::ALL {
         assert_eq!(crate::ir::ActionKind::parse(k.as_str()), Some(k));
     }
     // Every event a handler may name is a `HandlerEvent`, written as the spec writes it.

@@ -54,15 +54,15 @@ impl<'a> Checker<'a> {
             Body::DecisionRequested { subject, .. } => self.decision_requested(seq, subject, &e.body),
             Body::DecisionApplied { subject, decision, by, action, .. } => self.decision_applied(seq, subject, *decision, by, action),
             // A gate's `decide` handler asks for a decision as REQUIRES_DECISION does.
-            Body::ActionTaken { scope, action, .. } if action == "decide" => {
+            Body::ActionTaken { scope, action, .. } if action.name == ActionKind::Decide => {
                 if let Some(gate) = scope.gate() {
                     slot(&mut self.gates, gate).awaiting = true;
                 }
             }
             // A gate's `escalate(P)` handler asks P whether to go on: an
             // approve lets the boundary cross, as the engine crosses it.
-            Body::ActionTaken { scope, action, .. } if action.starts_with("escalate(") => {
-                if let (Some(gate), Some(p)) = (scope.gate(), action.strip_prefix("escalate(").and_then(|a| a.strip_suffix(')'))) {
+            Body::ActionTaken { scope, action, .. } if action.name == ActionKind::Escalate => {
+                if let (Some(gate), Some(p)) = (scope.gate(), action.arg()) {
                     self.escalations.insert(format!("escalation.{p}"), gate.to_string());
                 }
             }

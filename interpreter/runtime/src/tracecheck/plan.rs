@@ -4,18 +4,6 @@
 
 use super::*;
 
-/// Every action a value holds (handlers' actions are added separately).
-/// `name(args…)` split into its name and first argument.
-pub(super) fn split_action(text: &str) -> (&str, Option<&str>) {
-    match text.split_once('(') {
-        Some((name, rest)) => {
-            let arg = rest.trim_end_matches(')').split(',').next().map(str::trim).filter(|a| !a.is_empty());
-            (name.trim(), arg)
-        }
-        None => (text.trim(), None),
-    }
-}
-
 /// The lookups the checks share, built once from the workflow.
 pub(super) struct PlanView<'a> {
     pub(super) program: &'a Program,

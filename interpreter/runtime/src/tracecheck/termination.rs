@@ -183,9 +183,8 @@ fn implied_ending(plan: &PlanView, cause: &Body, reason: &str) -> Option<(String
             None => None,
         },
         Body::ActionTaken { event, scope, action, .. } => {
-            let (name, arg) = split_action(action);
             let gate_reason = scope.gate().and_then(|g| plan.wf.gates.get(g)).and_then(|g| g.reason());
-            let ending = ActionKind::parse(name).and_then(|kind| semantics::ending(kind, arg, gate_reason, event.as_str()));
+            let ending = semantics::ending(action.name, action.arg(), gate_reason, event.as_str());
             ending.map(|(want, status)| (want, if status == TerminationStatus::Partial { &["partial"][..] } else { &["failure"][..] }))
         }
         Body::NodeFailed { node, .. } if reason.ends_with("_failed") => Some((format!("{node}_failed"), &["failure"][..])),

@@ -221,13 +221,18 @@ impl Driver {
         fresh.drain(..replayed);
         if !fresh.is_empty() {
             tracing::debug!(first = fresh[0].seq, count = fresh.len(), "persisting events");
-            self.journal.append_batch(&fresh)?;
-            if let Some(trace) = &mut self.trace {
-                for event in &fresh {
-                    let line = serde_json::to_string(event).map_err(|e| RunError::Storage(e.to_string()))?;
-                    writeln!(trace, "{line}").map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
+            match &mut self.trace {
+                // Each event is encoded once, for the journal and the trace.
+                Some(trace) => {
+                    let lines = fresh.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>();
+                    let lines = lines.map_err(|e| RunError::Storage(format!("cannot encode an event: {e}")))?;
+                    self.journal.append_batch_encoded(&fresh, &lines)?;
+                    for line in &lines {
+                        writeln!(trace, "{line}").map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
+                    }
+                    trace.flush().map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
                 }
-                trace.flush().map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
+                None => self.journal.append_batch(&fresh)?,
             }
             if let Some(observer) = &mut self.opts.observer {
                 for event in &fresh {

@@ -50,6 +50,15 @@ impl Journal for CrashAfter {
         Ok(())
     }
 
+    fn append_batch_encoded(&mut self, events: &[Event], json: &[String]) -> Result<(), JournalError> {
+        let kept = events.iter().take_while(|e| e.seq <= self.after).count();
+        self.inner.append_batch_encoded(&events[..kept], &json[..kept.min(json.len())])?;
+        if let Some(last) = events.last() {
+            self.crash_if_reached(last.seq);
+        }
+        Ok(())
+    }
+
     fn events(&self, run_id: &str) -> Result<Vec<Event>, JournalError> {
         self.inner.events(run_id)
     }

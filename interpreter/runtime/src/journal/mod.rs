@@ -106,6 +106,14 @@ pub trait Journal: Send {
     /// [`Journal::append`] for each: either all are recorded (or were
     /// already, identically) or none is.
     fn append_batch(&mut self, events: &[Event]) -> Result<(), JournalError>;
+    /// [`Journal::append_batch`] of events already encoded: `json[i]` is
+    /// `events[i]` as the journal would encode it (`serde_json`), so a
+    /// driver that also writes `trace.jsonl` encodes each event once. A
+    /// journal that stores no JSON ignores it.
+    fn append_batch_encoded(&mut self, events: &[Event], json: &[String]) -> Result<(), JournalError> {
+        debug_assert_eq!(events.len(), json.len());
+        self.append_batch(events)
+    }
     /// The events of a run, ordered by seq.
     fn events(&self, run_id: &str) -> Result<Vec<Event>, JournalError>;
     /// The seq of the last event of a run; 0 when it has none.

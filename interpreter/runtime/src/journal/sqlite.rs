@@ -51,8 +51,13 @@ impl SqliteJournal {
 
     /// Applies the append rules to one event inside an open transaction.
     /// `lasts` caches the last seq of the runs this transaction has seen.
-    pub(super) fn append_in(conn: &Connection, event: &Event, lasts: &mut Vec<(String, u64)>) -> Result<Appended, JournalError> {
-        let json = event_json(event)?;
+    /// `json` is the event's encoding ([`event_json`]).
+    pub(super) fn append_in(
+        conn: &Connection,
+        event: &Event,
+        json: &str,
+        lasts: &mut Vec<(String, u64)>,
+    ) -> Result<Appended, JournalError> {
         let seq = seq_to_sql(event.seq)?;
         let cached = lasts.iter().position(|(run, _)| **run == *event.run_id);
         let last = match cached {
@@ -96,7 +101,7 @@ impl SqliteJournal {
 impl Journal for SqliteJournal {
     fn append(&mut self, event: &Event) -> Result<Appended, JournalError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
-        let appended = Self::append_in(&tx, event, &mut Vec::new())?;
+        let appended = Self::append_in(&tx, event, &event_json(event)?, &mut Vec::new())?;
         if appended == Appended::New {
             tx.commit().map_err(storage)?;
         }
@@ -104,14 +109,22 @@ impl Journal for SqliteJournal {
     }
 
     fn append_batch(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        let json = events.iter().map(event_json).collect::<Result<Vec<_>, _>>()?;
+        self.append_batch_encoded(events, &json)
+    }
+
+    fn append_batch_encoded(&mut self, events: &[Event], json: &[String]) -> Result<(), JournalError> {
         if events.is_empty() {
             return Ok(());
         }
+        if events.len() != json.len() {
+            return Err(JournalError::Storage(format!("{} events but {} encodings", events.len(), json.len())));
+        }
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
         let mut lasts = Vec::new();
-        for event in events {
+        for (event, json) in events.iter().zip(json) {
             // An error drops `tx`, which rolls the whole batch back.
-            Self::append_in(&tx, event, &mut lasts)?;
+            Self::append_in(&tx, event, json, &mut lasts)?;
         }
         tx.commit().map_err(storage)
     }

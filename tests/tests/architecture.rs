@@ -72,6 +72,36 @@ fn only_the_plan_views_read_properties_by_name() {
     assert!(found.is_empty(), "properties read by name outside compiler/check/src/view:\n{}", found.join("\n"));
 }
 
+#[test]
+fn the_model_checker_and_trace_check_read_boundaries_from_the_plan_index() {
+    // Which edges leave a node (in which order), the gate on a boundary and
+    // the transfers on it are the plan index's (`flow_check::index`), as the
+    // engine reads them. A reader that scans the workflow's lists itself is a
+    // second step rule waiting to drift (a different first gate, another
+    // edge order).
+    let scans = [
+        "workflow.edges.iter()",
+        "wf.edges.iter()",
+        "&workflow.edges",
+        "&wf.edges",
+        "gates.iter().position(",
+        "transfers.iter().find(|t| t.kind",
+    ];
+    let mut files = vec![repo_root().join("compiler/verify/src/model.rs"), repo_root().join("compiler/verify/src/mc.rs")];
+    rust_files(&repo_root().join("interpreter/runtime/src/tracecheck"), &mut files);
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("source");
+        for (i, line) in text.lines().enumerate() {
+            if scans.iter().any(|s| line.contains(s)) {
+                found.push(format!("{}:{}: {}", file.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(files.len() > 5, "found only {} files", files.len());
+    assert!(found.is_empty(), "boundaries read around the plan index:\n{}", found.join("\n"));
+}
+
 /// The quoted words that follow `marker` in `text` (`terminate("dead_end"` → `dead_end`).
 fn quoted_after<'t>(text: &'t str, marker: &str) -> Vec<&'t str> {
     text.match_indices(marker).filter_map(|(i, _)| text[i + marker.len()..].split('"').next()).collect()

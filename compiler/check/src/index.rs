@@ -168,6 +168,20 @@ impl PlanIndex {
         on(&self.transfers_on, from, to).into_iter().flatten().map(move |&i| &workflow.transfers[i])
     }
 
+    /// The transfer a fan-out's `branch` is entered through (the step rule
+    /// of reference §6.5 for a delegation to a branch): the first declared
+    /// transfer into the branch from the fan-out node itself or from a node
+    /// that has `completed`, if any.
+    pub fn fanout_transfer<'w>(
+        &self,
+        workflow: &'w Workflow,
+        fanout: &str,
+        branch: &str,
+        completed: impl Fn(&str) -> bool,
+    ) -> Option<&'w Transfer> {
+        workflow.transfers.iter().find(|t| t.to == branch && (t.from == fanout || completed(&t.from)))
+    }
+
     /// The loop whose round `node` belongs to.
     pub fn loop_of(&self, node: &str) -> Option<&str> {
         self.loop_of.get(node).map(String::as_str)

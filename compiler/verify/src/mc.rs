@@ -405,8 +405,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 push(&mut out, "control", body);
             }
             Label::HandedOff(a, b) => {
-                let transfer =
-                    model.workflow.transfers.iter().find(|t| t.kind == TransferKind::Handoff && t.from == name(a) && t.to == name(b));
+                let transfer = model.index.handoff_on(model.workflow, &name(a), &name(b));
                 if let Some(transfer) = transfer {
                     push(&mut out, &format!("node.{}", name(a)), events::handoff(transfer, payload.clone(), true));
                 }
@@ -450,8 +449,8 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             Label::Edge(a, b, via) => {
                 // A `when` edge: the engine writes the guard's text.
                 let guard = || {
-                    let cond = model.workflow.edges.iter().find_map(|e| match &e.guard {
-                        flow_check::ir::Guard::When(cond) if e.from == name(a) && e.to == name(b) => Some(cond),
+                    let cond = model.index.out_of(model.workflow, *a as usize).find_map(|e| match &e.guard {
+                        flow_check::ir::Guard::When(cond) if e.to == name(b) => Some(cond),
                         _ => None,
                     });
                     cond.map(flow_check::render::render).unwrap_or_default()

@@ -297,9 +297,11 @@ pub struct Model<'p> {
     partial_reasons: IndexSet<String>,
     escalate_to: Vec<u16>,
     handoffs: Vec<(NodeId, NodeId)>,
+    /// The gate on each boundary `from -> to` (the plan index's).
+    gate_on: rustc_hash::FxHashMap<(NodeId, NodeId), u16>,
     workflow_on: Vec<(String, u16)>,
     /// The plan index (`flow_check::index`), as the engine reads it.
-    index: flow_check::index::PlanIndex,
+    pub(crate) index: flow_check::index::PlanIndex,
     /// The first slot of the bitset of nodes that have an output.
     done_base: usize,
     /// The first slot of the bitset of nodes whose output is a skipped or
@@ -345,6 +347,7 @@ impl<'p> Model<'p> {
             partial_reasons: IndexSet::new(),
             escalate_to: Vec::new(),
             handoffs: Vec::new(),
+            gate_on: Default::default(),
             workflow_on: Vec::new(),
             done_base: 0,
             settled_base: 0,
@@ -517,14 +520,17 @@ impl<'p> Model<'p> {
             m.nodes[i].join_of = index.joins_of(name).last().and_then(|j| node_index(j));
             m.nodes[i].map_of = index.map_of(name).and_then(node_index);
         }
-        for edge in &workflow.edges {
-            if let (Some(a), Some(b)) = (node_index(&edge.from), node_index(&edge.to)) {
+        // Each node's edges in the order the step rule tries them (the plan
+        // index's, as the engine and trace check read them).
+        for a in 0..workflow.nodes.len() {
+            for edge in index.out_of(workflow, a) {
+                let Some(b) = node_index(&edge.to) else { continue };
                 let refs = match &edge.guard {
                     Guard::When(e) => refs_of(e, &node_index),
                     _ => Vec::new(),
                 };
-                m.nodes[a as usize].edges.push((b, edge.guard.clone()));
-                m.nodes[a as usize].edge_refs.push(refs);
+                m.nodes[a].edges.push((b, edge.guard.clone()));
+                m.nodes[a].edge_refs.push(refs);
             }
         }
         let types = crate::types::Types::new(program);
@@ -549,9 +555,10 @@ impl<'p> Model<'p> {
         // Which nodes' latest output came from a skip or a degrade (not validated).
         m.settled_base = m.slots;
         m.slots += m.nodes.len().div_ceil(32);
+        // The boundaries a handoff crosses, as the plan index finds them.
         for t in &workflow.transfers {
             if let (Some(a), Some(b)) = (node_index(&t.from), node_index(&t.to)) {
-                if t.kind == TransferKind::Handoff {
+                if m.index.handoff_on(workflow, &t.from, &t.to).is_some() && !m.handoffs.contains(&(a, b)) {
                     m.handoffs.push((a, b));
                 }
             }
@@ -574,6 +581,12 @@ impl<'p> Model<'p> {
             let deciders = gate.decided_by().unwrap_or_else(|| workflow.escalate_to());
             let deciders = deciders.iter().map(|p| intern(&mut m.principals, p)).collect();
             let decisions = gate.allowed_decisions();
+            // The gate a crossing of `from -> to` meets is the plan index's.
+            if m.index.gate_name_on(&gate.from, &gate.to) == Some(name.as_str()) {
+                if let (Some(a), Some(b)) = (node_index(&gate.from), node_index(&gate.to)) {
+                    m.gate_on.insert((a, b), gi as u16);
+                }
+            }
             m.gates.push(GateInfo {
                 from: node_index(&gate.from).unwrap_or(0),
                 to: node_index(&gate.to).unwrap_or(0),
@@ -1376,12 +1389,7 @@ impl<'p> Model<'p> {
     }
 
     fn enter_via(&self, from: NodeId, to: NodeId) -> u8 {
-        for (g, gate) in self.gates.iter().enumerate() {
-            if gate.from == from && gate.to == to {
-                return VIA_GATE + g as u8;
-            }
-        }
-        0
+        self.gate_on.get(&(from, to)).map_or(0, |&g| VIA_GATE + g as u8)
     }
 
     /// Where taking the edge `from -> to` leads: a listed branch arrives
@@ -1581,8 +1589,8 @@ impl<'p> Model<'p> {
                     continue;
                 }
             }
-            let next = match self.gates.iter().position(|g| g.from == n && g.to == to) {
-                Some(g) => (n, Phase::Gate(g as u16)),
+            let next = match self.gate_on.get(&(n, to)) {
+                Some(&g) => (n, Phase::Gate(g)),
                 None => {
                     // Enter directly: the edge's via is the guard's.
                     let handoff = self.handoffs.contains(&(n, to));

@@ -115,12 +115,7 @@ impl Engine {
         };
         let edge = self.emit("control", events::edge_taken(name, &branch, Via::Fanout), Some(started));
         // A delegation to a branch comes from whoever led to the fan-out.
-        let delegator = self
-            .wf()
-            .transfers
-            .iter()
-            .find(|t| t.to == branch && (t.from == name || self.env.contains_key(&t.from)))
-            .map(|t| t.from.clone());
+        let delegator = self.index.fanout_transfer(self.wf(), name, &branch, |n| self.env.contains_key(n)).map(|t| t.from.clone());
         let rest = Effect::Fanout { node: name.to_string(), input: input.clone(), started: started.clone(), next: next + 1 };
         match delegator {
             Some(from) => match self.transfer(&from, &branch, input, edge) {

@@ -67,17 +67,14 @@ impl<'a> Checker<'a> {
         } else if entry.via == Via::Fanout {
             // The engine's rule: the first transfer into the branch from
             // the fan-out node or from a node that completed earlier.
-            plan.wf
-                .transfers
-                .iter()
-                .find(|t| t.to == node && (t.from == entry.from || self.nodes.get(t.from.as_str()).is_some_and(|n| n.completed_once)))
-                .map(|t| t.from.as_str())
+            let completed = |n: &str| self.nodes.get(n).is_some_and(|n| n.completed_once);
+            plan.index.fanout_transfer(plan.wf, &entry.from, node, completed).map(|t| t.from.as_str())
         } else {
             None
         };
         let Some(source) = source else { return };
         let mut found = Vec::new();
-        for t in plan.wf.transfers.iter().filter(|t| t.from == source && t.to == node) {
+        for t in plan.index.transfers_on(plan.wf, source, node) {
             let handoff = t.kind == TransferKind::Handoff;
             if !entry.transfers.iter().any(|(h, f)| *h == handoff && *f == source) {
                 found.push(

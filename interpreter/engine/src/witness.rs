@@ -258,6 +258,22 @@ impl Goal<'_> {
                     out.push(Response::Agent(AgentReply { tool_call: Some(call), usage, ..AgentReply::default() }));
                 }
             }
+            // A gate's predicate often compares an output's string with a
+            // value the run was given (`x.currency == input.currency`):
+            // last, the plainest output with its strings set to each string
+            // of the run's input.
+            let output = workflow(self.search).and_then(|w| w.nodes.get(&req.node)).map(|n| &n.output);
+            if let (Some(ty), Some(input)) = (output, self.search.input.as_object()) {
+                let types = &self.search.program.types;
+                let plain = base(ty, types, 0);
+                for string in input.values().filter_map(Value::as_str) {
+                    let value = base_with(ty, types, 0, string);
+                    if value != plain {
+                        let usage = TokenUsage { input_tokens: 10, output_tokens: 10 };
+                        out.push(Response::Agent(AgentReply { output: Some(value), usage, ..AgentReply::default() }));
+                    }
+                }
+            }
         }
         out
     }
@@ -336,20 +352,26 @@ fn named<'t>(name: &str, types: &'t NameMap<TypeDef>) -> Option<&'t Ty> {
 
 /// The plainest value of `ty`.
 fn base(ty: &Ty, types: &NameMap<TypeDef>, depth: usize) -> Value {
+    base_with(ty, types, depth, "x")
+}
+
+/// [`base`] with every string (not an enum's word) set to `string`.
+fn base_with(ty: &Ty, types: &NameMap<TypeDef>, depth: usize, string: &str) -> Value {
+    let base = |ty: &Ty, depth: usize| base_with(ty, types, depth, string);
     match ty {
         Ty::Any | Ty::Null => Value::Null,
         Ty::Bool => json!(true),
         Ty::Int => json!(1),
         Ty::Float | Ty::Duration | Ty::Money => json!(1.0),
         Ty::Percent => json!(0.5),
-        Ty::String => json!("x"),
+        Ty::String => json!(string),
         Ty::List { .. } => json!([]),
         Ty::Record { fields } => {
-            Value::Object(fields.iter().filter(|(_, f)| !f.optional).map(|(k, f)| (k.clone(), base(&f.ty, types, depth))).collect())
+            Value::Object(fields.iter().filter(|(_, f)| !f.optional).map(|(k, f)| (k.clone(), base(&f.ty, depth))).collect())
         }
         Ty::Enum { values } => values.first().map(|v| json!(v)).unwrap_or(Value::Null),
-        Ty::Nullable { inner } => base(inner, types, depth),
-        Ty::Named { name } if depth < MAX_DEPTH => named(name, types).map(|t| base(t, types, depth + 1)).unwrap_or(Value::Null),
+        Ty::Nullable { inner } => base(inner, depth),
+        Ty::Named { name } if depth < MAX_DEPTH => named(name, types).map(|t| base(t, depth + 1)).unwrap_or(Value::Null),
         Ty::Named { .. } => Value::Null,
     }
 }

@@ -118,8 +118,6 @@ fn every_positive_witness_of_every_example_conforms() {
 /// not make yet (example, obligation, why). Every other one is a run of the
 /// engine.
 const NOT_YET_MADE: &[(&str, &str, &str)] = &[
-    // The refund rules pass only on values the search does not try.
-    ("harness", "gate_outlet:refund_rules:PASS", "a value the search does not try"),
     // REQUIRES_DECISION needs every scene file to exist and one audio
     // probe to fail: the search runs out of tries before it combines them.
     ("short_video", "agent:audio_agent", "search tries"),

@@ -656,11 +656,9 @@ impl JsonSchema for Via {
 mod tests {
     use super::*;
 
-    #[test]
-    fn actions_are_written_as_words_and_read_back_typed() {
-        let revise = Action { name: ActionKind::Revise, args: vec!["write".into()] };
-        let halt = Action::bare(ActionKind::Halt);
-        let event = |body| Event {
+    /// The first event of run `r`, from the control plane, with `body`.
+    fn event(body: Body) -> Event {
+        Event {
             run_id: "r".into(),
             execution_id: "exec-1".into(),
             seq: 1,
@@ -669,7 +667,13 @@ mod tests {
             producer: "control".into(),
             body,
             time: "2026-01-01T00:00:00Z".into(),
-        };
+        }
+    }
+
+    #[test]
+    fn actions_are_written_as_words_and_read_back_typed() {
+        let revise = Action { name: ActionKind::Revise, args: vec!["write".into()] };
+        let halt = Action::bare(ActionKind::Halt);
         let taken = event(Body::ActionTaken {
             schema_version: SCHEMA_VERSION,
             event: ActionEvent::Handler(HandlerEvent::Block),
@@ -700,22 +704,13 @@ mod tests {
 
     #[test]
     fn events_round_trip_with_kind_and_payload() {
-        let event = Event {
-            run_id: "r".into(),
-            execution_id: "exec-1".into(),
-            seq: 1,
-            event_id: Event::id_for("r", 1).into(),
-            parent_event_id: None,
-            producer: "control".into(),
-            body: Body::RunStarted {
-                schema_version: SCHEMA_VERSION,
-                workflow: "w".into(),
-                plan_digest: "sha256:x".into(),
-                plan_content_digest: None,
-                input: None,
-            },
-            time: "2026-01-01T00:00:00Z".into(),
-        };
+        let event = event(Body::RunStarted {
+            schema_version: SCHEMA_VERSION,
+            workflow: "w".into(),
+            plan_digest: "sha256:x".into(),
+            plan_content_digest: None,
+            input: None,
+        });
         let json = serde_json::to_value(&event).unwrap();
         assert_eq!(json["kind"], "run_started");
         assert_eq!(json["payload"]["schema_version"], 1);

@@ -147,8 +147,9 @@ pub fn gate_recorded(workflow: &Workflow, gate: &Gate, outcome: Outcome, reason:
 }
 
 /// `decision_requested` on `subject`.
-pub fn decision_requested(subject: &str, deciders: Vec<String>, decisions: Vec<Decision>) -> Body {
-    Body::DecisionRequested { schema_version: V, subject: subject.to_string(), deciders, decisions }
+/// `expires_at`: when the subject's `timeout` runs out, if it has one.
+pub fn decision_requested(subject: &str, deciders: Vec<String>, decisions: Vec<Decision>, expires_at: Option<String>) -> Body {
+    Body::DecisionRequested { schema_version: V, subject: subject.to_string(), deciders, decisions, expires_at }
 }
 
 /// `decision_applied`: `action` is the action the decision applies, as

@@ -47,6 +47,17 @@ pub fn human_decision_action(node: &Node, decision: Decision) -> Action {
     handler_on(&node.handlers, decision.event()).cloned().unwrap_or_else(|| Action::bare(ActionKind::Continue))
 }
 
+/// How `decision_applied.action` writes a decision at a human node: the
+/// action [`human_decision_action`] applies, or `fail` for a `timeout`
+/// (no decision in time: the node fails with the `timeout` event, which
+/// its handler for it, else `on_failure`, answers).
+pub fn human_decision_applied(node: &Node, decision: Decision) -> String {
+    match decision {
+        Decision::Timeout => "fail".to_string(),
+        _ => human_decision_action(node, decision).render(),
+    }
+}
+
 /// A join node's aggregation rule (`rule`, default `all`).
 pub fn join_rule(node: &Node) -> &str {
     match node.props.get("rule") {

@@ -328,6 +328,10 @@ pub enum Body {
         subject: String,
         deciders: Vec<String>,
         decisions: Vec<Decision>,
+        /// When the subject's `timeout` runs out (RFC 3339): no decision
+        /// by then, and `control` records `timeout`. Absent: no timeout.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires_at: Option<String>,
     },
     /// A decision was recorded and applied (recorded once; resume reuses it).
     DecisionApplied {

@@ -60,11 +60,9 @@ pub fn obs<'m>(model: &'m Model, label: &Label) -> Option<Obs<'m>> {
         Label::Refused(t, a, _) => Obs::Refused { tool: &model.tools[*t as usize], by: a.map(|a| model.agents[a as usize].as_str()) },
         Label::HandedOff(a, b) => Obs::HandedOff { from: node(a), to: node(b) },
         Label::Outcome(g, o) => Obs::Outcome { gate: &model.gate_names[*g as usize], outcome: OUTCOMES[*o as usize] },
-        Label::Decided(s, d, p) => Obs::Decided {
-            subject: &model.subjects[*s as usize],
-            decision: DECISIONS[*d as usize].as_str(),
-            by: model.principals.get_index(*p as usize).map(String::as_str).unwrap_or(""),
-        },
+        Label::Decided(s, d, p) => {
+            Obs::Decided { subject: &model.subjects[*s as usize], decision: DECISIONS[*d as usize].as_str(), by: model.principal_name(*p) }
+        }
         Label::Zone(_, z) => Obs::Zone(ZONES[*z as usize].as_str()),
         Label::Terminated(r) => Obs::Terminated(model.reasons.get_index(*r as usize).map(String::as_str).unwrap_or("")),
         Label::Edge(..) | Label::Exhausted(_) | Label::Acted(_) => return None,
@@ -420,11 +418,18 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             }
             Label::Decided(s, d, p) => {
                 let subject = model.subjects[*s as usize].clone();
-                let by = model.principals.get_index(*p as usize).cloned().unwrap_or_default();
+                let by = model.principal_name(*p).to_string();
                 let decision = DECISIONS[*d as usize];
-                push(&mut out, "control", events::decision_requested(&subject, vec![by.clone()], vec![decision]));
                 let action = model.applied_action(&subject, decision);
-                push(&mut out, &format!("human.{by}"), events::decision_applied(&subject, decision, &by, action));
+                if decision == flow_trace::Decision::Timeout {
+                    // Asked of the subject's deciders; `control` records
+                    // that no answer came in time.
+                    push(&mut out, "control", events::decision_requested(&subject, Vec::new(), Vec::new(), None));
+                    push(&mut out, "control", events::decision_applied(&subject, decision, &by, action));
+                } else {
+                    push(&mut out, "control", events::decision_requested(&subject, vec![by.clone()], vec![decision], None));
+                    push(&mut out, &format!("human.{by}"), events::decision_applied(&subject, decision, &by, action));
+                }
             }
             Label::Zone(scope, z) => {
                 let zone_scope = &model.zone_scopes[*scope as usize];

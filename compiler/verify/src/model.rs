@@ -69,7 +69,13 @@ pub enum Label {
 
 /// Gate outcomes as handler events name them, in `flow_trace::Outcome`'s order.
 pub const OUTCOMES: [&str; 3] = [Outcome::Pass.as_str(), Outcome::RequiresDecision.as_str(), Outcome::Block.as_str()];
-pub const DECISIONS: &[Decision] = Decision::CHOICES;
+pub const DECISIONS: &[Decision] = Decision::ALL;
+
+/// The index of `timeout` in [`DECISIONS`]: no decision came in time.
+pub const TIMEOUT: u8 = 4;
+
+/// The principal index of `control`, which records a timed-out decision.
+pub const CONTROL: u16 = u16::MAX;
 pub const ZONES: &[Zone] = Zone::ALL;
 const VIA_GATE: u8 = 200;
 
@@ -89,6 +95,8 @@ pub enum Phase {
     NodeConfirm,
     /// The visit fails now (over `max_visits`, a refused confirmation).
     FailNow,
+    /// Human node: no decision came in time; the visit fails with `timeout`.
+    TimedOut,
     /// Tool node: the call.
     NodeCall,
     /// Agent or tool node: completes, fails, exhausts the budget, or changes zone.
@@ -177,6 +185,8 @@ struct GateInfo {
     subject: u16,
     reason: Option<String>,
     replan_scope: Option<NodeId>,
+    /// The gate declares a `timeout`: a decision on it may time out.
+    timeout: bool,
     /// Whether the gate can only PASS on a valid output of `from`
     /// (`flow_check::semantics::passes_on_valid_output`).
     pass_on_valid: bool,
@@ -567,9 +577,6 @@ impl<'p> Model<'p> {
         for (i, node) in workflow.nodes.values().enumerate() {
             let on = m.sites_for(&node.handlers, Some(i as NodeId), None);
             m.nodes[i].on = on;
-            if m.nodes[i].kind == Kind::Human {
-                m.nodes[i].can_timeout &= m.nodes[i].on.iter().any(|(e, _)| e == "timeout");
-            }
         }
         m.workflow_on = m.sites_for(&workflow.handlers, None, None);
         for (gi, (name, gate)) in workflow.gates.iter().enumerate() {
@@ -597,6 +604,7 @@ impl<'p> Model<'p> {
                 subject,
                 reason: gate.reason().map(str::to_string),
                 replan_scope: gate.replan_scope().first().and_then(|n| node_index(n)),
+                timeout: gate.timeout_ms().is_some(),
                 pass_on_valid: workflow
                     .nodes
                     .get(&gate.from)
@@ -873,13 +881,21 @@ impl<'p> Model<'p> {
 
     /// The action a decision on `subject` applies, as the engine records
     /// it in `decision_applied` (the shared rule of `flow_check::semantics`).
+    /// A principal's name: [`CONTROL`] is `control`.
+    pub fn principal_name(&self, p: u16) -> &str {
+        match p {
+            CONTROL => "control",
+            _ => self.principals.get_index(p as usize).map(String::as_str).unwrap_or(""),
+        }
+    }
+
     pub fn applied_action(&self, subject: &str, decision: Decision) -> String {
         let approve = decision == Decision::Approve;
         if let Some(gate) = self.workflow.gates.get(subject) {
             return flow_check::semantics::gate_decision_action(gate, decision).render();
         }
         if let Some(node) = self.workflow.nodes.get(subject).filter(|n| n.kind == NodeKind::Human) {
-            return flow_check::semantics::human_decision_action(node, decision).render();
+            return flow_check::semantics::human_decision_applied(node, decision);
         }
         if subject.starts_with("confirm.") {
             return if approve { "call" } else { "refuse" }.into();
@@ -1140,6 +1156,10 @@ impl<'p> Model<'p> {
                 let next = self.fail(n, HandlerEvent::Failure);
                 self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
             }
+            Phase::TimedOut => {
+                let next = self.fail(n, HandlerEvent::Timeout);
+                self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
+            }
             Phase::NodeCall => {
                 let (tool, _) = info.tool.unwrap_or((0, false));
                 self.push(out, Some(Label::Called(tool, None, n)), self.set(st, t, Some((n, Phase::Finish))));
@@ -1192,9 +1212,10 @@ impl<'p> Model<'p> {
                         self.push(out, Some(Label::Decided(info.subject, d, p)), s);
                     }
                 }
+                // No decision within the node's `timeout`: `control` records
+                // `timeout` and the visit fails with it.
                 if info.can_timeout {
-                    let next = self.fail(n, HandlerEvent::Timeout);
-                    self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
+                    self.push(out, Some(Label::Decided(info.subject, TIMEOUT, CONTROL)), self.set(st, t, Some((n, Phase::TimedOut))));
                 }
             }
             Phase::Complete => {
@@ -1253,8 +1274,14 @@ impl<'p> Model<'p> {
                         self.push(out, Some(Label::Decided(gate.subject, d, p)), s);
                     }
                 }
-                if let Some(&(_, site)) = gate.on.iter().find(|(e, _)| e == "timeout") {
-                    self.push(out, None, self.set(st, t, self.act(site)));
+                // No decision within the gate's `timeout`: `control` records
+                // `timeout`, and its handler (else a termination) follows.
+                if gate.timeout {
+                    let next = match gate.on.iter().find(|(e, _)| e == "timeout") {
+                        Some(&(_, site)) => self.act(site),
+                        None => Some((n, Phase::Terminate(self.reason(&gate.reason.clone().unwrap_or_else(|| "timeout".into()))))),
+                    };
+                    self.push(out, Some(Label::Decided(gate.subject, TIMEOUT, CONTROL)), self.set(st, t, next));
                 }
             }
             Phase::Enter(to) => {

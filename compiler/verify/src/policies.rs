@@ -176,13 +176,14 @@ fn steps(model: &Model, labels: &[Label], policy_loc: Loc) -> Witness {
                     },
                 };
                 let (file, span) = loc_span(loc);
-                let by = model.principals.get_index(*p as usize).map(String::as_str).unwrap_or("a human");
-                WitnessStep {
-                    name: subject.clone(),
-                    file,
-                    span,
-                    message: format!("`{by}` decides {} on `{subject}`", DECISIONS[*d as usize]),
-                }
+                let message = match *p {
+                    crate::model::CONTROL => format!("no decision on `{subject}` comes within its timeout"),
+                    _ => {
+                        let by = model.principals.get_index(*p as usize).map(String::as_str).unwrap_or("a human");
+                        format!("`{by}` decides {} on `{subject}`", DECISIONS[*d as usize])
+                    }
+                };
+                WitnessStep { name: subject.clone(), file, span, message }
             }
             Label::Zone(_, z) => {
                 let (file, span) = loc_span(policy_loc);

@@ -719,6 +719,15 @@ fn approve(run: &str, subject: &str, decision: &str, by: Option<String>, comment
                 format!("run {run_id} waits for no decision on `{subject}`; it waits on: {}", waiting.join(", "))
             }));
         };
+        if let Some(at) = p.expires_at.as_deref() {
+            use flow_runtime::clock::Clock;
+            if flow_runtime::clock::rfc3339(flow_runtime::clock::SystemClock.now_ms()).as_str() >= at {
+                return Err(RunError::Usage(format!(
+                    "the decision on `{subject}` timed out at {at} (its `timeout`); `flow resume {}` applies its timeout handler",
+                    dir.display()
+                )));
+            }
+        }
         let Some(decision) = p.decisions.iter().copied().find(|d| d.as_str() == decision) else {
             return Err(RunError::Usage(format!(
                 "`{decision}` is not allowed on `{subject}`; allowed: {}",

@@ -192,6 +192,83 @@ fn a_decision_pauses_the_run_is_recorded_once_and_never_asked_again() {
     assert_eq!(events(&run_dir).len(), before);
 }
 
+/// The decision events of a trace: (subject, decision, by, action).
+fn decisions_applied(trace: &[Value]) -> Vec<(String, String, String, String)> {
+    let field = |e: &Value, k: &str| e["payload"][k].as_str().unwrap_or_default().to_string();
+    trace
+        .iter()
+        .filter(|e| e["kind"] == "decision_applied")
+        .map(|e| (field(e, "subject"), field(e, "decision"), field(e, "by"), field(e, "action")))
+        .collect()
+}
+
+fn trace_check(dir: &Path, run_dir: &Path, plan: &str) -> std::process::Output {
+    let trace = run_dir.join("trace.jsonl");
+    flow_env(&["trace", "check", trace.to_str().unwrap(), "--plan", plan], dir, &[])
+}
+
+#[test]
+fn a_gate_decision_that_does_not_come_in_time_times_out_and_its_handler_runs() {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let rd = run_dir.to_str().unwrap();
+    // A real clock: the gate's `timeout: 1s` runs out while the run waits.
+    let out = flow_env(&["run", "decide_timeout.flow", "--run-dir", rd, "--no-prompt", "-q"], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(4), "awaiting decision: {}", text(&out));
+    let requested = events(&run_dir).into_iter().find(|e| e["kind"] == "decision_requested").expect("asked");
+    assert!(requested["payload"]["expires_at"].as_str().is_some_and(|at| at > requested["time"].as_str().unwrap()), "{requested}");
+    std::thread::sleep(std::time::Duration::from_millis(1_300));
+    // Too late: the answer is refused, nothing is recorded.
+    let late = flow_env(&["approve", rd, "review", "--decision", "approve"], dir.path(), &[]);
+    assert_eq!(late.status.code(), Some(2), "{}", text(&late));
+    assert!(text(&late).contains("timed out"), "{}", text(&late));
+    let resumed = flow_env(&["resume", rd, "--no-prompt", "-q"], dir.path(), &[]);
+    assert_eq!(resumed.status.code(), Some(1), "{}", text(&resumed));
+    let trace = assert_valid_trace(&run_dir);
+    assert_eq!(decisions_applied(&trace), [("review".into(), "timeout".into(), "control".into(), "terminate(review_timed_out)".into())]);
+    assert_eq!(last(&trace)["payload"]["reason"], "review_timed_out");
+    let checked = trace_check(dir.path(), &run_dir, "decide_timeout.flow");
+    assert!(checked.status.success() && text(&checked).contains("conformant"), "{}", text(&checked));
+    // Held against a plan whose gate has no timeout, the same trace departs.
+    let source = std::fs::read_to_string(dir.path().join("decide_timeout.flow")).unwrap();
+    let untimed = source.replace("    timeout: 1s\n", "");
+    assert_ne!(untimed, source);
+    std::fs::write(dir.path().join("untimed.flow"), untimed).unwrap();
+    let checked = trace_check(dir.path(), &run_dir, "untimed.flow");
+    assert!(!checked.status.success(), "{}", text(&checked));
+    assert!(text(&checked).contains("T023") && text(&checked).contains("declares no `timeout`"), "{}", text(&checked));
+}
+
+#[test]
+fn a_human_node_whose_decision_does_not_come_in_time_fails_with_timeout() {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let rd = run_dir.to_str().unwrap();
+    let out = flow_env(&["run", "decide_timeout.flow", "--run-dir", rd, "--no-prompt", "-q"], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    // In time: the gate's approval applies, the human node asks next.
+    let ok = flow_env(&["approve", rd, "review", "--decision", "approve"], dir.path(), &[]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    let resumed = flow_env(&["resume", rd, "--no-prompt", "-q"], dir.path(), &[]);
+    assert_eq!(resumed.status.code(), Some(4), "{}", text(&resumed));
+    std::thread::sleep(std::time::Duration::from_millis(1_300));
+    let resumed = flow_env(&["resume", rd, "--no-prompt", "-q"], dir.path(), &[]);
+    assert_eq!(resumed.status.code(), Some(1), "{}", text(&resumed));
+    let trace = assert_valid_trace(&run_dir);
+    assert_eq!(
+        decisions_applied(&trace),
+        [
+            ("review".into(), "approve".into(), "editor".into(), "continue".into()),
+            ("sign_off".into(), "timeout".into(), "control".into(), "fail".into())
+        ]
+    );
+    let failed = trace.iter().find(|e| e["kind"] == "node_failed").expect("the node failed");
+    assert_eq!((&failed["payload"]["node"], &failed["payload"]["error_code"]), (&"sign_off".into(), &"timeout".into()));
+    assert_eq!(last(&trace)["payload"]["reason"], "sign_off_failed");
+    let checked = trace_check(dir.path(), &run_dir, "decide_timeout.flow");
+    assert!(checked.status.success(), "{}", text(&checked));
+}
+
 #[test]
 fn budget_exhaustion_takes_the_declared_path_and_exits_3() {
     let dir = fixtures();

@@ -19,7 +19,9 @@ impl Engine {
             *r += 1;
             *r
         };
-        let requested = self.emit("control", events::decision_requested(&subject, principals.clone(), decisions.clone()), Some(cause));
+        let expires_at = self.decision_timeout(&decision).map(|ms| crate::clock::rfc3339(self.now().saturating_add(ms)));
+        let body = events::decision_requested(&subject, principals.clone(), decisions.clone(), expires_at.clone());
+        let requested = self.emit("control", body, Some(cause));
         for p in &principals {
             self.emit(
                 "control",
@@ -34,12 +36,38 @@ impl Engine {
             );
         }
         let key = CommandKey::Decision { subject: &subject, round }.to_key();
-        self.waiting.insert(key.clone(), Waiting::Human { decision, request_event: requested.to_string() });
+        self.waiting.insert(key.clone(), Waiting::Human { decision, request_event: requested.to_string(), expires_at });
         self.commands.push(Command {
             key,
             request: Request::Human(HumanRequest { subject, principals, prompt, decisions, round }),
             delay_ms: 0,
         });
+    }
+
+    /// How long a decision may take: its gate's or human node's `timeout`.
+    fn decision_timeout(&self, decision: &Decision) -> Option<u64> {
+        match decision {
+            Decision::Gate { gate } => self.wf().gates.get(gate).and_then(|g| g.timeout_ms()),
+            Decision::HumanNode { node } => self.node(node).and_then(|n| n.timeout_ms()),
+            _ => None,
+        }
+    }
+
+    /// When the decision `key` waits on times out (RFC 3339), if its
+    /// subject has a `timeout`.
+    pub fn decision_expires_at(&self, key: &str) -> Option<&str> {
+        match self.waiting.by_key.get(key) {
+            Some((_, Waiting::Human { expires_at, .. })) => expires_at.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Sets when the decision `key` times out: a resumed run keeps the
+    /// instant its request recorded (the replay runs at a later time).
+    pub fn restore_decision_expiry(&mut self, key: &str, at: &str) {
+        if let Some((_, Waiting::Human { expires_at: Some(e), .. })) = self.waiting.by_key.get_mut(key) {
+            *e = at.to_string();
+        }
     }
 
     pub(super) fn on_decision(&mut self, decision: Decision, request_event: &str, answer: HumanAnswer) {
@@ -134,8 +162,19 @@ impl Engine {
     /// decision is its output); else the node completes with the decision.
     fn decide_human_node(&mut self, node: &str, subject: &str, answer: HumanAnswer, request_event: &str) {
         let Some(n) = self.node(node) else { return };
+        if answer.decision == flow_trace::Decision::Timeout {
+            // No decision in time: the node fails with `timeout` (its
+            // handler for it, else `on_failure`, …).
+            let applied =
+                self.record_applied(subject, &answer, flow_check::semantics::human_decision_applied(&n, answer.decision), request_event);
+            let message = "no decision came within the node's timeout".to_string();
+            let (code, event) = (ErrorCode::Timeout, HandlerEvent::Timeout);
+            self.then(Effect::NodeFailed { node: node.to_string(), event, code, message, cause: applied });
+            return;
+        }
         let action = flow_check::semantics::human_decision_action(&n, answer.decision);
-        let applied = self.record_applied(subject, &answer, events::applied(&action), request_event);
+        let applied =
+            self.record_applied(subject, &answer, flow_check::semantics::human_decision_applied(&n, answer.decision), request_event);
         if flow_check::semantics::handler_on(&n.handlers, answer.decision.event()).is_some() {
             self.env.insert(node.to_string(), json!({ "decision": answer.decision, "comment": answer.comment }));
             let ctx = Ctx { node: Some(node.to_string()), gate: None, event: answer.decision.event().into() };

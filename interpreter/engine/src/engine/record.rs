@@ -103,7 +103,11 @@ impl Engine {
 
     /// Records that a human's `answer` on `subject` was applied as `action`.
     pub(super) fn record_applied(&mut self, subject: &str, answer: &HumanAnswer, action: String, request_event: &str) -> Str {
-        let producer = self.envelope.producer("human.", &answer.by);
+        // A timeout is recorded by the control plane, not a human.
+        let producer = match answer.decision {
+            flow_trace::Decision::Timeout => self.envelope.producer("", "control"),
+            _ => self.envelope.producer("human.", &answer.by),
+        };
         let body = events::decision_applied(subject, answer.decision, &answer.by, action);
         let parent = self.envelope.parent(request_event);
         self.emit_as(producer, body, Some(&parent))

@@ -29,7 +29,12 @@ impl Engine {
             (Waiting::Tool { attempt, from_agent, scopes, reserved, started, tool }, Response::Tool(result)) => {
                 self.on_tool(&attempt, from_agent, &scopes, &reserved, &started, &tool, result)
             }
-            (Waiting::Human { decision, request_event }, Response::Human(answer)) => self.on_decision(decision, &request_event, answer),
+            (Waiting::Human { decision, request_event, expires_at }, Response::Human(answer)) => {
+                if answer.decision == flow_trace::Decision::Timeout && expires_at.is_none() {
+                    return Err(format!("`{}` has no timeout: a decision on it cannot time out", decision.subject()));
+                }
+                self.on_decision(decision, &request_event, answer)
+            }
             (Waiting::Probe { gate, index, item }, Response::Probe(result)) => self.on_probe(&gate, index, item, result),
             (w, r) => return Err(format!("response {r:?} does not answer {w:?}")),
         }

@@ -141,6 +141,8 @@ pub(super) enum Waiting {
     Human {
         decision: Decision,
         request_event: String,
+        /// When the subject's `timeout` runs out (RFC 3339), if it has one.
+        expires_at: Option<String>,
     },
     Probe {
         gate: String,

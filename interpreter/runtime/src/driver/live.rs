@@ -98,6 +98,11 @@ impl Driver {
             };
             if let Request::Human(h) = &command.request {
                 self.queue.pop_front();
+                // Past the subject's timeout: `control` records `timeout`.
+                if self.engine.decision_expires_at(&key).is_some_and(|at| crate::clock::rfc3339(self.opts.clock.now_ms()).as_str() >= at) {
+                    ready.push((key, Ok(timed_out(&command.request, 0))));
+                    break;
+                }
                 match self.answer_now(&command.request, h)? {
                     Some(answer) => {
                         ready.push((key, Ok(answer)));

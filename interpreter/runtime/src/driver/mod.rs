@@ -428,6 +428,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
     };
     driver.engine.start(meta.input.clone());
     let rest = driver.replay(proposals)?;
+    driver.restore_decision_expiries();
     if mode == ResumeMode::DeriveOnly {
         let run_dir = driver.opts.run_dir.clone();
         return Ok(driver.outcome(&run_dir));

@@ -20,6 +20,16 @@ pub(super) fn comparable(event: &Event) -> Value {
 }
 
 impl Driver {
+    /// A decision's deadline is the one its request recorded, not the
+    /// replay's clock plus the timeout.
+    pub(super) fn restore_decision_expiries(&mut self) {
+        for requested in requested_decisions(&self.recorded) {
+            if let Some(at) = &requested.expires_at {
+                self.engine.restore_decision_expiry(&requested.key, at);
+            }
+        }
+    }
+
     pub(super) fn feed(&mut self, key: &str, response: Response, persist: bool) -> Result<(), RunError> {
         tracing::debug!(key, persist, "response");
         // An in-memory run retains nothing to resume from: its proposals

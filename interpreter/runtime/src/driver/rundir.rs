@@ -112,24 +112,31 @@ pub struct PendingDecision {
     pub subject: String,
     pub deciders: Vec<String>,
     pub decisions: Vec<flow_trace::Decision>,
+    /// When the subject's timeout runs out (RFC 3339), if it has one.
+    pub expires_at: Option<String>,
+}
+
+/// Every decision requested in `events`, with its command key, in order.
+pub(super) fn requested_decisions(events: &[Event]) -> Vec<PendingDecision> {
+    let mut rounds: HashMap<String, u32> = HashMap::new();
+    let mut out = Vec::new();
+    for event in events {
+        if let Body::DecisionRequested { subject, deciders, decisions, expires_at, .. } = &event.body {
+            let round = rounds.entry(subject.clone()).or_default();
+            *round += 1;
+            let key = crate::keys::CommandKey::Decision { subject, round: *round }.to_key();
+            let (deciders, decisions, expires_at) = (deciders.clone(), decisions.clone(), expires_at.clone());
+            out.push(PendingDecision { key, subject: subject.clone(), deciders, decisions, expires_at });
+        }
+    }
+    out
 }
 
 /// Decisions requested in the journal and not yet answered.
 pub fn pending_decisions(journal: &dyn Journal, run_id: &str) -> Result<Vec<PendingDecision>, RunError> {
     let events = journal.events(run_id)?;
     let answered: HashSet<String> = proposals(journal, run_id)?.into_iter().map(|p| p.key).collect();
-    let mut rounds: HashMap<String, u32> = HashMap::new();
-    let mut out = Vec::new();
-    for event in &events {
-        if let Body::DecisionRequested { subject, deciders, decisions, .. } = &event.body {
-            let round = rounds.entry(subject.clone()).or_default();
-            *round += 1;
-            let key = crate::keys::CommandKey::Decision { subject, round: *round }.to_key();
-            if !answered.contains(&key) {
-                out.push(PendingDecision { key, subject: subject.clone(), deciders: deciders.clone(), decisions: decisions.clone() });
-            }
-        }
-    }
+    let mut out: Vec<PendingDecision> = requested_decisions(&events).into_iter().filter(|p| !answered.contains(&p.key)).collect();
     if matches!(events.last().map(|e| &e.body), Some(Body::RunTerminated { .. })) {
         out.clear();
     }

@@ -52,6 +52,9 @@ impl<'a> Checker<'a> {
             Body::Delegation { from, to, contract, inputs, budget, .. } => self.delegation(seq, from, to, contract, inputs, budget),
             Body::GateRecorded { gate, from, to, outcome, trigger, .. } => self.gate_recorded(seq, gate, from, to, *outcome, trigger),
             Body::DecisionRequested { subject, .. } => self.decision_requested(seq, subject, &e.body),
+            Body::DecisionApplied { subject, decision, by, action, .. } if *decision == flow_trace::Decision::Timeout => {
+                self.decision_timed_out(seq, subject, by, action, &e.time)
+            }
             Body::DecisionApplied { subject, decision, by, action, .. } => self.decision_applied(seq, subject, *decision, by, action),
             // A gate's `decide` handler asks for a decision as REQUIRES_DECISION does.
             Body::ActionTaken { scope, action, .. } if action.name == ActionKind::Decide => {

@@ -74,6 +74,51 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// A decision that timed out: recorded by `control`, on a subject that
+    /// declares a `timeout`, not before its request's deadline, and
+    /// applied as the plan says.
+    pub(super) fn decision_timed_out(&mut self, seq: u64, subject: &str, by: &str, action: &str, time: &str) {
+        let decision = flow_trace::Decision::Timeout;
+        let request = self.pending_decisions.remove(subject);
+        let mut found = self.applied_as_planned(seq, subject, decision, action);
+        let unrequested = |why: String| {
+            Deviation::new(codes::DECISION_UNREQUESTED, Some(seq), why)
+                .actual(format!("decision_applied {subject} timeout by {by}"))
+                .gate(subject)
+        };
+        match &request {
+            Some(Body::DecisionRequested { expires_at: Some(at), .. }) if time < at.as_str() && !time.is_empty() => {
+                found.push(unrequested(format!("the decision on `{subject}` timed out at {time}, before its deadline {at}")))
+            }
+            Some(_) => {}
+            None => found.push(unrequested(format!("decision `timeout` on `{subject}` without a pending request"))),
+        }
+        if let Some(plan) = &self.plan {
+            let declared = match (plan.wf.gates.get(subject), plan.wf.nodes.get(subject)) {
+                (Some(gate), _) => gate.timeout_ms(),
+                (None, Some(node)) if node.kind == NodeKind::Human => node.timeout_ms(),
+                _ => None,
+            };
+            if declared.is_none() {
+                found.push(unrequested(format!("`{subject}` declares no `timeout`, yet its decision timed out")));
+            }
+        }
+        if by != "control" {
+            found.push(
+                Deviation::new(codes::DECIDER, Some(seq), format!("a timeout on `{subject}` is recorded by `control`, not `{by}`"))
+                    .expected("by control".to_string())
+                    .actual(format!("by {by}"))
+                    .gate(subject),
+            );
+        }
+        if self.plan.as_ref().is_some_and(|p| p.wf.gates.contains_key(subject)) {
+            let rt = slot(&mut self.gates, subject);
+            rt.awaiting = false;
+            rt.open = false;
+        }
+        self.deviations.append(&mut found);
+    }
+
     pub(super) fn decision_applied(&mut self, seq: u64, subject: &str, decision: flow_trace::Decision, by: &str, action: &str) {
         let request = self.pending_decisions.remove(subject);
         let mut found = self.applied_as_planned(seq, subject, decision, action);
@@ -118,11 +163,11 @@ impl<'a> Checker<'a> {
         let mut found = Vec::new();
         if let Some(plan) = &self.plan {
             let planned = match (plan.wf.gates.get(subject), plan.wf.nodes.get(subject)) {
-                (Some(gate), _) => Some(flow_check::semantics::gate_decision_action(gate, decision)),
-                (None, Some(node)) if node.kind == NodeKind::Human => Some(flow_check::semantics::human_decision_action(node, decision)),
+                (Some(gate), _) => Some(flow_check::semantics::gate_decision_action(gate, decision).render()),
+                (None, Some(node)) if node.kind == NodeKind::Human => Some(flow_check::semantics::human_decision_applied(node, decision)),
                 _ => None,
             };
-            if let Some(planned) = planned.map(|a| a.render()).filter(|a| a != action) {
+            if let Some(planned) = planned.filter(|a| a != action) {
                 found.push(
                     Deviation::new(
                         codes::DECISION_ACTION,

@@ -146,9 +146,25 @@ pub fn execute(search: &Search, tries: usize) -> Result<Found, String> {
         .collect();
     let goal = Goal { search, want: stutter_free(wanted_steps(search.witness).0), refused };
     let mut budget = tries;
-    let mut choices = Vec::new();
     let mut stuck = Stuck::default();
-    match dfs(&goal, &mut choices, &mut budget, &mut stuck)? {
+    // Iterative broadening: first only the first few candidates of each
+    // answer (the plainest ones, which combine well: lists of one item in
+    // every output), each pass with a share of the tries; then every
+    // candidate, which alone can say that no run makes the steps.
+    for width in BROADENING {
+        let mut share = budget.min(tries / BROADENING_SHARE);
+        let before = share;
+        let mut choices = Vec::new();
+        let found = dfs(&goal, width, &mut choices, &mut share, &mut stuck)?;
+        budget -= before - share;
+        if found == Some(true) {
+            let mut run = finish(&goal, &choices)?;
+            run.tried = tries - budget;
+            return Ok(Found::Run(run));
+        }
+    }
+    let mut choices = Vec::new();
+    match dfs(&goal, usize::MAX, &mut choices, &mut budget, &mut stuck)? {
         Some(true) => {
             let mut run = finish(&goal, &choices)?;
             run.tried = tries - budget;
@@ -158,6 +174,13 @@ pub fn execute(search: &Search, tries: usize) -> Result<Found, String> {
         None => Ok(Found::Undecided(stuck)),
     }
 }
+
+/// The widths of the narrow passes: how many candidates of each answer
+/// they try.
+const BROADENING: [usize; 3] = [2, 3, 5];
+
+/// Each narrow pass may use at most this fraction (1/n) of the tries.
+const BROADENING_SHARE: usize = 8;
 
 /// A fresh engine on a fake clock.
 fn engine(search: &Search) -> Result<Engine, String> {
@@ -200,7 +223,9 @@ fn replay(goal: &Goal, choices: &[(usize, usize)]) -> Result<Replayed, String> {
     Ok(Replayed { engine, events, pending, answers })
 }
 
-fn dfs(goal: &Goal, choices: &mut Vec<(usize, usize)>, tries: &mut usize, stuck: &mut Stuck) -> Result<Option<bool>, String> {
+/// Depth-first search over which pending command is answered next and
+/// with which of its first `width` candidates.
+fn dfs(goal: &Goal, width: usize, choices: &mut Vec<(usize, usize)>, tries: &mut usize, stuck: &mut Stuck) -> Result<Option<bool>, String> {
     if *tries == 0 {
         return Ok(None);
     }
@@ -222,9 +247,9 @@ fn dfs(goal: &Goal, choices: &mut Vec<(usize, usize)>, tries: &mut usize, stuck:
     }
     let mut undecided = false;
     for (c, command) in replayed.pending.iter().enumerate() {
-        for a in 0..goal.candidates(&command.request).len() {
+        for a in 0..goal.candidates(&command.request).len().min(width) {
             choices.push((c, a));
-            match dfs(goal, choices, tries, stuck)? {
+            match dfs(goal, width, choices, tries, stuck)? {
                 // The path found stays in `choices`.
                 Some(true) => return Ok(Some(true)),
                 Some(false) => {}
@@ -299,7 +324,15 @@ pub fn candidates(program: &Program, workflow: Option<&Workflow>, request: &Requ
                 }
             }
             let output = workflow.and_then(|w| w.nodes.get(&req.node)).map(|n| &n.output);
-            let values = output.map(|t| instances(t, types)).unwrap_or_else(|| vec![json!({})]);
+            let mut values = output.map(|t| instances(t, types)).unwrap_or_else(|| vec![json!({})]);
+            // Second, the output with every list holding one item: a
+            // predicate often compares two outputs' lists (`len(a.items) ==
+            // len(b.items)`), and a per-item evaluator runs only on a
+            // non-empty list. Early, so the narrow passes try it.
+            if let Some(filled) = output.and_then(|t| filled_instance(t, types)) {
+                values.retain(|v| *v != filled);
+                values.insert(1.min(values.len()), filled);
+            }
             for usage in [&light, &heavy] {
                 for value in &values {
                     out.push(AgentReply { output: Some(value.clone()), usage: usage.clone(), ..AgentReply::default() });
@@ -319,7 +352,20 @@ pub fn candidates(program: &Program, workflow: Option<&Workflow>, request: &Requ
         }
         Request::Human(req) => {
             let by = req.principals.first().cloned().unwrap_or_else(|| "operator".into());
-            req.decisions.iter().map(|d| Response::Human(HumanAnswer { decision: *d, by: by.clone(), comment: None })).collect()
+            let mut out: Vec<Response> =
+                req.decisions.iter().map(|d| Response::Human(HumanAnswer { decision: *d, by: by.clone(), comment: None })).collect();
+            // No answer in time, when the subject has a timeout: the
+            // driver answers `timeout` for `control`.
+            let timeout = workflow.and_then(|w| match (w.gates.get(&req.subject), w.nodes.get(&req.subject)) {
+                (Some(gate), _) => gate.timeout_ms(),
+                (None, Some(node)) if node.kind == flow_check::ir::NodeKind::Human => node.timeout_ms(),
+                _ => None,
+            });
+            if timeout.is_some() {
+                let decision = flow_trace::Decision::Timeout;
+                out.push(Response::Human(HumanAnswer { decision, by: "control".into(), comment: None }));
+            }
+            out
         }
         Request::Probe(_) => vec![
             Response::Probe(ProbeResult { exit_code: Some(0), output: Some(json!({})), ..ProbeResult::default() }),
@@ -393,6 +439,7 @@ fn variants(ty: &Ty, types: &NameMap<TypeDef>, depth: usize) -> Vec<Value> {
         Ty::List { item } => (1..=3).map(|k| Value::Array(vec![base(item, types, depth); k])).collect(),
         Ty::Record { fields } => {
             let plain = base(ty, types, depth);
+            let filled = filled(fields, &plain, types, depth);
             let mut out = Vec::new();
             for (name, field) in fields {
                 let mut alternatives = variants(&field.ty, types, depth);
@@ -411,12 +458,6 @@ fn variants(ty: &Ty, types: &NameMap<TypeDef>, depth: usize) -> Vec<Value> {
             // with its lists non-empty (a handoff's `accept`): each other
             // value of each enum field is also tried with every list
             // holding one item.
-            let mut filled = plain.clone();
-            for (name, field) in fields.iter().filter(|(_, f)| !f.optional) {
-                if let Ty::List { item } = &field.ty {
-                    filled[name.as_str()] = Value::Array(vec![base(item, types, depth)]);
-                }
-            }
             if filled != plain {
                 for (name, field) in fields.iter().filter(|(_, f)| !f.optional) {
                     if let Ty::Enum { values } = &field.ty {
@@ -433,6 +474,32 @@ fn variants(ty: &Ty, types: &NameMap<TypeDef>, depth: usize) -> Vec<Value> {
         Ty::Named { name } if depth < MAX_DEPTH => named(name, types).map(|t| variants(t, types, depth + 1)).unwrap_or_default(),
         Ty::Any | Ty::Null | Ty::Named { .. } => Vec::new(),
     }
+}
+
+/// The plainest value of `ty` with each required list of its record
+/// holding one item (`None`: not a record, or it has no such list).
+fn filled_instance(ty: &Ty, types: &NameMap<TypeDef>) -> Option<Value> {
+    let mut ty = ty;
+    for _ in 0..MAX_DEPTH {
+        match ty {
+            Ty::Named { name } => ty = named(name, types)?,
+            _ => break,
+        }
+    }
+    let Ty::Record { fields } = ty else { return None };
+    let plain = base(ty, types, 0);
+    Some(filled(fields, &plain, types, 0)).filter(|f| *f != plain)
+}
+
+/// `plain` (a record's [`base`]) with each required list holding one item.
+fn filled(fields: &indexmap::IndexMap<String, flow_check::types::FieldTy>, plain: &Value, types: &NameMap<TypeDef>, depth: usize) -> Value {
+    let mut filled = plain.clone();
+    for (name, field) in fields.iter().filter(|(_, f)| !f.optional) {
+        if let Ty::List { item } = &field.ty {
+            filled[name.as_str()] = Value::Array(vec![base(item, types, depth)]);
+        }
+    }
+    filled
 }
 
 #[cfg(test)]

@@ -116,17 +116,8 @@ fn every_positive_witness_of_every_example_conforms() {
 
 /// The positive witnesses of the examples that `flow run --witness` does
 /// not make yet (example, obligation, why). Every other one is a run of the
-/// engine.
-const NOT_YET_MADE: &[(&str, &str, &str)] = &[
-    // REQUIRES_DECISION needs every scene file to exist and one audio
-    // probe to fail: the search runs out of tries before it combines them.
-    ("short_video", "agent:audio_agent", "search tries"),
-    ("short_video", "tool_edge:audio_agent->render_scene", "search tries"),
-    ("short_video", "gate_outlet:workflow_video_audio_delivery:REQUIRES_DECISION", "search tries"),
-    ("short_video", "gate_outlet:workflow_video_audio_delivery:approve", "search tries"),
-    ("short_video", "gate_outlet:workflow_video_audio_delivery:replan", "search tries"),
-    ("short_video", "gate_outlet:workflow_video_audio_delivery:reject", "search tries"),
-];
+/// engine. (Empty: every one is made.)
+const NOT_YET_MADE: &[(&str, &str, &str)] = &[];
 
 #[test]
 fn the_examples_positive_witnesses_are_runs_of_the_engine() {

@@ -10,12 +10,14 @@
 //! * a tool node;
 //! * a router: `when` and `else` edges, the `else` to an end node;
 //! * a gate with a predicate, `schema_valid` or `exists` evaluator, whose
-//!   BLOCK terminates or asks for a decision (reject terminates);
+//!   BLOCK terminates or asks for a decision (reject terminates; the
+//!   decision may have a `timeout`, with or without a `timeout` handler);
 //! * a static fan-out and a join (`all`, `any`, `majority`; branches with
 //!   and without an edge of their own into the join);
 //! * a bounded loop (`until`, `max_rounds`, `on_exhausted` continue or a
 //!   fallback);
-//! * a human approval (approve goes on, reject ends);
+//! * a human approval (approve goes on, reject ends), sometimes with a
+//!   `timeout` (no decision in time fails the visit);
 //! * a map over an agent's list (at most two items; a longer list fails it);
 //! * a handoff between two agents, with or without a declared context;
 //!
@@ -111,7 +113,19 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
             let on_block = if rng.chance(40) {
                 let rejected = format!("rejected{k}");
                 names.reasons.push(rejected.clone());
-                format!("on BLOCK -> decide\n    decided_by: [editor]\n    decisions: [approve, reject]\n    on reject -> terminate({rejected})")
+                // A decision may have a deadline, with or without its
+                // own handler (without one the run ends under the gate's
+                // reason).
+                let timeout = match rng.below(3) {
+                    0 => String::new(),
+                    1 => "\n    timeout: 5m".to_string(),
+                    _ => {
+                        let late = format!("late{k}");
+                        names.reasons.push(late.clone());
+                        format!("\n    timeout: 5m\n    on timeout -> terminate({late})")
+                    }
+                };
+                format!("on BLOCK -> decide\n    decided_by: [editor]\n    decisions: [approve, reject]\n    on reject -> terminate({rejected}){timeout}")
             } else {
                 format!("on BLOCK -> terminate({blocked})")
             };
@@ -153,8 +167,11 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
             names.nodes.push(n.clone());
             names.nodes.push(end.clone());
             names.reasons.push(reason.clone());
+            // A human node may have a deadline: no decision in time fails
+            // the visit with `timeout`.
+            let timeout = if rng.chance(40) { ", timeout: 5m" } else { "" };
             let lines = vec![
-                format!("  node {n}: human editor {{ decisions: [approve, reject] }}"),
+                format!("  node {n}: human editor {{ decisions: [approve, reject]{timeout} }}"),
                 format!("  node {end}: end {reason} {{ status: failure }}"),
                 format!("  {n} -> {end} else"),
             ];

@@ -87,8 +87,13 @@ fn wants_items(req: &flow_runtime::proto::AgentRequest) -> bool {
     req.output_schema.to_string().contains("\"items\"")
 }
 
+/// How long a decision on `subject` may take, if it has a deadline.
+fn timeout_of(program: &Program, subject: &str) -> Option<u64> {
+    witness::decision_timeout(program.workflows.first().map(|(_, w)| w), subject)
+}
+
 /// One answer of the data plane to `request`, drawn from `rng`.
-fn answer(rng: &mut Rng, request: &Request) -> Response {
+fn answer(rng: &mut Rng, program: &Program, request: &Request) -> Response {
     match request {
         Request::Agent(req) => {
             let usage = TokenUsage {
@@ -122,6 +127,12 @@ fn answer(rng: &mut Rng, request: &Request) -> Response {
             }
         }
         Request::Human(req) => {
+            // Sometimes no answer comes before the subject's deadline: the
+            // driver answers `timeout` for `control`.
+            if timeout_of(program, &req.subject).is_some() && rng.chance(25) {
+                let decision = flow_trace::Decision::Timeout;
+                return Response::Human(HumanAnswer { decision, by: "control".into(), comment: None });
+            }
             let decision = *rng.pick(&req.decisions);
             let by = req.principals.first().cloned().unwrap_or_else(|| "editor".into());
             Response::Human(HumanAnswer { decision, by, comment: None })
@@ -145,14 +156,12 @@ fn config(name: &str) -> RunConfig {
     }
 }
 
-/// A fresh engine over `program`, on a fake clock, in process.
-fn engine(program: &Arc<Program>, name: &str) -> Result<Engine, String> {
-    Engine::new(program.clone(), None, config(name))
-}
-
 /// A run of the engine with answers from `rng`, in random order.
 fn run(program: &Arc<Program>, rng: &mut Rng) -> Result<(Vec<Event>, MemoryArtifacts, RunStatus), String> {
-    let mut engine = engine(program, "refinement")?;
+    let clock = Arc::new(FakeClock::new(1_700_000_000_000));
+    let mut cfg = config("refinement");
+    cfg.clock = clock.clone();
+    let mut engine = Engine::new(program.clone(), None, cfg)?;
     let mut artifacts = MemoryArtifacts::default();
     let mut events = Vec::new();
     engine.start(json!({}));
@@ -171,7 +180,13 @@ fn run(program: &Arc<Program>, rng: &mut Rng) -> Result<(Vec<Event>, MemoryArtif
             return Err("more than 2,000 data-plane answers".into());
         }
         let command = pending.swap_remove(rng.below(pending.len()));
-        let response = answer(rng, &command.request);
+        let response = answer(rng, program, &command.request);
+        // A timeout comes once the deadline has passed.
+        if let (Request::Human(h), Response::Human(HumanAnswer { decision: flow_trace::Decision::Timeout, .. })) =
+            (&command.request, &response)
+        {
+            clock.advance(timeout_of(program, &h.subject).unwrap_or(0) + 1);
+        }
         engine.on_response(&command.key, response)?;
     }
     Ok((events, artifacts, engine.status().clone()))

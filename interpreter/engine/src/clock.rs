@@ -27,6 +27,12 @@ impl FakeClock {
     pub fn new(start_ms: u64) -> FakeClock {
         FakeClock { now: AtomicU64::new(start_ms) }
     }
+
+    /// Moves the clock `ms` forward (a simulated wait, e.g. past a
+    /// decision's deadline).
+    pub fn advance(&self, ms: u64) {
+        self.now.fetch_add(ms, Ordering::SeqCst);
+    }
 }
 
 impl Clock for FakeClock {

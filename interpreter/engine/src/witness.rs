@@ -182,11 +182,23 @@ const BROADENING: [usize; 3] = [2, 3, 5];
 /// Each narrow pass may use at most this fraction (1/n) of the tries.
 const BROADENING_SHARE: usize = 8;
 
-/// A fresh engine on a fake clock.
-fn engine(search: &Search) -> Result<Engine, String> {
+/// A fresh engine on a fake clock, and the clock.
+fn engine(search: &Search) -> Result<(Engine, Arc<FakeClock>), String> {
     let mut cfg = search.config.clone();
-    cfg.clock = Arc::new(FakeClock::new(1_700_000_000_000));
-    Engine::new(search.program.clone(), search.workflow, cfg)
+    let clock = Arc::new(FakeClock::new(1_700_000_000_000));
+    cfg.clock = clock.clone();
+    Ok((Engine::new(search.program.clone(), search.workflow, cfg)?, clock))
+}
+
+/// How long a decision on `subject` may take: its gate's or human node's
+/// `timeout`.
+pub fn decision_timeout(workflow: Option<&Workflow>, subject: &str) -> Option<u64> {
+    let w = workflow?;
+    match (w.gates.get(subject), w.nodes.get(subject)) {
+        (Some(gate), _) => gate.timeout_ms(),
+        (None, Some(node)) if node.kind == flow_check::ir::NodeKind::Human => node.timeout_ms(),
+        _ => None,
+    }
 }
 
 fn workflow<'p>(search: &'p Search) -> Option<&'p Workflow> {
@@ -207,7 +219,7 @@ struct Replayed {
 
 fn replay(goal: &Goal, choices: &[(usize, usize)]) -> Result<Replayed, String> {
     let search = goal.search;
-    let mut engine = engine(search)?;
+    let (mut engine, clock) = engine(search)?;
     engine.start(search.input.clone());
     let mut events = engine.take_events();
     let mut pending = engine.take_commands();
@@ -215,6 +227,12 @@ fn replay(goal: &Goal, choices: &[(usize, usize)]) -> Result<Replayed, String> {
     for &(c, a) in choices {
         let command = pending.remove(c);
         let answer = goal.candidates(&command.request).swap_remove(a);
+        // A timeout comes once the deadline has passed.
+        if let (Request::Human(h), Response::Human(HumanAnswer { decision: flow_trace::Decision::Timeout, .. })) =
+            (&command.request, &answer)
+        {
+            clock.advance(decision_timeout(workflow(search), &h.subject).unwrap_or(0) + 1);
+        }
         engine.on_response(&command.key, answer.clone())?;
         answers.push((command.key, answer));
         events.extend(engine.take_events());
@@ -356,12 +374,7 @@ pub fn candidates(program: &Program, workflow: Option<&Workflow>, request: &Requ
                 req.decisions.iter().map(|d| Response::Human(HumanAnswer { decision: *d, by: by.clone(), comment: None })).collect();
             // No answer in time, when the subject has a timeout: the
             // driver answers `timeout` for `control`.
-            let timeout = workflow.and_then(|w| match (w.gates.get(&req.subject), w.nodes.get(&req.subject)) {
-                (Some(gate), _) => gate.timeout_ms(),
-                (None, Some(node)) if node.kind == flow_check::ir::NodeKind::Human => node.timeout_ms(),
-                _ => None,
-            });
-            if timeout.is_some() {
+            if decision_timeout(workflow, &req.subject).is_some() {
                 let decision = flow_trace::Decision::Timeout;
                 out.push(Response::Human(HumanAnswer { decision, by: "control".into(), comment: None }));
             }

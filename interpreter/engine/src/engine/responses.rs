@@ -30,8 +30,19 @@ impl Engine {
                 self.on_tool(&attempt, from_agent, &scopes, &reserved, &started, &tool, result)
             }
             (Waiting::Human { decision, request_event, expires_at }, Response::Human(answer)) => {
-                if answer.decision == flow_trace::Decision::Timeout && expires_at.is_none() {
-                    return Err(format!("`{}` has no timeout: a decision on it cannot time out", decision.subject()));
+                // Only the control plane's clock says a decision timed out.
+                if answer.decision == flow_trace::Decision::Timeout {
+                    let now = crate::clock::rfc3339(self.now());
+                    match &expires_at {
+                        None => return Err(format!("`{}` has no timeout: a decision on it cannot time out", decision.subject())),
+                        Some(at) if now.as_str() < at.as_str() && !self.replaying => {
+                            return Err(format!(
+                                "the decision on `{}` is not due to time out before {at} (it is {now})",
+                                decision.subject()
+                            ))
+                        }
+                        Some(_) => {}
+                    }
                 }
                 self.on_decision(decision, &request_event, answer)
             }

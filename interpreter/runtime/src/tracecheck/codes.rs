@@ -40,7 +40,7 @@ r#"A gate is triggered by whoever ran its `from` node (`agent.NAME`, or `control
 r#"A decision is applied by a principal the plan authorises: a gate's `decided_by` (else the workflow's `escalate_to`), a human node's principals, the principal of an escalation, the workflow's `escalate_to` for reconciliations and confirmations (plus the tool's audit readers); it must also be one of the deciders the request named. Roles expand to their members."#;
 
     DECISION_UNREQUESTED = "T023", "decision not requested",
-r#"A `decision_applied` answers a pending `decision_requested` on the same subject with one of the decisions offered; a decision nobody asked for, a second answer to one request, or a decision on a gate that neither recorded REQUIRES_DECISION nor took its `decide` handler departs from the plan."#;
+r#"A `decision_applied` answers a pending `decision_requested` on the same subject with one of the decisions offered; a decision nobody asked for, a second answer to one request, or a decision on a gate that neither recorded REQUIRES_DECISION nor took its `decide` handler departs from the plan. A `timeout` (recorded by `control`) is allowed only on a subject that declares a `timeout`, and not before the deadline its request recorded (`expires_at`)."#;
 
     TOOL_NOT_PERMITTED = "T024", "tool call not permitted",
 r#"A tool call by an agent needs the tool in the agent's `tools` and the agent in the tool's `allowed_agents` (when it names any); otherwise the control plane must refuse it (`tool_call_refused`). A tool node calls its own tool only."#;

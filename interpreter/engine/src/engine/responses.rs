@@ -11,6 +11,10 @@ impl Engine {
     }
 
     pub(super) fn handle_response(&mut self, key: &str, response: Response) -> Result<(), String> {
+        if let Response::Human(answer) = &response {
+            // Refused before the command is taken: it stays outstanding.
+            self.admissible_timeout(key, answer)?;
+        }
         let Some(waiting) = self.waiting.remove(key) else {
             return Err(format!("no outstanding command `{key}`"));
         };
@@ -29,26 +33,28 @@ impl Engine {
             (Waiting::Tool { attempt, from_agent, scopes, reserved, started, tool }, Response::Tool(result)) => {
                 self.on_tool(&attempt, from_agent, &scopes, &reserved, &started, &tool, result)
             }
-            (Waiting::Human { decision, request_event, expires_at }, Response::Human(answer)) => {
-                // Only the control plane's clock says a decision timed out.
-                if answer.decision == flow_trace::Decision::Timeout {
-                    let now = crate::clock::rfc3339(self.now());
-                    match &expires_at {
-                        None => return Err(format!("`{}` has no timeout: a decision on it cannot time out", decision.subject())),
-                        Some(at) if now.as_str() < at.as_str() && !self.replaying => {
-                            return Err(format!(
-                                "the decision on `{}` is not due to time out before {at} (it is {now})",
-                                decision.subject()
-                            ))
-                        }
-                        Some(_) => {}
-                    }
-                }
-                self.on_decision(decision, &request_event, answer)
-            }
+            (Waiting::Human { decision, request_event, .. }, Response::Human(answer)) => self.on_decision(decision, &request_event, answer),
             (Waiting::Probe { gate, index, item }, Response::Probe(result)) => self.on_probe(&gate, index, item, result),
             (w, r) => return Err(format!("response {r:?} does not answer {w:?}")),
         }
         Ok(())
+    }
+
+    /// Only the control plane's clock says a decision timed out: a
+    /// `timeout` answer needs a subject with a `timeout` whose deadline has
+    /// passed (a replay re-applies a recorded one).
+    fn admissible_timeout(&self, key: &str, answer: &HumanAnswer) -> Result<(), String> {
+        let Some((_, Waiting::Human { decision, expires_at, .. })) = self.waiting.by_key.get(key) else { return Ok(()) };
+        if answer.decision != flow_trace::Decision::Timeout || self.replaying {
+            return Ok(());
+        }
+        let now = crate::clock::rfc3339(self.now());
+        match expires_at {
+            None => Err(format!("`{}` has no timeout: a decision on it cannot time out", decision.subject())),
+            Some(at) if now.as_str() < at.as_str() => {
+                Err(format!("the decision on `{}` is not due to time out before {at} (it is {now})", decision.subject()))
+            }
+            Some(_) => Ok(()),
+        }
     }
 }

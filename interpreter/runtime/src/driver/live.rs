@@ -99,11 +99,18 @@ impl Driver {
             if let Request::Human(h) = &command.request {
                 self.queue.pop_front();
                 // Past the subject's timeout: `control` records `timeout`.
-                if self.engine.decision_expires_at(&key).is_some_and(|at| crate::clock::rfc3339(self.opts.clock.now_ms()).as_str() >= at) {
+                if self.overdue(&key) {
                     ready.push((key, Ok(timed_out(&command.request, 0))));
                     break;
                 }
                 match self.answer_now(&command.request, h)? {
+                    // An answer that came after the deadline (a slow prompt)
+                    // is too late.
+                    Some(_) if self.overdue(&key) => {
+                        tracing::warn!(subject = %h.subject, "the decision came after its deadline: it timed out");
+                        ready.push((key, Ok(timed_out(&command.request, 0))));
+                        break;
+                    }
                     Some(answer) => {
                         ready.push((key, Ok(answer)));
                         break;
@@ -142,6 +149,12 @@ impl Driver {
 
     /// A human's answer now: the cassette's (a strict replay without one
     /// stops the run), else the asker's; `None` when nobody answers now.
+    /// Whether the decision `key` waits on is past its deadline, by the
+    /// driver's clock.
+    fn overdue(&self, key: &str) -> bool {
+        self.engine.decision_expires_at(key).is_some_and(|at| crate::clock::rfc3339(self.opts.clock.now_ms()).as_str() >= at)
+    }
+
     fn answer_now(&mut self, request: &Request, h: &HumanRequest) -> Result<Option<Response>, RunError> {
         match self.exec.replayed(request) {
             Ok(Some(answer)) => {

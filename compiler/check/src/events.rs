@@ -9,7 +9,7 @@
 use crate::ir::{Action, Gate, Node, NodeKind, Program, Transfer, Workflow};
 use crate::view::Budget;
 use flow_trace::{
-    ActionEvent, ArtifactRef, Body, Decision, ErrorCode, EvaluatorResult, HandlerScope, NodeStatus, Outcome, PauseReason,
+    ActionEvent, Applied, ArtifactRef, Body, Decision, ErrorCode, EvaluatorResult, HandlerScope, NodeStatus, Outcome, PauseReason,
     TerminationStatus, TriggerReason, Usage, Via, Zone, SCHEMA_VERSION as V,
 };
 
@@ -152,17 +152,15 @@ pub fn decision_requested(subject: &str, deciders: Vec<String>, decisions: Vec<D
     Body::DecisionRequested { schema_version: V, subject: subject.to_string(), deciders, decisions, expires_at }
 }
 
-/// `decision_applied`: `action` is the action the decision applies, as
-/// [`applied`] writes it (or `call`/`refuse` for a confirmation, `retry`/`fail`
-/// for a reconciliation).
-pub fn decision_applied(subject: &str, decision: Decision, by: &str, action: String) -> Body {
+/// `decision_applied`: `action` is what the decision applied (an action,
+/// or `call`/`refuse` for a confirmation, `fail` for a failed subject).
+pub fn decision_applied(subject: &str, decision: Decision, by: &str, action: Applied) -> Body {
     Body::DecisionApplied { schema_version: V, subject: subject.to_string(), decision, by: by.to_string(), action }
 }
 
-/// How an applied action is written in `decision_applied.action`: `name`
-/// or `name(arg, …)` (as `action_taken` and `budget_zone_changed` write theirs).
-pub fn applied(action: &Action) -> String {
-    action.render()
+/// An action as `decision_applied.action` holds it.
+pub fn applied(action: &Action) -> Applied {
+    Applied::Action(action.clone())
 }
 
 /// `action_taken`: a handler's (or a zone's, a default's) action ran.

@@ -51,10 +51,10 @@ pub fn human_decision_action(node: &Node, decision: Decision) -> Action {
 /// action [`human_decision_action`] applies, or `fail` for a `timeout`
 /// (no decision in time: the node fails with the `timeout` event, which
 /// its handler for it, else `on_failure`, answers).
-pub fn human_decision_applied(node: &Node, decision: Decision) -> String {
+pub fn human_decision_applied(node: &Node, decision: Decision) -> flow_trace::Applied {
     match decision {
-        Decision::Timeout => "fail".to_string(),
-        _ => human_decision_action(node, decision).render(),
+        Decision::Timeout => flow_trace::Applied::Fail,
+        _ => flow_trace::Applied::Action(human_decision_action(node, decision)),
     }
 }
 

@@ -339,8 +339,10 @@ pub enum Body {
         subject: String,
         decision: Decision,
         by: String,
-        /// The action that followed, e.g. `continue`, `revise(write)`.
-        action: String,
+        /// What followed: an action as `action_taken` writes it (e.g.
+        /// `continue`, `revise(write)`), or `call`, `refuse`, `fail`.
+        #[schemars(with = "String")]
+        action: Applied,
     },
     /// The control plane took an edge.
     EdgeTaken {
@@ -704,6 +706,31 @@ mod tests {
         assert!(err.contains("unknown action `explode`"), "{err}");
         assert_eq!(Action::parse("fallback(low_budget)").unwrap().arg(), Some("low_budget"));
         assert!(Action::parse("revise(write").is_err());
+    }
+
+    #[test]
+    fn a_decisions_applied_action_is_typed_and_written_as_before() {
+        for (applied, text) in [
+            (Applied::Action(Action { name: ActionKind::Revise, args: vec!["write".into()] }), "revise(write)"),
+            (Applied::Action(Action::bare(ActionKind::Continue)), "continue"),
+            (Applied::Call, "call"),
+            (Applied::Refuse, "refuse"),
+            (Applied::Fail, "fail"),
+        ] {
+            let applied_event = event(Body::DecisionApplied {
+                schema_version: SCHEMA_VERSION,
+                subject: "g".into(),
+                decision: Decision::Approve,
+                by: "ops".into(),
+                action: applied.clone(),
+            });
+            let line = serde_json::to_string(&applied_event).unwrap();
+            assert!(line.contains(&format!(r#""action":"{text}""#)), "{line}");
+            assert_eq!(event_from_str(&line).unwrap(), applied_event);
+            assert_eq!(Applied::parse(text).unwrap(), applied);
+        }
+        assert!(Applied::parse("explode").unwrap_err().contains("unknown action `explode`"));
+        assert_eq!(Applied::OUTCOMES.len(), 3);
     }
 
     #[test]

@@ -837,6 +837,71 @@ impl std::fmt::Display for Action {
     }
 }
 
+/// What a decision applied (`decision_applied.action`): an action (a
+/// handler's, or the decision's default), or one of the three outcomes
+/// that are not actions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Applied {
+    /// An action, written as `action_taken` writes it.
+    Action(Action),
+    /// A confirmation approved: the tool call is made.
+    Call,
+    /// A confirmation refused: the call is not made.
+    Refuse,
+    /// The subject fails: a human node whose decision timed out, or a
+    /// reconciliation answered with anything but `approve`.
+    Fail,
+}
+
+impl Applied {
+    /// The words that are not actions, with their meanings.
+    pub const OUTCOMES: &'static [(&'static str, &'static str)] = &[
+        ("call", "A confirmation was approved: the tool call is made."),
+        ("refuse", "A confirmation was refused: the call is not made."),
+        ("fail", "The subject fails: a human node whose decision timed out, or a reconciliation not approved."),
+    ];
+
+    /// As `decision_applied.action` writes it.
+    pub fn parse(text: &str) -> Result<Applied, String> {
+        Ok(match text {
+            "call" => Applied::Call,
+            "refuse" => Applied::Refuse,
+            "fail" => Applied::Fail,
+            _ => Applied::Action(Action::parse(text)?),
+        })
+    }
+}
+
+impl From<Action> for Applied {
+    fn from(action: Action) -> Applied {
+        Applied::Action(action)
+    }
+}
+
+impl std::fmt::Display for Applied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Applied::Action(a) => a.fmt(f),
+            Applied::Call => f.write_str("call"),
+            Applied::Refuse => f.write_str("refuse"),
+            Applied::Fail => f.write_str("fail"),
+        }
+    }
+}
+
+impl serde::Serialize for Applied {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Applied {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Applied, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        Applied::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 /// Serde for an action written as trace events write it (`revise(write)`),
 /// for `#[serde(with = "rendered_action")]`.
 pub mod rendered_action {

@@ -889,22 +889,23 @@ impl<'p> Model<'p> {
         }
     }
 
-    pub fn applied_action(&self, subject: &str, decision: Decision) -> String {
+    pub fn applied_action(&self, subject: &str, decision: Decision) -> flow_trace::Applied {
+        use flow_trace::Applied;
         let approve = decision == Decision::Approve;
         if let Some(gate) = self.workflow.gates.get(subject) {
-            return flow_check::semantics::gate_decision_action(gate, decision).render();
+            return Applied::Action(flow_check::semantics::gate_decision_action(gate, decision));
         }
         if let Some(node) = self.workflow.nodes.get(subject).filter(|n| n.kind == NodeKind::Human) {
             return flow_check::semantics::human_decision_applied(node, decision);
         }
         if subject.starts_with("confirm.") {
-            return if approve { "call" } else { "refuse" }.into();
+            return if approve { Applied::Call } else { Applied::Refuse };
         }
-        if approve {
-            "continue".into()
+        Applied::Action(if approve {
+            Action::bare(flow_check::ir::ActionKind::Continue)
         } else {
-            format!("terminate(escalation_{decision})")
-        }
+            Action { name: flow_check::ir::ActionKind::Terminate, args: vec![format!("escalation_{decision}")] }
+        })
     }
 
     /// A handler site's action as the engine records it in

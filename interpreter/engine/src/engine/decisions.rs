@@ -3,6 +3,7 @@
 //! policy action, a reconciliation).
 
 use super::*;
+use flow_trace::Applied;
 
 impl Engine {
     pub(super) fn ask(
@@ -101,7 +102,7 @@ impl Engine {
             }
             Decision::Confirm(call) => {
                 let approved = answer.decision == flow_trace::Decision::Approve;
-                let applied = self.record_applied(&subject, &answer, if approved { "call".into() } else { "refuse".into() }, request_event);
+                let applied = self.record_applied(&subject, &answer, if approved { Applied::Call } else { Applied::Refuse }, request_event);
                 let refused = "a human refused the call";
                 if approved {
                     self.then(Effect::CallTool { call: Box::new(PendingCall { delay: 0, ..call }), cause: applied });
@@ -116,7 +117,11 @@ impl Engine {
                 let applied = self.record_applied(
                     &subject,
                     &answer,
-                    if approved { "continue".into() } else { "terminate(policy_violation)".into() },
+                    Applied::Action(if approved {
+                        Action::bare(ActionKind::Continue)
+                    } else {
+                        Action { name: ActionKind::Terminate, args: vec!["policy_violation".into()] }
+                    }),
                     request_event,
                 );
                 if approved {
@@ -126,30 +131,27 @@ impl Engine {
                     self.end_run("policy_violation", TerminationStatus::Failure, &applied, None);
                 }
             }
-            Decision::Reconcile { attempt } => {
-                let applied = self.record_applied(
-                    &subject,
-                    &answer,
-                    if answer.decision == flow_trace::Decision::Approve { "retry".into() } else { "fail".into() },
-                    request_event,
-                );
-                let node = flow_trace::attempt_node(&attempt).to_string();
-                let Some(n) = self.node(&node) else { return };
-                if answer.decision == flow_trace::Decision::Approve {
-                    self.then(Effect::StartAttempt { node: n, trigger: TriggerReason::Reconciled, cause: applied });
-                } else {
-                    self.node_failed(
-                        &node,
-                        ErrorCode::UnknownOutcome,
-                        "the call's outcome is unknown and was not retried".into(),
-                        &applied,
-                    );
-                }
-            }
+            Decision::Reconcile { attempt } => self.decide_reconcile(&attempt, &subject, answer, request_event),
         }
     }
 
     /// A gate's decision: the action the gate maps it to, on the gate.
+    /// A reconciliation's decision: approve retries the attempt whose
+    /// call's outcome is unknown; anything else fails its node.
+    fn decide_reconcile(&mut self, attempt: &str, subject: &str, answer: HumanAnswer, request_event: &str) {
+        let retry = answer.decision == flow_trace::Decision::Approve;
+        let applied_as = if retry { Applied::Action(Action::bare(ActionKind::Retry)) } else { Applied::Fail };
+        let applied = self.record_applied(subject, &answer, applied_as, request_event);
+        let node = flow_trace::attempt_node(attempt).to_string();
+        let Some(n) = self.node(&node) else { return };
+        if retry {
+            self.then(Effect::StartAttempt { node: n, trigger: TriggerReason::Reconciled, cause: applied });
+        } else {
+            let message = "the call's outcome is unknown and was not retried".into();
+            self.node_failed(&node, ErrorCode::UnknownOutcome, message, &applied);
+        }
+    }
+
     fn decide_gate(&mut self, gate: &str, subject: &str, answer: HumanAnswer, request_event: &str) {
         let Some(g) = self.wf().gates.get(gate).cloned() else { return };
         let action = flow_check::semantics::gate_decision_action(&g, answer.decision);

@@ -102,7 +102,7 @@ impl Engine {
     }
 
     /// Records that a human's `answer` on `subject` was applied as `action`.
-    pub(super) fn record_applied(&mut self, subject: &str, answer: &HumanAnswer, action: String, request_event: &str) -> Str {
+    pub(super) fn record_applied(&mut self, subject: &str, answer: &HumanAnswer, action: flow_trace::Applied, request_event: &str) -> Str {
         // A timeout is recorded by the control plane, not a human.
         let producer = match answer.decision {
             flow_trace::Decision::Timeout => self.envelope.producer("", "control"),

@@ -77,7 +77,7 @@ impl<'a> Checker<'a> {
     /// A decision that timed out: recorded by `control`, on a subject that
     /// declares a `timeout`, not before its request's deadline, and
     /// applied as the plan says.
-    pub(super) fn decision_timed_out(&mut self, seq: u64, subject: &str, by: &str, action: &str, time: &str) {
+    pub(super) fn decision_timed_out(&mut self, seq: u64, subject: &str, by: &str, action: &flow_trace::Applied, time: &str) {
         let decision = flow_trace::Decision::Timeout;
         let request = self.pending_decisions.remove(subject);
         let mut found = self.applied_as_planned(seq, subject, decision, action);
@@ -119,7 +119,14 @@ impl<'a> Checker<'a> {
         self.deviations.append(&mut found);
     }
 
-    pub(super) fn decision_applied(&mut self, seq: u64, subject: &str, decision: flow_trace::Decision, by: &str, action: &str) {
+    pub(super) fn decision_applied(
+        &mut self,
+        seq: u64,
+        subject: &str,
+        decision: flow_trace::Decision,
+        by: &str,
+        action: &flow_trace::Applied,
+    ) {
         let request = self.pending_decisions.remove(subject);
         let mut found = self.applied_as_planned(seq, subject, decision, action);
         let is_gate = self.plan.as_ref().is_some_and(|p| p.wf.gates.contains_key(subject));
@@ -159,11 +166,11 @@ impl<'a> Checker<'a> {
 
     /// The action a decision was applied as, against the plan's (a gate's
     /// or a human node's mapping of decisions to actions).
-    fn applied_as_planned(&self, seq: u64, subject: &str, decision: flow_trace::Decision, action: &str) -> Vec<Deviation> {
+    fn applied_as_planned(&self, seq: u64, subject: &str, decision: flow_trace::Decision, action: &flow_trace::Applied) -> Vec<Deviation> {
         let mut found = Vec::new();
         if let Some(plan) = &self.plan {
             let planned = match (plan.wf.gates.get(subject), plan.wf.nodes.get(subject)) {
-                (Some(gate), _) => Some(flow_check::semantics::gate_decision_action(gate, decision).render()),
+                (Some(gate), _) => Some(flow_trace::Applied::Action(flow_check::semantics::gate_decision_action(gate, decision))),
                 (None, Some(node)) if node.kind == NodeKind::Human => Some(flow_check::semantics::human_decision_applied(node, decision)),
                 _ => None,
             };
@@ -174,7 +181,7 @@ impl<'a> Checker<'a> {
                         Some(seq),
                         format!("decision `{decision}` on `{subject}` was applied as `{action}`, but the plan says `{planned}`"),
                     )
-                    .expected(planned)
+                    .expected(planned.to_string())
                     .actual(action.to_string())
                     .gate(subject),
                 );

@@ -810,8 +810,9 @@ fn status(run: &str) -> u8 {
     println!("used: {tokens} tokens, {tool_calls} tool calls, ${cost:.4}");
     if let Ok(pending) = driver::pending_decisions(journal.as_ref(), &run_id) {
         for p in pending {
+            let deadline = p.expires_at.as_deref().map(|at| format!("; times out at {at}")).unwrap_or_default();
             println!(
-                "waiting for a decision on `{}`: {} (deciders: {})",
+                "waiting for a decision on `{}`: {} (deciders: {}{deadline})",
                 p.subject,
                 flow_trace::join(&p.decisions, "/"),
                 p.deciders.join(", ")

@@ -216,7 +216,10 @@ fn a_gate_decision_that_does_not_come_in_time_times_out_and_its_handler_runs() {
     let out = flow_env(&["run", "decide_timeout.flow", "--run-dir", rd, "--no-prompt", "-q"], dir.path(), &[]);
     assert_eq!(out.status.code(), Some(4), "awaiting decision: {}", text(&out));
     let requested = events(&run_dir).into_iter().find(|e| e["kind"] == "decision_requested").expect("asked");
-    assert!(requested["payload"]["expires_at"].as_str().is_some_and(|at| at > requested["time"].as_str().unwrap()), "{requested}");
+    let expires_at = requested["payload"]["expires_at"].as_str().expect("the request records its deadline");
+    assert!(expires_at > requested["time"].as_str().unwrap(), "{requested}");
+    let status = text(&flow_env(&["status", rd], dir.path(), &[]));
+    assert!(status.contains(&format!("times out at {expires_at}")), "{status}");
     std::thread::sleep(std::time::Duration::from_millis(1_300));
     // Too late: the answer is refused, nothing is recorded.
     let late = flow_env(&["approve", rd, "review", "--decision", "approve"], dir.path(), &[]);

@@ -47,6 +47,16 @@ pub fn human_decision_action(node: &Node, decision: Decision) -> Action {
     handler_on(&node.handlers, decision.event()).cloned().unwrap_or_else(|| Action::bare(ActionKind::Continue))
 }
 
+/// How long a decision on `subject` may take: the gate's `timeout`, else
+/// the human node's (`None`: the decision never times out).
+pub fn decision_timeout_ms(workflow: &Workflow, subject: &str) -> Option<u64> {
+    match (workflow.gates.get(subject), workflow.nodes.get(subject)) {
+        (Some(gate), _) => gate.timeout_ms(),
+        (None, Some(node)) if node.kind == NodeKind::Human => node.timeout_ms(),
+        _ => None,
+    }
+}
+
 /// How `decision_applied.action` writes a decision at a human node: the
 /// action [`human_decision_action`] applies, or `fail` for a `timeout`
 /// (no decision in time: the node fails with the `timeout` event, which

@@ -190,15 +190,10 @@ fn engine(search: &Search) -> Result<(Engine, Arc<FakeClock>), String> {
     Ok((Engine::new(search.program.clone(), search.workflow, cfg)?, clock))
 }
 
-/// How long a decision on `subject` may take: its gate's or human node's
-/// `timeout`.
+/// How long a decision on `subject` may take, if it has a deadline
+/// ([`flow_check::semantics::decision_timeout_ms`]).
 pub fn decision_timeout(workflow: Option<&Workflow>, subject: &str) -> Option<u64> {
-    let w = workflow?;
-    match (w.gates.get(subject), w.nodes.get(subject)) {
-        (Some(gate), _) => gate.timeout_ms(),
-        (None, Some(node)) if node.kind == flow_check::ir::NodeKind::Human => node.timeout_ms(),
-        _ => None,
-    }
+    flow_check::semantics::decision_timeout_ms(workflow?, subject)
 }
 
 fn workflow<'p>(search: &'p Search) -> Option<&'p Workflow> {

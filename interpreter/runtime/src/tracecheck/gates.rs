@@ -94,12 +94,7 @@ impl<'a> Checker<'a> {
             None => found.push(unrequested(format!("decision `timeout` on `{subject}` without a pending request"))),
         }
         if let Some(plan) = &self.plan {
-            let declared = match (plan.wf.gates.get(subject), plan.wf.nodes.get(subject)) {
-                (Some(gate), _) => gate.timeout_ms(),
-                (None, Some(node)) if node.kind == NodeKind::Human => node.timeout_ms(),
-                _ => None,
-            };
-            if declared.is_none() {
+            if flow_check::semantics::decision_timeout_ms(plan.wf, subject).is_none() {
                 found.push(unrequested(format!("`{subject}` declares no `timeout`, yet its decision timed out")));
             }
         }

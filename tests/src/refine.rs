@@ -13,9 +13,12 @@
 //!   BLOCK terminates or asks for a decision (reject terminates; the
 //!   decision may have a `timeout`, with or without a `timeout` handler);
 //! * a static fan-out and a join (`all`, `any`, `majority`; branches with
-//!   and without an edge of their own into the join);
+//!   and without an edge of their own into the join), sometimes with a
+//!   second join listing the same branches (they arrive at the first);
 //! * a bounded loop (`until`, `max_rounds`, `on_exhausted` continue or a
-//!   fallback);
+//!   fallback) of one node or of two, the first going on to the second
+//!   when its guard holds and sometimes leaving the body by an `else`
+//!   edge (which ends the round);
 //! * a human approval (approve goes on, reject ends), sometimes with a
 //!   `timeout` (no decision in time fails the visit);
 //! * a map over an agent's list (at most two items; a longer list fails it);
@@ -145,6 +148,14 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
                 lines.push(format!("  {a} -> {j}"));
                 lines.push(format!("  {b} -> {j}"));
             }
+            // A second join listing the same branches: they arrive at the
+            // first, so it never runs (W0101).
+            if rng.chance(25) {
+                let late = format!("{j}x");
+                names.nodes.push(late.clone());
+                lines.push(format!("  node {late}: join [{a}, {b}] {{ rule: any }}"));
+                lines.push(format!("  {late} -> done"));
+            }
             Block { lines, entry: n, exits: vec![(j.clone(), String::new())], gate: None }
         }
         6 => {
@@ -157,8 +168,26 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
             } else {
                 String::new()
             };
-            let mut lines = vec![format!("  node {n}: loop [{body}] {{ max_rounds: 2, until: {body}.ok{exhausted} }}")];
+            if rng.chance(60) {
+                let mut lines = vec![format!("  node {n}: loop [{body}] {{ max_rounds: 2, until: {body}.ok{exhausted} }}")];
+                lines.push(agent_line(rng, &body, names, true));
+                return Block { lines, entry: n.clone(), exits: vec![(n, String::new())], gate: None };
+            }
+            // A round of two: `body` goes on to `second` when its guard
+            // holds (else the round ends), and may take an edge out of
+            // the body, which ends the round too (W0102).
+            let second = format!("y{k}");
+            let mut lines = vec![format!("  node {n}: loop [{body}, {second}] {{ max_rounds: 2, until: {second}.ok{exhausted} }}")];
             lines.push(agent_line(rng, &body, names, true));
+            lines.push(agent_line(rng, &second, names, true));
+            lines.push(format!("  {body} -> {second} when {body}.ok"));
+            if rng.chance(50) {
+                let out = format!("o{k}");
+                names.nodes.push(out.clone());
+                names.reasons.push(format!("left{k}"));
+                lines.push(format!("  node {out}: end left{k}"));
+                lines.push(format!("  {body} -> {out} else"));
+            }
             Block { lines, entry: n.clone(), exits: vec![(n, String::new())], gate: None }
         }
         7 => {

@@ -124,12 +124,12 @@ impl Metered {
                     if workflow.props.contains_key("budget") {
                         charge("run", &visit, "steps", 1.0, &delegations);
                     }
-                    if n.kind == flow_check::ir::NodeKind::Agent
+                    if n.kind() == flow_check::ir::NodeKind::Agent
                         && program.decls.get(&n.target[0]).is_some_and(|a| a.props.contains_key("budget"))
                     {
                         charge(&format!("agent.{}", n.target[0]), &visit, "steps", 1.0, &delegations);
                     }
-                    if n.props.contains_key("budget") {
+                    if n.common.budget.is_some() {
                         charge(&format!("node.{node}"), &visit, "steps", 1.0, &delegations);
                     }
                     let delegation = format!("delegation.{node}");

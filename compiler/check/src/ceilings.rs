@@ -15,16 +15,7 @@ use crate::ir::{Action, Decl, Node, Program, Value, Workflow};
 pub const DEFAULT_MAX_TOKENS: u64 = 4096;
 /// Turns per attempt when neither the node nor its agent declares `max_turns`.
 pub const DEFAULT_MAX_TURNS: u64 = 8;
-/// Repair turns per attempt when the node declares no `repair` (they are
-/// turns too: `max_turns` bounds them).
-pub const DEFAULT_REPAIR: u64 = 1;
-
-fn int(v: Option<&Value>) -> Option<u64> {
-    match v? {
-        Value::Int(i) => Some((*i).max(0) as u64),
-        _ => None,
-    }
-}
+use crate::lookup::int;
 
 fn money(v: Option<&Value>) -> f64 {
     match v {
@@ -84,12 +75,12 @@ impl TurnCeiling {
 /// agent's, else [`DEFAULT_MAX_TURNS`]. Every turn counts, repair turns
 /// and the turns after tool results included.
 pub fn max_turns(node: &Node, agent: &Decl) -> u64 {
-    int(node.props.get("max_turns")).or_else(|| int(agent.props.get("max_turns"))).unwrap_or(DEFAULT_MAX_TURNS)
+    node.max_turns().or_else(|| agent.max_turns()).unwrap_or(DEFAULT_MAX_TURNS)
 }
 
 /// Repair turns per attempt of an agent node.
 pub fn repair(node: &Node) -> u64 {
-    int(node.props.get("repair")).unwrap_or(DEFAULT_REPAIR)
+    node.repair()
 }
 
 /// Every action written in a value (lists and records searched).
@@ -123,7 +114,8 @@ pub fn value_actions<'p>(program: &'p Program, workflow: &'p Workflow) -> Vec<&'
     let mut out = Vec::new();
     workflow.props.values().for_each(|v| actions_in(v, &mut out));
     for node in workflow.nodes.values() {
-        node.props.values().for_each(|v| actions_in(v, &mut out));
+        node.common.budget.iter().for_each(|v| actions_in(v, &mut out));
+        out.extend(node.body.actions());
     }
     for gate in workflow.gates.values() {
         gate.props.values().for_each(|v| actions_in(v, &mut out));

@@ -36,7 +36,7 @@ pub fn run_terminated(reason: &str, status: TerminationStatus, output: Option<Ar
 
 /// `node_started`: the node's kind is the plan's.
 pub fn node_started(node: &Node, visit: u32) -> Body {
-    Body::NodeStarted { schema_version: V, node: node.name.clone(), node_kind: node.kind, visit }
+    Body::NodeStarted { schema_version: V, node: node.name.clone(), node_kind: node.kind(), visit }
 }
 
 /// `node_completed`.
@@ -124,7 +124,7 @@ pub fn granted(budget: &Budget<'_>) -> Usage {
 /// The agent whose node a gate's edge leaves, when that node is an agent
 /// node: the gate's trigger (else the control plane triggers it).
 pub fn gate_agent<'w>(workflow: &'w Workflow, gate: &Gate) -> Option<&'w str> {
-    workflow.nodes.get(&gate.from).filter(|n| n.kind == NodeKind::Agent).and_then(|n| n.target.first()).map(String::as_str)
+    workflow.nodes.get(&gate.from).filter(|n| n.kind() == NodeKind::Agent).and_then(|n| n.target.first()).map(String::as_str)
 }
 
 /// `gate_recorded` of `gate`: its edge and its trigger (who completed the

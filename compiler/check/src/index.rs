@@ -6,7 +6,7 @@
 //! places for the meaning of a boundary to drift.
 
 use crate::ir::NameMap;
-use crate::ir::{ActionKind, Edge, Gate, Guard, NodeKind, Program, Transfer, TransferKind, Value, Workflow};
+use crate::ir::{ActionKind, Edge, Gate, Guard, NodeKind, Program, Transfer, TransferKind, Workflow};
 use flow_trace::Via;
 use indexmap::IndexSet;
 
@@ -29,10 +29,10 @@ pub struct PlanIndex {
     /// Every transfer on each boundary, in declared order.
     transfers_on: Boundaries<Vec<usize>>,
     /// The loop a node is a round member of, the map it is the item node
-    /// of, and the joins that wait for it.
+    /// of, and the join it arrives at.
     loop_of: NameMap<String>,
     map_of: NameMap<String>,
-    joins_of: NameMap<Vec<String>>,
+    join_of: NameMap<String>,
     /// Nodes an action may jump to: `goto`/`activate` targets, `revise`
     /// targets, and where a REPLAN may start (the start node, each gate's
     /// replan scope, `replan(node)` arguments).
@@ -76,7 +76,7 @@ impl PlanIndex {
         }
         let mut index = PlanIndex { out, gate_on, handoff_on, delegation_on, transfers_on, ..PlanIndex::default() };
         for node in workflow.nodes.values() {
-            match node.kind {
+            match node.kind() {
                 NodeKind::Loop => node.target.iter().for_each(|m| {
                     index.loop_of.insert(m.clone(), node.name.clone());
                 }),
@@ -85,7 +85,9 @@ impl PlanIndex {
                         index.map_of.insert(item.clone(), node.name.clone());
                     }
                 }
-                NodeKind::Join => node.target.iter().for_each(|b| index.joins_of.entry(b.clone()).or_default().push(node.name.clone())),
+                NodeKind::Join => node.target.iter().for_each(|b| {
+                    index.join_of.entry(b.clone()).or_insert_with(|| node.name.clone());
+                }),
                 _ => {}
             }
         }
@@ -101,15 +103,7 @@ impl PlanIndex {
             .chain(workflow.nodes.values().flat_map(|n| n.handlers.iter()))
             .chain(workflow.gates.values().flat_map(|g| g.handlers.iter()));
         actions.extend(handlers.map(|h| &h.action));
-        let values = workflow
-            .props
-            .values()
-            .chain(workflow.nodes.values().flat_map(|n| n.props.values()))
-            .chain(workflow.gates.values().flat_map(|g| g.props.values()))
-            .chain(program.decls.values().flat_map(|d| d.props.values()));
-        for value in values {
-            collect_actions(value, &mut actions);
-        }
+        actions.extend(crate::ceilings::value_actions(program, workflow));
         for action in actions {
             let Some(arg) = action.arg() else { continue };
             let set = match action.name {
@@ -192,9 +186,12 @@ impl PlanIndex {
         self.map_of.get(node).map(String::as_str)
     }
 
-    /// The joins that wait for `node`.
-    pub fn joins_of(&self, node: &str) -> &[String] {
-        self.joins_of.get(node).map(Vec::as_slice).unwrap_or_default()
+    /// The join `node` arrives at as a branch: the first join that lists
+    /// it (a later join listing it too never hears from it; W0108 says
+    /// so). A listed branch's edge into its join, or its finishing with no
+    /// edge taken, is an arrival there.
+    pub fn join_of(&self, node: &str) -> Option<&str> {
+        self.join_of.get(node).map(String::as_str)
     }
 
     /// Whether some `goto` or `activate` may jump to `node`.
@@ -220,15 +217,5 @@ pub fn guard_via(guard: &Guard) -> Via {
         Guard::Always => Via::Always,
         Guard::Else => Via::Else,
         Guard::When(cond) => Via::When(crate::render::render(cond)),
-    }
-}
-
-/// The actions a property value holds (zones, fallbacks, nested records).
-fn collect_actions<'a>(value: &'a Value, out: &mut Vec<&'a crate::ir::Action>) {
-    match value {
-        Value::Action(a) => out.push(a),
-        Value::List(items) => items.iter().for_each(|v| collect_actions(v, out)),
-        Value::Record(fields) => fields.values().for_each(|v| collect_actions(v, out)),
-        _ => {}
     }
 }

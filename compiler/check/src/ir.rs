@@ -6,6 +6,10 @@
 //! expressions are [`TExpr`]s carrying their types. Maps are ordered
 //! (source order), so serialising the IR is deterministic.
 
+pub use crate::node::{
+    AgentNode, EndNode, FlowNode, HumanNode, JoinNode, JoinRule, LoopNode, MapNode, NodeBody, NodeCommon, ParallelNode, Retry, StateRef,
+    ToolNode,
+};
 use crate::spec::Kind;
 use crate::types::Ty;
 pub use flow_trace::{Action, ActionKind, HandlerEvent, NodeKind};
@@ -115,18 +119,36 @@ impl std::fmt::Display for TransferKind {
     }
 }
 
+/// A node: its kind with that kind's properties ([`NodeBody`], written
+/// flat: `"kind": "loop", "max_rounds": 3, …`), the properties every kind
+/// accepts, and its handlers — all resolved at lowering.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Node {
     pub name: String,
-    pub kind: NodeKind,
+    #[serde(flatten)]
+    pub body: NodeBody,
     /// The target's names: the agent, tool, principal, workflow, the
     /// listed nodes, or the termination reason.
     pub target: Vec<String>,
-    pub props: NameMap<Value>,
+    pub common: NodeCommon,
     pub handlers: Vec<Handler>,
     /// The node's output type (what its name means in expressions).
     pub output: Ty,
     pub loc: Loc,
+}
+
+impl Node {
+    /// A node lowered from its checked properties (see
+    /// [`crate::node::lower`]).
+    pub fn new(name: &str, kind: NodeKind, target: Vec<String>, props: &NameMap<Value>, output: Ty, loc: Loc) -> Node {
+        let (common, body) = crate::node::lower(kind, props);
+        Node { name: name.to_string(), body, target, common, handlers: Vec::new(), output, loc }
+    }
+
+    /// The node kind.
+    pub fn kind(&self) -> NodeKind {
+        self.body.kind()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -14,6 +14,7 @@ mod expr;
 pub mod index;
 pub mod ir;
 pub mod lookup;
+pub mod node;
 pub mod plan;
 pub mod render;
 pub mod schema;

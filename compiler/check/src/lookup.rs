@@ -49,7 +49,7 @@ pub fn ref_name(value: Option<&Value>) -> Option<&str> {
 
 /// The agent an agent node runs.
 pub fn agent_of<'p>(node: &Node, program: &'p Program) -> Option<&'p Decl> {
-    (node.kind == NodeKind::Agent).then(|| program.decls.get(node.target.first()?)).flatten()
+    (node.kind() == NodeKind::Agent).then(|| program.decls.get(node.target.first()?)).flatten()
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::path::{Component, Path};
 use std::sync::Arc;
 
 /// The plan format version. Bump on any incompatible change of the IR.
-pub const PLAN_VERSION: u32 = 1;
+pub const PLAN_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Plan {

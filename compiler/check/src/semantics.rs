@@ -7,7 +7,7 @@
 
 use crate::index::PlanIndex;
 use crate::ir::NodeKind;
-use crate::ir::{Action, ActionKind, Gate, Handler, HandlerEvent, Node, Value, Workflow};
+use crate::ir::{Action, ActionKind, Gate, Handler, HandlerEvent, JoinRule, Node, Value, Workflow};
 use crate::view::OnFailure;
 use flow_trace::{Decision, TerminationStatus};
 
@@ -52,7 +52,7 @@ pub fn human_decision_action(node: &Node, decision: Decision) -> Action {
 pub fn decision_timeout_ms(workflow: &Workflow, subject: &str) -> Option<u64> {
     match (workflow.gates.get(subject), workflow.nodes.get(subject)) {
         (Some(gate), _) => gate.timeout_ms(),
-        (None, Some(node)) if node.kind == NodeKind::Human => node.timeout_ms(),
+        (None, Some(node)) if node.kind() == NodeKind::Human => node.timeout_ms(),
         _ => None,
     }
 }
@@ -68,12 +68,12 @@ pub fn human_decision_applied(node: &Node, decision: Decision) -> flow_trace::Ap
     }
 }
 
-/// A join node's aggregation rule (`rule`, default `all`).
-pub fn join_rule(node: &Node) -> &str {
-    match node.props.get("rule") {
-        Some(Value::JoinRule { rule, .. }) => rule,
-        Some(Value::Word(w)) => w,
-        _ => "all",
+/// A join node's aggregation rule (`all` for a node that is not a join).
+pub fn join_rule(node: &Node) -> &JoinRule {
+    const ALL: JoinRule = JoinRule::All;
+    match &node.body {
+        crate::ir::NodeBody::Join(j) => &j.rule,
+        _ => &ALL,
     }
 }
 
@@ -82,18 +82,32 @@ pub fn join_rule(node: &Node) -> &str {
 /// first, `majority` on more than half, every other rule (`all`,
 /// `weighted`, `custom`) on the last. The join starts only then; a branch
 /// that finishes after its join ran is absorbed and starts nothing.
-pub fn join_ready(rule: &str, arrived: usize, total: usize) -> bool {
+pub fn join_ready(rule: &JoinRule, arrived: usize, total: usize) -> bool {
     match rule {
-        "any" | "first" => arrived >= 1,
-        "majority" => arrived * 2 > total,
-        _ => arrived >= total,
+        JoinRule::Any | JoinRule::First => arrived >= 1,
+        JoinRule::Majority => arrived * 2 > total,
+        JoinRule::All | JoinRule::Weighted { .. } | JoinRule::Custom { .. } => arrived >= total,
     }
 }
 
-/// Whether leaving `from` for `to` is `from` arriving at the join `to`:
-/// `from` is one of the branches `to` lists.
-pub fn is_join_arrival(to: &Node, from: &str) -> bool {
-    to.kind == NodeKind::Join && to.target.iter().any(|b| b == from)
+/// The loop whose round ends when `from` takes its edge to `to`
+/// (reference §6.1): `from` is a round member of a loop and `to` is not in
+/// that loop's body. Leaving the body is not a crossing: the round ends,
+/// and the loop's `until`, `max_rounds` and own edges decide what runs
+/// next.
+pub fn round_exit<'i>(workflow: &Workflow, index: &'i PlanIndex, from: &str, to: &str) -> Option<&'i str> {
+    let lp = index.loop_of(from)?;
+    let inside = workflow.nodes.get(lp).is_some_and(|l| l.target.iter().any(|m| m == to));
+    (!inside).then_some(lp)
+}
+
+/// Whether a node with these outgoing edges may take none of them: it
+/// has none, or every one is guarded by `when` (no `else`, no plain
+/// edge), so all guards may be false. Then the step falls through: a loop
+/// member ends its round, a listed branch arrives at its join, any other
+/// node is a dead end.
+pub fn may_fall_through<'e>(mut edges: impl Iterator<Item = &'e crate::ir::Edge>) -> bool {
+    edges.all(|e| matches!(e.guard, crate::ir::Guard::When(_)))
 }
 
 /// Whether every evaluator of `gate` can only PASS when the gate runs

@@ -145,6 +145,8 @@ pub enum PropDefault {
     Word(&'static str),
     Int(i64),
     Bool(bool),
+    /// A list of words.
+    Words(&'static [&'static str]),
 }
 
 impl PropDefault {
@@ -154,6 +156,7 @@ impl PropDefault {
             PropDefault::Word(w) => crate::ir::Value::Word(w.to_string()),
             PropDefault::Int(i) => crate::ir::Value::Int(i),
             PropDefault::Bool(b) => crate::ir::Value::Bool(b),
+            PropDefault::Words(ws) => crate::ir::Value::List(ws.iter().map(|w| crate::ir::Value::Word(w.to_string())).collect()),
         }
     }
 }
@@ -627,7 +630,7 @@ pub const NODE_COMMON: &[P] = &[
     opt("reads", V::List(&V::Ref(&[Kind::Blackboard])), "Blackboards the node reads."),
     opt("task", V::Record(TASK), "What the task is, for agent routing rules (`task` in `routes`)."),
     opt("max_visits", V::Int, "How many times the node may run in one run (bounds rework cycles)."),
-    opt("exclusive", V::Bool, "At most one outgoing guard may hold; overlapping guards are an error."),
+    def("exclusive", V::Bool, PropDefault::Bool(false), "At most one outgoing guard may hold; overlapping guards are an error."),
 ];
 
 const TASK: &[P] = &[
@@ -645,7 +648,7 @@ pub const NODE_KINDS: &[NodeSpec] = &[
             req("output", V::Type, "Output type; the agent's reply is validated against it."),
             opt("prompt", V::Str, "The task given to the agent."),
             opt("context", V::Word(CONTEXT), "Context override."),
-            opt("repair", V::Int, "Repair retries for invalid output (default 1)."),
+            def("repair", V::Int, PropDefault::Int(1), "Repair retries for invalid output (default 1)."),
             opt("max_turns", V::Int, "Turns per attempt."),
         ],
         events: NODE_EVENTS,
@@ -668,7 +671,12 @@ pub const NODE_KINDS: &[NodeSpec] = &[
         props: &[
             opt("prompt", V::Str, "What the human is asked."),
             opt("output", V::Type, "Output type of the human's answer."),
-            opt("decisions", V::List(&V::Word(DECISIONS)), "Decisions offered."),
+            def(
+                "decisions",
+                V::List(&V::Word(DECISIONS)),
+                PropDefault::Words(&["approve", "reject"]),
+                "Decisions offered (default approve and reject).",
+            ),
         ],
         events: &["failure", "timeout", "approve", "revise", "replan", "reject"],
     },
@@ -695,9 +703,14 @@ pub const NODE_KINDS: &[NodeSpec] = &[
         target: Target::Nodes,
         doc: "Join/merge of the listed branches with an aggregation rule.",
         props: &[
-            opt("rule", V::JoinRule, "all (default), any, majority, first, weighted({...}), custom(evaluator)."),
+            def("rule", V::JoinRule, PropDefault::Word("all"), "all (default), any, majority, first, weighted({...}), custom(evaluator)."),
             opt("output", V::Type, "The merged output type."),
-            opt("conflicts", V::Word(&["keep", "fail"]), "Conflicting results are kept (never averaged) or fail the join."),
+            def(
+                "conflicts",
+                V::Word(&["keep", "fail"]),
+                PropDefault::Word("keep"),
+                "Conflicting results are kept (never averaged, the default) or fail the join.",
+            ),
         ],
         events: NODE_EVENTS,
     },
@@ -723,7 +736,12 @@ pub const NODE_KINDS: &[NodeSpec] = &[
         kind: "end",
         target: Target::Reason,
         doc: "Termination with a reason code.",
-        props: &[opt("status", V::Word(&["success", "failure", "partial", "escalated", "cancelled"]), "Run status (default success).")],
+        props: &[def(
+            "status",
+            V::Word(&["success", "failure", "partial", "escalated", "cancelled"]),
+            PropDefault::Word("success"),
+            "Run status (default success).",
+        )],
         events: &[],
     },
 ];

@@ -235,15 +235,8 @@ impl Checker<'_> {
                 d = d.with_help(format!("did you mean `{s}`?"));
             }
             self.diagnostics.push(d);
-            return ir::Node {
-                name: node.name.text.clone(),
-                kind: ir::NodeKind::Invalid,
-                target: Vec::new(),
-                props: ir::NameMap::default(),
-                handlers: Vec::new(),
-                output,
-                loc: loc(self.file, node.name.span),
-            };
+            let props = ir::NameMap::default();
+            return ir::Node::new(&node.name.text, ir::NodeKind::Invalid, Vec::new(), &props, output, loc(self.file, node.name.span));
         };
         let target = self.check_target(node, spec.target);
         self.tool_input = None;
@@ -269,15 +262,8 @@ impl Checker<'_> {
                 }
             }
         }
-        ir::Node {
-            name: node.name.text.clone(),
-            kind: ir::NodeKind::parse(spec.kind).unwrap_or(ir::NodeKind::Invalid),
-            target,
-            props,
-            handlers,
-            output,
-            loc: loc(self.file, node.name.span),
-        }
+        let kind = ir::NodeKind::parse(spec.kind).unwrap_or(ir::NodeKind::Invalid);
+        ir::Node { handlers, ..ir::Node::new(&node.name.text, kind, target, &props, output, loc(self.file, node.name.span)) }
     }
 
     fn check_target(&mut self, node: &ast::NodeStmt, target: Target) -> Vec<String> {

@@ -742,6 +742,29 @@ Example:
 
 Fix: connect it or remove it."#;
 
+    ROUND_EXIT = "W0102", "edge leaves a loop round",
+r#"A node of a `loop`'s round has an edge to a node outside the round.
+Taking it does not cross to that node: the round ends there, and the
+loop decides what runs next — another round (unless `until` holds or
+`max_rounds` rounds have run), then the loop node's own edges. The
+edge's target runs only if some other path leads there.
+
+Example:
+
+    workflow w {
+      start: refine
+      node refine: loop [draft, review] { max_rounds: 3, until: review.ok }
+      node draft: agent writer { output: string }
+      node review: agent critic { output: { ok: bool } }
+      node publish: end published
+      draft -> review
+      review -> publish when review.ok     // ends the round instead
+      refine -> publish
+    }
+
+Fix: leave the loop through the loop node's own edges (`refine ->
+publish`) and end rounds with `until`; remove the edge from the round."#;
+
     NO_STATIC_BOUND = "W0801", "no static bound",
 r#"The workflow declares a budget limit, but the compiler cannot bound the
 worst case of that quantity: a `map` has no `max_items`, a cycle is

@@ -234,7 +234,7 @@ fn every_example_builds_a_plan_valid_against_the_published_schema() {
         let plan: Value = serde_json::from_str(&std::fs::read_to_string(&out).expect("plan written")).expect("plan JSON");
         let errors: Vec<String> = validator.iter_errors(&plan).map(|e| format!("{} at {}", e, e.instance_path())).take(5).collect();
         assert!(errors.is_empty(), "{example}: plan does not validate:\n{}", errors.join("\n"));
-        assert_eq!(plan["flow_plan_version"], 1);
+        assert_eq!(plan["flow_plan_version"], flow_check::plan::PLAN_VERSION);
         assert!(plan["source"]["digest"].as_str().unwrap().starts_with("sha256:"));
         assert_eq!(plan["source"]["root"], example.as_str());
         assert!(plan["program"]["workflows"].as_object().is_some_and(|w| !w.is_empty()));

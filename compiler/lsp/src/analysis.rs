@@ -168,7 +168,7 @@ impl Analysis {
                             text.push_str(&format!("\n\n`{name}` = `{}`", t.ty));
                         }
                     }
-                    if let Some(budget) = node.props.get("budget") {
+                    if let Some(budget) = &node.common.budget {
                         text.push_str(&format!("\n\nbudget: `{}`", serde_json::to_string(budget).unwrap_or_default()));
                     }
                 }

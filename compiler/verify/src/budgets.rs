@@ -222,7 +222,7 @@ fn budget_graph<'w>(workflow: &'w Workflow, program: &'w Program) -> FlowGraph<'
     if !anywhere.is_empty() {
         let index = flow_check::index::PlanIndex::new(program, workflow);
         for (i, node) in workflow.nodes.values().enumerate() {
-            if node.kind == NodeKind::End {
+            if node.kind() == NodeKind::End {
                 continue;
             }
             let me = NodeIndex::new(i);
@@ -299,7 +299,7 @@ impl<'a, 'p> Bounds<'a, 'p> {
     fn intrinsic(&self, node: &Node, q: &str) -> B {
         let tries = self.attempts(node);
         let count = |n: f64| Some(Bound { fixed: n, open: 0.0 });
-        match node.kind {
+        match node.kind() {
             NodeKind::Agent => {
                 let agent = agent_of(node, self.program)?;
                 let turns = tries * ceilings::max_turns(node, agent) as f64;
@@ -367,7 +367,7 @@ impl<'a, 'p> Bounds<'a, 'p> {
     fn agent_worst(&self, agent: &str, q: &str) -> (B, Vec<NodeIndex>) {
         self.worst(|n| {
             let node = self.flow.node(n);
-            if node.kind == NodeKind::Agent && node.target.first().is_some_and(|a| a == agent) {
+            if node.kind() == NodeKind::Agent && node.target.first().is_some_and(|a| a == agent) {
                 times(self.visit(node, q), self.mult[&n])
             } else {
                 Some(ZERO)
@@ -451,7 +451,7 @@ impl<'a, 'p> Bounds<'a, 'p> {
                     .workflow
                     .nodes
                     .values()
-                    .any(|m| m.kind == NodeKind::Map && m.target.contains(&node.name) && m.max_items().is_none());
+                    .any(|m| m.kind() == NodeKind::Map && m.target.contains(&node.name) && m.max_items().is_none());
                 return if in_map {
                     format!("`{}` runs once per item of a `map` without `max_items`", node.name)
                 } else {
@@ -459,7 +459,7 @@ impl<'a, 'p> Bounds<'a, 'p> {
                 };
             }
             if visit.is_none() {
-                return match node.kind {
+                return match node.kind() {
                     NodeKind::Flow => format!("`{}` runs another workflow, whose {q} this bound does not follow", node.name),
                     _ => format!("`{}` has no {q} ceiling (give it or its agent a `budget: {{ {q}: … }}`)", node.name),
                 };
@@ -539,7 +539,7 @@ fn multipliers(flow: &FlowGraph<'_>) -> NodeMap<Option<f64>> {
     let enclosing: Vec<(&Node, Option<f64>)> = workflow
         .nodes
         .values()
-        .filter_map(|node| match node.kind {
+        .filter_map(|node| match node.kind() {
             NodeKind::Loop => Some((node, node.max_rounds().map(|v| v as f64))),
             NodeKind::Map => Some((node, node.max_items().map(|v| v as f64))),
             _ => None,
@@ -609,9 +609,9 @@ impl Dp<'_, '_> {
             .filter(|e| !matches!(e.weight(), EdgeKind::LoopBack | EdgeKind::MapReturn))
             .map(|e| e.target())
             .collect();
-        if node.kind == NodeKind::Parallel {
+        if node.kind() == NodeKind::Parallel {
             for branch in &node.target {
-                if let Some(j) = flow.workflow.nodes.values().find(|j| j.kind == NodeKind::Join && j.target.contains(branch)) {
+                if let Some(j) = flow.workflow.nodes.values().find(|j| j.kind() == NodeKind::Join && j.target.contains(branch)) {
                     out.push(flow.index[&j.name]);
                 }
             }
@@ -627,7 +627,7 @@ impl Dp<'_, '_> {
         let node = flow.node(n);
         let mut inner = Vec::new();
         let mut successors = Vec::new();
-        match node.kind {
+        match node.kind() {
             NodeKind::Parallel => {
                 let mut join = None;
                 for branch in &node.target {
@@ -637,7 +637,7 @@ impl Dp<'_, '_> {
                             .workflow
                             .nodes
                             .values()
-                            .find(|j| j.kind == NodeKind::Join && j.target.contains(branch))
+                            .find(|j| j.kind() == NodeKind::Join && j.target.contains(branch))
                             .map(|j| flow.index[&j.name]);
                     }
                 }
@@ -660,7 +660,7 @@ impl Dp<'_, '_> {
         for edge in flow.graph.edges_directed(n, Direction::Outgoing) {
             let skip = match edge.weight() {
                 EdgeKind::LoopBack | EdgeKind::MapReturn | EdgeKind::LoopEnter | EdgeKind::MapEnter | EdgeKind::Fanout => true,
-                _ => mode && flow.node(edge.target()).kind == NodeKind::Join,
+                _ => mode && flow.node(edge.target()).kind() == NodeKind::Join,
             };
             if !skip {
                 successors.push(edge.target());
@@ -780,7 +780,7 @@ fn workflow_bounds(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagno
     let mut agents: IndexSet<&str> = IndexSet::new();
     for n in bounds.reached.keys() {
         let node = flow.node(n);
-        if node.kind == NodeKind::Agent {
+        if node.kind() == NodeKind::Agent {
             if let Some(agent) = node.target.first() {
                 agents.insert(agent);
             }
@@ -873,7 +873,7 @@ fn scope_counts(bounds: &Bounds<'_, '_>, scope: &str, node: &Node, q: &str) -> b
     if scope == "run" {
         bounds.agent_cap(node, q).is_none()
     } else if let Some(agent) = scope.strip_prefix("agent.") {
-        node.kind == NodeKind::Agent && node.target.first().is_some_and(|a| a == agent)
+        node.kind() == NodeKind::Agent && node.target.first().is_some_and(|a| a == agent)
     } else {
         scope.split_once('.').is_some_and(|(_, n)| n == node.name)
     }

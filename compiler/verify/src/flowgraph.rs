@@ -1,19 +1,26 @@
-//! The control-flow graph of one workflow, built from the IR.
+//! The control-flow graph of one workflow, built from the plan index
+//! ([`PlanIndex`]) and the step rules of [`flow_check::semantics`] — the
+//! ones the engine and the model checker take steps by.
 //!
 //! Nodes are the workflow's nodes. Edges are the written edges plus the
 //! implicit ones the node kinds imply:
 //!
 //! - `parallel [a, b]` fans out to each branch;
-//! - `join [a, b]` is entered from each listed branch;
-//! - `loop [b1, …, bn]` enters its round at `b1`; a body node with no edge
-//!   to another body node ends the round and returns to the loop node;
+//! - `join [a, b]` is entered from each listed branch that arrives there
+//!   (a branch arrives at the first join listing it, [`PlanIndex::join_of`]);
+//! - `loop [b1, …, bn]` enters its round at `b1`; a round member's step
+//!   ends the round and returns to the loop node when it may take no edge
+//!   ([`semantics::may_fall_through`]), and a written edge that leaves the
+//!   body is such a return, not a crossing ([`semantics::round_exit`]);
 //! - `map x` runs `x` per item and returns to the map node;
 //! - handler actions that name a node (`goto`, `activate`, `revise`,
 //!   `replan(n)`) lead from the handler's owner (a gate's `from` node) to it.
 
+use flow_check::index::PlanIndex;
 use flow_check::ir::ActionKind;
 use flow_check::ir::NodeKind;
 use flow_check::ir::{Guard, Loc, Node, Workflow};
+use flow_check::semantics;
 use flow_diagnostics::{FileId, Span, Witness, WitnessStep};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
@@ -91,6 +98,9 @@ pub enum EdgeKind<'w> {
     Join,
     LoopEnter,
     LoopBack,
+    /// A written edge (index into `Workflow::edges`) that leaves its loop's
+    /// body: taking it ends the round, so it leads back to the loop node.
+    RoundExit(usize),
     MapEnter,
     MapReturn,
     /// A handler action naming a node; `gate` is set for gate handlers.
@@ -103,7 +113,7 @@ pub enum EdgeKind<'w> {
 impl EdgeKind<'_> {
     /// Edges that close a bounded iteration (a loop's or a map's).
     pub fn is_bounded_back_edge(&self) -> bool {
-        matches!(self, EdgeKind::LoopBack | EdgeKind::MapReturn)
+        matches!(self, EdgeKind::LoopBack | EdgeKind::RoundExit(_) | EdgeKind::MapReturn)
     }
 }
 
@@ -192,6 +202,8 @@ pub struct FlowGraph<'w> {
     /// Per written edge (`Workflow::edges` order): its source and target
     /// nodes, when they name nodes of this workflow.
     pub edge_ends: Vec<EdgeEnds>,
+    /// The plan's structure, as the engine and the model checker read it.
+    pub plan: PlanIndex,
 }
 
 pub fn loc_span(loc: Loc) -> (FileId, Span) {
@@ -212,6 +224,7 @@ impl<'w> FlowGraph<'w> {
             start: None,
             handler_roots: Vec::new(),
             edge_ends: Vec::with_capacity(workflow.edges.len()),
+            plan: PlanIndex::new(program, workflow),
         };
         if let Some(start) = workflow.start() {
             flow.start = flow.index.get(start).copied();
@@ -228,7 +241,10 @@ impl<'w> FlowGraph<'w> {
             let ends = (from, flow.index.get(&edge.to).copied());
             previous = Some((&edge.from, &edge.to, ends));
             if let (Some(a), Some(b)) = ends {
-                flow.graph.add_edge(a, b, EdgeKind::Written(i));
+                match semantics::round_exit(workflow, &flow.plan, &edge.from, &edge.to).and_then(|lp| flow.index.get(lp).copied()) {
+                    Some(lp) => flow.graph.add_edge(a, lp, EdgeKind::RoundExit(i)),
+                    None => flow.graph.add_edge(a, b, EdgeKind::Written(i)),
+                };
             }
             flow.edge_ends.push(ends);
         }
@@ -284,7 +300,7 @@ impl<'w> FlowGraph<'w> {
 
     /// The implicit edges of `node`, the graph node `me`.
     fn add_implicit(&mut self, me: NodeIndex, node: &'w Node) {
-        match node.kind {
+        match node.kind() {
             NodeKind::Parallel => {
                 for branch in &node.target {
                     if let Some(&b) = self.index.get(branch) {
@@ -295,7 +311,7 @@ impl<'w> FlowGraph<'w> {
                 }
             }
             NodeKind::Join => {
-                for branch in &node.target {
+                for branch in node.target.iter().filter(|b| self.plan.join_of(b) == Some(node.name.as_str())) {
                     if let Some(&b) = self.index.get(branch) {
                         if !self.has_written_edge(b, me) {
                             self.graph.add_edge(b, me, EdgeKind::Join);
@@ -304,18 +320,14 @@ impl<'w> FlowGraph<'w> {
                 }
             }
             NodeKind::Loop => {
-                let members: Vec<Option<NodeIndex>> = node.target.iter().map(|m| self.index.get(m).copied()).collect();
-                if let Some(&Some(first)) = members.first() {
+                if let Some(&first) = node.target.first().and_then(|m| self.index.get(m)) {
                     self.graph.add_edge(me, first, EdgeKind::LoopEnter);
                 }
-                let mut body: Vec<NodeIndex> = members.iter().flatten().copied().collect();
-                body.sort_unstable();
-                for &m in members.iter().flatten() {
-                    let stays_inside = self
-                        .graph
-                        .edges_directed(m, Direction::Outgoing)
-                        .any(|e| matches!(e.weight(), EdgeKind::Written(_)) && body.binary_search(&e.target()).is_ok());
-                    if !stays_inside {
+                // A member that may take none of its edges ends the round
+                // (an edge leaving the body is a `RoundExit`, drawn above).
+                for member in node.target.iter().filter(|m| self.plan.loop_of(m) == Some(node.name.as_str())) {
+                    let Some(&m) = self.index.get(member) else { continue };
+                    if semantics::may_fall_through(self.plan.out_of(self.workflow, m.index())) {
                         self.graph.add_edge(m, me, EdgeKind::LoopBack);
                     }
                 }
@@ -366,7 +378,7 @@ impl<'w> FlowGraph<'w> {
 
     /// Whether a node ends the run when reached.
     pub fn is_terminal(&self, index: NodeIndex) -> bool {
-        self.node(index).kind == NodeKind::End
+        self.node(index).kind() == NodeKind::End
     }
 
     /// Whether the node has a handler that ends the run (terminate,
@@ -476,6 +488,7 @@ impl<'w> FlowGraph<'w> {
             EdgeKind::Join => " (join)".into(),
             EdgeKind::LoopEnter => " (a round starts)".into(),
             EdgeKind::LoopBack => " (the round ends)".into(),
+            EdgeKind::RoundExit(i) => format!(" (the edge to `{}` ends the round)", self.workflow.edges[*i].to),
             EdgeKind::MapEnter => " (per item)".into(),
             EdgeKind::MapReturn => " (item done)".into(),
             EdgeKind::Handler { action, gate: Some(gate) } => format!(" (gate `{gate}`: {action})"),

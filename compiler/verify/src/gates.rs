@@ -78,7 +78,7 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
             let from_node = flow.node(from);
             let agents = trigger.by.iter().filter(|who| program.decls.get(who.as_str()).is_some_and(|d| d.kind == Kind::Agent));
             for name in agents {
-                let runs_from = from_node.kind == NodeKind::Agent && from_node.target.first() == Some(name);
+                let runs_from = from_node.kind() == NodeKind::Agent && from_node.target.first() == Some(name);
                 if !runs_from {
                     let (nf, ns) = loc_span(from_node.loc);
                     out.push(

@@ -16,6 +16,7 @@ use std::collections::VecDeque;
 pub fn check(flow: &FlowGraph<'_>, types: &Types<'_>, out: &mut Vec<Diagnostic>) {
     let reached = flow.reachable();
     unreachable(flow, &reached, out);
+    round_exits(flow, out);
     // Per node: whether reaching it ends the run (an end, or a terminating
     // handler).
     let ends: Vec<bool> = flow.graph.node_indices().map(|n| flow.is_terminal(n) || flow.has_terminating_handler(n)).collect();
@@ -34,11 +35,36 @@ fn unreachable(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic
         if !reached.contains_key(&index) {
             let node = flow.node(index);
             let (file, span) = loc_span(node.loc);
-            out.push(
-                Diagnostic::new(codes::UNREACHABLE_NODE, file, span, format!("node `{}` can never run", node.name))
-                    .with_primary_message("no path from the start reaches this node"),
-            );
+            let mut d = Diagnostic::new(codes::UNREACHABLE_NODE, file, span, format!("node `{}` can never run", node.name))
+                .with_primary_message("no path from the start reaches this node");
+            // A join whose branches arrive at an earlier join.
+            if let Some(first) = node.target.iter().filter_map(|b| flow.plan.join_of(b)).find(|j| *j != node.name) {
+                d = d.with_note(format!("its branches arrive at `{first}`, the first join that lists them"));
+            }
+            out.push(d);
         }
+    }
+}
+
+/// W0102: written edges that leave a loop's round (taking one ends the
+/// round; it never reaches its target).
+fn round_exits(flow: &FlowGraph<'_>, out: &mut Vec<Diagnostic>) {
+    for edge in flow.graph.edge_references() {
+        let EdgeKind::RoundExit(i) = edge.weight() else { continue };
+        let written = &flow.workflow.edges[*i];
+        let lp = flow.name(edge.target());
+        let (file, span) = loc_span(written.loc);
+        out.push(
+            Diagnostic::new(
+                codes::ROUND_EXIT,
+                file,
+                span,
+                format!("the edge `{} -> {}` leaves the round of loop `{lp}`", written.from, written.to),
+            )
+            .with_primary_message("taking this edge ends the round")
+            .with_note(format!("`{}` is not in the round: `{lp}` decides what runs next (another round, then its own edges)", written.to))
+            .with_help(format!("leave the loop through `{lp}`'s own edges, and end rounds with `until`")),
+        );
     }
 }
 
@@ -537,7 +563,7 @@ fn exhaustive_gap(types: &Types<'_>, covers: &[Option<(String, Ty, Cover)>]) -> 
 /// E0406: every parallel branch must reach a join that lists it.
 fn fanouts(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
     // Graph nodes are in the workflow's node order.
-    for (i, (name, node)) in flow.workflow.nodes.iter().enumerate().filter(|(_, (_, n))| n.kind == NodeKind::Parallel) {
+    for (i, (name, node)) in flow.workflow.nodes.iter().enumerate().filter(|(_, (_, n))| n.kind() == NodeKind::Parallel) {
         let index = NodeIndex::new(i);
         if !reached.contains_key(&index) {
             continue;
@@ -548,7 +574,7 @@ fn fanouts(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
                 .workflow
                 .nodes
                 .values()
-                .any(|j| j.kind == NodeKind::Join && j.target.contains(branch) && reaches(flow, b, flow.index[&j.name]));
+                .any(|j| j.kind() == NodeKind::Join && j.target.contains(branch) && reaches(flow, b, flow.index[&j.name]));
             if !joined {
                 let (file, span) = loc_span(node.loc);
                 let mut path = flow.path_to(reached, index);

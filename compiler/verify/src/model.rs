@@ -264,7 +264,7 @@ struct NodeInfo {
     loop_until: bool,
     map_bound: u32,
     join_slot: usize,
-    join_rule: String,
+    join_rule: flow_check::ir::JoinRule,
     can_timeout: bool,
     /// Human node: the slot of its last decision.
     dec_slot: usize,
@@ -376,7 +376,7 @@ impl<'p> Model<'p> {
         }
         // Every node, before anything refers to them by index.
         for (name, node) in &workflow.nodes {
-            let kind = match node.kind {
+            let kind = match node.kind() {
                 NodeKind::Agent => Kind::Agent,
                 NodeKind::Tool => Kind::Tool,
                 NodeKind::Human => Kind::Human,
@@ -412,7 +412,7 @@ impl<'p> Model<'p> {
                 loop_until: false,
                 map_bound: 2,
                 join_slot: 0,
-                join_rule: "all".into(),
+                join_rule: flow_check::ir::JoinRule::All,
                 can_timeout: false,
                 dec_slot: 0,
                 guards_can_fail: true,
@@ -491,7 +491,7 @@ impl<'p> Model<'p> {
                     // ran, and those it absorbs (still running when it ran).
                     info.join_slot = m.slots;
                     m.slots += 2;
-                    info.join_rule = flow_check::semantics::join_rule(node).to_string();
+                    info.join_rule = flow_check::semantics::join_rule(node).clone();
                 }
                 _ => {}
             }
@@ -512,12 +512,12 @@ impl<'p> Model<'p> {
             .nodes
             .values()
             .map(|node| {
-                node.kind.has_attempts()
+                node.kind().has_attempts()
                     && (can_run_out.contains("run")
                         || node
                             .target
                             .first()
-                            .is_some_and(|a| node.kind == NodeKind::Agent && can_run_out.contains(format!("agent.{a}").as_str()))
+                            .is_some_and(|a| node.kind() == NodeKind::Agent && can_run_out.contains(format!("agent.{a}").as_str()))
                         || can_run_out.contains(format!("node.{}", node.name).as_str())
                         || can_run_out.contains(format!("delegation.{}", node.name).as_str()))
             })
@@ -527,7 +527,7 @@ impl<'p> Model<'p> {
         let index = &m.index;
         for (i, name) in workflow.nodes.keys().enumerate() {
             m.nodes[i].in_loop = index.loop_of(name).and_then(node_index);
-            m.nodes[i].join_of = index.joins_of(name).last().and_then(|j| node_index(j));
+            m.nodes[i].join_of = index.join_of(name).and_then(node_index);
             m.nodes[i].map_of = index.map_of(name).and_then(node_index);
         }
         // Each node's edges in the order the step rule tries them (the plan
@@ -851,7 +851,7 @@ impl<'p> Model<'p> {
     }
 
     pub fn node_kind(&self, n: NodeId) -> NodeKind {
-        self.workflow.nodes.get_index(n as usize).map(|(_, node)| node.kind).unwrap_or(NodeKind::Invalid)
+        self.workflow.nodes.get_index(n as usize).map(|(_, node)| node.kind()).unwrap_or(NodeKind::Invalid)
     }
 
     pub fn node_agent(&self, n: NodeId) -> Option<&str> {
@@ -859,7 +859,7 @@ impl<'p> Model<'p> {
     }
 
     /// The run's status when it terminates with reason `r`, as the engine
-    /// gives it: an end node's `status` (default success), partial after
+    /// gives it: an end node's `status`, partial after
     /// `fallback` or `return_partial`, escalated after a rejected
     /// escalation, failure otherwise.
     pub fn termination_status(&self, r: u16) -> TerminationStatus {
@@ -867,7 +867,9 @@ impl<'p> Model<'p> {
         for (i, info) in self.nodes.iter().enumerate() {
             if info.kind == Kind::End && info.end_reason == r {
                 let node = self.workflow.nodes.get_index(i).map(|(_, n)| n);
-                return node.map_or(TerminationStatus::Success, |n| n.status());
+                if let Some(status) = node.and_then(|n| n.status()) {
+                    return status;
+                }
             }
         }
         if reason == "partial_result" || self.partial_reasons.contains(reason) {
@@ -895,7 +897,7 @@ impl<'p> Model<'p> {
         if let Some(gate) = self.workflow.gates.get(subject) {
             return Applied::Action(flow_check::semantics::gate_decision_action(gate, decision));
         }
-        if let Some(node) = self.workflow.nodes.get(subject).filter(|n| n.kind == NodeKind::Human) {
+        if let Some(node) = self.workflow.nodes.get(subject).filter(|n| n.kind() == NodeKind::Human) {
             return flow_check::semantics::human_decision_applied(node, decision);
         }
         if subject.starts_with("confirm.") {

@@ -31,7 +31,7 @@ pub fn obligations(program: &Program) -> Vec<Obligation> {
         let mut agents: Vec<String> = Vec::new();
         for n in reached.keys() {
             let node = flow.node(n);
-            if node.kind == NodeKind::Agent {
+            if node.kind() == NodeKind::Agent {
                 if let Some(agent) = node.target.first() {
                     if !agents.contains(agent) {
                         agents.push(agent.clone());

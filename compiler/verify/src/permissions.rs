@@ -45,7 +45,7 @@ pub fn check_agents(program: &Program, out: &mut Vec<Diagnostic>) {
 
 /// The tools a node may call: a tool node's tool, an agent node's agent's tools.
 fn tools_of(node: &Node, program: &Program) -> Vec<String> {
-    match node.kind {
+    match node.kind() {
         NodeKind::Tool => node.target.clone(),
         NodeKind::Agent => agent_of(node, program).map(|a| a.tools()).unwrap_or_default(),
         _ => Vec::new(),
@@ -255,7 +255,7 @@ fn fmt_num(v: f64) -> String {
 
 /// Whether a node is a human approval point.
 fn approves(node: &Node) -> bool {
-    node.kind == NodeKind::Human
+    node.kind() == NodeKind::Human
 }
 
 /// Whether crossing this written edge passes a gate a human always judges.
@@ -280,7 +280,7 @@ fn risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic
     if !program.decls.values().any(|d| d.kind == Kind::Tool && risky(&d.name)) {
         return;
     }
-    let calls_risky = |node: &Node| match node.kind {
+    let calls_risky = |node: &Node| match node.kind() {
         NodeKind::Tool => node.target.iter().any(|t| risky(t)),
         NodeKind::Agent => agent_of(node, program).is_some_and(|a| a.tools().iter().any(|t| risky(t))),
         _ => false,
@@ -327,13 +327,13 @@ fn risky_tools(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic
 }
 
 fn is_private_source(node: &Node, program: &Program) -> bool {
-    let private = |labels: Vec<String>| labels.iter().any(|l| l == "private");
+    let private = |labels: &[String]| labels.iter().any(|l| l == "private");
     if private(node.labels()) {
         return true;
     }
-    match node.kind {
-        NodeKind::Agent => agent_of(node, program).is_some_and(|a| private(a.labels())),
-        NodeKind::Tool => node.target.first().and_then(|t| program.decls.get(t)).is_some_and(|t| private(t.labels())),
+    match node.kind() {
+        NodeKind::Agent => agent_of(node, program).is_some_and(|a| private(&a.labels())),
+        NodeKind::Tool => node.target.first().and_then(|t| program.decls.get(t)).is_some_and(|t| private(&t.labels())),
         _ => false,
     }
 }

@@ -21,7 +21,7 @@ fn shape(kind: &str) -> &'static str {
 fn node_label(flow: &FlowGraph<'_>, name: &str) -> String {
     let node = &flow.workflow.nodes[name];
     let target = node.target.join(", ");
-    let mut label = format!("{name}\\n{} {target}", node.kind);
+    let mut label = format!("{name}\\n{} {target}", node.kind());
     if let Some(rounds) = node.max_rounds() {
         let _ = write!(label, "\\nmax_rounds {rounds}");
     }
@@ -41,6 +41,7 @@ fn edge_label(flow: &FlowGraph<'_>, kind: &EdgeKind<'_>, from: &str, to: &str) -
         },
         EdgeKind::Handler { action, .. } => parts.push(action.to_string()),
         EdgeKind::LoopBack => parts.push("round".into()),
+        EdgeKind::RoundExit(i) => parts.push(format!("round (edge to {})", flow.workflow.edges[*i].to)),
         EdgeKind::MapReturn => parts.push("item".into()),
         _ => {}
     }
@@ -69,7 +70,7 @@ pub fn dot(program: &Program) -> String {
                 w = escape(&workflow.name),
                 n = escape(name),
                 l = escape(&node_label(&flow, name)),
-                s = shape(workflow.nodes[name].kind.as_str())
+                s = shape(workflow.nodes[name].kind().as_str())
             );
         }
         if let Some(start) = flow.start {
@@ -118,7 +119,7 @@ pub fn mermaid(program: &Program) -> String {
         for (name, node) in &workflow.nodes {
             let label = node_label(&flow, name).replace("\\n", "<br/>").replace('"', "'");
             let id = mermaid_id(&workflow.name, name);
-            let _ = match node.kind {
+            let _ = match node.kind() {
                 NodeKind::End => writeln!(out, "    {id}((\"{label}\"))"),
                 NodeKind::Parallel | NodeKind::Join => writeln!(out, "    {id}{{\"{label}\"}}"),
                 NodeKind::Loop | NodeKind::Map => writeln!(out, "    {id}{{{{\"{label}\"}}}}"),
@@ -164,8 +165,8 @@ pub fn json(program: &Program) -> serde_json::Value {
             .map(|node| {
                 let written: Vec<&flow_check::ir::Edge> = workflow.edges.iter().filter(|e| e.from == node.name).collect();
                 let router = !written.is_empty() && written.iter().all(|e| !matches!(e.guard, Guard::Always));
-                let kind = if router { "router" } else { node.kind.as_str() };
-                let tools: Vec<String> = if node.kind == NodeKind::Tool { node.target.clone() } else { Vec::new() };
+                let kind = if router { "router" } else { node.kind().as_str() };
+                let tools: Vec<String> = if node.kind() == NodeKind::Tool { node.target.clone() } else { Vec::new() };
                 let sensitive = tools.iter().any(|t| risky(t));
                 if sensitive {
                     sensitive_tools.extend(tools.iter().cloned());
@@ -185,7 +186,7 @@ pub fn json(program: &Program) -> serde_json::Value {
                         Guard::Else => e["else"] = json!(true),
                         Guard::Always => {}
                     },
-                    EdgeKind::LoopBack => {
+                    EdgeKind::LoopBack | EdgeKind::RoundExit(_) => {
                         if let Some(b) = workflow.nodes.get(to).and_then(|l| l.max_rounds()) {
                             e["loop_bound"] = json!(b);
                         }

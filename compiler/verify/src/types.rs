@@ -120,7 +120,7 @@ pub fn check_contracts(flow: &FlowGraph<'_>, types: &Types<'_>, out: &mut Vec<Di
         let from = flow.node(edge.source());
         let to = flow.node(edge.target());
         let Some(want) = input_type(to, types.program) else { continue };
-        if matches!(from.kind, NodeKind::End | NodeKind::Parallel | NodeKind::Loop | NodeKind::Map) {
+        if matches!(from.kind(), NodeKind::End | NodeKind::Parallel | NodeKind::Loop | NodeKind::Map) {
             continue;
         }
         if let Some(m) = types.mismatch(&from.output, &want, "$", 0) {
@@ -186,7 +186,7 @@ fn input_type(node: &flow_check::ir::Node, program: &Program) -> Option<Ty> {
     if let Some(ty) = node.input_type() {
         return Some(ty.clone());
     }
-    if node.kind == NodeKind::Tool && node.args().is_none() {
+    if node.kind() == NodeKind::Tool && node.args().is_none() {
         let tool = program.decls.get(node.target.first()?)?;
         return tool.input_type().cloned();
     }

@@ -106,7 +106,8 @@ fn exercised(program: &Program, events: &[Event]) -> (Option<String>, HashSet<St
                 ids.insert(format!("agent:{agent}"));
             }
             Body::NodeStarted { node, .. } => {
-                if let Some(agent) = wf.and_then(|w| w.nodes.get(node)).filter(|n| n.kind == NodeKind::Agent).and_then(|n| n.target.first())
+                if let Some(agent) =
+                    wf.and_then(|w| w.nodes.get(node)).filter(|n| n.kind() == NodeKind::Agent).and_then(|n| n.target.first())
                 {
                     ids.insert(format!("agent:{agent}"));
                 }

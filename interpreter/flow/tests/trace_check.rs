@@ -399,7 +399,7 @@ fn coverage_of_each_example_run_matches_its_trace() {
         let obligations = flow_verify::obligations::obligations(&program);
         let wf = events(run)[0]["payload"]["workflow"].as_str().unwrap().to_string();
         let nodes = &program.workflows[&wf].nodes;
-        let agent_of = |n: &str| nodes.get(n).filter(|n| n.kind == NodeKind::Agent).and_then(|n| n.target.first().cloned());
+        let agent_of = |n: &str| nodes.get(n).filter(|n| n.kind() == NodeKind::Agent).and_then(|n| n.target.first().cloned());
         let seen = covered_ids(&events(run), &agent_of);
         let out = coverage(&[run], &example(name), "json");
         assert!(out.status.success(), "{name}: {}", text(&out));

@@ -1,19 +1,13 @@
 //! Typed readers of a workflow's parts: the workflow itself, its nodes,
 //! gates, transfers and policies (reference §6–§8).
 
-use super::{duration, expr, exprs, flag, int, names, record, ty, word, Budget, Conflicts, OnFailure, PolicyResponse, Props};
-use crate::ir::{Action, Gate, Node, Policy, Program, TExpr, Transfer, Value, Workflow};
+use super::{duration, expr, exprs, int, names, record, ty, word, Budget, Conflicts, OnFailure, PolicyResponse, Props};
+use crate::ir::{
+    Action, AgentNode, FlowNode, Gate, HumanNode, JoinNode, MapNode, Node, NodeBody, ParallelNode, Policy, Program, Retry, TExpr, ToolNode,
+    Transfer, Value, Workflow,
+};
 use crate::types::Ty;
 use flow_trace::{ContextMode, Outcome, TerminationStatus};
-
-/// A node's retry policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retry {
-    /// Total attempts, the first included.
-    pub attempts: u64,
-    pub backoff_ms: Option<u64>,
-    pub max_backoff_ms: Option<u64>,
-}
 
 /// Who may trigger a gate, and on which boundary events.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,150 +85,182 @@ impl Workflow {
 impl Node {
     /// What the node does.
     pub fn description(&self) -> Option<&str> {
-        word(self.prop("description"))
+        self.common.description.as_deref()
     }
 
     /// The node's budget for one visit (all its attempts).
     pub fn budget<'p>(&'p self, program: &'p Program) -> Option<Budget<'p>> {
-        Budget::of(program, self.prop("budget"))
+        Budget::of(program, self.common.budget.as_ref())
     }
 
     /// How many times the node may run in one run.
     pub fn max_visits(&self) -> Option<u64> {
-        int(self.prop("max_visits"))
+        self.common.max_visits
     }
 
     /// The declared input type.
     pub fn input_type(&self) -> Option<&Ty> {
-        ty(self.prop("input"))
+        self.common.input.as_ref()
     }
 
     /// The declared output type property (the checked output type is
     /// [`Node::output`]).
     pub fn output_type(&self) -> Option<&Ty> {
-        ty(self.prop("output"))
+        match &self.body {
+            NodeBody::Agent(a) => Some(&a.output_type),
+            NodeBody::Tool(ToolNode { output_type, .. })
+            | NodeBody::Human(HumanNode { output_type, .. })
+            | NodeBody::Join(JoinNode { output_type, .. })
+            | NodeBody::Flow(FlowNode { output_type }) => output_type.as_ref(),
+            _ => None,
+        }
     }
 
     /// The retry policy, when declared.
     pub fn retry(&self) -> Option<Retry> {
-        let r = record(self.prop("retry"))?;
-        Some(Retry {
-            attempts: int(r.get("attempts")).unwrap_or(1),
-            backoff_ms: duration(r.get("backoff")),
-            max_backoff_ms: duration(r.get("max_backoff")),
-        })
+        self.common.retry
     }
 
     /// What happens when attempts are exhausted, when declared.
     pub fn on_failure(&self) -> Option<OnFailure> {
-        word(self.prop("on_failure")).and_then(OnFailure::parse)
+        self.common.on_failure
     }
 
     /// The per-attempt timeout, in milliseconds.
     pub fn timeout_ms(&self) -> Option<u64> {
-        duration(self.prop("timeout"))
+        self.common.timeout_ms
     }
 
     /// The task state (`Machine.STATE`) entered when the node completes.
     pub fn state(&self) -> Option<(&str, &str)> {
-        match self.prop("state")? {
-            Value::State { machine, state } => Some((machine, state)),
-            _ => None,
-        }
+        self.common.state.as_ref().map(|s| (s.machine.as_str(), s.state.as_str()))
     }
 
     /// Data labels of the node's output.
-    pub fn labels(&self) -> Vec<String> {
-        names(self.prop("labels"))
+    pub fn labels(&self) -> &[String] {
+        &self.common.labels
     }
 
     /// What the task is, for agent routing rules (`task` in `routes`).
     pub fn task(&self) -> Option<&Value> {
-        self.prop("task")
+        self.common.task.as_ref()
     }
 
     /// Whether at most one outgoing guard may hold.
     pub fn exclusive(&self) -> bool {
-        flag(self.prop("exclusive")).unwrap_or(false)
+        self.common.exclusive
     }
 
     /// The task given to the agent (agent) or the question asked (human).
     pub fn prompt(&self) -> Option<&str> {
-        word(self.prop("prompt"))
-    }
-
-    /// The agent node's context override.
-    pub fn context(&self) -> Option<ContextMode> {
-        word(self.prop("context")).and_then(ContextMode::parse)
-    }
-
-    /// Repair retries for invalid output (agent; default 1).
-    pub fn repair(&self) -> u64 {
-        int(self.prop("repair")).unwrap_or(1)
-    }
-
-    /// Turns per attempt (agent), when declared.
-    pub fn max_turns(&self) -> Option<u64> {
-        int(self.prop("max_turns"))
-    }
-
-    /// A tool node's arguments: `{ field: expr }`.
-    pub fn args(&self) -> Option<&crate::ir::NameMap<Value>> {
-        record(self.prop("args"))
-    }
-
-    /// A tool node's key template for non-idempotent calls.
-    pub fn idempotency_key(&self) -> Option<&str> {
-        word(self.prop("idempotency_key"))
-    }
-
-    /// The decisions a human node offers, when declared.
-    pub fn decisions(&self) -> Option<Vec<flow_trace::Decision>> {
-        matches!(self.prop("decisions"), Some(Value::List(_)))
-            .then(|| names(self.prop("decisions")).iter().filter_map(|d| flow_trace::Decision::parse(d)).collect())
-    }
-
-    /// The list a map node ranges over.
-    pub fn over(&self) -> Option<&TExpr> {
-        expr(self.prop("over"))
-    }
-
-    /// The largest list a map node accepts.
-    pub fn max_items(&self) -> Option<u64> {
-        int(self.prop("max_items"))
-    }
-
-    /// Items (map) or branches (parallel) processed at once.
-    pub fn max_concurrency(&self) -> Option<u64> {
-        int(self.prop("max_concurrency"))
-    }
-
-    /// What a join does with conflicting results (default keep).
-    pub fn conflicts(&self) -> Conflicts {
-        word(self.prop("conflicts")).and_then(Conflicts::parse).unwrap_or(Conflicts::Keep)
-    }
-
-    /// Rounds a loop allows.
-    pub fn max_rounds(&self) -> Option<u64> {
-        int(self.prop("max_rounds"))
-    }
-
-    /// A loop's convergence condition.
-    pub fn until(&self) -> Option<&TExpr> {
-        expr(self.prop("until"))
-    }
-
-    /// What a loop does when its rounds run out (`None`: continue).
-    pub fn on_exhausted(&self) -> Option<&Action> {
-        match self.prop("on_exhausted")? {
-            Value::Action(a) => Some(a),
+        match &self.body {
+            NodeBody::Agent(AgentNode { prompt, .. }) | NodeBody::Human(HumanNode { prompt, .. }) => prompt.as_deref(),
             _ => None,
         }
     }
 
-    /// An end node's run status (default success).
-    pub fn status(&self) -> TerminationStatus {
-        word(self.prop("status")).and_then(TerminationStatus::parse).unwrap_or(TerminationStatus::Success)
+    /// The agent node's context override.
+    pub fn context(&self) -> Option<ContextMode> {
+        match &self.body {
+            NodeBody::Agent(a) => a.context,
+            _ => None,
+        }
+    }
+
+    /// Repair retries for invalid output (an agent's; none elsewhere).
+    pub fn repair(&self) -> u64 {
+        match &self.body {
+            NodeBody::Agent(a) => a.repair,
+            _ => 0,
+        }
+    }
+
+    /// Turns per attempt (agent), when declared.
+    pub fn max_turns(&self) -> Option<u64> {
+        match &self.body {
+            NodeBody::Agent(a) => a.max_turns,
+            _ => None,
+        }
+    }
+
+    /// A tool node's arguments: `{ field: expr }`.
+    pub fn args(&self) -> Option<&crate::ir::NameMap<Value>> {
+        match &self.body {
+            NodeBody::Tool(t) => t.args.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// A tool node's key template for non-idempotent calls.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        match &self.body {
+            NodeBody::Tool(t) => t.idempotency_key.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The list a map node ranges over.
+    pub fn over(&self) -> Option<&TExpr> {
+        match &self.body {
+            NodeBody::Map(m) => Some(&m.over),
+            _ => None,
+        }
+    }
+
+    /// The largest list a map node accepts.
+    pub fn max_items(&self) -> Option<u64> {
+        match &self.body {
+            NodeBody::Map(m) => m.max_items,
+            _ => None,
+        }
+    }
+
+    /// Items (map) or branches (parallel) processed at once.
+    pub fn max_concurrency(&self) -> Option<u64> {
+        match &self.body {
+            NodeBody::Map(MapNode { max_concurrency, .. }) | NodeBody::Parallel(ParallelNode { max_concurrency }) => *max_concurrency,
+            _ => None,
+        }
+    }
+
+    /// What a join does with conflicting results.
+    pub fn conflicts(&self) -> Conflicts {
+        match &self.body {
+            NodeBody::Join(j) => j.conflicts,
+            _ => Conflicts::Keep,
+        }
+    }
+
+    /// Rounds a loop allows.
+    pub fn max_rounds(&self) -> Option<u64> {
+        match &self.body {
+            NodeBody::Loop(l) => Some(l.max_rounds),
+            _ => None,
+        }
+    }
+
+    /// A loop's convergence condition.
+    pub fn until(&self) -> Option<&TExpr> {
+        match &self.body {
+            NodeBody::Loop(l) => l.until.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// What a loop does when its rounds run out (`None`: continue).
+    pub fn on_exhausted(&self) -> Option<&Action> {
+        match &self.body {
+            NodeBody::Loop(l) => l.on_exhausted.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// An end node's run status (`None` for any other node).
+    pub fn status(&self) -> Option<TerminationStatus> {
+        match &self.body {
+            NodeBody::End(e) => Some(e.status),
+            _ => None,
+        }
     }
 }
 

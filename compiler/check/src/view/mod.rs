@@ -20,9 +20,10 @@ mod declared;
 mod flow;
 mod resolved;
 
+pub use crate::node::Retry;
 pub use budget::{Budget, Reserve, ZoneSpec, MEASURES};
 pub use decl::{Audit, Rate, Route};
-pub use flow::{EvaluatorRef, Retry, Trigger};
+pub use flow::{EvaluatorRef, Trigger};
 
 use crate::ir::{Action, TExpr, Value};
 use crate::types::Ty;
@@ -45,7 +46,7 @@ macro_rules! props_of {
         })*
     };
 }
-props_of!(crate::ir::Decl, crate::ir::Node, crate::ir::Gate, crate::ir::Transfer, crate::ir::Workflow, crate::ir::Policy);
+props_of!(crate::ir::Decl, crate::ir::Gate, crate::ir::Transfer, crate::ir::Workflow, crate::ir::Policy);
 
 impl Props for crate::ir::NameMap<Value> {
     fn props(&self) -> &crate::ir::NameMap<Value> {

@@ -2,7 +2,7 @@
 //! another block's, else the spec's default (the node's context, else its
 //! agent's, else isolated).
 
-use super::{int, record, word, EvaluatorRef, Props};
+use super::{word, EvaluatorRef, Props};
 use crate::ir::{Decl, Gate, Node, Transfer, Value};
 use flow_trace::ContextMode;
 
@@ -10,10 +10,10 @@ impl Node {
     /// Attempts per visit, the first included: the retry policy's (at
     /// least 1), or 1 without one.
     pub fn attempts(&self) -> u64 {
-        record(self.prop("retry")).map_or(1, |r| int(r.get("attempts")).unwrap_or(1).max(1))
+        self.retry().map_or(1, |r| r.attempts.max(1))
     }
 
-    /// Rounds a loop runs at most (1 when undeclared).
+    /// Rounds a loop runs at most (1 for any other node).
     pub fn rounds(&self) -> u64 {
         self.max_rounds().unwrap_or(1)
     }
@@ -24,9 +24,12 @@ impl Node {
         self.context().or_else(|| agent.context()).unwrap_or(ContextMode::Isolated)
     }
 
-    /// The decisions a human node offers (default approve and reject).
+    /// The decisions a human node offers (none at any other node).
     pub fn offered_decisions(&self) -> Vec<flow_trace::Decision> {
-        self.decisions().unwrap_or_else(|| vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject])
+        match &self.body {
+            crate::ir::NodeBody::Human(h) => h.decisions.clone(),
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -87,15 +90,11 @@ mod tests {
     }
 
     fn node(items: &[(&str, Value)]) -> Node {
-        Node {
-            name: "n".into(),
-            kind: NodeKind::Agent,
-            target: vec!["a".into()],
-            props: props(items),
-            handlers: Vec::new(),
-            output: Ty::Any,
-            loc: Default::default(),
-        }
+        Node::new("n", NodeKind::Agent, vec!["a".into()], &props(items), Ty::Any, Default::default())
+    }
+
+    fn human(items: &[(&str, Value)]) -> Node {
+        Node::new("n", NodeKind::Human, vec!["p".into()], &props(items), Ty::Any, Default::default())
     }
 
     #[test]
@@ -106,7 +105,9 @@ mod tests {
         assert_eq!(node(&[("retry", retry(0))]).attempts(), 1);
         assert_eq!(node(&[("retry", Value::Record(Default::default()))]).attempts(), 1);
         assert_eq!(node(&[]).rounds(), 1);
-        assert_eq!(node(&[("max_rounds", Value::Int(4))]).rounds(), 4);
+        let looped = |items: &[(&str, Value)]| Node::new("l", NodeKind::Loop, vec!["n".into()], &props(items), Ty::Any, Default::default());
+        assert_eq!(looped(&[("max_rounds", Value::Int(4))]).rounds(), 4);
+        assert_eq!(node(&[("max_rounds", Value::Int(4))]).rounds(), 1, "only a loop has rounds");
     }
 
     #[test]
@@ -128,9 +129,10 @@ mod tests {
 
     #[test]
     fn decisions_default_to_approve_and_reject_at_a_human_node_and_all_four_at_a_gate() {
-        assert_eq!(node(&[]).offered_decisions(), [Decision::Approve, Decision::Reject]);
+        assert_eq!(human(&[]).offered_decisions(), [Decision::Approve, Decision::Reject]);
         let only = ("decisions", Value::List(vec![Value::Word("revise".into())]));
-        assert_eq!(node(std::slice::from_ref(&only)).offered_decisions(), [Decision::Revise]);
+        assert_eq!(human(std::slice::from_ref(&only)).offered_decisions(), [Decision::Revise]);
+        assert_eq!(node(&[]).offered_decisions(), [], "only a human node offers decisions");
         let gate = |items: &[(&str, Value)]| Gate {
             name: "g".into(),
             from: "a".into(),

@@ -111,9 +111,10 @@ fn workflow_parts_read_typed_with_defaults_filled() {
     let write = &wf.nodes["write"];
     assert_eq!(write.retry(), Some(Retry { attempts: 3, backoff_ms: Some(1_000), max_backoff_ms: None }));
     assert_eq!((write.on_failure(), write.max_visits(), write.repair()), (Some(OnFailure::Skip), Some(2), 1));
-    assert_eq!(wf.nodes["review"].decisions(), Some(vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject]));
-    assert_eq!(wf.nodes["done"].status(), TerminationStatus::Success);
-    assert_eq!(wf.nodes["stop"].status(), TerminationStatus::Failure);
+    assert_eq!(wf.nodes["review"].offered_decisions(), vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject]);
+    assert_eq!(wf.nodes["done"].status(), Some(TerminationStatus::Success));
+    assert_eq!(wf.nodes["stop"].status(), Some(TerminationStatus::Failure));
+    assert_eq!(write.status(), None, "only an end node has a status");
     let gate = &wf.gates["check"];
     assert_eq!(gate.evaluators().iter().map(|e| (e.name, e.builtin)).collect::<Vec<_>>(), [("long_enough", false)]);
     assert_eq!((gate.on_error(), gate.decided_by(), gate.replan_scope()), (Outcome::Block, None, vec!["write".to_string()]));

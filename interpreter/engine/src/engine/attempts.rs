@@ -78,7 +78,7 @@ impl Engine {
         };
         self.attempts.insert(id.clone(), attempt);
         let delay = Self::backoff(node, attempt_no);
-        if node.kind == NodeKind::Agent {
+        if node.kind() == NodeKind::Agent {
             self.then(Effect::NextTurn { attempt: id, delay, cause: started });
         } else {
             self.tool_node_call(node, &id, delay, &started);

@@ -22,7 +22,7 @@ impl Engine {
     /// at once (no budgets: nothing to do). Gives the zones the step
     /// crossed; `None` when it exhausted a budget (that is handled).
     pub(super) fn take_step(&mut self, node: &Node, cause: &Str) -> Option<Vec<ZoneChange>> {
-        let agent = (node.kind == NodeKind::Agent).then(|| node.target.first().cloned()).flatten();
+        let agent = (node.kind() == NodeKind::Agent).then(|| node.target.first().cloned()).flatten();
         // One control-plane step per attempt.
         let scopes = self.scopes_for(node, agent.as_deref());
         let step = Usage { steps: 1, ..Usage::default() };

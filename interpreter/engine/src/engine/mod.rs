@@ -20,7 +20,7 @@ use flow_check::ceilings::{self, TurnCeiling};
 use flow_check::events;
 use flow_check::index::PlanIndex;
 use flow_check::ir::{Action, ActionKind, Decl, Gate, Guard, HandlerEvent, Node, Program, TExpr, Value as IrValue, Workflow};
-use flow_check::ir::{NodeKind, TransferKind};
+use flow_check::ir::{NodeBody, NodeKind, TransferKind};
 use flow_check::semantics::{self, FailureStep};
 use flow_check::types::Ty;
 use flow_check::view::{self, Budget, Conflicts, EvaluatorRef, Expect, PolicyResponse};
@@ -127,12 +127,9 @@ pub struct Engine {
     status: RunStatus,
     budget_hit: bool,
     hops: HashMap<(String, String), u64>,
-    /// Lookups built once: outgoing edges, gates by boundary,
-    /// transfers by source, the join each branch reaches.
     /// The plan's structure, computed once (`flow_check::index`): the
-    /// same index trace check reads.
+    /// same index trace check and the model checker read.
     index: Arc<PlanIndex>,
-    join_of: FxHashMap<String, String>,
     node_turns: HashMap<String, u32>,
     /// The envelope strings every event shares (see [`Engine::emit_as`]).
     envelope: Envelope,
@@ -179,17 +176,6 @@ fn declared_budgets(program: &Program, wf: &Workflow) -> Budgets {
     budgets
 }
 
-/// The join each listed branch reaches (the first that lists it).
-fn joins_of_branches(wf: &Workflow) -> FxHashMap<String, String> {
-    let mut join_of = FxHashMap::default();
-    for n in wf.nodes.values().filter(|n| n.kind == NodeKind::Join) {
-        for branch in &n.target {
-            join_of.entry(branch.clone()).or_insert_with(|| n.name.clone());
-        }
-    }
-    join_of
-}
-
 /// A node of the run's workflow: a handle on the shared program (cheap to
 /// hold across `&mut self` calls; nothing is copied).
 #[derive(Debug, Clone)]
@@ -228,7 +214,6 @@ impl Engine {
         let budgets = declared_budgets(&program, wf);
         let nodes = wf.nodes.keys().map(|n| (n.clone(), NodeRt::default())).collect();
         let index = Arc::new(PlanIndex::new(&program, wf));
-        let join_of = joins_of_branches(wf);
         let policies = PolicyRt::monitors(&program, wf)?;
         let start_ms = cfg.clock.now_ms();
         let envelope = Envelope::new(&cfg.run_id, &cfg.execution_id);
@@ -259,7 +244,6 @@ impl Engine {
             budget_hit: false,
             hops: HashMap::new(),
             index,
-            join_of,
             node_turns: HashMap::new(),
             envelope,
             step_ms: None,

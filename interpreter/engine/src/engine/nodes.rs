@@ -73,32 +73,31 @@ impl Engine {
         if let Some(budget) = node.budget(&program) {
             self.budgets.add(Scope::from_budget(&format!("node.{name}"), &budget));
         }
-        match node.kind {
-            NodeKind::Agent | NodeKind::Tool => self.then(Effect::StartAttempt { node: node.clone(), trigger, cause: started }),
-            NodeKind::Human => {
-                let decisions = node.offered_decisions();
-                let prompt = node.prompt().map(str::to_string);
+        match &node.body {
+            NodeBody::Agent(_) | NodeBody::Tool(_) => self.then(Effect::StartAttempt { node: node.clone(), trigger, cause: started }),
+            NodeBody::Human(human) => {
+                let (decisions, prompt) = (human.decisions.clone(), human.prompt.clone());
                 let decision = Box::new(Decision::HumanNode { node: name.to_string() });
                 self.then(Effect::Ask { decision, principals: node.target.clone(), prompt, decisions, cause: started });
             }
-            NodeKind::End => {
+            NodeBody::End(end) => {
                 let reason = node.target.first().cloned().unwrap_or_else(|| name.to_string());
-                self.finish_end(name, &reason, node.status(), &started);
+                self.finish_end(name, &reason, end.status, &started);
             }
-            NodeKind::Parallel => self.fanout(name, input, &started, 0),
+            NodeBody::Parallel(_) => self.fanout(name, input, &started, 0),
             // Started by its branches once ready, or entered by an edge of
             // its own: then it waits for them.
-            NodeKind::Join => self.then(Effect::TryJoin { join: name.to_string(), cause: started }),
-            NodeKind::Loop => {
+            NodeBody::Join(_) => self.then(Effect::TryJoin { join: name.to_string(), cause: started }),
+            NodeBody::Loop(_) => {
                 self.loops.insert(name.to_string(), LoopRt { round: 1 });
                 if let Some(first) = node.target.first().cloned() {
                     let edge = self.emit("control", events::edge_taken(name, &first, Via::LoopRound), Some(&started));
                     self.then(Effect::StartNode { name: first, input, trigger: TriggerReason::First, cause: edge });
                 }
             }
-            NodeKind::Map => self.start_map(&node, &started),
+            NodeBody::Map(_) => self.start_map(&node, &started),
             other => {
-                let msg = format!("node kind `{other}` is not supported by this runtime yet");
+                let msg = format!("node kind `{}` is not supported by this runtime yet", other.kind());
                 self.node_failed(name, ErrorCode::Unsupported, msg, &started);
             }
         }
@@ -254,7 +253,7 @@ impl Engine {
             return;
         }
         let node = self.node(from);
-        if node.as_ref().is_some_and(|n| n.kind == NodeKind::Parallel) {
+        if node.as_ref().is_some_and(|n| n.kind() == NodeKind::Parallel) {
             return;
         }
         let mut chosen: Option<(String, Via)> = None;
@@ -283,25 +282,21 @@ impl Engine {
             }
         }
         let chosen = chosen.or_else(|| else_edge.map(|to| (to, Via::Else)));
-        let in_loop = self.index.loop_of(from).map(str::to_string);
         if let Some((to, via)) = chosen {
             // Leaving a loop body for a node outside the loop ends the round.
-            if let Some(lp) = &in_loop {
-                let inside = self.wf().nodes.get(lp).is_some_and(|l| l.target.contains(&to));
-                if !inside {
-                    self.then(Effect::RoundEnd { lp: lp.clone(), cause: cause.clone() });
-                    return;
-                }
+            if let Some(lp) = semantics::round_exit(self.wf(), &self.index, from, &to).map(str::to_string) {
+                self.then(Effect::RoundEnd { lp, cause: cause.clone() });
+                return;
             }
             self.then(Effect::Cross { from: from.to_string(), to, via, cause: cause.clone() });
             return;
         }
-        if let Some(lp) = in_loop {
+        if let Some(lp) = self.index.loop_of(from).map(str::to_string) {
             self.then(Effect::RoundEnd { lp, cause: cause.clone() });
             return;
         }
         // A branch with no edge of its own goes to the join that lists it.
-        let join = self.join_of.get(from).cloned();
+        let join = self.index.join_of(from).map(str::to_string);
         if let Some(join) = join {
             let edge = self.emit("control", events::edge_taken(from, &join, Via::Join), Some(cause));
             self.then(Effect::JoinArrival { join, from: from.to_string(), cause: edge });

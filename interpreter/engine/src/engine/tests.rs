@@ -13,15 +13,7 @@ fn node_with_retry(backoff: u64, max: Option<u64>) -> Node {
     }
     let mut props = flow_check::ir::NameMap::default();
     props.insert("retry".to_string(), IrValue::Record(retry));
-    Node {
-        name: "n".into(),
-        kind: NodeKind::Tool,
-        target: vec!["t".into()],
-        props,
-        handlers: Vec::new(),
-        output: Ty::Any,
-        loc: Default::default(),
-    }
+    Node::new("n", NodeKind::Tool, vec!["t".into()], &props, Ty::Any, Default::default())
 }
 
 #[test]

@@ -122,7 +122,7 @@ impl Engine {
 
     pub(super) fn feed_tool_error(&mut self, attempt_id: &str, tool: &str, message: &str, cause: &Str) {
         let node = self.attempts.get(attempt_id).map(|a| a.node.clone()).unwrap_or_default();
-        let agent = self.node(&node).and_then(|n| (n.kind == NodeKind::Agent).then(|| n.target.first().cloned()).flatten());
+        let agent = self.node(&node).and_then(|n| (n.kind() == NodeKind::Agent).then(|| n.target.first().cloned()).flatten());
         let held =
             || Effect::ToolRefused { attempt: attempt_id.to_string(), tool: tool.to_string(), message: message.to_string(), cause: held() };
         if !self.admit(Obs::Refused { tool, by: agent.as_deref() }, "tool_call_refused", cause, held) {

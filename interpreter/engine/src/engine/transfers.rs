@@ -58,7 +58,7 @@ impl Engine {
         let input = self.env.get(from).cloned().unwrap_or(Value::Null);
         if let Crossing::Enter(input, parent) = self.transfer(from, to, input, edge) {
             // A listed branch's edge into its join is an arrival, not a start.
-            if self.join_of.get(from).is_some_and(|j| j == to) {
+            if self.index.join_of(from) == Some(to) {
                 self.then(Effect::JoinArrival { join: to.to_string(), from: from.to_string(), cause: parent });
                 return;
             }

@@ -166,7 +166,7 @@ impl<'a> Checker<'a> {
         if let Some(plan) = &self.plan {
             let planned = match (plan.wf.gates.get(subject), plan.wf.nodes.get(subject)) {
                 (Some(gate), _) => Some(flow_trace::Applied::Action(flow_check::semantics::gate_decision_action(gate, decision))),
-                (None, Some(node)) if node.kind == NodeKind::Human => Some(flow_check::semantics::human_decision_applied(node, decision)),
+                (None, Some(node)) if node.kind() == NodeKind::Human => Some(flow_check::semantics::human_decision_applied(node, decision)),
                 _ => None,
             };
             if let Some(planned) = planned.filter(|a| a != action) {

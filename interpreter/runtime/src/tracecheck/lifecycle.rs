@@ -79,10 +79,10 @@ impl<'a> Checker<'a> {
         };
         let is_start = plan.start == Some(node);
         let mut found = Vec::new();
-        if planned.kind != kind {
+        if planned.kind() != kind {
             found.push(
                 Deviation::new(codes::NODE_LIFECYCLE, Some(seq), format!("node `{node}` started as a `{kind}` node"))
-                    .expected(format!("node_kind {}", planned.kind))
+                    .expected(format!("node_kind {}", planned.kind()))
                     .actual(format!("node_kind {kind}"))
                     .node(node),
             );
@@ -330,8 +330,8 @@ impl<'a> Checker<'a> {
                 }
             }
             None => match plan.node(node) {
-                Some(n) if n.kind == NodeKind::Tool && n.target.first().is_some_and(|t| t == tool) => None,
-                Some(n) if n.kind == NodeKind::Tool => Some((format!("tool node `{node}` called `{tool}`"), "its own tool")),
+                Some(n) if n.kind() == NodeKind::Tool && n.target.first().is_some_and(|t| t == tool) => None,
+                Some(n) if n.kind() == NodeKind::Tool => Some((format!("tool node `{node}` called `{tool}`"), "its own tool")),
                 _ => Some((format!("`{tool}` was called in node `{node}` with no calling agent"), "calls by the node's agent")),
             },
         };

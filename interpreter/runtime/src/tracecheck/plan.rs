@@ -25,7 +25,7 @@ impl<'a> PlanView<'a> {
 
     /// The agent a node runs, if it is an agent node.
     pub(super) fn agent_of(&self, node: &str) -> Option<&'a str> {
-        self.node(node).filter(|n| n.kind == NodeKind::Agent).and_then(|n| n.target.first()).map(String::as_str)
+        self.node(node).filter(|n| n.kind() == NodeKind::Agent).and_then(|n| n.target.first()).map(String::as_str)
     }
 
     /// `names` with roles expanded to their members (and principals that
@@ -56,7 +56,7 @@ impl<'a> PlanView<'a> {
         if let Some(gate) = self.wf.gates.get(subject) {
             return gate.decided_by().unwrap_or_else(escalate_to);
         }
-        if let Some(node) = self.node(subject).filter(|n| n.kind == NodeKind::Human) {
+        if let Some(node) = self.node(subject).filter(|n| n.kind() == NodeKind::Human) {
             return node.target.clone();
         }
         if let Some(p) = subject.strip_prefix("escalation.") {
@@ -89,7 +89,7 @@ impl<'a> PlanView<'a> {
             let listed = vias.iter().map(Via::to_string).collect::<Vec<_>>().join("`, `");
             (!vias.contains(want)).then(|| format!("the plan's edge {from} -> {to} is `{listed}`"))
         };
-        let node_kind = |name: &str, kind: NodeKind| self.node(name).filter(|n| n.kind == kind);
+        let node_kind = |name: &str, kind: NodeKind| self.node(name).filter(|n| n.kind() == kind);
         match via {
             Via::Always | Via::Else | Via::When(_) => plan_edge(via),
             Via::Gate(gate) => match self.wf.gates.get(gate.as_str()) {
@@ -102,10 +102,11 @@ impl<'a> PlanView<'a> {
                 Some(_) => Some(format!("`{to}` is not a branch of parallel node `{from}`")),
                 None => Some(format!("`{from}` is not a parallel node")),
             },
-            Via::Join => match node_kind(to, NodeKind::Join) {
-                Some(n) if n.target.iter().any(|b| b == from) => None,
-                Some(_) => Some(format!("join `{to}` does not list `{from}`")),
-                None => Some(format!("`{to}` is not a join node")),
+            Via::Join => match (node_kind(to, NodeKind::Join), self.index.join_of(from)) {
+                (Some(_), Some(join)) if join == to => None,
+                (Some(_), Some(join)) => Some(format!("`{from}` arrives at `{join}`, the first join that lists it, not at `{to}`")),
+                (Some(_), None) => Some(format!("join `{to}` does not list `{from}`")),
+                (None, _) => Some(format!("`{to}` is not a join node")),
             },
             Via::LoopRound => match node_kind(from, NodeKind::Loop) {
                 Some(n) if n.target.first().is_some_and(|f| f == to) => None,

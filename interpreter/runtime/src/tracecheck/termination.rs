@@ -10,7 +10,7 @@ impl<'a> Checker<'a> {
     /// decision), and where the last halting policy violation was.
     pub(super) fn remember_cause(&mut self, position: usize, e: &Event) {
         let keep = match &e.body {
-            Body::NodeCompleted { node, .. } => self.plan.as_ref().and_then(|p| p.node(node)).is_some_and(|n| n.kind == NodeKind::End),
+            Body::NodeCompleted { node, .. } => self.plan.as_ref().and_then(|p| p.node(node)).is_some_and(|n| n.kind() == NodeKind::End),
             Body::ActionTaken { .. } | Body::NodeFailed { .. } | Body::BudgetExhausted { .. } => true,
             Body::DecisionApplied { subject, .. } => subject.starts_with("escalation."),
             Body::PolicyViolated { response, .. } => {
@@ -165,12 +165,12 @@ impl<'a> Checker<'a> {
 /// exhausted budget, a rejected escalation.
 fn implied_ending(plan: &PlanView, cause: &Body, reason: &str) -> Option<(String, &'static [&'static str])> {
     match cause {
-        Body::NodeCompleted { node, .. } => match plan.node(node).filter(|n| n.kind == NodeKind::End) {
-            Some(n) => {
+        Body::NodeCompleted { node, .. } => match plan.node(node).and_then(|n| Some((n, n.status()?))) {
+            Some((n, status)) => {
                 let want = n.target.first().cloned().unwrap_or_else(|| n.name.clone());
                 // A success end under a false `success` condition, or
                 // with a result not of the declared `output` type, fails.
-                let statuses: &[&str] = match n.status() {
+                let statuses: &[&str] = match status {
                     TerminationStatus::Success if plan.wf.success().is_some() || plan.wf.output_type().is_some() => &["success", "failure"],
                     TerminationStatus::Success => &["success"],
                     TerminationStatus::Failure => &["failure"],

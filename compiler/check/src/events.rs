@@ -85,7 +85,7 @@ pub fn handoff(transfer: &Transfer, payload: ArtifactRef, accepted: bool) -> Bod
         to: transfer.to.clone(),
         reason: transfer.reason().map(str::to_string),
         context: transfer.handoff_context(),
-        context_fields: transfer.context_fields(),
+        context_fields: transfer.context_fields().to_vec(),
         payload,
         accepted,
     }
@@ -249,12 +249,13 @@ mod tests {
 
     #[test]
     fn a_handoff_without_a_declared_context_is_the_plans_default() {
-        let mut t =
-            Transfer { kind: TransferKind::Handoff, from: "a".into(), to: "b".into(), props: Default::default(), loc: Default::default() };
+        let t = Transfer::new(TransferKind::Handoff, "a", "b", &Default::default(), Default::default());
         let Body::Handoff { context, reason, .. } = handoff(&t, artifact(), true) else { panic!("a handoff") };
         assert_eq!((context, reason), (ContextMode::Isolated, None));
-        t.props.insert("context".into(), Value::Word("fork".into()));
-        t.props.insert("reason".into(), Value::Str("needs review".into()));
+        let mut props = crate::ir::NameMap::default();
+        props.insert("context".into(), Value::Word("fork".into()));
+        props.insert("reason".into(), Value::Str("needs review".into()));
+        let t = Transfer::new(TransferKind::Handoff, "a", "b", &props, Default::default());
         let Body::Handoff { context, reason, .. } = handoff(&t, artifact(), true) else { panic!("a handoff") };
         assert_eq!((context, reason.as_deref()), (ContextMode::Fork, Some("needs review")));
     }

@@ -64,7 +64,7 @@ impl PlanIndex {
         let mut handoff_on: Boundaries<usize> = NameMap::default();
         let mut delegation_on: Boundaries<usize> = NameMap::default();
         for (i, t) in workflow.transfers.iter().enumerate() {
-            let by = match t.kind {
+            let by = match t.kind() {
                 TransferKind::Handoff => &mut handoff_on,
                 TransferKind::Delegate => &mut delegation_on,
             };

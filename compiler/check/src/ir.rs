@@ -11,6 +11,7 @@ pub use crate::node::{
     ToolNode,
 };
 use crate::spec::Kind;
+pub use crate::transfer::{Delegation, Handoff, TransferBody};
 use crate::types::Ty;
 pub use flow_trace::{Action, ActionKind, HandlerEvent, NodeKind};
 use indexmap::IndexMap;
@@ -177,13 +178,29 @@ pub struct Gate {
     pub loc: Loc,
 }
 
+/// A handoff or a delegation between two nodes: its kind with that kind's
+/// properties ([`TransferBody`], written flat: `"kind": "handoff",
+/// "context": "isolated", …`), resolved at lowering.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Transfer {
-    pub kind: TransferKind,
+    #[serde(flatten)]
+    pub body: TransferBody,
     pub from: String,
     pub to: String,
-    pub props: NameMap<Value>,
     pub loc: Loc,
+}
+
+impl Transfer {
+    /// A transfer lowered from its checked properties (see
+    /// [`crate::transfer::lower`]).
+    pub fn new(kind: TransferKind, from: &str, to: &str, props: &NameMap<Value>, loc: Loc) -> Transfer {
+        Transfer { body: crate::transfer::lower(kind, props), from: from.to_string(), to: to.to_string(), loc }
+    }
+
+    /// The transfer kind.
+    pub fn kind(&self) -> TransferKind {
+        self.body.kind()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -21,6 +21,7 @@ pub mod schema;
 pub mod semantics;
 pub mod spec;
 pub mod stdlib;
+pub mod transfer;
 pub mod types;
 pub mod view;
 mod workflow;

@@ -389,16 +389,11 @@ impl Checker<'_> {
         if let Some(workflow) = self.workflow.as_mut() {
             workflow.payload = None;
         }
-        (from_ok && to_ok).then(|| ir::Transfer {
-            kind: match transfer.kind {
-                ast::TransferKind::Handoff => ir::TransferKind::Handoff,
-                ast::TransferKind::Delegate => ir::TransferKind::Delegate,
-            },
-            from: transfer.from.text.clone(),
-            to: transfer.to.text.clone(),
-            props,
-            loc: loc(self.file, span),
-        })
+        let kind = match transfer.kind {
+            ast::TransferKind::Handoff => ir::TransferKind::Handoff,
+            ast::TransferKind::Delegate => ir::TransferKind::Delegate,
+        };
+        (from_ok && to_ok).then(|| ir::Transfer::new(kind, &transfer.from.text, &transfer.to.text, &props, loc(self.file, span)))
     }
 
     fn check_handler(&mut self, handler: &ast::Handler, events: &[&str], owner: &str) -> Option<ir::Handler> {

@@ -271,7 +271,7 @@ impl<'a, 'p> Bounds<'a, 'p> {
         let workflow = flow.workflow;
         let retry_action = ceilings::actions(program, workflow).iter().any(|a| a.name == flow_check::ir::ActionKind::Retry);
         let mut delegated = IndexMap::new();
-        for t in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate) {
+        for t in workflow.transfers.iter().filter(|t| t.kind() == TransferKind::Delegate) {
             if let Some(budget) = t.contract_decl(program).and_then(|c| c.budget(program)) {
                 if every_entry_delegated(flow, &t.to) {
                     delegated.entry(t.to.as_str()).or_insert(budget);
@@ -477,7 +477,7 @@ fn every_entry_delegated(flow: &FlowGraph<'_>, to: &str) -> bool {
         return false;
     }
     let transfers = &flow.workflow.transfers;
-    let delegates = |from: &str| transfers.iter().any(|t| t.kind == TransferKind::Delegate && t.from == from && t.to == to);
+    let delegates = |from: &str| transfers.iter().any(|t| t.kind() == TransferKind::Delegate && t.from == from && t.to == to);
     let mut any = false;
     for edge in flow.graph.edges_directed(n, Direction::Incoming) {
         any = true;
@@ -801,7 +801,7 @@ fn workflow_bounds(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagno
         }
     }
     let mut delegations: IndexSet<(&str, &str)> = IndexSet::new();
-    for t in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate) {
+    for t in workflow.transfers.iter().filter(|t| t.kind() == TransferKind::Delegate) {
         let Some(contract) = t.contract() else { continue };
         let Some(decl) = program.decls.get(contract) else { continue };
         let reached = flow.index.get(&t.to).is_some_and(|n| bounds.reached.contains_key(n));
@@ -990,7 +990,7 @@ pub fn bounds_of(workflow: &Workflow, program: &Program, out: &mut Vec<Diagnosti
 fn has_budgets(workflow: &Workflow, program: &Program) -> bool {
     workflow.budget(program).is_some()
         || workflow.nodes.values().any(|n| n.budget(program).is_some() || agent_of(n, program).is_some_and(|a| a.budget(program).is_some()))
-        || workflow.transfers.iter().any(|t| t.kind == TransferKind::Delegate)
+        || workflow.transfers.iter().any(|t| t.kind() == TransferKind::Delegate)
 }
 
 /// What a bound that fits rests on, when the data plane reports the

@@ -471,7 +471,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 let via = model.via(*via, guard, item);
                 push(&mut out, "control", events::edge_taken(&name(a), &name(b), via));
                 // A delegation into `b` is recorded with the crossing.
-                for t in model.workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate && t.to == name(b)) {
+                for t in model.workflow.transfers.iter().filter(|t| t.kind() == TransferKind::Delegate && t.to == name(b)) {
                     push(&mut out, &format!("node.{}", t.from), events::delegation(model.program, t, payload.clone()));
                 }
             }

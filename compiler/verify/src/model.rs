@@ -688,7 +688,7 @@ impl<'p> Model<'p> {
                 scopes.push((format!("node.{}", node.name), Covers::Node(i as NodeId), b));
             }
         }
-        for t in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate) {
+        for t in workflow.transfers.iter().filter(|t| t.kind() == TransferKind::Delegate) {
             if let (Some(b), Some(to)) = (t.contract_decl(program).and_then(|c| c.budget(program)), node_index(&t.to)) {
                 scopes.push((format!("delegation.{}", t.to), Covers::Node(to), b));
             }

@@ -74,7 +74,7 @@ pub fn obligations(program: &Program) -> Vec<Obligation> {
                 }
             }
         }
-        for t in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate) {
+        for t in workflow.transfers.iter().filter(|t| t.kind() == TransferKind::Delegate) {
             out.push(Obligation {
                 kind: "delegation_edge".into(),
                 id: format!("delegation_edge:{}->{}", t.from, t.to),

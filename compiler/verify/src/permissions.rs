@@ -61,7 +61,7 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
 fn delegations(flow: &FlowGraph<'_>, program: &Program, sink: &mut Vec<Diagnostic>) {
     let workflow = flow.workflow;
     let reached = flow.reachable();
-    let delegates: Vec<&flow_check::ir::Transfer> = workflow.transfers.iter().filter(|t| t.kind == TransferKind::Delegate).collect();
+    let delegates: Vec<&flow_check::ir::Transfer> = workflow.transfers.iter().filter(|t| t.kind() == TransferKind::Delegate).collect();
     let mut fanout: IndexMap<&str, usize> = IndexMap::new();
     for t in &delegates {
         *fanout.entry(t.from.as_str()).or_default() += 1;

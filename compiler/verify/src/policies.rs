@@ -236,7 +236,7 @@ pub fn positive_witnesses(program: &Program, plan_digest: &str, max_states: usiz
                     ("delegation_edge", Label::Edge(a, b, _)) => {
                         model.node_name(*a) == subject(0) && model.node_name(*b) == subject(1)
                             || model.workflow.transfers.iter().any(|t| {
-                                t.kind == TransferKind::Delegate
+                                t.kind() == TransferKind::Delegate
                                     && t.from == subject(0)
                                     && t.to == subject(1)
                                     && model.node_name(*b) == t.to

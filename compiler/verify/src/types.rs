@@ -147,7 +147,7 @@ pub fn check_contracts(flow: &FlowGraph<'_>, types: &Types<'_>, out: &mut Vec<Di
             );
         }
     }
-    for transfer in workflow.transfers.iter().filter(|t| t.kind == TransferKind::Handoff) {
+    for transfer in workflow.transfers.iter().filter(|t| t.kind() == TransferKind::Handoff) {
         let Some(payload) = transfer.payload_type() else { continue };
         let (Some(from), Some(to)) = (workflow.nodes.get(&transfer.from), workflow.nodes.get(&transfer.to)) else { continue };
         let (file, span) = loc_span(transfer.loc);

@@ -1,10 +1,10 @@
 //! Typed readers of a workflow's parts: the workflow itself, its nodes,
 //! gates, transfers and policies (reference §6–§8).
 
-use super::{duration, expr, exprs, int, names, record, ty, word, Budget, Conflicts, OnFailure, PolicyResponse, Props};
+use super::{duration, expr, int, names, record, ty, word, Budget, Conflicts, OnFailure, PolicyResponse, Props};
 use crate::ir::{
-    Action, AgentNode, FlowNode, Gate, HumanNode, JoinNode, MapNode, Node, NodeBody, ParallelNode, Policy, Program, Retry, TExpr, ToolNode,
-    Transfer, Value, Workflow,
+    Action, AgentNode, Delegation, FlowNode, Gate, Handoff, HumanNode, JoinNode, MapNode, Node, NodeBody, ParallelNode, Policy, Program,
+    Retry, TExpr, ToolNode, Transfer, TransferBody, Value, Workflow,
 };
 use crate::types::Ty;
 use flow_trace::{ContextMode, Outcome, TerminationStatus};
@@ -316,9 +316,25 @@ impl Gate {
 }
 
 impl Transfer {
+    /// The handoff's properties (`None` for a delegation).
+    pub fn handoff(&self) -> Option<&Handoff> {
+        match &self.body {
+            TransferBody::Handoff(h) => Some(h),
+            TransferBody::Delegate(_) => None,
+        }
+    }
+
+    /// The delegation's properties (`None` for a handoff).
+    pub fn delegation(&self) -> Option<&Delegation> {
+        match &self.body {
+            TransferBody::Delegate(d) => Some(d),
+            TransferBody::Handoff(_) => None,
+        }
+    }
+
     /// A delegation's contract.
     pub fn contract(&self) -> Option<&str> {
-        word(self.prop("contract"))
+        self.delegation().map(|d| d.contract.as_str())
     }
 
     /// The contract declaration a delegation names.
@@ -326,45 +342,51 @@ impl Transfer {
         program.decls.get(self.contract()?)
     }
 
-    /// A handoff's context mode (declared default: isolated, filled in at
-    /// lowering); `None` for a delegation, whose context its contract sets.
+    /// A handoff's context mode; `None` for a delegation, whose context
+    /// its contract sets.
     pub fn context(&self) -> Option<ContextMode> {
-        word(self.prop("context")).and_then(ContextMode::parse)
+        self.handoff().map(|h| h.context)
     }
 
     /// The fields of a filtered context slice.
-    pub fn context_fields(&self) -> Vec<String> {
-        names(self.prop("context_fields"))
+    pub fn context_fields(&self) -> &[String] {
+        match &self.body {
+            TransferBody::Handoff(Handoff { context_fields, .. }) | TransferBody::Delegate(Delegation { context_fields, .. }) => {
+                context_fields
+            }
+        }
     }
 
     /// The type of what a handoff hands over (`payload`).
     pub fn payload_type(&self) -> Option<&Ty> {
-        ty(self.prop("payload"))
+        self.handoff()?.payload.as_ref()
     }
 
     /// A handoff's acceptance checks over `payload`.
-    pub fn accept(&self) -> Vec<&TExpr> {
-        exprs(self.prop("accept"))
+    pub fn accept(&self) -> &[TExpr] {
+        self.handoff().map_or(&[], |h| h.accept.as_slice())
     }
 
     /// Back-and-forth handoffs allowed on this pair.
     pub fn max_hops(&self) -> Option<u64> {
-        int(self.prop("max_hops"))
+        self.handoff()?.max_hops
     }
 
     /// Why control moves.
     pub fn reason(&self) -> Option<&str> {
-        word(self.prop("reason"))
+        match &self.body {
+            TransferBody::Handoff(Handoff { reason, .. }) | TransferBody::Delegate(Delegation { reason, .. }) => reason.as_deref(),
+        }
     }
 
     /// A delegation's inputs: `{ name: expr }`.
     pub fn inputs(&self) -> Option<&crate::ir::NameMap<Value>> {
-        record(self.prop("inputs"))
+        self.delegation()?.inputs.as_ref()
     }
 
     /// Data labels of the payload.
-    pub fn labels(&self) -> Vec<String> {
-        names(self.prop("labels"))
+    pub fn labels(&self) -> &[String] {
+        self.handoff().map_or(&[], |h| h.labels.as_slice())
     }
 }
 

@@ -1,11 +1,14 @@
 //! Typed views of a resolved plan: the one place that reads properties.
 //!
-//! The IR keeps each block's properties as a checked `IndexMap` (the plan's
-//! wire form). Every reader of a plan — the verifier, the model checker,
+//! Nodes and transfers store their properties typed, per kind
+//! ([`crate::node`], [`crate::transfer`]); their methods here are
+//! accessors over those payloads. Declarations, gates, workflows and
+//! policies keep their properties as a checked `NameMap` (the plan's wire
+//! form), and every reader of a plan — the verifier, the model checker,
 //! the engine, trace check — reads them through the methods here, which
-//! return typed values (`Option<u64>`, `Outcome`, `ContextMode`, [`Budget`],
-//! …) and apply each documented fallback in exactly one place. Outside this
-//! crate no code looks a property up by its name: `rg 'props\.get\('
+//! return typed values (`Option<u64>`, `Outcome`, [`Budget`], …) and apply
+//! each documented fallback in exactly one place. Outside this crate no
+//! code looks a property up by its name: `rg 'props\.get\('
 //! compiler/verify interpreter` is empty, and `tests/tests/architecture.rs`
 //! keeps it so.
 //!
@@ -46,7 +49,7 @@ macro_rules! props_of {
         })*
     };
 }
-props_of!(crate::ir::Decl, crate::ir::Gate, crate::ir::Transfer, crate::ir::Workflow, crate::ir::Policy);
+props_of!(crate::ir::Decl, crate::ir::Gate, crate::ir::Workflow, crate::ir::Policy);
 
 impl Props for crate::ir::NameMap<Value> {
     fn props(&self) -> &crate::ir::NameMap<Value> {

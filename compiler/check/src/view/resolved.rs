@@ -57,12 +57,10 @@ impl Gate {
 }
 
 impl Transfer {
-    /// A handoff's context mode: as declared, else the spec's default
-    /// (isolated).
+    /// What the receiver of a handoff sees (a delegation's context is its
+    /// contract's: isolated here).
     pub fn handoff_context(&self) -> ContextMode {
-        self.context()
-            .or_else(|| crate::spec::HANDOFF_BLOCK.default_word("context").and_then(ContextMode::parse))
-            .unwrap_or(ContextMode::Isolated)
+        self.context().unwrap_or(ContextMode::Isolated)
     }
 }
 
@@ -152,13 +150,7 @@ mod tests {
 
     #[test]
     fn a_handoff_is_isolated_unless_it_says_otherwise() {
-        let transfer = |items: &[(&str, Value)]| Transfer {
-            kind: TransferKind::Handoff,
-            from: "a".into(),
-            to: "b".into(),
-            props: props(items),
-            loc: Default::default(),
-        };
+        let transfer = |items: &[(&str, Value)]| Transfer::new(TransferKind::Handoff, "a", "b", &props(items), Default::default());
         assert_eq!(transfer(&[]).handoff_context(), ContextMode::Isolated);
         assert_eq!(transfer(&[("context", Value::Word("fork".into()))]).handoff_context(), ContextMode::Fork);
     }

@@ -81,7 +81,7 @@ impl Engine {
         let original = (!self.policies.is_empty()).then(|| input.clone());
         let mut crossed = (input, edge);
         for transfer in transfers {
-            let step = match transfer.kind {
+            let step = match transfer.kind() {
                 TransferKind::Handoff => self.handoff(&transfer, from, to, crossed, &original),
                 TransferKind::Delegate => self.delegate(&transfer, from, to, crossed),
             };
@@ -179,7 +179,8 @@ impl Engine {
                 return problem;
             }
         }
-        self.acceptance_failure(&transfer.accept(), "payload", payload)
+        let checks: Vec<&TExpr> = transfer.accept().iter().collect();
+        self.acceptance_failure(&checks, "payload", payload)
     }
 
     /// A delegation: its inputs evaluated and checked against the

@@ -75,13 +75,13 @@ impl<'a> Checker<'a> {
         let Some(source) = source else { return };
         let mut found = Vec::new();
         for t in plan.index.transfers_on(plan.wf, source, node) {
-            let handoff = t.kind == TransferKind::Handoff;
+            let handoff = t.kind() == TransferKind::Handoff;
             if !entry.transfers.iter().any(|(h, f)| *h == handoff && *f == source) {
                 found.push(
                     Deviation::new(
                         codes::TRANSFER,
                         Some(seq),
-                        format!("node `{node}` started without the declared {} {source} -> {node}", t.kind),
+                        format!("node `{node}` started without the declared {} {source} -> {node}", t.kind()),
                     )
                     .expected(format!("{} {source} -> {node} before node_started", if handoff { "handoff" } else { "delegation" }))
                     .actual(format!("node_started {node}"))

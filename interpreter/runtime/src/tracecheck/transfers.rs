@@ -46,7 +46,7 @@ impl<'a> Checker<'a> {
         };
         let want_context = t.context();
         let want_fields = t.context_fields();
-        if Some(context) != want_context || fields != want_fields.as_slice() {
+        if Some(context) != want_context || fields != want_fields {
             found.push(
                 Deviation::new(codes::TRANSFER, Some(seq), format!("handoff {from} -> {to} passed another context slice than declared"))
                     .expected(format!(

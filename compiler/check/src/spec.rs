@@ -536,7 +536,7 @@ pub const ALL_DECLS: &[DeclSpec] = &[PRINCIPAL, PROVIDER, AGENT, TOOL, EVALUATOR
 pub const POLICY_BLOCK: BlockSpec<'static> = BlockSpec {
     props: &[
         opt("description", V::Str, "What the policy protects."),
-        opt("response", V::Word(RESPONSES), "What a run monitor does on violation (default halt)."),
+        def("response", V::Word(RESPONSES), PropDefault::Word("halt"), "What a run monitor does on violation (default halt)."),
         opt("escalate_to", V::Ref(&[Kind::Principal]), "Who is asked when the response is escalate."),
     ],
     entries: &[],
@@ -550,11 +550,12 @@ pub const GATE_BLOCK: BlockSpec<'static> = BlockSpec {
         req("evaluate", V::List(&V::Evaluator), "Evaluators; BLOCK > REQUIRES_DECISION > PASS across them."),
         opt("trigger", V::Record(TRIGGER), "Who may trigger the gate, and on which events."),
         opt("decided_by", V::List(&V::Ref(&[Kind::Principal])), "Who may decide when the outcome is REQUIRES_DECISION."),
-        opt("decisions", V::List(&V::Word(DECISIONS)), "Decisions allowed (default all four)."),
+        def("decisions", V::List(&V::Word(DECISIONS)), PropDefault::Words(DECISIONS), "Decisions allowed (default all four)."),
         opt("timeout", V::Duration, "Time allowed for evaluation and decision."),
-        opt(
+        def(
             "on_error",
             V::Word(&["BLOCK", "REQUIRES_DECISION"]),
+            PropDefault::Word("BLOCK"),
             "Outcome of an evaluator error, timeout or inconclusive result (default BLOCK).",
         ),
         opt("reason", V::Str, "Reason code recorded when the gate does not pass."),

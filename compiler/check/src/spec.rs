@@ -268,9 +268,13 @@ const ROUTE: &[P] = &[
     opt("model", V::Str, "Model override at that provider."),
 ];
 
+/// The boundary events a gate's `trigger.on` may name: the runtime
+/// triggers a gate when its `from` node completes (E0116 for others).
+pub const GATE_TRIGGER_EVENTS: &[&str] = &["node_completed"];
+
 const TRIGGER: &[P] = &[
     req("by", V::List(&V::Ref(&[Kind::Agent, Kind::Principal])), "Who may trigger the gate."),
-    req("on", V::List(&V::Str), "The boundary events that may trigger it."),
+    req("on", V::List(&V::Str), "The boundary events that may trigger it: `\"node_completed\"` (its `from` node completed)."),
 ];
 
 pub const PRINCIPAL: DeclSpec = DeclSpec {

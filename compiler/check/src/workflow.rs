@@ -352,6 +352,7 @@ impl Checker<'_> {
         self.node_exists(&gate.from.text, gate.from.span);
         self.node_exists(&gate.to.text, gate.to.span);
         let (props, rest) = self.check_block(&gate.body, &spec::GATE_BLOCK, gate.name.span, &owner, &Default::default());
+        self.check_trigger_events(gate);
         let mut handlers = Vec::new();
         for entry in rest {
             if let Entry::Handler(handler) = entry {
@@ -367,6 +368,30 @@ impl Checker<'_> {
             props,
             handlers,
             loc: loc(self.file, gate.name.span),
+        }
+    }
+
+    /// A gate's `trigger.on` lists events the runtime triggers gates on:
+    /// today only `node_completed` (its `from` node completed). Any other
+    /// event would be accepted and never happen, so it is refused (E0116).
+    fn check_trigger_events(&mut self, gate: &ast::GateStmt) {
+        let Some(ast::Expr { kind: ast::ExprKind::Object(fields), .. }) = Self::block_prop(Some(&gate.body), "trigger") else { return };
+        let Some(on) = fields.iter().find(|f| f.name.text == "on") else { return };
+        let ast::ExprKind::List(items) = &on.value.kind else { return };
+        if items.is_empty() {
+            self.error(codes::INVALID_VALUE, on.value.span, format!("gate `{}`'s trigger lists no event: it could never run", gate.name.text));
+        }
+        for item in items {
+            let ast::ExprKind::String(event) = &item.kind else { continue };
+            if !spec::GATE_TRIGGER_EVENTS.contains(&event.as_str()) {
+                self.error(codes::NOT_SUPPORTED, item.span, format!("`{event}` as a gate trigger event is not supported yet"))
+                    .with_primary_message("no such boundary event is raised")
+                    .with_note(format!(
+                        "a gate is triggered when its `from` node completes: trigger events are {}",
+                        spec::GATE_TRIGGER_EVENTS.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(", ")
+                    ))
+                    .with_help("write `on: [\"node_completed\"]`");
+            }
         }
     }
 

@@ -211,7 +211,9 @@ checker gives it a meaning yet. Rather than accept it and ignore it at run
 time, the checker refuses it: what `flowc verify` accepts is what `flow
 run` does.
 
-Today: a budget zone's `action` may only be `terminate(reason)`, `halt`,
+Today: a gate's `trigger.on` may only list `"node_completed"` (a gate runs
+when its `from` node completes; no other boundary event is raised). A
+budget zone's `action` may only be `terminate(reason)`, `halt`,
 `fallback(reason)`, `return_partial` (each ends the run), or
 `compress_context`, `switch_model(provider)`, `skip_reasoning`, `warn`
 (each changes how later turns are made). An action that moves control
@@ -487,7 +489,7 @@ unrelated agent open the gate.
 Example:
 
     node video: agent video_generator { ... }
-    gate g: video -> compose { trigger: { by: [composer], on: ["scene_video_completed"] }, ... }
+    gate g: video -> compose { trigger: { by: [composer], on: ["node_completed"] }, ... }
 
 Fix: name the agent that runs `from` (or a principal)."#;
 

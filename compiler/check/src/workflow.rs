@@ -379,7 +379,11 @@ impl Checker<'_> {
         let Some(on) = fields.iter().find(|f| f.name.text == "on") else { return };
         let ast::ExprKind::List(items) = &on.value.kind else { return };
         if items.is_empty() {
-            self.error(codes::INVALID_VALUE, on.value.span, format!("gate `{}`'s trigger lists no event: it could never run", gate.name.text));
+            self.error(
+                codes::INVALID_VALUE,
+                on.value.span,
+                format!("gate `{}`'s trigger lists no event: it could never run", gate.name.text),
+            );
         }
         for item in items {
             let ast::ExprKind::String(event) = &item.kind else { continue };

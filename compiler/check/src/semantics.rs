@@ -217,6 +217,28 @@ pub fn failure_step<'w>(workflow: &'w Workflow, index: &'w PlanIndex, node: &'w 
     FailureStep::Fail
 }
 
+/// Who `listed` names (reference §5.1): each principal listed, the members
+/// of each role listed, and every principal that holds a listed role —
+/// followed until nothing is added. Who may decide, trigger or approve is
+/// this set, for `flow approve` as for trace check.
+pub fn expand_principals(program: &crate::ir::Program, listed: &[String]) -> std::collections::BTreeSet<String> {
+    let mut out: std::collections::BTreeSet<String> = listed.iter().cloned().collect();
+    loop {
+        let before = out.len();
+        for decl in program.decls.values().filter(|d| d.kind == crate::spec::Kind::Principal) {
+            if out.contains(&decl.name) {
+                out.extend(decl.members());
+            }
+            if decl.roles().iter().any(|r| out.contains(r)) {
+                out.insert(decl.name.clone());
+            }
+        }
+        if out.len() == before {
+            return out;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,7 +46,7 @@ pub fn messages(request: &AgentRequest, schema: &Value) -> Vec<(&'static str, St
     system.push_str(&schema.to_string());
     if !request.tools.is_empty() {
         system.push_str("\nOr call one of the tools: ");
-        system.push_str(&request.tools.join(", "));
+        system.push_str(&request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "));
         system.push('.');
     }
 
@@ -91,7 +91,13 @@ pub fn tool_definitions(request: &AgentRequest) -> Value {
         request
             .tools
             .iter()
-            .map(|tool| json!({ "type": "function", "function": { "name": tool, "parameters": { "type": "object" } } }))
+            .map(|tool| {
+                let mut function = json!({ "name": tool.name, "parameters": tool.parameters });
+                if let Some(description) = &tool.description {
+                    function["description"] = json!(description);
+                }
+                json!({ "type": "function", "function": function })
+            })
             .collect(),
     )
 }
@@ -157,6 +163,7 @@ fn tighten_within(key: &str, value: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::ToolSpec;
 
     fn request() -> AgentRequest {
         AgentRequest {
@@ -168,7 +175,11 @@ mod tests {
             prompt: Some("Summarise.".into()),
             context: json!({ "input": { "text": "héllo wörld ✓" } }),
             output_schema: json!({ "type": "object", "properties": { "summary": { "type": "string" } } }),
-            tools: vec!["search".into()],
+            tools: vec![ToolSpec {
+                name: "search".into(),
+                description: Some("Searches the web".into()),
+                parameters: json!({ "type": "object", "properties": { "q": { "type": "string" } } }),
+            }],
             visit: 1,
             attempt_no: 1,
             turn: 1,

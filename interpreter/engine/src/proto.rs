@@ -30,13 +30,21 @@ pub enum Request {
 }
 
 impl Request {
-    /// The cassette key: sha256 over the request's canonical JSON.
+    /// The cassette key: sha256 over the request's canonical JSON. A model
+    /// turn's tools count by name: their descriptions and schemas are the
+    /// plan's, so a cassette recorded before they were sent still answers.
     pub fn key(&self) -> String {
         match self {
             Request::Tool(t) => t.key(),
             _ => {
+                let mut value = serde_json::to_value(self).unwrap_or(Value::Null);
+                if let Some(Value::Array(tools)) = value.get_mut("tools") {
+                    for tool in tools.iter_mut() {
+                        *tool = tool.get("name").cloned().unwrap_or(Value::Null);
+                    }
+                }
                 let mut bytes = Vec::with_capacity(256);
-                write_canonical(&serde_json::to_value(self).unwrap_or(Value::Null), &mut bytes);
+                write_canonical(&value, &mut bytes);
                 sha256_key(&bytes)
             }
         }
@@ -160,6 +168,62 @@ pub fn push_hex(bytes: &[u8], out: &mut String) {
     }
 }
 
+/// One tool an agent may call: what a model is shown of it. Read also
+/// from a bare name, as requests recorded before tools carried their
+/// description (cassettes) wrote it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "ToolSpecWire")]
+pub struct ToolSpec {
+    pub name: String,
+    /// The tool's `description`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema of the tool's declared `input` (an object schema:
+    /// `{"type": "object"}` when the input is not a record).
+    pub parameters: Value,
+}
+
+/// How a [`ToolSpec`] may be written: in full, or by name only.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ToolSpecWire {
+    Name(String),
+    Full {
+        name: String,
+        #[serde(default)]
+        description: Option<String>,
+        #[serde(default = "object_schema")]
+        parameters: Value,
+    },
+}
+
+fn object_schema() -> Value {
+    serde_json::json!({ "type": "object" })
+}
+
+impl From<ToolSpecWire> for ToolSpec {
+    fn from(wire: ToolSpecWire) -> ToolSpec {
+        match wire {
+            ToolSpecWire::Name(name) => ToolSpec::named(&name),
+            ToolSpecWire::Full { name, description, parameters } => ToolSpec { name, description, parameters },
+        }
+    }
+}
+
+impl ToolSpec {
+    /// A tool offered by name only (`{"type": "object"}` parameters).
+    pub fn named(name: &str) -> ToolSpec {
+        ToolSpec { name: name.to_string(), description: None, parameters: object_schema() }
+    }
+}
+
+impl AgentRequest {
+    /// Whether the agent may ask for `tool`.
+    pub fn offers(&self, tool: &str) -> bool {
+        self.tools.iter().any(|t| t.name == tool)
+    }
+}
+
 /// One model turn of an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentRequest {
@@ -176,9 +240,9 @@ pub struct AgentRequest {
     pub context: Value,
     /// The JSON Schema the reply's `output` must satisfy.
     pub output_schema: Value,
-    /// The tools the agent may ask for.
+    /// The tools the agent may ask for, as the model is shown them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<String>,
+    pub tools: Vec<ToolSpec>,
     /// 1-based visit of the node, attempt, and turn within the attempt.
     pub visit: u32,
     pub attempt_no: u32,

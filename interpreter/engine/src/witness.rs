@@ -288,7 +288,7 @@ impl Goal<'_> {
         let mut out = candidates(self.search.program, workflow(self.search), request);
         if let Request::Agent(req) = request {
             if req.attempt_no == 1 && req.turn == 1 {
-                for (tool, _) in self.refused.iter().filter(|(t, a)| *a == req.agent && !req.tools.contains(t)) {
+                for (tool, _) in self.refused.iter().filter(|(t, a)| *a == req.agent && !req.offers(t)) {
                     let input = self.search.program.decls.get(tool).and_then(|d| d.input_type());
                     let input = input.map(|t| base(t, &self.search.program.types, 0)).unwrap_or(json!({}));
                     let call = ToolCall { tool: tool.clone(), input };
@@ -330,7 +330,7 @@ pub fn candidates(program: &Program, workflow: Option<&Workflow>, request: &Requ
             // Each tool at most once per visit (the model's abstraction):
             // on the first turn of the first attempt.
             if req.attempt_no == 1 && req.turn == 1 {
-                for tool in &req.tools {
+                for tool in req.tools.iter().map(|t| &t.name) {
                     let input = program.decls.get(tool).and_then(|d| d.input_type()).map(|t| base(t, types, 0)).unwrap_or(json!({}));
                     let call = ToolCall { tool: tool.clone(), input };
                     out.push(AgentReply { tool_call: Some(call), usage: light.clone(), ..AgentReply::default() });

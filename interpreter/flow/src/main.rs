@@ -734,9 +734,16 @@ fn approve(run: &str, subject: &str, decision: &str, by: Option<String>, comment
                 flow_trace::join(&p.decisions, ", ")
             )));
         };
+        // A role among the deciders lets its members decide (and a
+        // principal holding it), as trace check reads it.
+        let (_, plan) = driver::load_meta(&journal, &run_id)?;
+        let allowed = flow_check::semantics::expand_principals(&plan.program, &p.deciders);
         let by = match by {
-            Some(b) if p.deciders.is_empty() || p.deciders.contains(&b) => b,
-            Some(b) => return Err(RunError::Usage(format!("`{b}` may not decide on `{subject}`; deciders: {}", p.deciders.join(", ")))),
+            Some(b) if p.deciders.is_empty() || allowed.contains(&b) => b,
+            Some(b) => {
+                let who = allowed.iter().cloned().collect::<Vec<_>>().join(", ");
+                return Err(RunError::Usage(format!("`{b}` may not decide on `{subject}`; deciders: {who}")));
+            }
             None => p.deciders.first().cloned().unwrap_or_else(|| "operator".into()),
         };
         let proposal = Proposal { key: p.key.clone(), response: Response::Human(HumanAnswer { decision, by: by.clone(), comment }) };

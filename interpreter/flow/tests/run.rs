@@ -644,3 +644,26 @@ fn handoff_payloads_and_delegation_inputs_are_held_to_their_types() {
     names_every_broken_keyword(failed["payload"]["message"].as_str().unwrap(), false);
     assert!(!trace.iter().any(|e| e["kind"] == "node_started" && e["payload"]["node"] == "worker"));
 }
+
+#[test]
+fn a_role_among_the_deciders_lets_its_members_and_holders_decide() {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let rd = run_dir.to_str().unwrap();
+    let out = flow_env(&["run", "decide_role.flow", "--run-dir", rd, "--fake-clock", "--no-prompt"], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(4), "awaiting decision: {}", text(&out));
+    // Someone outside the role: refused, and told who may decide.
+    let bad = flow_env(&["approve", rd, "review", "--decision", "approve", "--by", "mallory"], dir.path(), &[]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert!(text(&bad).contains("deciders: alice, bob, editors"), "{}", text(&bad));
+    // A member of the role decides.
+    let ok = flow_env(&["approve", rd, "review", "--decision", "approve", "--by", "alice"], dir.path(), &[]);
+    assert!(ok.status.success(), "a member of `editors` may decide: {}", text(&ok));
+    let resumed = flow_env(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    let trace = assert_valid_trace(&run_dir);
+    assert_eq!(decisions_applied(&trace)[0].2, "alice");
+    assert_eq!(last(&trace)["payload"]["reason"], "published");
+    let checked = trace_check(dir.path(), &run_dir, "decide_role.flow");
+    assert!(checked.status.success(), "trace check accepts the member's decision: {}", text(&checked));
+}

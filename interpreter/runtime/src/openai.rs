@@ -319,6 +319,7 @@ fn strip_fences(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::ToolSpec;
     use flow_check::ir::Value as IrValue;
     use std::io::{Read, Write};
     use std::net::TcpListener;
@@ -580,13 +581,19 @@ mod tests {
         });
         let server = serve(vec![(200, "", answer.to_string())]);
         let mut req = request();
-        req.tools = vec!["search".into()];
+        let parameters = json!({ "type": "object", "properties": { "q": { "type": "string" } }, "required": ["q"] });
+        req.tools = vec![ToolSpec { name: "search".into(), description: Some("Searches the web".into()), parameters: parameters.clone() }];
         req.tool_results = vec![json!({ "tool": "search", "ok": true })];
         req.repair = Some("title: expected a string".into());
         let reply = chat(&reqwest::Client::new(), &provider(&server.url), &req).await;
         assert_eq!(reply.tool_call, Some(ToolCall { tool: "search".into(), input: json!({ "q": "cats" }) }));
         let body = body_of(&server.requests.lock().expect("lock")[0]);
-        assert_eq!(body["tools"][0], json!({ "type": "function", "function": { "name": "search", "parameters": { "type": "object" } } }));
+        let function = json!({ "name": "search", "description": "Searches the web", "parameters": parameters });
+        assert_eq!(
+            body["tools"][0],
+            json!({ "type": "function", "function": function }),
+            "the model sees the tool's description and input schema"
+        );
         let user = body["messages"][1]["content"].as_str().expect("user");
         assert!(user.contains("Tool results so far") && user.contains("title: expected a string"), "{user}");
     }

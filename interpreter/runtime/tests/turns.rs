@@ -173,3 +173,91 @@ fn reported_use_over_the_ceilings_is_metered_warned_about_and_counted() {
     assert!(warnings[0].contains("1200 output tokens, over `max_tokens` of 1000"), "{}", warnings[0]);
     assert_eq!(e.ceiling_breaches(), 1);
 }
+
+#[test]
+fn a_model_is_shown_each_tools_description_and_input_schema() {
+    let source = r#"
+provider p: scripted { max_tokens: 1k }
+tool search: builtin { description: "Searches the archive by keyword", input: { q: string, limit: int }, output: any, function: "identity" }
+tool ping: builtin { description: "Answers pong", input: any, output: any, function: "identity" }
+agent a { provider: p, tools: [search, ping], max_turns: 1 }
+workflow w {
+  start: x
+  node x: agent a { output: string }
+  node done: end ok
+  x -> done
+}
+"#;
+    let (_, sent) = run(&mut engine(source), json!({}), |_| ok(10, 10));
+    let tools = &sent.first().expect("a turn was sent").tools;
+    let search = tools.iter().find(|t| t.name == "search").expect("search is offered");
+    assert_eq!(search.description.as_deref(), Some("Searches the archive by keyword"));
+    assert_eq!(search.parameters["type"], "object");
+    assert_eq!(search.parameters["properties"]["q"]["type"], "string");
+    assert_eq!(search.parameters["properties"]["limit"]["type"], "integer");
+    // An input that is no record is still offered as an object.
+    let ping = tools.iter().find(|t| t.name == "ping").expect("ping is offered");
+    assert_eq!((ping.description.as_deref(), &ping.parameters), (Some("Answers pong"), &json!({ "type": "object" })));
+    // What a client sends: the function definitions carry both.
+    let definitions = flow_runtime::prompt::tool_definitions(&sent[0]);
+    assert_eq!(definitions[0]["function"]["description"], "Searches the archive by keyword");
+    assert_eq!(definitions[0]["function"]["parameters"], search.parameters);
+}
+
+const TOOLED: &str = r#"
+provider p: scripted { max_tokens: 1k }
+tool search: builtin { description: "Searches", input: { q: string }, output: { hits: int }, function: "identity" }
+agent a { provider: p, tools: [search], max_turns: 3 }
+workflow w {
+  start: x
+  node x: agent a { output: string }
+  node done: end ok
+  x -> done
+}
+"#;
+
+fn call(input: Value) -> AgentReply {
+    AgentReply { tool_call: Some(flow_runtime::proto::ToolCall { tool: "search".into(), input }), ..ok(10, 10) }
+}
+
+#[test]
+fn a_tool_call_whose_input_is_not_of_the_tools_input_type_is_refused_and_fed_back() {
+    let (events, sent) = run(&mut engine(TOOLED), json!({}), |req| if req.turn == 1 { call(json!({ "q": 5 })) } else { ok(10, 10) });
+    let refused: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            Body::ToolCallRefused { tool, reason, .. } if tool == "search" => Some(reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(refused.len() == 1 && refused[0].contains("input of `search` is invalid"), "{refused:?}");
+    assert!(!events.iter().any(|e| matches!(e.body, Body::ToolCallStarted { .. })), "an invalid call is never made");
+    assert_eq!(sent[1].tool_results[0]["ok"], false, "the agent hears why");
+}
+
+#[test]
+fn a_tool_result_that_is_not_of_the_tools_output_type_does_not_reach_the_agent_as_valid() {
+    // The harness answers every tool call with `{}`: no `hits`.
+    let (events, sent) = run(&mut engine(TOOLED), json!({}), |req| if req.turn == 1 { call(json!({ "q": "cats" })) } else { ok(10, 10) });
+    assert!(events.iter().any(|e| matches!(e.body, Body::ToolCallStarted { .. })), "a valid call is made");
+    // The agent's next turn hears of an error, not of the output.
+    let result = &sent[1].tool_results[0];
+    assert_eq!(result["ok"], false, "{result}");
+    assert!(result["error"].as_str().is_some_and(|e| e.contains("output of `search` is invalid")), "{result}");
+}
+
+#[test]
+fn a_turns_cassette_key_names_its_tools_whatever_their_definitions() {
+    let (_, sent) = run(&mut engine(TOOLED), json!({}), |_| ok(10, 10));
+    let full = sent[0].clone();
+    assert!(full.tools[0].description.is_some(), "the request carries the definition");
+    let mut named = full.clone();
+    named.tools = vec![flow_runtime::proto::ToolSpec::named("search")];
+    assert_eq!(Request::Agent(Box::new(full.clone())).key(), Request::Agent(Box::new(named)).key());
+    // A bare name, as older cassettes wrote it, reads back as a tool.
+    let old: flow_runtime::proto::ToolSpec = serde_json::from_value(json!("search")).expect("a name");
+    assert_eq!(old, flow_runtime::proto::ToolSpec::named("search"));
+    let mut other = full.clone();
+    other.prompt = Some("something else".into());
+    assert_ne!(Request::Agent(Box::new(full)).key(), Request::Agent(Box::new(other)).key(), "the rest of the request counts");
+}

@@ -94,7 +94,7 @@ impl Engine {
             prompt: node.prompt().map(str::to_string),
             context: self.context_for(node, agent),
             output_schema: ty_to_schema(&node.output, &self.program.types),
-            tools: agent.tools(),
+            tools: agent.tools().iter().map(|t| self.tool_spec(t)).collect(),
             visit: self.nodes[&node.name].visits,
             attempt_no: attempt.attempt_no,
             turn: attempt.turn + 1,
@@ -104,6 +104,19 @@ impl Engine {
             max_tokens,
             flags: self.flags.clone(),
         }
+    }
+
+    /// What the model is shown of `tool`: its name, `description` and the
+    /// schema of its declared `input` (an object schema, as function
+    /// calling needs: `{"type": "object"}` for an input that is no record).
+    fn tool_spec(&self, tool: &str) -> ToolSpec {
+        let Some(decl) = self.program.decls.get(tool) else { return ToolSpec::named(tool) };
+        let schema = decl.input_type().map(|ty| ty_to_schema(ty, &self.program.types));
+        let parameters = match schema {
+            Some(s) if s.get("type").and_then(|t| t.as_str()) == Some("object") => s,
+            _ => serde_json::json!({ "type": "object" }),
+        };
+        ToolSpec { name: tool.to_string(), description: decl.description().map(str::to_string), parameters }
     }
 
     pub(super) fn next_turn(&mut self, attempt_id: &str, delay: u64, cause: &Str) {

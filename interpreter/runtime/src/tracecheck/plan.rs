@@ -30,24 +30,8 @@ impl<'a> PlanView<'a> {
 
     /// `names` with roles expanded to their members (and principals that
     /// hold a listed role added), transitively.
-    pub(super) fn expand_principals(&self, listed: &[String]) -> HashSet<String> {
-        let mut out: HashSet<String> = listed.iter().cloned().collect();
-        loop {
-            let before = out.len();
-            for decl in self.program.decls.values().filter(|d| d.kind == Kind::Principal) {
-                if out.contains(&decl.name) {
-                    for member in decl.members() {
-                        out.insert(member);
-                    }
-                }
-                if decl.roles().iter().any(|r| out.contains(r)) {
-                    out.insert(decl.name.clone());
-                }
-            }
-            if out.len() == before {
-                return out;
-            }
-        }
+    pub(super) fn expand_principals(&self, listed: &[String]) -> std::collections::BTreeSet<String> {
+        flow_check::semantics::expand_principals(self.program, listed)
     }
 
     /// Who may decide on `subject` (empty: the plan names nobody).

@@ -17,10 +17,10 @@ use flow_tests::repo_root;
 use std::collections::BTreeMap;
 
 /// The most `untested` rows allowed (lower it when a test lands).
-const MAX_UNTESTED: usize = 58;
+const MAX_UNTESTED: usize = 56;
 /// The most `ignored` rows allowed (lower it when a property is enforced
 /// or refused).
-const MAX_IGNORED: usize = 31;
+const MAX_IGNORED: usize = 30;
 
 const STATUSES: &[&str] = &["enforced", "untested", "static", "refused", "ignored"];
 

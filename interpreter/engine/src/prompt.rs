@@ -54,6 +54,12 @@ pub fn messages(request: &AgentRequest, schema: &Value) -> Vec<(&'static str, St
     if let Some(prompt) = request.prompt.as_deref().filter(|p| !p.trim().is_empty()) {
         user.push(prompt.trim().to_string());
     }
+    if let Some(objective) = request.objective.as_deref().filter(|o| !o.trim().is_empty()) {
+        user.push(format!("Objective (your delegation contract): {}", objective.trim()));
+    }
+    if !request.acceptance.is_empty() {
+        user.push(format!("Your output is accepted only if: {}", request.acceptance.join("; ")));
+    }
     let empty = match &request.context {
         Value::Null => true,
         Value::Object(map) => map.is_empty(),
@@ -175,6 +181,8 @@ mod tests {
             prompt: Some("Summarise.".into()),
             context: json!({ "input": { "text": "héllo wörld ✓" } }),
             output_schema: json!({ "type": "object", "properties": { "summary": { "type": "string" } } }),
+            objective: None,
+            acceptance: vec![],
             tools: vec![ToolSpec {
                 name: "search".into(),
                 description: Some("Searches the web".into()),

@@ -240,6 +240,12 @@ pub struct AgentRequest {
     pub context: Value,
     /// The JSON Schema the reply's `output` must satisfy.
     pub output_schema: Value,
+    /// A delegate's task under its delegation contract: the contract's
+    /// `objective`, and its acceptance checks over `output` as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objective: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acceptance: Vec<String>,
     /// The tools the agent may ask for, as the model is shown them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolSpec>,

@@ -421,6 +421,8 @@ mod tests {
                 "required": ["title"],
                 "additionalProperties": true
             }),
+            objective: None,
+            acceptance: vec![],
             tools: vec![],
             visit: 1,
             attempt_no: 1,

@@ -261,3 +261,58 @@ fn a_turns_cassette_key_names_its_tools_whatever_their_definitions() {
     other.prompt = Some("something else".into());
     assert_ne!(Request::Agent(Box::new(full)).key(), Request::Agent(Box::new(other)).key(), "the rest of the request counts");
 }
+
+const DELEGATED: &str = r#"
+provider p: scripted { max_tokens: 1k }
+agent a { provider: p, max_turns: 1, can_delegate: true }
+type Job = { n: int }
+contract job { objective: "Count the widgets", inputs: Job, output: { count: int, unit: string }, accept: [output.count >= 0] }
+workflow w {
+  start: boss
+  node boss: agent a { output: Job }
+  node worker: agent a { output: any }
+  node done: end ok
+  boss -> worker -> done
+  delegate boss -> worker { contract: job, inputs: { n: boss.n } }
+}
+"#;
+
+#[test]
+fn a_delegate_is_told_its_contracts_objective_and_acceptance_checks() {
+    let source = DELEGATED;
+    let reply = |req: &AgentRequest| {
+        let output = if req.node == "boss" { json!({ "n": 3 }) } else { json!({ "count": 1, "unit": "crate" }) };
+        AgentReply { output: Some(output), ..ok(10, 10) }
+    };
+    let (events, sent) = run(&mut engine(source), json!({}), reply);
+    assert!(events.iter().any(|e| matches!(e.body, Body::Delegation { .. })), "the work was delegated");
+    let boss = sent.iter().find(|r| r.node == "boss").expect("boss ran");
+    assert_eq!((boss.objective.as_deref(), boss.acceptance.len()), (None, 0), "the delegator works under no contract");
+    let worker = sent.iter().find(|r| r.node == "worker").expect("worker ran");
+    assert_eq!(worker.objective.as_deref(), Some("Count the widgets"));
+    assert_eq!(worker.acceptance, ["output.count >= 0"]);
+    let schema = flow_runtime::prompt::tighten(&worker.output_schema);
+    let user = &flow_runtime::prompt::messages(worker, &schema)[1].1;
+    assert!(user.contains("Objective (your delegation contract): Count the widgets"), "{user}");
+    assert!(user.contains("accepted only if: output.count >= 0"), "{user}");
+}
+
+#[test]
+fn a_delegates_result_must_be_of_the_contracts_output_type_and_pass_its_acceptance_checks() {
+    let failure = |worker: Value| {
+        let reply = move |req: &AgentRequest| {
+            let output = if req.node == "boss" { json!({ "n": 3 }) } else { worker.clone() };
+            AgentReply { output: Some(output), ..ok(10, 10) }
+        };
+        let (events, _) = run(&mut engine(DELEGATED), json!({}), reply);
+        events.iter().find_map(|e| match &e.body {
+            Body::NodeFailed { node, error_code, message, .. } if node == "worker" => Some((error_code.to_string(), message.clone())),
+            _ => None,
+        })
+    };
+    assert_eq!(failure(json!({ "count": 1, "unit": "crate" })), None, "a result that keeps the contract completes");
+    let (code, message) = failure(json!({ "count": 1 })).expect("no `unit`: rejected");
+    assert!(code == "contract_rejected" && message.contains("output does not match"), "{code}: {message}");
+    let (code, message) = failure(json!({ "count": -1, "unit": "crate" })).expect("a negative count: rejected");
+    assert!(code == "contract_rejected" && message.contains("output.count >= 0"), "{code}: {message}");
+}

@@ -346,6 +346,11 @@ impl Decl {
         ty(self.prop("inputs"))
     }
 
+    /// What the delegate must achieve (contract).
+    pub fn objective(&self) -> Option<&str> {
+        word(self.prop("objective"))
+    }
+
     /// The contract's acceptance checks over `output`.
     pub fn accept(&self) -> Vec<&TExpr> {
         exprs(self.prop("accept"))

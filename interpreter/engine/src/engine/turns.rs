@@ -85,6 +85,9 @@ impl Engine {
         model: Option<String>,
         max_tokens: u64,
     ) -> AgentRequest {
+        // A delegate works under its contract: it is told the objective
+        // and what its output is accepted on.
+        let contract = self.nodes.get(&node.name).and_then(|n| n.contract.as_deref()).and_then(|c| self.program.decls.get(c));
         AgentRequest {
             agent: agent_name.to_string(),
             node: node.name.clone(),
@@ -94,6 +97,8 @@ impl Engine {
             prompt: node.prompt().map(str::to_string),
             context: self.context_for(node, agent),
             output_schema: ty_to_schema(&node.output, &self.program.types),
+            objective: contract.and_then(|c| c.objective()).map(str::to_string),
+            acceptance: contract.map(|c| c.accept().into_iter().map(eval::render).collect()).unwrap_or_default(),
             tools: agent.tools().iter().map(|t| self.tool_spec(t)).collect(),
             visit: self.nodes[&node.name].visits,
             attempt_no: attempt.attempt_no,

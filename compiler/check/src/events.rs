@@ -101,6 +101,7 @@ pub fn delegation(program: &Program, transfer: &Transfer, inputs: ArtifactRef) -
         contract: transfer.contract().unwrap_or_default().to_string(),
         inputs,
         budget: delegated_budget(program, transfer),
+        reason: transfer.reason().map(str::to_string),
     }
 }
 

@@ -268,6 +268,9 @@ pub enum Body {
         inputs: ArtifactRef,
         /// The budget the delegate receives (after attenuation).
         budget: Usage,
+        /// Why the work is delegated (the delegation's `reason`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// A tool call was issued (persisted before the call is made).
     ToolCallStarted {

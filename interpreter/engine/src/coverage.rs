@@ -244,6 +244,7 @@ mod tests {
                     contract: "c".into(),
                     inputs: digest,
                     budget: Usage::default(),
+                    reason: None,
                 },
             ),
             event(

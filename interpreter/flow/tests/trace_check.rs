@@ -487,3 +487,13 @@ fn coverage_over_several_traces_adds_up_and_prints_per_kind() {
         assert!(stdout.contains(&uncovered_both[0]), "{stdout}");
     }
 }
+
+#[test]
+fn a_delegation_recorded_with_another_reason_is_t030() {
+    let mut trace = events(run_of("delegation"));
+    let delegation = position(&trace, "delegation", |p| p["reason"].is_string());
+    trace[delegation]["payload"]["reason"] = json!("no reason at all");
+    let result = tampered("delegation", "delegation_reason", trace);
+    assert_code(&result, "T030");
+    assert_eq!(codes(&result.1), BTreeSet::from(["T030".to_string()]));
+}

@@ -273,7 +273,7 @@ workflow w {
   node worker: agent a { output: any }
   node done: end ok
   boss -> worker -> done
-  delegate boss -> worker { contract: job, inputs: { n: boss.n } }
+  delegate boss -> worker { contract: job, inputs: { n: boss.n }, reason: "the boss counts nothing" }
 }
 "#;
 
@@ -285,7 +285,11 @@ fn a_delegate_is_told_its_contracts_objective_and_acceptance_checks() {
         AgentReply { output: Some(output), ..ok(10, 10) }
     };
     let (events, sent) = run(&mut engine(source), json!({}), reply);
-    assert!(events.iter().any(|e| matches!(e.body, Body::Delegation { .. })), "the work was delegated");
+    let reason = events.iter().find_map(|e| match &e.body {
+        Body::Delegation { reason, .. } => Some(reason.clone()),
+        _ => None,
+    });
+    assert_eq!(reason, Some(Some("the boss counts nothing".to_string())), "the delegation is recorded with its reason");
     let boss = sent.iter().find(|r| r.node == "boss").expect("boss ran");
     assert_eq!((boss.objective.as_deref(), boss.acceptance.len()), (None, 0), "the delegator works under no contract");
     let worker = sent.iter().find(|r| r.node == "worker").expect("worker ran");

@@ -49,7 +49,9 @@ impl<'a> Checker<'a> {
             Body::Handoff { from, to, context, context_fields, payload, accepted, .. } => {
                 self.handoff(seq, from, to, *context, context_fields, payload, *accepted)
             }
-            Body::Delegation { from, to, contract, inputs, budget, .. } => self.delegation(seq, from, to, contract, inputs, budget),
+            Body::Delegation { from, to, contract, inputs, budget, reason, .. } => {
+                self.delegation(seq, from, to, contract, inputs, budget, reason.as_deref())
+            }
             Body::GateRecorded { gate, from, to, outcome, trigger, .. } => self.gate_recorded(seq, gate, from, to, *outcome, trigger),
             Body::DecisionRequested { subject, .. } => self.decision_requested(seq, subject, &e.body),
             Body::DecisionApplied { subject, decision, by, action, .. } if *decision == flow_trace::Decision::Timeout => {

@@ -82,7 +82,17 @@ impl<'a> Checker<'a> {
         }
     }
 
-    pub(super) fn delegation(&mut self, seq: u64, from: &str, to: &str, contract: &str, inputs: &ArtifactRef, granted: &Usage) {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn delegation(
+        &mut self,
+        seq: u64,
+        from: &str,
+        to: &str,
+        contract: &str,
+        inputs: &ArtifactRef,
+        granted: &Usage,
+        reason: Option<&str>,
+    ) {
         let on_edge = self.note_transfer(false, from, to);
         self.delegated.insert(to.to_string());
         let Some(plan) = &self.plan else { return };
@@ -104,6 +114,14 @@ impl<'a> Checker<'a> {
             self.deviations.append(&mut found);
             return;
         };
+        if t.reason() != reason {
+            found.push(
+                Deviation::new(codes::TRANSFER, Some(seq), format!("delegation {from} -> {to} records another reason than declared"))
+                    .expected(format!("reason {:?}", t.reason()))
+                    .actual(format!("reason {reason:?}"))
+                    .node(to),
+            );
+        }
         let want = t.contract().unwrap_or_default();
         if want != contract {
             found.push(

@@ -320,3 +320,33 @@ fn a_delegates_result_must_be_of_the_contracts_output_type_and_pass_its_acceptan
     let (code, message) = failure(json!({ "count": -1, "unit": "crate" })).expect("a negative count: rejected");
     assert!(code == "contract_rejected" && message.contains("output.count >= 0"), "{code}: {message}");
 }
+
+#[test]
+fn a_tool_nodes_result_must_be_of_the_nodes_declared_output() {
+    // The tool returns anything; the node declares what it needs. The
+    // harness answers every call with `{}`.
+    let source = |output: &str| {
+        format!(
+            r#"
+tool fetch: builtin {{ description: "Fetches", input: any, output: any, function: "identity" }}
+workflow w {{
+  start: x
+  node x: tool fetch {{ args: {{ id: 1 }}{output} }}
+  node done: end ok
+  x -> done
+}}
+"#
+        )
+    };
+    let failed = |src: &str| {
+        let (events, _) = run(&mut engine(src), json!({}), |_| ok(0, 0));
+        events.iter().find_map(|e| match &e.body {
+            Body::NodeFailed { node, error_code, message, .. } if node == "x" => Some((error_code.to_string(), message.clone())),
+            _ => None,
+        })
+    };
+    assert_eq!(failed(&source("")), None, "without a declared output, the tool's `any` holds");
+    let (code, message) = failed(&source(", output: { hits: int }")).expect("`{}` has no `hits`");
+    assert_eq!(code, "invalid_output");
+    assert!(message.contains("output of tool node `x` is not its declared"), "{message}");
+}

@@ -20,7 +20,7 @@ use flow_check::ceilings::{self, TurnCeiling};
 use flow_check::events;
 use flow_check::index::PlanIndex;
 use flow_check::ir::{Action, ActionKind, Decl, Gate, Guard, HandlerEvent, Node, Program, TExpr, Value as IrValue, Workflow};
-use flow_check::ir::{NodeBody, NodeKind, TransferKind};
+use flow_check::ir::{NodeBody, NodeKind, ToolNode, TransferKind};
 use flow_check::semantics::{self, FailureStep};
 use flow_check::types::Ty;
 use flow_check::view::{self, Budget, Conflicts, EvaluatorRef, Expect, PolicyResponse};

@@ -198,6 +198,13 @@ impl Engine {
             self.then(Effect::NextTurn { attempt: attempt_id.to_string(), delay: 0, cause: done.clone() });
             return;
         }
+        // A tool node's declared `output` holds too (it may be narrower
+        // than the tool's).
+        if let (true, Some(problem)) = (result.ok, self.tool_node_output_problem(attempt_id, result.output.as_ref())) {
+            result.ok = false;
+            result.error = Some(problem);
+            result.error_code = Some(ErrorCode::InvalidOutput);
+        }
         if result.ok {
             let output = result.output.unwrap_or(Value::Null);
             self.then(Effect::AttemptSucceeded { attempt: attempt_id.to_string(), output, cause: done.clone() });
@@ -205,5 +212,17 @@ impl Engine {
             let code = result.error_code.unwrap_or(ErrorCode::ToolError);
             self.fail_attempt(attempt_id, code, result.error.unwrap_or_else(|| "the tool failed".into()), done);
         }
+    }
+
+    /// Why a tool node's result is not of the node's declared `output`
+    /// type, if it is not.
+    fn tool_node_output_problem(&mut self, attempt_id: &str, output: Option<&Value>) -> Option<String> {
+        let node = self.attempts.get(attempt_id).and_then(|a| self.node(&a.node))?;
+        let NodeBody::Tool(ToolNode { output_type: Some(ty), .. }) = &node.body else { return None };
+        let errors = match self.validator("node.output", &node.name, ty) {
+            Ok(v) => v.validate(output.unwrap_or(&Value::Null)).err()?,
+            Err(e) => vec![e],
+        };
+        Some(format!("output of tool node `{}` is not its declared `{ty}`: {}", node.name, errors.join("; ")))
     }
 }

@@ -611,8 +611,9 @@ Example:
 Fix: put a `human` node (or a gate with `decided_by`) before every call."#;
 
     PRIVATE_TO_PUBLIC = "E0706", "private data reaches a public sink",
-r#"Data labelled "private" (by a node's, agent's or tool's `labels`) flows
-along edges and handoffs to a node that sends data to a tool with
+r#"Data labelled "private" (by a node's, agent's or tool's `labels`, or by
+a handoff's `labels` on what it hands over) flows along edges and
+handoffs to a node that sends data to a tool with
 `sink: public`. The witness is the flow from the private source to the
 sink.
 

@@ -346,7 +346,12 @@ fn public_sink(node: &Node, program: &Program) -> Option<String> {
 fn information_flow(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
     let workflow = flow.workflow;
     let mut reported: IndexSet<NodeIndex> = IndexSet::new();
-    for source in flow.graph.node_indices().filter(|&n| is_private_source(flow.node(n), program)) {
+    // A handoff whose payload is labelled private hands private data over.
+    let private_handoff =
+        |to: &str| workflow.transfers.iter().find(|t| t.to == to && t.labels().iter().any(|l| l == "private")).map(|t| t.from.clone());
+    let sources =
+        flow.graph.node_indices().filter(|&n| is_private_source(flow.node(n), program) || private_handoff(flow.name(n)).is_some());
+    for source in sources {
         let mut parent = Parents::new(flow.graph.node_count());
         parent.insert(source, None);
         let mut queue = VecDeque::from([source]);
@@ -369,7 +374,10 @@ fn information_flow(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagn
                 let path = flow.path_to(&parent, n);
                 let mut witness = flow.witness(&path);
                 if let Some(first) = witness.steps.first_mut() {
-                    first.message = format!("`{}` produces data labelled private", first.name);
+                    first.message = match private_handoff(&first.name).filter(|_| !is_private_source(flow.node(source), program)) {
+                        Some(from) => format!("`{}` receives a handoff from `{from}` labelled private", first.name),
+                        None => format!("`{}` produces data labelled private", first.name),
+                    };
                 }
                 let (file, span) = loc_span(node.loc);
                 out.push(
@@ -377,7 +385,16 @@ fn information_flow(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagn
                         codes::PRIVATE_TO_PUBLIC,
                         file,
                         span,
-                        format!("private data from `{}` can reach the public sink `{tool}` at `{}`", flow.name(source), node.name),
+                        match private_handoff(flow.name(source)).filter(|_| !is_private_source(flow.node(source), program)) {
+                            Some(from) => format!(
+                                "private data handed from `{from}` to `{}` can reach the public sink `{tool}` at `{}`",
+                                flow.name(source),
+                                node.name
+                            ),
+                            None => {
+                                format!("private data from `{}` can reach the public sink `{tool}` at `{}`", flow.name(source), node.name)
+                            }
+                        },
                     )
                     .with_primary_message("public sink")
                     .with_witness(witness),

@@ -1,0 +1,271 @@
+//! Declared means enforced: properties shown to act at run time, one
+//! test each (the property ledger, reference §13, names these tests).
+//! Each drives the engine in process on a fake clock, answering every
+//! request with a scripted closure, and asserts what the property changes.
+
+use flow_check::{check_program, NoFiles};
+use flow_diagnostics::SourceDb;
+use flow_runtime::clock::FakeClock;
+use flow_runtime::engine::{Engine, RunConfig, RunStatus};
+use flow_runtime::proto::{AgentReply, AgentRequest, HumanAnswer, HumanRequest, Request, Response, TokenUsage, ToolCall, ToolResult};
+use flow_trace::{Body, Decision, Event, TerminationStatus};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+fn engine(source: &str) -> Engine {
+    let mut db = SourceDb::new();
+    let root = db.add("properties.flow", source.to_string());
+    let checked = check_program(&mut db, root, &NoFiles);
+    assert!(!checked.has_errors(), "{:#?}", checked.diagnostics);
+    let cfg = RunConfig {
+        run_id: "run".into(),
+        execution_id: "exec-1".into(),
+        plan_digest: "sha256:test".into(),
+        plan_content_digest: None,
+        clock: Arc::new(FakeClock::new(FakeClock::DEFAULT_START)),
+        owner: "test".into(),
+        lease_ttl_ms: 30_000,
+    };
+    Engine::new(Arc::new(checked.program), None, cfg).expect("engine")
+}
+
+/// What a run did: its events, the requests it sent, how it ended.
+struct Ran {
+    events: Vec<Event>,
+    agents: Vec<AgentRequest>,
+    humans: Vec<HumanRequest>,
+    status: RunStatus,
+}
+
+impl Ran {
+    fn ended(&self) -> (String, TerminationStatus) {
+        self.events
+            .iter()
+            .find_map(|e| match &e.body {
+                Body::RunTerminated { reason, status, .. } => Some((reason.clone(), *status)),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("the run did not terminate: {:?}", self.status))
+    }
+
+    fn failed(&self, node: &str) -> Option<(String, String)> {
+        self.events.iter().find_map(|e| match &e.body {
+            Body::NodeFailed { node: n, error_code, message, .. } if n == node => Some((error_code.to_string(), message.clone())),
+            _ => None,
+        })
+    }
+}
+
+/// Runs `source` on `input`: agent turns answered by `reply`, tool calls
+/// with `{}`, decisions with approve by the first principal asked.
+fn run(source: &str, input: Value, reply: impl Fn(&AgentRequest) -> AgentReply) -> Ran {
+    let mut engine = engine(source);
+    engine.start(input);
+    let (mut agents, mut humans) = (Vec::new(), Vec::new());
+    for _ in 0..1_000 {
+        let commands = engine.take_commands();
+        if commands.is_empty() {
+            break;
+        }
+        for command in commands {
+            let response = match &command.request {
+                Request::Agent(a) => {
+                    agents.push((**a).clone());
+                    Response::Agent(reply(a))
+                }
+                Request::Tool(_) => Response::Tool(ToolResult { ok: true, output: Some(json!({})), ..ToolResult::default() }),
+                Request::Human(h) => {
+                    humans.push(h.clone());
+                    let by = h.principals.first().cloned().unwrap_or_default();
+                    Response::Human(HumanAnswer { decision: Decision::Approve, by, comment: None })
+                }
+                other => panic!("unexpected request {other:?}"),
+            };
+            engine.on_response(&command.key, response).expect("response");
+        }
+    }
+    let status = engine.status().clone();
+    Ran { events: engine.take_events(), agents, humans, status }
+}
+
+fn output(value: Value) -> AgentReply {
+    AgentReply { output: Some(value), usage: TokenUsage { input_tokens: 10, output_tokens: 10 }, ..AgentReply::default() }
+}
+
+const HEAD: &str = "provider p: scripted { max_tokens: 1k }\n";
+
+#[test]
+fn an_agents_instructions_and_model_and_a_nodes_prompt_are_what_the_model_is_sent() {
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p, model: "tiny-1", instructions: "Answer in French." }}
+workflow w {{
+  start: x
+  node x: agent a {{ output: string, prompt: "Name the capital." }}
+  node done: end ok
+  x -> done
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!("Paris")));
+    let request = &ran.agents[0];
+    assert_eq!(request.model.as_deref(), Some("tiny-1"));
+    let schema = flow_runtime::prompt::tighten(&request.output_schema);
+    let messages = flow_runtime::prompt::messages(request, &schema);
+    assert!(messages[0].1.starts_with("Answer in French."), "{}", messages[0].1);
+    assert!(messages[1].1.starts_with("Name the capital."), "{}", messages[1].1);
+}
+
+#[test]
+fn an_agents_context_decides_what_it_sees_and_a_node_may_override_it() {
+    let source = format!(
+        r#"{HEAD}agent forked {{ provider: p, context: fork }}
+agent narrow {{ provider: p, context: filtered, context_fields: ["topic"] }}
+workflow w {{
+  input: {{ topic: string, secret: string }}
+  start: first
+  node first: agent narrow {{ output: {{ note: string }} }}
+  node second: agent forked {{ output: string }}
+  node third: agent forked {{ output: string, context: isolated }}
+  node done: end ok
+  first -> second -> third -> done
+}}
+"#
+    );
+    let reply = |req: &AgentRequest| output(if req.node == "first" { json!({ "note": "n" }) } else { json!("s") });
+    let ran = run(&source, json!({ "topic": "tides", "secret": "s3" }), reply);
+    let context = |node: &str| ran.agents.iter().find(|r| r.node == node).expect(node).context.clone();
+    // filtered: only the listed field, from the run's input.
+    assert_eq!(context("first"), json!({ "input": { "topic": "tides" } }));
+    // fork: every output so far.
+    assert_eq!(context("second")["run"]["first"], json!({ "note": "n" }));
+    // the node's `context: isolated` overrides its agent's fork.
+    assert!(context("third").get("run").is_none(), "{}", context("third"));
+}
+
+#[test]
+fn max_turns_bounds_an_attempts_turns_for_the_agent_and_the_node() {
+    let source = |node_turns: &str| {
+        format!(
+            r#"{HEAD}tool echo: builtin {{ description: "Echoes", input: any, output: any, function: "identity" }}
+agent a {{ provider: p, tools: [echo], max_turns: 3 }}
+workflow w {{
+  start: x
+  node x: agent a {{ output: string{node_turns} }}
+  node done: end ok
+  x -> done
+}}
+"#
+        )
+    };
+    // An agent that only ever calls a tool.
+    let looping =
+        |_: &AgentRequest| AgentReply { tool_call: Some(ToolCall { tool: "echo".into(), input: json!({}) }), ..output(json!(null)) };
+    let ran = run(&source(""), json!({}), looping);
+    assert_eq!(ran.agents.len(), 3, "the agent's max_turns");
+    assert_eq!(ran.failed("x").map(|f| f.0), Some("max_turns".to_string()));
+    let ran = run(&source(", max_turns: 2"), json!({}), looping);
+    assert_eq!(ran.agents.len(), 2, "the node's max_turns overrides the agent's");
+}
+
+#[test]
+fn max_visits_bounds_how_often_a_node_runs() {
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p }}
+workflow w {{
+  start: x
+  node x: agent a {{ output: {{ again: bool }}, max_visits: 2 }}
+  node done: end ok
+  x -> x when x.again
+  x -> done else
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!({ "again": true })));
+    assert_eq!(ran.agents.len(), 2, "two visits, no third");
+    assert_eq!(ran.failed("x").map(|f| f.0), Some("max_visits".to_string()));
+}
+
+#[test]
+fn a_handoffs_acceptance_checks_refuse_a_payload_that_fails_them() {
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p }}
+type Out = {{ n: int }}
+workflow w {{
+  start: x
+  node x: agent a {{ output: Out }}
+  node y: agent a {{ output: Out }}
+  node done: end ok
+  x -> y -> done
+  handoff x -> y {{ payload: Out, accept: [payload.n > 0] }}
+}}
+"#
+    );
+    let accepted = |n: i64| {
+        let ran = run(&source, json!({}), move |_| output(json!({ "n": n })));
+        ran.events.iter().find_map(|e| match &e.body {
+            Body::Handoff { accepted, .. } => Some(*accepted),
+            _ => None,
+        })
+    };
+    assert_eq!(accepted(3), Some(true));
+    assert_eq!(accepted(-1), Some(false), "`payload.n > 0` fails: the handoff is refused");
+}
+
+#[test]
+fn a_workflows_success_condition_decides_whether_a_success_end_succeeds() {
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p }}
+workflow w {{
+  start: x
+  success: x.ok
+  node x: agent a {{ output: {{ ok: bool }} }}
+  node done: end ok
+  x -> done
+}}
+"#
+    );
+    assert_eq!(run(&source, json!({}), |_| output(json!({ "ok": true }))).ended().1, TerminationStatus::Success);
+    assert_eq!(run(&source, json!({}), |_| output(json!({ "ok": false }))).ended().1, TerminationStatus::Failure);
+}
+
+#[test]
+fn a_maps_max_items_refuses_a_longer_list() {
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p }}
+workflow w {{
+  start: list
+  node list: agent a {{ output: {{ items: [int] }} }}
+  node each: map item {{ over: list.items, max_items: 2 }}
+  node item: agent a {{ output: int }}
+  node done: end ok
+  list -> each -> done
+}}
+"#
+    );
+    let items = |n: usize| move |req: &AgentRequest| output(if req.node == "list" { json!({ "items": vec![1; n] }) } else { json!(1) });
+    let ran = run(&source, json!({}), items(2));
+    assert_eq!(ran.agents.iter().filter(|r| r.node == "item").count(), 2);
+    let ran = run(&source, json!({}), items(3));
+    assert!(ran.failed("each").is_some(), "a list of 3 is over `max_items: 2`");
+    assert_eq!(ran.agents.iter().filter(|r| r.node == "item").count(), 0);
+}
+
+#[test]
+fn a_human_node_asks_its_principals_its_prompt_with_its_decisions() {
+    let source = format!(
+        r#"{HEAD}principal editor
+workflow w {{
+  start: review
+  node review: human editor {{ prompt: "Publish this?", decisions: [approve, revise, reject] }}
+  node done: end ok
+  review -> done
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!(null)));
+    let asked = &ran.humans[0];
+    assert_eq!(asked.principals, ["editor"]);
+    assert_eq!(asked.prompt.as_deref(), Some("Publish this?"));
+    assert_eq!(asked.decisions, [Decision::Approve, Decision::Revise, Decision::Reject]);
+    assert_eq!(ran.ended().0, "ok");
+}

@@ -269,3 +269,169 @@ workflow w {{
     assert_eq!(asked.decisions, [Decision::Approve, Decision::Revise, Decision::Reject]);
     assert_eq!(ran.ended().0, "ok");
 }
+
+#[test]
+fn an_agents_routes_send_a_task_to_the_provider_and_model_its_rule_names() {
+    let source = format!(
+        r#"{HEAD}provider q: scripted {{ max_tokens: 1k }}
+agent a {{ provider: p, routes: [{{ when: task.kind == "summary", use: q, model: "small" }}] }}
+workflow w {{
+  start: x
+  node x: agent a {{ output: string, task: {{ kind: "summary" }} }}
+  node y: agent a {{ output: string, task: {{ kind: "analysis" }} }}
+  node done: end ok
+  x -> y -> done
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!("s")));
+    let sent = |node: &str| ran.agents.iter().find(|r| r.node == node).map(|r| (r.provider.clone(), r.model.clone())).expect(node);
+    assert_eq!(sent("x"), ("q".to_string(), Some("small".to_string())), "the summary task matches the rule");
+    assert_eq!(sent("y"), ("p".to_string(), None), "no rule matches: the agent's own provider");
+}
+
+#[test]
+fn a_confirm_tool_runs_only_after_a_human_confirms_the_call() {
+    let source = format!(
+        r#"{HEAD}principal ops
+tool ship: builtin {{ description: "Ships", input: any, output: any, function: "identity", confirm: true }}
+workflow w {{
+  start: s
+  escalate_to: ops
+  node s: tool ship {{ args: {{ n: 1 }} }}
+  node done: end ok
+  s -> done
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!(null)));
+    assert!(ran.humans.first().is_some_and(|h| h.subject.starts_with("confirm.ship") && h.principals == ["ops"]), "{:?}", ran.humans);
+    let at = |kind: &str| ran.events.iter().position(|e| e.kind() == kind).unwrap_or_else(|| panic!("no {kind}"));
+    assert!(at("decision_applied") < at("tool_call_started"), "the call waits for the confirmation");
+}
+
+#[test]
+fn a_gate_whose_evaluator_errs_takes_its_on_error_outcome() {
+    let source = |on_error: &str| {
+        format!(
+            r#"{HEAD}principal editor
+agent a {{ provider: p }}
+workflow w {{
+  start: x
+  escalate_to: editor
+  node x: agent a {{ output: {{ items: [int] }} }}
+  node done: end ok
+  node stopped: end stopped {{ status: failure }}
+  x -> done
+  gate g: x -> done {{
+    evaluate: [predicate(x.items[5] > 0)]
+    {on_error}
+    on PASS, approve -> continue
+    on REQUIRES_DECISION -> decide
+    on BLOCK, reject -> goto(stopped)
+  }}
+}}
+"#
+        )
+    };
+    let outcome = |on_error: &str| {
+        let ran = run(&source(on_error), json!({}), |_| output(json!({ "items": [1] })));
+        let outcome = ran.events.iter().find_map(|e| match &e.body {
+            Body::GateRecorded { outcome, .. } => Some(outcome.as_str()),
+            _ => None,
+        });
+        (outcome, ran.ended().0)
+    };
+    // `items[5]` of a one-item list is an evaluation error: fail closed.
+    assert_eq!(outcome(""), (Some("BLOCK"), "stopped".to_string()));
+    assert_eq!(outcome("on_error: REQUIRES_DECISION"), (Some("REQUIRES_DECISION"), "ok".to_string()), "asked, and approved");
+}
+
+#[test]
+fn a_handoff_records_its_reason() {
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p }}
+workflow w {{
+  start: x
+  node x: agent a {{ output: string }}
+  node y: agent a {{ output: string }}
+  node done: end ok
+  x -> y -> done
+  handoff x -> y {{ reason: "needs a second pair of eyes" }}
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!("s")));
+    let reason = ran.events.iter().find_map(|e| match &e.body {
+        Body::Handoff { reason, .. } => Some(reason.clone()),
+        _ => None,
+    });
+    assert_eq!(reason, Some(Some("needs a second pair of eyes".to_string())));
+}
+
+#[test]
+fn a_run_whose_input_is_not_of_the_workflows_input_type_does_not_start() {
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p }}
+workflow w {{
+  input: {{ topic: string }}
+  start: x
+  node x: agent a {{ output: string }}
+  node done: end ok
+  x -> done
+}}
+"#
+    );
+    let ran = run(&source, json!({ "topic": 5 }), |_| output(json!("s")));
+    assert_eq!(ran.ended(), ("invalid_input".to_string(), TerminationStatus::Failure));
+    assert!(ran.agents.is_empty(), "no node ran");
+    assert_eq!(run(&source, json!({ "topic": "tides" }), |_| output(json!("s"))).ended().0, "ok");
+}
+
+#[test]
+fn an_evaluators_reason_and_fail_outcome_are_what_the_gate_records() {
+    let source = format!(
+        r#"{HEAD}principal editor
+agent a {{ provider: p }}
+evaluator long_enough: predicate {{ input: {{ words: int }}, check: input.words >= 100, fail: REQUIRES_DECISION, reason: "too_short" }}
+workflow w {{
+  start: x
+  escalate_to: editor
+  node x: agent a {{ output: {{ words: int }} }}
+  node done: end ok
+  x -> done
+  gate g: x -> done {{
+    evaluate: [long_enough(x)]
+    on PASS, approve -> continue
+    on REQUIRES_DECISION -> decide
+    on reject -> terminate(rejected)
+  }}
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!({ "words": 40 })));
+    let recorded = ran.events.iter().find_map(|e| match &e.body {
+        Body::GateRecorded { outcome, reason, .. } => Some((outcome.as_str(), reason.clone())),
+        _ => None,
+    });
+    assert_eq!(recorded, Some(("REQUIRES_DECISION", Some("too_short".to_string()))));
+}
+
+#[test]
+fn a_budgets_step_limit_ends_the_run_by_its_on_exhausted() {
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p }}
+workflow w {{
+  start: x
+  budget: {{ steps: 1, on_exhausted: fallback(out_of_steps) }}
+  node x: agent a {{ output: string }}
+  node y: agent a {{ output: string }}
+  node done: end ok
+  x -> y -> done
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!("s")));
+    assert_eq!(ran.agents.len(), 1, "one step: the second attempt never starts");
+    assert_eq!(ran.ended(), ("out_of_steps".to_string(), TerminationStatus::Partial));
+}

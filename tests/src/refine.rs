@@ -13,8 +13,9 @@
 //!   BLOCK terminates or asks for a decision (reject terminates; the
 //!   decision may have a `timeout`, with or without a `timeout` handler);
 //! * a static fan-out and a join (`all`, `any`, `majority`; branches with
-//!   and without an edge of their own into the join), sometimes with a
-//!   second join listing the same branches (they arrive at the first);
+//!   and without an edge of their own into the join; `conflicts: fail`
+//!   sometimes, which fails the join when the branches disagree), sometimes
+//!   with a second join listing the same branches (they arrive at the first);
 //! * a bounded loop (`until`, `max_rounds`, `on_exhausted` continue or a
 //!   fallback) of one node or of two, the first going on to the second
 //!   when its guard holds and sometimes leaving the body by an `else`
@@ -143,7 +144,9 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
             lines.push(agent_line(rng, &a, names, true));
             lines.push(agent_line(rng, &b, names, true));
             names.nodes.push(j.clone());
-            lines.push(format!("  node {j}: join [{a}, {b}] {{ rule: {rule} }}"));
+            // Sometimes the join fails when the branches disagree.
+            let conflicts = if rng.chance(30) { ", conflicts: fail" } else { "" };
+            lines.push(format!("  node {j}: join [{a}, {b}] {{ rule: {rule}{conflicts} }}"));
             if rng.chance(50) {
                 lines.push(format!("  {a} -> {j}"));
                 lines.push(format!("  {b} -> {j}"));

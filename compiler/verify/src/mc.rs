@@ -55,7 +55,7 @@ pub fn obs<'m>(model: &'m Model, label: &Label) -> Option<Obs<'m>> {
     Some(match label {
         Label::Started(n) => Obs::Started(node(n)),
         Label::Completed(n) | Label::Settled(n, _) => Obs::Completed(node(n)),
-        Label::Failed(n) | Label::FailedUnsent(n) => Obs::Failed(node(n)),
+        Label::Failed(n) | Label::FailedUnsent(n) | Label::FailedInvalid(n) => Obs::Failed(node(n)),
         Label::Called(t, a, _) => Obs::Called { tool: &model.tools[*t as usize], by: a.map(|a| model.agents[a as usize].as_str()) },
         Label::Refused(t, a, _) => Obs::Refused { tool: &model.tools[*t as usize], by: a.map(|a| model.agents[a as usize].as_str()) },
         Label::HandedOff(a, b) => Obs::HandedOff { from: node(a), to: node(b) },
@@ -230,7 +230,14 @@ fn find_lasso(
 /// one `flow run --witness` finds answers for most often.)
 fn cover_cost(label: Option<&Label>) -> u64 {
     match label {
-        Some(Label::Failed(_) | Label::FailedUnsent(_) | Label::Zone(..) | Label::Exhausted(_) | Label::Refused(..)) => 1_000,
+        Some(
+            Label::Failed(_)
+            | Label::FailedUnsent(_)
+            | Label::FailedInvalid(_)
+            | Label::Zone(..)
+            | Label::Exhausted(_)
+            | Label::Refused(..),
+        ) => 1_000,
         Some(Label::Outcome(_, o)) if *o != 0 => 100,
         Some(Label::Decided(_, d, _)) if *d != 0 => 100,
         _ => 1,
@@ -377,9 +384,12 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 }
                 push(&mut out, "control", events::node_completed(&name(n), flow_trace::NodeStatus::Completed, output));
             }
-            Label::Failed(n) | Label::FailedUnsent(n) => {
-                let code =
-                    if matches!(label, Label::FailedUnsent(_)) { ErrorCode::InputTooLarge } else { failure_code(model.node_kind(*n)) };
+            Label::Failed(n) | Label::FailedUnsent(n) | Label::FailedInvalid(n) => {
+                let code = match label {
+                    Label::FailedUnsent(_) => ErrorCode::InputTooLarge,
+                    Label::FailedInvalid(_) => ErrorCode::InvalidOutput,
+                    _ => failure_code(model.node_kind(*n)),
+                };
                 if let Some(attempt_id) = open.remove(n) {
                     let why = "the attempt failed (a choice of the model)";
                     push(&mut out, "control", events::attempt_failed(&name(n), &attempt_id, 1, code, why));

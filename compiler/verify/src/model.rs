@@ -44,6 +44,8 @@ pub enum Label {
     /// the declared `max_input_tokens`, so it is never sent (a failure to
     /// policies; `input_too_large` in the witness).
     FailedUnsent(NodeId),
+    /// A visit fails with `invalid_output` (a join's merge not of its type).
+    FailedInvalid(NodeId),
     /// A tool call (tool index, calling agent index, node).
     Called(u16, Option<u16>, NodeId),
     Refused(u16, Option<u16>, NodeId),
@@ -97,6 +99,9 @@ pub enum Phase {
     FailNow,
     /// Human node: no decision came in time; the visit fails with `timeout`.
     TimedOut,
+    /// Fails now with `invalid_output` (a join's merged output not of its
+    /// declared type).
+    FailInvalid,
     /// Tool node: the call.
     NodeCall,
     /// Agent or tool node: completes, fails, exhausts the budget, or changes zone.
@@ -266,6 +271,10 @@ struct NodeInfo {
     join_slot: usize,
     join_rule: flow_check::ir::JoinRule,
     can_timeout: bool,
+    /// Join: how its run may fail as it merges — `conflicts: fail` (the
+    /// branches disagree) and a declared `output` type the merge misses.
+    join_conflicts_fail: bool,
+    join_typed: bool,
     /// Human node: the slot of its last decision.
     dec_slot: usize,
     /// Whether every `when` guard can be false at once (no written
@@ -414,6 +423,8 @@ impl<'p> Model<'p> {
                 join_slot: 0,
                 join_rule: flow_check::ir::JoinRule::All,
                 can_timeout: false,
+                join_conflicts_fail: false,
+                join_typed: false,
                 dec_slot: 0,
                 guards_can_fail: true,
                 edge_refs: Vec::new(),
@@ -492,6 +503,8 @@ impl<'p> Model<'p> {
                     info.join_slot = m.slots;
                     m.slots += 2;
                     info.join_rule = flow_check::semantics::join_rule(node).clone();
+                    info.join_conflicts_fail = join_may_conflict(program, workflow, node);
+                    info.join_typed = node.output_type().is_some();
                 }
                 _ => {}
             }
@@ -1084,6 +1097,16 @@ impl<'p> Model<'p> {
                     failing.threads.sort_unstable();
                     self.push(out, Some(Label::Started(n)), failing);
                 }
+                // A join fails as it merges when its branches disagree under
+                // `conflicts: fail`, or the merge is not of its `output` type.
+                for (may, phase) in [(info.join_conflicts_fail, Phase::FailNow), (info.join_typed, Phase::FailInvalid)] {
+                    if info.kind == Kind::Join && may {
+                        let mut failing = s.clone();
+                        failing.threads[t] = (n, phase);
+                        failing.threads.sort_unstable();
+                        self.push(out, Some(Label::Started(n)), failing);
+                    }
+                }
                 s.threads[t] = (n, next);
                 s.threads.sort_unstable();
                 self.push(out, Some(Label::Started(n)), s);
@@ -1162,6 +1185,10 @@ impl<'p> Model<'p> {
             Phase::TimedOut => {
                 let next = self.fail(n, HandlerEvent::Timeout);
                 self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
+            }
+            Phase::FailInvalid => {
+                let next = self.fail(n, HandlerEvent::InvalidOutput);
+                self.push(out, Some(Label::FailedInvalid(n)), self.set(st, t, next));
             }
             Phase::NodeCall => {
                 let (tool, _) = info.tool.unwrap_or((0, false));
@@ -1758,4 +1785,38 @@ fn is_control(phase: Phase) -> bool {
 
 fn next_or_dead(next: Option<(NodeId, Phase)>, n: NodeId) -> (NodeId, Phase) {
     next.unwrap_or((n, Phase::Terminate(u16::MAX)))
+}
+
+/// Whether a join can fail for conflicting results as it merges, as the
+/// engine decides it: under `conflicts: fail`, when it runs with two
+/// results or more (its rule waits for at least two branches), or when a
+/// branch's result may report conflicts of its own (a `conflicts` field).
+fn join_may_conflict(program: &Program, workflow: &Workflow, join: &flow_check::ir::Node) -> bool {
+    use flow_check::ir::JoinRule;
+    use flow_check::types::Ty;
+    if join.conflicts() != flow_check::view::Conflicts::Fail {
+        return false;
+    }
+    let total = join.target.len();
+    let at_least = match flow_check::semantics::join_rule(join) {
+        JoinRule::Any | JoinRule::First => 1,
+        JoinRule::Majority => total / 2 + 1,
+        _ => total,
+    };
+    let reports = |ty: &Ty| {
+        let mut ty = ty.clone();
+        for _ in 0..8 {
+            match ty {
+                Ty::Named { ref name } => match program.types.get(name) {
+                    Some(def) => ty = def.ty.clone(),
+                    None => return true,
+                },
+                Ty::Record { ref fields } => return fields.contains_key("conflicts"),
+                Ty::Any => return true,
+                _ => return false,
+            }
+        }
+        true
+    };
+    at_least >= 2 || join.target.iter().filter_map(|b| workflow.nodes.get(b)).any(|b| reports(&b.output))
 }

@@ -150,7 +150,9 @@ fn steps(model: &Model, labels: &[Label], policy_loc: Loc) -> Witness {
         let step = match label {
             Label::Started(n) => node_step(*n, format!("`{}` starts", model.node_name(*n))),
             Label::Completed(n) | Label::Settled(n, _) => node_step(*n, format!("`{}` completes", model.node_name(*n))),
-            Label::Failed(n) | Label::FailedUnsent(n) => node_step(*n, format!("`{}` fails", model.node_name(*n))),
+            Label::Failed(n) | Label::FailedUnsent(n) | Label::FailedInvalid(n) => {
+                node_step(*n, format!("`{}` fails", model.node_name(*n)))
+            }
             Label::Called(t, a, n) => {
                 let who =
                     a.map(|a| format!("agent `{}`", model.agents[a as usize])).unwrap_or_else(|| format!("`{}`", model.node_name(*n)));

@@ -275,3 +275,29 @@ fn a_single_principal_is_a_list_of_one_for_every_reader() {
     let applied = kinds(&trace_events(&witness.unwrap()), "decision_applied").pop().expect("a decision");
     assert_eq!(applied["by"], "editor");
 }
+
+#[test]
+fn a_join_that_may_fail_as_it_merges_is_modelled_as_failing() {
+    // The engine fails a join whose branches disagree under `conflicts:
+    // fail` (and one whose merge is not of its `output` type); the model
+    // checker used to let every join complete, so `never failed(merge)`
+    // "held" while runs broke it.
+    let source = |extra: &str| {
+        format!(
+            "provider local: scripted {{ script: \"case.script.yaml\" }}\nagent w {{ provider: local }}\ntype V = {{ ok: bool }}\nworkflow one {{\n  start: fan\n  node fan: parallel [a, b]\n  node a: agent w {{ output: V }}\n  node b: agent w {{ output: V }}\n  node merge: join [a, b] {{ rule: all{extra} }}\n  node done: end done\n  merge -> done\n}}\npolicy merge_never_fails: never failed(merge)\n"
+        )
+    };
+    let script = "replies:\n  a:\n  - output: { ok: true }\n  b:\n  - output: { ok: false }\n";
+    let case = Case::new(&source(", conflicts: fail"), Some(script));
+    let (status, witness) = case.verify("merge_never_fails");
+    assert_eq!(status, "violated", "a disagreeing merge fails");
+    assert_only_the_policy_breaks(&case, &witness.expect("a witness"));
+    // The run does what the model said it may.
+    let run = case.run();
+    assert_eq!(terminated(&run.join("trace.jsonl")).1, "failure");
+    let failed = kinds(&trace_events(&run.join("trace.jsonl")), "node_failed");
+    assert!(failed.iter().any(|f| f["node"] == "merge" && f["error_code"] == "conflict"), "{failed:?}");
+    // A typed merge may fail with invalid_output; an untyped, keeping one never fails.
+    assert_eq!(Case::new(&source(", output: V"), Some(script)).verify("merge_never_fails").0, "violated");
+    assert_eq!(Case::new(&source(""), Some(script)).verify("merge_never_fails").0, "holds");
+}

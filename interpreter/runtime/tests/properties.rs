@@ -435,3 +435,83 @@ workflow w {{
     assert_eq!(ran.agents.len(), 1, "one step: the second attempt never starts");
     assert_eq!(ran.ended(), ("out_of_steps".to_string(), TerminationStatus::Partial));
 }
+
+#[test]
+fn a_node_moves_the_task_from_the_machines_initial_state_on_completion() {
+    let source = format!(
+        r#"{HEAD}machine Task {{
+  initial: PENDING
+  terminal: [DONE]
+  PENDING -> ACTIVE -> DONE
+}}
+agent a {{ provider: p }}
+workflow w {{
+  machine: Task
+  start: x
+  node x: agent a {{ output: string, state: Task.ACTIVE }}
+  node y: agent a {{ output: string, state: Task.DONE }}
+  node done: end ok
+  x -> y -> done
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!("s")));
+    let moves: Vec<(String, String, String)> = ran
+        .events
+        .iter()
+        .filter_map(|e| match &e.body {
+            Body::StateChanged { node, from, to, .. } => Some((node.clone(), from.clone(), to.clone())),
+            _ => None,
+        })
+        .collect();
+    let expected = [("x", "PENDING", "ACTIVE"), ("y", "ACTIVE", "DONE")].map(|(n, f, t)| (n.to_string(), f.to_string(), t.to_string()));
+    assert_eq!(moves, expected);
+}
+
+#[test]
+fn a_schema_evaluator_blocks_what_its_type_does_not_admit() {
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p }}
+type Pack = {{ items: [string] }}
+evaluator packed: schema {{ input: any, schema: Pack }}
+workflow w {{
+  start: x
+  node x: agent a {{ output: any }}
+  node done: end ok
+  x -> done
+  gate g: x -> done {{
+    evaluate: [packed(x)]
+    on PASS -> continue
+    on BLOCK -> terminate(unpacked)
+  }}
+}}
+"#
+    );
+    assert_eq!(run(&source, json!({}), |_| output(json!({ "items": ["a"] }))).ended().0, "ok");
+    assert_eq!(run(&source, json!({}), |_| output(json!({ "items": [1] }))).ended().0, "unpacked");
+}
+
+#[test]
+fn a_join_with_conflicts_fail_fails_when_branches_disagree() {
+    let source = |conflicts: &str| {
+        format!(
+            r#"{HEAD}agent a {{ provider: p }}
+type Verdict = {{ ok: bool }}
+workflow w {{
+  start: fan
+  node fan: parallel [left, right]
+  node left: agent a {{ output: Verdict }}
+  node right: agent a {{ output: Verdict }}
+  node merge: join [left, right] {{ conflicts: {conflicts} }}
+  node done: end ok
+  merge -> done
+}}
+"#
+        )
+    };
+    let disagree = |req: &AgentRequest| output(json!({ "ok": req.node == "left" }));
+    let ran = run(&source("fail"), json!({}), disagree);
+    assert!(ran.failed("merge").is_some(), "left says true, right false: the join fails");
+    assert_eq!(run(&source("keep"), json!({}), disagree).ended().0, "ok", "kept, not averaged");
+    assert_eq!(run(&source("fail"), json!({}), |_| output(json!({ "ok": true }))).ended().0, "ok", "agreeing branches join");
+}

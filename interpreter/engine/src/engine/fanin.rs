@@ -72,10 +72,19 @@ impl Engine {
                 branches.insert(branch.clone(), out);
             }
         }
-        if node.conflicts() == Conflicts::Fail && !conflicts.is_empty() {
-            let msg = format!("{} conflicting results (conflicts: fail)", conflicts.len());
-            self.node_failed(join, ErrorCode::Conflict, msg, cause);
-            return;
+        if node.conflicts() == Conflicts::Fail {
+            // Computed from the results, not taken from them: the fields
+            // on which the branches disagree (and any conflicts a result
+            // reports).
+            let disagree = disagreements(&results);
+            if !disagree.is_empty() || !conflicts.is_empty() {
+                let mut msg = format!("the branches disagree on {} (conflicts: fail)", disagree.join(", "));
+                if disagree.is_empty() {
+                    msg = format!("{} conflicting results reported (conflicts: fail)", conflicts.len());
+                }
+                self.node_failed(join, ErrorCode::Conflict, msg, cause);
+                return;
+            }
         }
         let merged = json!({ "results": results, "conflicts": conflicts, "branches": Value::Object(branches) });
         if node.output_type().is_some() {
@@ -147,5 +156,29 @@ impl Engine {
             let input = self.nodes.get(lp).map(|n| n.input.clone()).unwrap_or(Value::Null);
             self.then_start(&first, input, TriggerReason::First, &edge);
         }
+    }
+}
+
+/// The fields on which branch results disagree: a field two record results
+/// hold with different values (`result` when results that are not records
+/// differ as wholes).
+fn disagreements(results: &[Value]) -> Vec<String> {
+    if results.iter().all(Value::is_object) {
+        let mut fields: Vec<String> = Vec::new();
+        for (i, a) in results.iter().enumerate() {
+            for (key, value) in a.as_object().into_iter().flatten() {
+                let differs = results[i + 1..].iter().any(|b| b.get(key).is_some_and(|other| other != value));
+                if differs && !fields.contains(key) {
+                    fields.push(key.clone());
+                }
+            }
+        }
+        return fields;
+    }
+    let differ = results.windows(2).any(|pair| pair[0] != pair[1]);
+    if differ {
+        vec!["result".to_string()]
+    } else {
+        Vec::new()
     }
 }

@@ -114,41 +114,12 @@ impl<'a> Checker<'a> {
             self.deviations.append(&mut found);
             return;
         };
-        if t.reason() != reason {
-            found.push(
-                Deviation::new(codes::TRANSFER, Some(seq), format!("delegation {from} -> {to} records another reason than declared"))
-                    .expected(format!("reason {:?}", t.reason()))
-                    .actual(format!("reason {reason:?}"))
-                    .node(to),
-            );
-        }
         let want = t.contract().unwrap_or_default();
-        if want != contract {
-            found.push(
-                Deviation::new(codes::TRANSFER, Some(seq), format!("delegation {from} -> {to} under another contract than declared"))
-                    .expected(format!("contract {want}"))
-                    .actual(format!("contract {contract}"))
-                    .node(to),
-            );
-        }
+        found.extend(declared_deviations(seq, t, (from, to), contract, reason));
         let decl = program.decls.get(want);
         let limits = decl.and_then(|c| c.budget(program)).map(|b| Limits::of(&b));
-        let expected = limits.as_ref().map(|l| Usage {
-            steps: l.steps.unwrap_or(0),
-            tokens: l.tokens.unwrap_or(0),
-            tool_calls: l.tool_calls.unwrap_or(0),
-            cost: l.cost.unwrap_or(0.0),
-            duration_ms: l.duration_ms.unwrap_or(0),
-        });
-        let same = |a: &Usage, b: &Usage| {
-            a.steps == b.steps
-                && a.tokens == b.tokens
-                && a.tool_calls == b.tool_calls
-                && a.duration_ms == b.duration_ms
-                && (a.cost - b.cost).abs() <= 1e-9
-        };
-        let expected = expected.unwrap_or_default();
-        if !same(&expected, granted) {
+        let expected = limits.as_ref().map(granted_by).unwrap_or_default();
+        if !same_usage(&expected, granted) {
             found.push(
                 Deviation::new(
                     codes::TRANSFER,
@@ -222,4 +193,53 @@ impl<'a> Checker<'a> {
         let validator = self.validators.entry(key.to_string()).or_insert_with(|| Validator::new(ty, types).ok());
         validator.as_ref()?.validate(&value).err().map(|errors| errors.join("; "))
     }
+}
+
+/// How a recorded delegation departs from its declaration: another reason
+/// or another contract than declared.
+fn declared_deviations(
+    seq: u64,
+    t: &flow_check::ir::Transfer,
+    (from, to): (&str, &str),
+    contract: &str,
+    reason: Option<&str>,
+) -> Vec<Deviation> {
+    let mut found = Vec::new();
+    if t.reason() != reason {
+        found.push(
+            Deviation::new(codes::TRANSFER, Some(seq), format!("delegation {from} -> {to} records another reason than declared"))
+                .expected(format!("reason {:?}", t.reason()))
+                .actual(format!("reason {reason:?}"))
+                .node(to),
+        );
+    }
+    let want = t.contract().unwrap_or_default();
+    if want != contract {
+        found.push(
+            Deviation::new(codes::TRANSFER, Some(seq), format!("delegation {from} -> {to} under another contract than declared"))
+                .expected(format!("contract {want}"))
+                .actual(format!("contract {contract}"))
+                .node(to),
+        );
+    }
+    found
+}
+
+/// What a contract's limits grant, as amounts (0 for what it does not limit).
+fn granted_by(l: &Limits) -> Usage {
+    Usage {
+        steps: l.steps.unwrap_or(0),
+        tokens: l.tokens.unwrap_or(0),
+        tool_calls: l.tool_calls.unwrap_or(0),
+        cost: l.cost.unwrap_or(0.0),
+        duration_ms: l.duration_ms.unwrap_or(0),
+    }
+}
+
+fn same_usage(a: &Usage, b: &Usage) -> bool {
+    a.steps == b.steps
+        && a.tokens == b.tokens
+        && a.tool_calls == b.tool_calls
+        && a.duration_ms == b.duration_ms
+        && (a.cost - b.cost).abs() <= 1e-9
 }

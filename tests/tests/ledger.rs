@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 const MAX_UNTESTED: usize = 25;
 /// The most `ignored` rows allowed (lower it when a property is enforced
 /// or refused).
-const MAX_IGNORED: usize = 27;
+const MAX_IGNORED: usize = 25;
 
 const STATUSES: &[&str] = &["enforced", "untested", "static", "refused", "ignored"];
 

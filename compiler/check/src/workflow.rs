@@ -239,6 +239,7 @@ impl Checker<'_> {
             return ir::Node::new(&node.name.text, ir::NodeKind::Invalid, Vec::new(), &props, output, loc(self.file, node.name.span));
         };
         let target = self.check_target(node, spec.target);
+        self.refuse_unsupported(node, spec.kind);
         self.tool_input = None;
         if spec.kind == "tool" {
             if let Some(tool) = target.first() {
@@ -368,6 +369,25 @@ impl Checker<'_> {
             props,
             handlers,
             loc: loc(self.file, gate.name.span),
+        }
+    }
+
+    /// Node forms the runtime does not run yet are refused (E0116) rather
+    /// than accepted: a `flow` node (a sub-flow) would fail every run that
+    /// reaches it, and a human node's answer is `{ decision, comment }`,
+    /// whatever `output` it declares.
+    fn refuse_unsupported(&mut self, node: &ast::NodeStmt, kind: &str) {
+        if kind == "flow" {
+            self.error(codes::NOT_SUPPORTED, node.kind.span, "`flow` nodes (sub-flows) are not supported yet")
+                .with_primary_message("no run can run this node")
+                .with_help("inline the other workflow's nodes here for now");
+        }
+        if kind == "human" {
+            if let Some(output) = Self::block_prop(node.body.as_ref(), "output") {
+                self.error(codes::NOT_SUPPORTED, output.span, "`output` on a human node is not supported yet")
+                    .with_primary_message("a human node's output is `{ decision, comment }`")
+                    .with_help("remove `output`; read `NODE.decision` and `NODE.comment`");
+            }
         }
     }
 

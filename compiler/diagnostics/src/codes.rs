@@ -211,7 +211,9 @@ checker gives it a meaning yet. Rather than accept it and ignore it at run
 time, the checker refuses it: what `flowc verify` accepts is what `flow
 run` does.
 
-Today: a gate's `trigger.on` may only list `"node_completed"` (a gate runs
+Today: a `flow` node (a sub-flow) is refused, and so is `output` on a
+`human` node (its answer is `{ decision, comment }`). A gate's
+`trigger.on` may only list `"node_completed"` (a gate runs
 when its `from` node completes; no other boundary event is raised). A
 budget zone's `action` may only be `terminate(reason)`, `halt`,
 `fallback(reason)`, `return_partial` (each ends the run), or

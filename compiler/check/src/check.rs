@@ -743,6 +743,7 @@ impl<'a> Checker<'a> {
                         Some(p) => {
                             let value = self.check_value(&p.value, &property.value, scope);
                             props.insert(key.clone(), value);
+                            self.support(p, property.key.span);
                         }
                         None => {
                             let names: Vec<&str> = spec.props.iter().map(|p| p.name).collect();
@@ -789,6 +790,25 @@ impl<'a> Checker<'a> {
             }
         }
         (props, rest)
+    }
+
+    /// What the runtime does with a property written here (`spec::Support`):
+    /// W0117 when nothing acts on it yet, E0116 when it is refused.
+    fn support(&mut self, p: &P, span: Span) {
+        match p.support {
+            spec::Support::Runs => {}
+            spec::Support::NotEnforced(why) => {
+                self.error(codes::NOT_ENFORCED, span, format!("`{}` is not enforced at run time yet", p.name))
+                    .with_primary_message("accepted, but a run behaves as if it were not written")
+                    .with_note(why.to_string())
+                    .with_note("reference §13 (the property ledger) lists what each property does at run time".to_string());
+            }
+            spec::Support::Refused(why) => {
+                self.error(codes::NOT_SUPPORTED, span, format!("`{}` is not supported yet", p.name))
+                    .with_primary_message("no run could honour it")
+                    .with_note(why.to_string());
+            }
+        }
     }
 
     // ------------------------------------------------------------ values

@@ -39,6 +39,9 @@ pub struct PlanIndex {
     jump_targets: NameSet,
     revise_targets: NameSet,
     replan_targets: NameSet,
+    /// The hop limit on each pair of nodes, under both orders (see
+    /// [`PlanIndex::hop_limit`]).
+    hop_limit: Boundaries<u64>,
 }
 
 /// A value per boundary `from -> to`, looked up without allocating.
@@ -92,7 +95,39 @@ impl PlanIndex {
             }
         }
         index.collect_targets(program, workflow);
+        index.collect_hop_limits(workflow);
         index
+    }
+
+    /// A handoff's `max_hops` bounds its pair, both ways (the least, if
+    /// two handoffs join the pair); the workflow's `max_hops` bounds every
+    /// other pair of distinct nodes with edges both ways (a QUERY/RESPONSE
+    /// ping-pong).
+    fn collect_hop_limits(&mut self, workflow: &Workflow) {
+        for t in &workflow.transfers {
+            let Some(max) = t.max_hops() else { continue };
+            for (a, b) in [(&t.from, &t.to), (&t.to, &t.from)] {
+                let limit = self.hop_limit.entry(a.clone()).or_default().entry(b.clone()).or_insert(max);
+                *limit = (*limit).min(max);
+            }
+        }
+        let Some(max) = workflow.max_hops() else { return };
+        for edge in &workflow.edges {
+            let back = self.out_of_name(workflow, &edge.to).any(|e| e.to == edge.from);
+            if edge.from != edge.to && back {
+                for (a, b) in [(&edge.from, &edge.to), (&edge.to, &edge.from)] {
+                    self.hop_limit.entry(a.clone()).or_default().entry(b.clone()).or_insert(max);
+                }
+            }
+        }
+    }
+
+    /// How many times control may cross between `from` and `to` (either
+    /// way, counted together over the run) before the next crossing
+    /// raises `max_hops` instead: a handoff's `max_hops` on the pair, else
+    /// the workflow's when the pair has edges both ways.
+    pub fn hop_limit(&self, from: &str, to: &str) -> Option<u64> {
+        on(&self.hop_limit, from, to).copied()
     }
 
     fn collect_targets(&mut self, program: &Program, workflow: &Workflow) {

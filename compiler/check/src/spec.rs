@@ -137,6 +137,34 @@ pub struct P {
     /// The value an absent property has: declared here, once, and filled
     /// in at lowering, so no reader of the plan applies a default of its own.
     pub default: Option<PropDefault>,
+    /// Whether the runtime gives the property its meaning yet (reference
+    /// §13): a property it does not is warned about (W0117) or refused
+    /// (E0116) where it is written — never accepted in silence.
+    pub support: Support,
+}
+
+/// How far the runtime honours a property.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// It acts at run time, or only before the run (types, scopes).
+    Runs,
+    /// Accepted, but nothing at run time acts on it yet: W0117, with why.
+    NotEnforced(&'static str),
+    /// Refused: E0116 ("not supported yet"), with why.
+    Refused(&'static str),
+}
+
+impl P {
+    /// The property is accepted with a W0117 warning: nothing at run time
+    /// acts on it yet (`why`).
+    const fn not_enforced(self, why: &'static str) -> P {
+        P { support: Support::NotEnforced(why), ..self }
+    }
+
+    /// The property is refused (E0116): the runtime cannot honour it yet.
+    const fn refused(self, why: &'static str) -> P {
+        P { support: Support::Refused(why), ..self }
+    }
 }
 
 /// A property's declared default.
@@ -162,16 +190,16 @@ impl PropDefault {
 }
 
 const fn opt(name: &'static str, value: V, doc: &'static str) -> P {
-    P { name, required: false, value, doc, default: None }
+    P { name, required: false, value, doc, default: None, support: Support::Runs }
 }
 
 /// An optional property with a declared default.
 const fn def(name: &'static str, value: V, default: PropDefault, doc: &'static str) -> P {
-    P { name, required: false, value, doc, default: Some(default) }
+    P { name, required: false, value, doc, default: Some(default), support: Support::Runs }
 }
 
 const fn req(name: &'static str, value: V, doc: &'static str) -> P {
-    P { name, required: true, value, doc, default: None }
+    P { name, required: true, value, doc, default: None, support: Support::Runs }
 }
 
 impl BlockSpec<'_> {
@@ -218,6 +246,9 @@ pub struct DeclSpec {
 pub const RISK: &[&str] = &["low", "medium", "high", "critical"];
 pub const EFFECTS: &[&str] = &["none", "idempotent", "non_idempotent"];
 pub const CONTEXT: &[&str] = &["isolated", "fork", "filtered"];
+/// The message types a handoff may record (`flow_trace::MessageType`; a
+/// test holds the two lists equal).
+pub const MESSAGE_TYPES: &[&str] = &["TASK_ASSIGN", "TASK_REPORT", "QUERY", "RESPONSE", "VOTE_REQUEST", "VOTE", "APPROVAL_REQUEST"];
 pub const DECISIONS: &[&str] =
     &[Decision::Approve.as_str(), Decision::Revise.as_str(), Decision::Replan.as_str(), Decision::Reject.as_str()];
 /// The zones a budget declares (`green` is where every scope starts).
@@ -289,7 +320,9 @@ pub const PRINCIPAL: DeclSpec = DeclSpec {
         props: &[
             opt("description", V::Str, "What this principal is."),
             opt("roles", V::List(&V::Ref(&[Kind::Principal])), "Roles this principal holds."),
-            opt("contact", V::Str, "Where approval requests go."),
+            opt("contact", V::Str, "Where approval requests go.").not_enforced(
+                "approval requests are not sent to a principal's `contact` yet: they go to the terminal or wait for `flow approve`",
+            ),
         ],
         entries: &[],
         events: &[],
@@ -309,13 +342,18 @@ pub const PROVIDER: DeclSpec = DeclSpec {
             ],
         ),
         ("scripted", &[opt("script", V::Str, "Path of the script of replies.")]),
-        ("replay", &[req("cassette", V::Str, "Path of the cassette to replay.")]),
+        (
+            "replay",
+            &[req("cassette", V::Str, "Path of the cassette to replay.")
+                .not_enforced("a `replay` provider's own `cassette` is not read yet: replay with `flow run --replay FILE`")],
+        ),
     ],
     default_variant: None,
     block: BlockSpec {
         props: &[
             opt("description", V::Str, "What this provider is."),
-            opt("local", V::Bool, "Whether data stays on this machine (routing of sensitive data)."),
+            opt("local", V::Bool, "Whether data stays on this machine (routing of sensitive data).")
+                .not_enforced("a provider's `local` is not used by routing yet: sensitive data is not kept to local providers at run time"),
             opt("timeout", V::Duration, "Per-request timeout."),
             opt("retries", V::Int, "Retries on 429 and 5xx."),
             opt("price_input", V::Money, "Price per million input tokens."),
@@ -399,7 +437,9 @@ pub const TOOL: DeclSpec = DeclSpec {
             opt("rate_limit", V::Rate, "Calls per period, e.g. `10 / 1m`."),
             opt("risk", V::Word(RISK), "Risk level."),
             opt("confirm", V::Bool, "Whether each call needs a human confirmation."),
-            opt("audit", V::OneOf(&[V::Word(&["none", "summary", "full"]), V::Record(AUDIT)]), "Audit policy."),
+            opt("audit", V::OneOf(&[V::Word(&["none", "summary", "full"]), V::Record(AUDIT)]), "Audit policy.").not_enforced(
+                "an audit `level` and `retention` are not applied yet: every call is kept in full, for as long as the run directory (only `visible_to` acts: they may confirm calls)",
+            ),
             opt("effect", V::Word(EFFECTS), "Side effects: none, idempotent or non_idempotent."),
             opt("sink", V::Word(SINKS), "Where data sent to the tool ends up (information flow)."),
             opt("labels", V::List(&V::Str), "Data labels of the tool's output."),
@@ -427,8 +467,19 @@ pub const EVALUATOR: DeclSpec = DeclSpec {
                 opt("check", V::Pred(Env::Input), "Condition over `input` and the probe's `output` (with `expect: json`)."),
             ],
         ),
-        ("llm", &[req("judge", V::Ref(&[Kind::Agent]), "The judging agent."), opt("rubric", V::Str, "Judging rubric.")]),
-        ("human", &[req("by", V::List(&V::Ref(&[Kind::Principal])), "Who judges.")]),
+        (
+            "llm",
+            &[
+                req("judge", V::Ref(&[Kind::Agent]), "The judging agent.")
+                    .refused("`llm` evaluators do not run yet: the judging agent would never be called"),
+                opt("rubric", V::Str, "Judging rubric."),
+            ],
+        ),
+        (
+            "human",
+            &[req("by", V::List(&V::Ref(&[Kind::Principal])), "Who judges.")
+                .refused("`human` evaluators do not run yet: the judges would never be asked")],
+        ),
         ("builtin", &[opt("function", V::Str, "The native evaluator (default: this name).")]),
     ],
     default_variant: None,
@@ -465,12 +516,15 @@ pub const CONTRACT: DeclSpec = DeclSpec {
             opt("tools", V::List(&V::Ref(&[Kind::Tool])), "Tools granted to the delegate."),
             opt("scope", V::List(&V::Str), "Capability scope granted."),
             opt("budget", V::Budget, "The delegation subtree's budget."),
-            opt("deadline", V::Duration, "Time allowed from dispatch."),
+            opt("deadline", V::Duration, "Time allowed from dispatch.")
+                .not_enforced("a contract's `deadline` is not enforced yet: nothing times or cancels a delegation"),
             opt("can_delegate", V::Bool, "Whether the delegate may delegate further (default false)."),
             opt("max_depth", V::Int, "How deep delegation may go below the delegate."),
             opt("max_fanout", V::Int, "Delegates the delegate may start in turn."),
-            opt("context", V::Word(CONTEXT), "What the delegate sees."),
-            opt("reporting_interval", V::Duration, "How often the delegate reports progress."),
+            opt("context", V::Word(CONTEXT), "What the delegate sees.")
+                .not_enforced("a contract's `context` is not applied yet: the delegate sees its own node's and agent's context"),
+            opt("reporting_interval", V::Duration, "How often the delegate reports progress.")
+                .not_enforced("a contract's `reporting_interval` is not enforced yet: delegates report no progress events"),
         ],
         entries: &[],
         events: &[],
@@ -483,12 +537,16 @@ pub const BLACKBOARD: DeclSpec = DeclSpec {
     default_variant: None,
     block: BlockSpec {
         props: &[
-            req("entry", V::Type, "Type of each entry."),
+            req("entry", V::Type, "Type of each entry.").not_enforced("blackboards do not run yet: no store holds their entries"),
             opt("description", V::Str, "What is kept here."),
-            opt("readers", V::List(&V::Ref(&[Kind::Agent, Kind::Principal])), "Who may read."),
-            opt("writers", V::List(&V::Ref(&[Kind::Agent, Kind::Principal])), "Who may append."),
-            opt("append_only", V::Bool, "Entries are never changed (default true)."),
-            opt("requires", V::Word(&["approval", "gate_pass"]), "What must pass before an append: a human approval or a gate's PASS."),
+            opt("readers", V::List(&V::Ref(&[Kind::Agent, Kind::Principal])), "Who may read.")
+                .not_enforced("blackboards do not run yet: no read is checked against `readers`"),
+            opt("writers", V::List(&V::Ref(&[Kind::Agent, Kind::Principal])), "Who may append.")
+                .not_enforced("blackboards do not run yet: no append is checked against `writers`"),
+            opt("append_only", V::Bool, "Entries are never changed (default true).")
+                .not_enforced("blackboards do not run yet: nothing keeps their entries"),
+            opt("requires", V::Word(&["approval", "gate_pass"]), "What must pass before an append: a human approval or a gate's PASS.")
+                .not_enforced("blackboards do not run yet: no append waits for an approval or a gate"),
         ],
         entries: &[],
         events: &[],
@@ -576,9 +634,16 @@ pub const HANDOFF_BLOCK: BlockSpec<'static> = BlockSpec {
         opt("payload", V::Type, "Type of what is handed over (`payload`)."),
         def("context", V::Word(CONTEXT), PropDefault::Word("isolated"), "Context passed: isolated (the default), fork or filtered."),
         opt("context_fields", V::List(&V::Str), "The fields of a filtered context slice."),
-        opt("artifacts", V::Artifacts, "Artifact references handed over."),
+        opt("artifacts", V::Artifacts, "Artifact references handed over.")
+            .not_enforced("`artifacts` are not handed over apart from the payload yet: the receiver sees the payload and its context"),
         opt("accept", V::List(&V::Pred(Env::Payload)), "Acceptance checks over `payload`."),
         opt("max_hops", V::Int, "Back-and-forth handoffs allowed on this pair."),
+        def(
+            "message",
+            V::Word(MESSAGE_TYPES),
+            PropDefault::Word("TASK_ASSIGN"),
+            "The message type the handoff sends: TASK_ASSIGN (the default), QUERY, RESPONSE, TASK_REPORT, VOTE_REQUEST, VOTE or APPROVAL_REQUEST.",
+        ),
         opt("labels", V::List(&V::Str), "Data labels of the payload."),
     ],
     entries: &[],
@@ -590,8 +655,10 @@ pub const DELEGATE_BLOCK: BlockSpec<'static> = BlockSpec {
         req("contract", V::Ref(&[Kind::Contract]), "The delegation contract."),
         opt("inputs", V::Map(&V::Expr(Env::Nodes)), "The inputs handed over, as a fixed snapshot: `{ name: expr }`."),
         opt("reason", V::Str, "Why the work is delegated."),
-        opt("context_fields", V::List(&V::Str), "The fields of a filtered context slice."),
-        opt("artifacts", V::Artifacts, "Artifact references handed over."),
+        opt("context_fields", V::List(&V::Str), "The fields of a filtered context slice.")
+            .not_enforced("a delegation's `context_fields` are not applied yet: the delegate sees its own node's and agent's context"),
+        opt("artifacts", V::Artifacts, "Artifact references handed over.")
+            .not_enforced("`artifacts` are not handed over apart from the payload yet: the receiver sees the payload and its context"),
     ],
     entries: &[],
     events: &[],
@@ -631,8 +698,10 @@ pub const NODE_COMMON: &[P] = &[
     opt("budget", V::Budget, "The node's budget for one visit (all its attempts)."),
     opt("state", V::State, "The task state (`Machine.STATE`) entered when the node completes."),
     opt("labels", V::List(&V::Str), "Data labels of the node's output."),
-    opt("writes", V::List(&V::Ref(&[Kind::Blackboard])), "Blackboards the node appends to."),
-    opt("reads", V::List(&V::Ref(&[Kind::Blackboard])), "Blackboards the node reads."),
+    opt("writes", V::List(&V::Ref(&[Kind::Blackboard])), "Blackboards the node appends to.")
+        .not_enforced("blackboards do not run yet: a node's `writes` appends nothing"),
+    opt("reads", V::List(&V::Ref(&[Kind::Blackboard])), "Blackboards the node reads.")
+        .not_enforced("blackboards do not run yet: a node's `reads` adds nothing to its context"),
     opt("task", V::Record(TASK), "What the task is, for agent routing rules (`task` in `routes`)."),
     opt("max_visits", V::Int, "How many times the node may run in one run (bounds rework cycles)."),
     def("exclusive", V::Bool, PropDefault::Bool(false), "At most one outgoing guard may hold; overlapping guards are an error."),
@@ -827,3 +896,12 @@ pub const ATOMS: &[(&str, &[AtomArgKind], &str)] = &[
     ("terminated", &[AtomArgKind::Reason], "The run terminated with this reason."),
     ("approved", &[AtomArgKind::Principal], "A human approved something."),
 ];
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_message_words_a_handoff_may_declare_are_the_trace_vocabularys() {
+        let words: Vec<&str> = flow_trace::MessageType::ALL.iter().map(|m| m.as_str()).collect();
+        assert_eq!(super::MESSAGE_TYPES, words.as_slice());
+    }
+}

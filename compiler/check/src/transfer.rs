@@ -6,7 +6,7 @@
 use crate::ir::{NameMap, TExpr, TransferKind, Value};
 use crate::lookup::{int, names, word};
 use crate::types::Ty;
-use flow_trace::ContextMode;
+use flow_trace::{ContextMode, MessageType};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -41,9 +41,17 @@ pub struct Handoff {
     /// Back-and-forth handoffs allowed on this pair.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_hops: Option<u64>,
+    /// The message type the handoff sends (`message`; declared default
+    /// TASK_ASSIGN).
+    #[serde(default = "task_assign")]
+    pub message: MessageType,
     /// Data labels of the payload.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
+}
+
+fn task_assign() -> MessageType {
+    MessageType::TaskAssign
 }
 
 /// A delegation: work handed to another node under a contract.
@@ -107,6 +115,7 @@ pub fn lower(kind: TransferKind, props: &NameMap<Value>) -> TransferBody {
                 _ => Vec::new(),
             },
             max_hops: int(get("max_hops")),
+            message: word(get("message")).and_then(MessageType::parse).unwrap_or(MessageType::TaskAssign),
             labels: names(get("labels")),
         }),
         TransferKind::Delegate => TransferBody::Delegate(Delegation {

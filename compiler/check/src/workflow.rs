@@ -382,12 +382,34 @@ impl Checker<'_> {
                 .with_primary_message("no run can run this node")
                 .with_help("inline the other workflow's nodes here for now");
         }
+        if kind == "parallel" {
+            self.refuse_capped_fanout(node);
+        }
         if kind == "human" {
             if let Some(output) = Self::block_prop(node.body.as_ref(), "output") {
                 self.error(codes::NOT_SUPPORTED, output.span, "`output` on a human node is not supported yet")
                     .with_primary_message("a human node's output is `{ decision, comment }`")
                     .with_help("remove `output`; read `NODE.decision` and `NODE.comment`");
             }
+        }
+    }
+
+    /// A `parallel` node starts every branch at once (only the workflow's
+    /// `concurrency` holds dispatch back): a `max_concurrency` below the
+    /// number of branches would be accepted and broken, so it is refused
+    /// (E0116); one at or above it holds.
+    fn refuse_capped_fanout(&mut self, node: &ast::NodeStmt) {
+        let ast::NodeTarget::List(branches, _) = &node.target else { return };
+        let Some(cap) = Self::block_prop(node.body.as_ref(), "max_concurrency") else { return };
+        let ast::ExprKind::Number { value, unit } = &cap.kind else { return };
+        if unit.is_empty() && *value < branches.len() as f64 {
+            self.error(codes::NOT_SUPPORTED, cap.span, "a `max_concurrency` below the number of branches is not supported yet")
+                .with_primary_message(format!("{} branches, all started at once", branches.len()))
+                .with_note("a parallel node starts every branch when it runs; the workflow's `concurrency` caps dispatch across the run")
+                .with_help(format!(
+                    "write `max_concurrency: {}` or more, or bound the run with the workflow's `concurrency`",
+                    branches.len()
+                ));
         }
     }
 

@@ -212,7 +212,9 @@ time, the checker refuses it: what `flowc verify` accepts is what `flow
 run` does.
 
 Today: a `flow` node (a sub-flow) is refused, and so is `output` on a
-`human` node (its answer is `{ decision, comment }`). A gate's
+`human` node (its answer is `{ decision, comment }`), an `llm` or `human`
+evaluator (neither runs yet), and a `parallel` node's `max_concurrency`
+below its number of branches (every branch starts at once). A gate's
 `trigger.on` may only list `"node_completed"` (a gate runs
 when its `from` node completes; no other boundary event is raised). A
 budget zone's `action` may only be `terminate(reason)`, `halt`,
@@ -384,8 +386,9 @@ Fix: add an edge to the next node or to an `end` node."#;
 
     UNBOUNDED_CYCLE = "E0403", "cycle without a bound",
 r#"The graph has a cycle that nothing bounds: it is not a `loop` node's
-round (bounded by `max_rounds`), no node on it declares `max_visits`, and the
-workflow has no budget with a hard limit. A run may go around it forever.
+round (bounded by `max_rounds`), no node on it declares `max_visits`, it
+crosses no pair of nodes with a hop limit (`max_hops`), and the workflow has
+no budget with a hard limit. A run may go around it forever.
 The witness is a lasso: a path from the start, then the cycle.
 
 Example:
@@ -401,7 +404,8 @@ Example:
     }
 
 Fix: declare `max_visits: 3` on `write` (or `review`), use a `loop` node,
-or give the workflow a budget with `steps`."#;
+give the workflow `max_hops: 6` (it bounds the back-and-forth between
+`write` and `review`), or give the workflow a budget with `steps`."#;
 
     ROUTER_GAP = "E0404", "routing gap",
 r#"Every outgoing edge of this node has a `when` guard, there is no `else`,
@@ -732,6 +736,28 @@ Example:
     agent forgotten { provider: local }
 
 Fix: use it or remove it."#;
+
+    NOT_ENFORCED = "W0117", "not enforced at run time yet",
+r#"The property is valid Flow and the checker checks its value, but
+nothing at run time acts on it yet: a run behaves as if it were not
+written. Rather than accept it in silence, the checker says so where it
+is written, and reference §13 (the property ledger) lists it as
+`warned`. Today: a principal's `contact`, a provider's `local`, a
+`replay` provider's `cassette`, a tool's `audit` level and retention, a
+contract's `deadline`, `context` and `reporting_interval`, blackboards
+and a node's `reads`/`writes`, a handoff's or delegation's `artifacts`,
+and a delegation's `context_fields`.
+
+Example:
+
+    contract c {
+      objective: "Summarise"
+      deadline: 15m          // W0117: nothing times a delegation yet
+    }
+
+Fix: nothing is required — the flow runs — but do not rely on the
+property: bound the delegate's work with the contract's `budget`
+(`duration`), or the node's `timeout`, until the runtime enforces it."#;
 
     UNREACHABLE_NODE = "W0101", "unreachable node",
 r#"No path from the workflow's `start` (nor any workflow-level handler)

@@ -163,7 +163,7 @@ fn unbounded_cycles(flow: &FlowGraph<'_>, program: &Program, reached: &Parents, 
         out.push(
             Diagnostic::new(codes::UNBOUNDED_CYCLE, file, span, format!("the cycle {} -> {} has no bound", names.join(" -> "), names[0]))
                 .with_primary_message("a run may go around this cycle forever")
-                .with_help("declare `max_visits` on a node of the cycle, make it a `loop` node's round, or give the workflow a budget")
+                .with_help("declare `max_visits` on a node of the cycle, make it a `loop` node's round, bound a back-and-forth pair with `max_hops`, or give the workflow a budget")
                 .with_witness(flow.lasso(prefix, &cycle)),
         );
     }
@@ -173,18 +173,22 @@ fn has_budget_limit(flow: &FlowGraph<'_>, program: &Program) -> bool {
     flow.workflow.budget(program).is_some()
 }
 
-/// Whether removing the nodes that declare `max_visits` leaves the
-/// component acyclic: then every cycle passes a bounded node.
+/// Whether removing the nodes that declare `max_visits`, and the edges
+/// between two nodes with a hop limit (`max_hops`: the crossings are
+/// counted), leaves the component acyclic: then every cycle passes a
+/// bounded node or crosses a bounded pair.
 fn visits_break_cycles(flow: &FlowGraph<'_>, filtered: &petgraph::Graph<(), ()>, scc: &[NodeIndex]) -> bool {
     let members: IndexSet<NodeIndex, FastHash> = scc.iter().copied().filter(|&n| flow.node(n).max_visits().is_none()).collect();
-    if members.len() == scc.len() {
+    let hop_bounded = |a: NodeIndex, b: NodeIndex| flow.plan.hop_limit(flow.name(a), flow.name(b)).is_some();
+    let any_hop_bound = members.iter().any(|&n| filtered.edges_directed(n, Direction::Outgoing).any(|e| hop_bounded(n, e.target())));
+    if members.len() == scc.len() && !any_hop_bound {
         return false;
     }
     let mut sub = petgraph::Graph::<(), ()>::new();
     let map: IndexMap<NodeIndex, NodeIndex, FastHash> = members.iter().map(|&n| (n, sub.add_node(()))).collect();
     for &n in &members {
         for edge in filtered.edges_directed(n, Direction::Outgoing) {
-            if let Some(&t) = map.get(&edge.target()) {
+            if let Some(&t) = map.get(&edge.target()).filter(|_| !hop_bounded(n, edge.target())) {
                 sub.add_edge(map[&n], t, ());
             }
         }

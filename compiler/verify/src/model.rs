@@ -2,8 +2,7 @@
 //!
 //! A state is the set of running branches (*threads*: a node and where its
 //! visit is), the counters that bound iterations (loop rounds, `max_visits`,
-//! map items), the last decision of each human node, whether anyone has
-//! approved anything yet, join arrivals, the budget zone, and whether the
+//! map items), the last decision of each human node, join arrivals, the budget zone, and whether the
 //! run terminated. A transition moves one thread and emits at most one
 //! [`Label`] — an abstract trace event. What the data plane decides is a
 //! nondeterministic choice: whether an agent or tool node completes,
@@ -16,8 +15,7 @@
 //! The abstraction over-approximates the runtime (engine.rs) with these
 //! documented exceptions (reference §8.4): an agent calls each of its tools
 //! at most once per visit, in declaration order; a handoff is always
-//! accepted; `max_hops`, deadlines and cancellation from outside are not
-//! modelled; a map runs its item node at most `max_items` times (twice when
+//! accepted; deadlines and cancellation from outside are not modelled; a map runs its item node at most `max_items` times (twice when
 //! it declares no bound).
 
 use crate::obligations::Obligation;
@@ -137,7 +135,6 @@ pub struct St {
     pub threads: Vec<(NodeId, Phase)>,
     /// Counters: see `Model::slots`.
     pub vars: Vec<u32>,
-    pub approved: bool,
     pub done: bool,
 }
 
@@ -176,6 +173,9 @@ struct Site {
     node: Option<NodeId>,
     gate: Option<u16>,
     event: HandlerEvent,
+    /// A workflow handler acting in the context of `node` (`max_hops`,
+    /// raised by a crossing out of `node`): recorded in the workflow's scope.
+    workflow: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -284,6 +284,9 @@ struct NodeInfo {
     /// condition reads (reading one that never completed is an error).
     edge_refs: Vec<Vec<NodeId>>,
     until_refs: Vec<NodeId>,
+    /// The workflow's `max_hops` handler, acting for this node (a crossing
+    /// out of it went past its pair's hop limit).
+    hop_site: Option<u16>,
 }
 
 /// The abstract model of one workflow.
@@ -319,6 +322,9 @@ pub struct Model<'p> {
     /// The gate on each boundary `from -> to` (the plan index's).
     gate_on: rustc_hash::FxHashMap<(NodeId, NodeId), u16>,
     workflow_on: Vec<(String, u16)>,
+    /// Per pair of nodes with a hop limit (`PlanIndex::hop_limit`), under
+    /// both orders: the slot counting its crossings, and the limit.
+    hop_slots: rustc_hash::FxHashMap<(NodeId, NodeId), (usize, u32)>,
     /// The plan index (`flow_check::index`), as the engine reads it.
     pub(crate) index: flow_check::index::PlanIndex,
     /// The first slot of the bitset of nodes that have an output.
@@ -368,6 +374,7 @@ impl<'p> Model<'p> {
             handoffs: Vec::new(),
             gate_on: Default::default(),
             workflow_on: Vec::new(),
+            hop_slots: Default::default(),
             done_base: 0,
             settled_base: 0,
             reduce: true,
@@ -429,6 +436,7 @@ impl<'p> Model<'p> {
                 guards_can_fail: true,
                 edge_refs: Vec::new(),
                 until_refs: Vec::new(),
+                hop_site: None,
             });
         }
         let confirm_of = |tool: &str| program.decls.get(tool).is_some_and(|d| d.confirm());
@@ -592,6 +600,7 @@ impl<'p> Model<'p> {
             m.nodes[i].on = on;
         }
         m.workflow_on = m.sites_for(&workflow.handlers, None, None);
+        m.hop_limits(workflow);
         for (gi, (name, gate)) in workflow.gates.iter().enumerate() {
             m.gate_names.push(name.clone());
             let subject = intern(&mut m.subjects, name);
@@ -643,6 +652,7 @@ impl<'p> Model<'p> {
             "requires_decision",
             "reject",
             "exhausted",
+            "max_hops",
             "unmodelled_reason",
         ] {
             m.reasons.insert(reason.to_string());
@@ -681,6 +691,34 @@ impl<'p> Model<'p> {
 
     /// The budget scopes with zones, as the engine creates them: the run's
     /// budget, each agent's, each node's and each delegation contract's.
+    /// The pairs of nodes with a hop limit (the plan index's, as the
+    /// engine counts them): a counter each, and for each node a crossing
+    /// out of may go past one, the workflow's `max_hops` handler acting
+    /// for it.
+    fn hop_limits(&mut self, workflow: &Workflow) {
+        let handler = flow_check::semantics::handler_on(&workflow.handlers, HandlerEvent::MaxHops).cloned();
+        for a in 0..self.nodes.len() {
+            for k in 0..self.nodes[a].edges.len() {
+                let b = self.nodes[a].edges[k].0;
+                let names = (workflow.nodes.get_index(a), workflow.nodes.get_index(b as usize));
+                let (Some((from, _)), Some((to, _))) = names else { continue };
+                let Some(limit) = self.index.hop_limit(from, to) else { continue };
+                let a = a as NodeId;
+                if !self.hop_slots.contains_key(&(a, b)) {
+                    let slot = (self.slots, limit.min(u32::MAX as u64) as u32);
+                    self.hop_slots.insert((a, b), slot);
+                    self.hop_slots.insert((b, a), slot);
+                    self.slots += 1;
+                }
+                if let (None, Some(action)) = (self.nodes[a as usize].hop_site, &handler) {
+                    let site = self.site(action.clone(), Some(a), None, HandlerEvent::MaxHops);
+                    self.sites[site as usize].workflow = true;
+                    self.nodes[a as usize].hop_site = Some(site);
+                }
+            }
+        }
+    }
+
     fn zone_scopes_from(&mut self, run: Option<Budget<'p>>, node_index: &impl Fn(&str) -> Option<NodeId>) {
         let program = self.program;
         let workflow = self.workflow;
@@ -786,7 +824,7 @@ impl<'p> Model<'p> {
             intern(&mut self.principals, &p);
             intern(&mut self.subjects, &format!("escalation.{p}"));
         }
-        self.sites.push(Site { action, node, gate, event });
+        self.sites.push(Site { action, node, gate, event, workflow: false });
         (self.sites.len() - 1) as u16
     }
 
@@ -930,6 +968,7 @@ impl<'p> Model<'p> {
         let s = &self.sites[site as usize];
         let scope = match (s.gate, s.node) {
             (Some(g), _) => HandlerScope::Gate(self.gate_names[g as usize].clone()),
+            (None, Some(_)) if s.workflow => HandlerScope::Workflow,
             (None, Some(n)) => HandlerScope::Node(self.nodes[n as usize].name.clone()),
             (None, None) => HandlerScope::Workflow,
         };
@@ -963,7 +1002,7 @@ impl<'p> Model<'p> {
             Some(s) => vec![(s, Phase::Start)],
             None => Vec::new(),
         };
-        St { threads, vars: vec![0; self.slots], approved: false, done: false }
+        St { threads, vars: vec![0; self.slots], done: false }
     }
 
     /// Every transition from `st`: the label it emits (if any) and the
@@ -1117,7 +1156,7 @@ impl<'p> Model<'p> {
                 // budget be found used up, before anything else moves.
                 let go = match info.kind {
                     Kind::Tool => match info.tool {
-                        Some((_, true)) if !st.approved && !self.escalate_to.is_empty() => Phase::NodeConfirm,
+                        Some((_, true)) if !self.escalate_to.is_empty() => Phase::NodeConfirm,
                         _ => Phase::NodeCall,
                     },
                     _ => Phase::Tools(0),
@@ -1146,7 +1185,7 @@ impl<'p> Model<'p> {
                 self.push(out, None, self.set(st, t, Some((n, Phase::Tools(i + 1)))));
                 if tool.probe {
                     self.push(out, Some(Label::Refused(tool.tool, info.agent, n)), self.set(st, t, Some((n, Phase::Tools(i + 1)))));
-                } else if tool.confirm && !st.approved && !self.escalate_to.is_empty() {
+                } else if tool.confirm && !self.escalate_to.is_empty() {
                     self.push(out, None, self.set(st, t, Some((n, Phase::ToolConfirm(i)))));
                 } else {
                     self.push(out, Some(Label::Called(tool.tool, info.agent, n)), self.set(st, t, Some((n, Phase::Tools(i + 1)))));
@@ -1156,8 +1195,7 @@ impl<'p> Model<'p> {
                 let tool = &info.tools[i as usize];
                 let subject = self.confirm_subject(tool.tool);
                 for &p in &self.escalate_to {
-                    let mut s = self.set(st, t, Some((n, Phase::ToolCall(i))));
-                    s.approved = true;
+                    let s = self.set(st, t, Some((n, Phase::ToolCall(i))));
                     self.push(out, Some(Label::Decided(subject, 0, p)), s);
                     // Refused: the agent is told and goes on without the call.
                     self.push(out, Some(Label::Decided(subject, 3, p)), self.set(st, t, Some((n, Phase::Tools(i + 1)))));
@@ -1171,8 +1209,7 @@ impl<'p> Model<'p> {
                 let (tool, _) = info.tool.unwrap_or((0, false));
                 let subject = self.confirm_subject(tool);
                 for &p in &self.escalate_to {
-                    let mut s = self.set(st, t, Some((n, Phase::NodeCall)));
-                    s.approved = true;
+                    let s = self.set(st, t, Some((n, Phase::NodeCall)));
                     self.push(out, Some(Label::Decided(subject, 0, p)), s);
                     // Refused: the attempt fails, and so does the visit.
                     self.push(out, Some(Label::Decided(subject, 3, p)), self.set(st, t, Some((n, Phase::FailNow))));
@@ -1228,9 +1265,6 @@ impl<'p> Model<'p> {
                 for &d in &info.decisions {
                     for &p in &info.principals {
                         let mut s = st.clone();
-                        if d == 0 {
-                            s.approved = true;
-                        }
                         let next = match info.on.iter().find(|(e, _)| e == DECISIONS[d as usize].as_str()) {
                             Some(&(_, site)) => self.act(site),
                             None => Some((n, Phase::Complete)),
@@ -1287,9 +1321,6 @@ impl<'p> Model<'p> {
                 for &d in &gate.decisions {
                     for &p in &gate.deciders {
                         let mut s = st.clone();
-                        if d == 0 {
-                            s.approved = true;
-                        }
                         let next = match gate.on.iter().find(|(e, _)| e == DECISIONS[d as usize].as_str()) {
                             Some(&(_, site)) => self.act(site),
                             None => match d {
@@ -1315,9 +1346,8 @@ impl<'p> Model<'p> {
                 }
             }
             Phase::Enter(to) => {
-                let next = if self.handoffs.contains(&(n, to)) { (n, Phase::Handoff(to)) } else { self.entry(n, to) };
                 let via = self.enter_via(n, to);
-                self.push(out, Some(Label::Edge(n, to, via)), self.set(st, t, Some(next)));
+                self.cross(st, t, n, to, via, out);
             }
             Phase::Handoff(to) => {
                 self.push(out, Some(Label::HandedOff(n, to)), self.set(st, t, Some(self.entry(n, to))));
@@ -1331,8 +1361,7 @@ impl<'p> Model<'p> {
                 let subject = self.escalation_subject(site);
                 let ctx = &self.sites[site as usize];
                 let cont = self.continue_in(ctx.node, ctx.gate, ctx.event.as_str(), false);
-                let mut s = self.set(st, t, cont);
-                s.approved = true;
+                let s = self.set(st, t, cont);
                 self.push(out, Some(Label::Decided(subject, 0, p)), s);
                 let r = self.set(st, t, Some((n, Phase::Terminate(self.reason("escalation_reject")))));
                 self.push(out, Some(Label::Decided(subject, 3, p)), r);
@@ -1582,6 +1611,29 @@ impl<'p> Model<'p> {
         Some((n, Phase::Leave))
     }
 
+    /// Takes the edge `n -> to` (the engine's `enter`): counted against
+    /// the pair's hop limit — past it the crossing is not taken, the count
+    /// starts again and `max_hops` is raised — then its handoff, then `to`.
+    fn cross(&self, st: &St, t: usize, n: NodeId, to: NodeId, via: u8, out: &mut Vec<(Option<Label>, St)>) {
+        let hops = self.hop_slots.get(&(n, to)).copied();
+        if let Some((slot, _)) = hops.filter(|&(slot, limit)| st.vars[slot] >= limit) {
+            let next = match self.nodes[n as usize].hop_site {
+                Some(site) => self.act(site),
+                None => Some((n, Phase::Terminate(self.reason("max_hops")))),
+            };
+            let mut s = self.set(st, t, next);
+            s.vars[slot] = 0;
+            self.push(out, None, s);
+            return;
+        }
+        let next = if self.handoffs.contains(&(n, to)) { (n, Phase::Handoff(to)) } else { self.entry(n, to) };
+        let mut s = self.set(st, t, Some(next));
+        if let Some((slot, _)) = hops {
+            s.vars[slot] += 1;
+        }
+        self.push(out, Some(Label::Edge(n, to, via)), s);
+    }
+
     /// After a node completed: the engine's `follow`.
     fn leave(&self, st: &St, t: usize, n: NodeId, out: &mut Vec<(Option<Label>, St)>) {
         let info = &self.nodes[n as usize];
@@ -1650,9 +1702,7 @@ impl<'p> Model<'p> {
                 Some(&g) => (n, Phase::Gate(g)),
                 None => {
                     // Enter directly: the edge's via is the guard's.
-                    let handoff = self.handoffs.contains(&(n, to));
-                    let s = self.set(st, t, Some(if handoff { (n, Phase::Handoff(to)) } else { self.entry(n, to) }));
-                    self.push(out, Some(Label::Edge(n, to, via)), s);
+                    self.cross(st, t, n, to, via, out);
                     continue;
                 }
             };

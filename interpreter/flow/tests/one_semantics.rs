@@ -301,3 +301,40 @@ fn a_join_that_may_fail_as_it_merges_is_modelled_as_failing() {
     assert_eq!(Case::new(&source(", output: V"), Some(script)).verify("merge_never_fails").0, "violated");
     assert_eq!(Case::new(&source(""), Some(script)).verify("merge_never_fails").0, "holds");
 }
+
+/// A QUERY/RESPONSE ping-pong between `a` and `b` (edges both ways) under
+/// the workflow's `max_hops: 3`, whose handler goes to `stuck`.
+fn ping_pong(handler: &str) -> String {
+    format!(
+        "{AGENT}workflow one {{\n  start: a\n  max_hops: 3\n  node a: agent w {{ output: {{ more: bool }} }}\n  node b: agent w {{ output: {{ more: bool }} }}\n  node stuck: end stuck {{ status: failure }}\n  node done: end done\n  a -> b when a.more\n  a -> done else\n  b -> a\n{handler}}}\npolicy p: never terminated(stuck)\npolicy q: never terminated(max_hops)\n"
+    )
+}
+
+#[test]
+fn max_hops_bounds_a_ping_pong_for_the_verifier_the_engine_and_trace_check() {
+    // The agents never stop asking: the fourth crossing between a and b
+    // is not taken; the handler goes to `stuck`.
+    let case = Case::new(&ping_pong("  on max_hops -> goto(stuck)\n"), Some("replies:\n  w:\n  - output: { more: true }\n"));
+    let (status, witness) = case.verify("p");
+    assert_eq!(status, "violated", "runs end in `stuck` once the hops run out");
+    assert_only_the_policy_breaks(&case, &witness.unwrap());
+    let run = case.run();
+    let trace = run.join("trace.jsonl");
+    assert_eq!(terminated(&trace), ("stuck".into(), "failure".into()));
+    let events = trace_events(&trace);
+    let crossings = kinds(&events, "edge_taken").iter().filter(|e| e["from"] != "b" || e["to"] != "stuck").count();
+    assert_eq!(crossings, 3, "three hops between a and b, then none");
+    let acted = kinds(&events, "action_taken").pop().expect("the max_hops handler acted");
+    assert_eq!((acted["event"].as_str(), acted["scope"].as_str()), (Some("max_hops"), Some("workflow")), "{acted}");
+    assert_eq!(codes(&trace_check(&run, &case.path("run.flow"))), Vec::<String>::new());
+
+    // No handler: the run ends with `max_hops`, for the verifier as for the engine.
+    let case = Case::new(&ping_pong(""), Some("replies:\n  w:\n  - output: { more: true }\n"));
+    let (status, witness) = case.verify("q");
+    assert_eq!(status, "violated");
+    assert_only_the_policy_breaks(&case, &witness.unwrap());
+    assert_eq!(case.verify("p").0, "holds");
+    let run = case.run();
+    assert_eq!(terminated(&run.join("trace.jsonl")), ("max_hops".into(), "failure".into()));
+    assert_eq!(codes(&trace_check(&run, &case.path("run.flow"))), Vec::<String>::new());
+}

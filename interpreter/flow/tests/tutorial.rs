@@ -49,6 +49,12 @@ fn the_tutorial_runs_as_written() {
     assert!(all(&run).contains("gate quality: PASS"), "{}", all(&run));
     let approve = flow(d, &["approve", "run1", "approve", "--decision", "approve", "--by", "editor"]);
     assert_eq!(approve.status.code(), Some(0), "{}", all(&approve));
+    // `confirm: true`: the publish call itself is confirmed too.
+    let resume = flow(d, &["resume", "run1"]);
+    assert_eq!(resume.status.code(), Some(4), "{}", all(&resume));
+    assert!(all(&resume).contains("decision needed on confirm.publish_post.publish#1.1"), "{}", all(&resume));
+    let confirm = flow(d, &["approve", "run1", "confirm.publish_post.publish#1.1", "--decision", "approve", "--by", "editor"]);
+    assert_eq!(confirm.status.code(), Some(0), "{}", all(&confirm));
     let resume = flow(d, &["resume", "run1"]);
     assert_eq!(resume.status.code(), Some(0), "{}", all(&resume));
     assert!(all(&resume).contains("terminated: success (published)"), "{}", all(&resume));

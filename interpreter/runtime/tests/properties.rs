@@ -311,6 +311,47 @@ workflow w {{
 }
 
 #[test]
+fn a_confirm_tool_asks_for_each_call_and_an_earlier_approval_elsewhere_does_not_count() {
+    // A human node approves first; then the same confirm tool is called
+    // by two tool nodes. Each call is asked for, by its own subject.
+    let source = format!(
+        r#"{HEAD}principal ops
+tool ship: builtin {{ description: "Ships", input: any, output: any, function: "identity", confirm: true }}
+workflow w {{
+  start: ok
+  escalate_to: ops
+  node ok: human ops {{ decisions: [approve, reject] }}
+  node s1: tool ship {{ args: {{ n: 1 }} }}
+  node s2: tool ship {{ args: {{ n: 2 }} }}
+  node done: end ok
+  ok -> s1 -> s2 -> done
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!(null)));
+    let subjects: Vec<&str> = ran.humans.iter().map(|h| h.subject.as_str()).collect();
+    assert_eq!(subjects.len(), 3, "{subjects:?}");
+    assert_eq!(subjects[0], "ok");
+    assert!(subjects[1].starts_with("confirm.ship.") && subjects[2].starts_with("confirm.ship."), "{subjects:?}");
+    assert_ne!(subjects[1], subjects[2], "each call is confirmed under its own subject");
+    let calls = ran.events.iter().filter(|e| e.kind() == "tool_call_started").count();
+    assert_eq!(calls, 2);
+    // Every call started after the decision that named it.
+    let mut confirmed = 0;
+    for e in &ran.events {
+        match &e.body {
+            Body::DecisionApplied { subject, .. } if subject.starts_with("confirm.") => confirmed += 1,
+            _ if e.kind() == "tool_call_started" => {
+                assert!(confirmed > 0, "a call started before its confirmation");
+                confirmed -= 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(ran.ended().0, "ok");
+}
+
+#[test]
 fn a_gate_whose_evaluator_errs_takes_its_on_error_outcome() {
     let source = |on_error: &str| {
         format!(
@@ -367,6 +408,34 @@ workflow w {{
         _ => None,
     });
     assert_eq!(reason, Some(Some("needs a second pair of eyes".to_string())));
+}
+
+#[test]
+fn a_handoff_sends_the_message_type_it_declares() {
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p }}
+workflow w {{
+  start: x
+  node x: agent a {{ output: string }}
+  node y: agent a {{ output: string }}
+  node z: agent a {{ output: string }}
+  node done: end ok
+  x -> y -> z -> done
+  handoff x -> y {{ reason: "assign" }}
+  handoff y -> z {{ message: QUERY }}
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!("s")));
+    let messages: Vec<(String, &str)> = ran
+        .events
+        .iter()
+        .filter_map(|e| match &e.body {
+            Body::Message { message_type, from, .. } => Some((from.clone(), message_type.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(messages, [("x".to_string(), "TASK_ASSIGN"), ("y".to_string(), "QUERY")]);
 }
 
 #[test]
@@ -514,4 +583,81 @@ workflow w {{
     assert!(ran.failed("merge").is_some(), "left says true, right false: the join fails");
     assert_eq!(run(&source("keep"), json!({}), disagree).ended().0, "ok", "kept, not averaged");
     assert_eq!(run(&source("fail"), json!({}), |_| output(json!({ "ok": true }))).ended().0, "ok", "agreeing branches join");
+}
+
+#[test]
+fn max_hops_escalates_the_ping_pong_to_a_human_and_an_approval_lets_it_go_on() {
+    // `test` keeps asking `answer` (edges both ways): past the workflow's
+    // `max_hops: 2` the crossing is not taken and the product manager is
+    // asked; the approval lets the run go on, with the count started again.
+    let source = format!(
+        r#"{HEAD}principal pm
+agent a {{ provider: p }}
+workflow w {{
+  start: test
+  max_hops: 2
+  node test: agent a {{ output: {{ query: bool }} }}
+  node answer: agent a {{ output: {{ text: string }} }}
+  node done: end ok
+  test -> answer when test.query
+  test -> done else
+  answer -> test
+  on max_hops -> escalate(pm)
+}}
+"#
+    );
+    let turns = std::cell::Cell::new(0);
+    let ran = run(&source, json!({}), |req| {
+        if req.node == "answer" {
+            return output(json!({ "text": "yes" }));
+        }
+        turns.set(turns.get() + 1);
+        output(json!({ "query": turns.get() <= 2 }))
+    });
+    let asked: Vec<&str> = ran.humans.iter().map(|h| h.subject.as_str()).collect();
+    assert_eq!(asked, ["escalation.pm"], "asked once, when the third hop was due");
+    let crossings: Vec<(String, String)> = ran
+        .events
+        .iter()
+        .filter_map(|e| match &e.body {
+            Body::EdgeTaken { from, to, .. } => Some((from.clone(), to.clone())),
+            _ => None,
+        })
+        .collect();
+    // test->answer, answer->test; the second query is past the limit (pm
+    // approves, the count starts again): test->answer, answer->test; the
+    // third turn asks nothing more.
+    let pair = crossings.iter().filter(|(f, t)| (f == "test" && t == "answer") || (f == "answer" && t == "test")).count();
+    assert_eq!(pair, 4, "{crossings:?}");
+    let acted = ran.events.iter().find_map(|e| match &e.body {
+        Body::ActionTaken { event, .. } => Some(event.as_str().to_string()),
+        _ => None,
+    });
+    assert_eq!(acted.as_deref(), Some("max_hops"));
+    assert_eq!(ran.ended().0, "ok");
+}
+
+#[test]
+fn a_handoffs_max_hops_bounds_its_pair_both_ways() {
+    // `x` and `y` hand back and forth; the handoff allows one crossing of
+    // the pair, and nothing handles `max_hops`: the second crossing (y -> x)
+    // ends the run.
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p }}
+workflow w {{
+  start: x
+  node x: agent a {{ output: {{ again: bool }} }}
+  node y: agent a {{ output: {{ again: bool }} }}
+  node done: end ok
+  x -> y
+  y -> x when y.again
+  y -> done else
+  handoff x -> y {{ max_hops: 1 }}
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!({ "again": true })));
+    let edges = ran.events.iter().filter(|e| e.kind() == "edge_taken").count();
+    assert_eq!(edges, 1, "x -> y once, then y -> x is past the pair's limit");
+    assert_eq!(ran.ended(), ("max_hops".to_string(), TerminationStatus::Failure));
 }

@@ -372,6 +372,11 @@ impl Transfer {
         self.handoff()?.max_hops
     }
 
+    /// The message type a handoff sends (TASK_ASSIGN unless declared).
+    pub fn message_type(&self) -> flow_trace::MessageType {
+        self.handoff().map_or(flow_trace::MessageType::TaskAssign, |h| h.message)
+    }
+
     /// Why control moves.
     pub fn reason(&self) -> Option<&str> {
         match &self.body {

@@ -109,7 +109,7 @@ impl Engine {
             _ => self.nodes[&node.name].input.clone(),
         };
         let key_template = node.idempotency_key().map(str::to_string);
-        let call = PendingCall { attempt: attempt.to_string(), tool, input, key_template, agent: None, delay };
+        let call = PendingCall { attempt: attempt.to_string(), tool, input, key_template, agent: None, delay, confirmed: false };
         self.then(Effect::CallTool { call: Box::new(call), cause: cause.clone() });
     }
 

@@ -79,11 +79,6 @@ impl Engine {
         if !self.admit(obs, "decision_applied", &Str::from(request_event), held) {
             return;
         }
-        if answer.decision == flow_trace::Decision::Approve
-            && matches!(decision, Decision::Gate { .. } | Decision::HumanNode { .. } | Decision::Confirm { .. })
-        {
-            self.approvals += 1;
-        }
         match decision {
             Decision::Gate { gate } => self.decide_gate(&gate, &subject, answer, request_event),
             Decision::HumanNode { node } => self.decide_human_node(&node, &subject, answer, request_event),
@@ -105,7 +100,7 @@ impl Engine {
                 let applied = self.record_applied(&subject, &answer, if approved { Applied::Call } else { Applied::Refuse }, request_event);
                 let refused = "a human refused the call";
                 if approved {
-                    self.then(Effect::CallTool { call: Box::new(PendingCall { delay: 0, ..call }), cause: applied });
+                    self.then(Effect::CallTool { call: Box::new(PendingCall { delay: 0, confirmed: true, ..call }), cause: applied });
                 } else if call.agent.is_some() {
                     self.then(Effect::ToolRefused { attempt: call.attempt, tool: call.tool, message: refused.into(), cause: applied });
                 } else {

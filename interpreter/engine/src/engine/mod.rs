@@ -141,8 +141,6 @@ pub struct Engine {
     small_artifacts: FxHashMap<Vec<u8>, ArtifactRef>,
     pending_slice: HashMap<String, Value>,
     pending_contract: HashMap<String, String>,
-    /// Approve decisions applied so far (confirmation of `confirm` tools).
-    approvals: u32,
     /// The online monitors of the policies that apply to this workflow.
     policies: Vec<PolicyRt>,
     /// Model turns whose reported use went over their per-turn ceilings
@@ -252,7 +250,6 @@ impl Engine {
             small_artifacts: FxHashMap::default(),
             pending_slice: HashMap::new(),
             pending_contract: HashMap::new(),
-            approvals: 0,
             policies,
             ceiling_breaches: 0,
             replaying: false,

@@ -54,6 +54,9 @@ pub(super) struct PendingCall {
     pub(super) key_template: Option<String>,
     pub(super) agent: Option<String>,
     pub(super) delay: u64,
+    /// A human approved this call (its `confirm` decision): a `confirm:
+    /// true` tool runs only so.
+    pub(super) confirmed: bool,
 }
 
 /// What crossing a boundary's handoffs and delegations gave.

@@ -19,12 +19,16 @@ impl Engine {
             return;
         }
         // A tool that needs confirmation runs only after a human approved
-        // something in this run (an approval node or a gate decision);
-        // otherwise the control plane asks first.
-        if decl.confirm() && self.approvals == 0 {
+        // this very call (a `confirm.TOOL.ATTEMPT` decision); an approval
+        // of anything else in the run does not count.
+        if decl.confirm() && !call.confirmed {
             let mut deciders = self.wf().escalate_to();
             if let Some(audit) = decl.audit() {
-                deciders.extend(audit.visible_to);
+                for p in audit.visible_to {
+                    if !deciders.contains(&p) {
+                        deciders.push(p);
+                    }
+                }
             }
             let prompt = format!("`{}` needs a human confirmation before it runs", call.tool);
             let choices = vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject];
@@ -92,7 +96,7 @@ impl Engine {
     /// The call reserved against the budgets, recorded (`tool_call_started`)
     /// and issued to the data plane.
     fn issue_tool_call(&mut self, call: PendingCall, node: &Node, decl: &Decl, cause: &Str) {
-        let PendingCall { attempt, tool, input, key_template, agent, delay } = call;
+        let PendingCall { attempt, tool, input, key_template, agent, delay, .. } = call;
         let scopes = self.scopes_for(node, agent.as_deref());
         let amount = Usage { tool_calls: 1, ..Usage::default() };
         let Some(present) = self.reserve(&scopes, &amount, &node.name, cause) else { return };

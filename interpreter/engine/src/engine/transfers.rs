@@ -51,7 +51,7 @@ impl Engine {
 
     /// Takes the edge and starts `to`, applying handoffs and delegations.
     pub(super) fn enter(&mut self, from: &str, to: &str, via: Via, cause: &Str) {
-        if !self.running() {
+        if !self.running() || !self.hop_allowed(from, to, cause) {
             return;
         }
         let edge = self.emit("control", events::edge_taken(from, to, via), Some(cause));
@@ -64,6 +64,32 @@ impl Engine {
             }
             self.then(Effect::StartNode { name: to.to_string(), input, trigger: TriggerReason::First, cause: parent });
         }
+    }
+
+    /// Counts a crossing between `from` and `to` against the pair's hop
+    /// limit (`PlanIndex::hop_limit`). Past it, the crossing is not taken:
+    /// the pair's count starts again and the workflow's `max_hops` handler
+    /// acts in the context of `from` (approving an escalation lets the run
+    /// go on from `from`), else the run ends with `max_hops`.
+    fn hop_allowed(&mut self, from: &str, to: &str, cause: &Str) -> bool {
+        let Some(limit) = self.index.hop_limit(from, to) else { return true };
+        let pair = if from <= to { (from.to_string(), to.to_string()) } else { (to.to_string(), from.to_string()) };
+        let hops = self.hops.entry(pair).or_default();
+        if *hops < limit {
+            *hops += 1;
+            return true;
+        }
+        *hops = 0;
+        let text = format!("{from} -> {to} not taken: control crossed between `{from}` and `{to}` {limit} times (max_hops {limit})");
+        let warned = self.emit("control", events::warning(text), Some(cause));
+        self.then(Effect::WorkflowEvent {
+            event: HandlerEvent::MaxHops,
+            node: Some(from.to_string()),
+            cause: warned,
+            default_reason: "max_hops".into(),
+            message: format!("more than {limit} hops between `{from}` and `{to}`"),
+        });
+        false
     }
 
     /// A handoff a policy held, approved: the crossing taken again from the
@@ -93,7 +119,7 @@ impl Engine {
         Crossing::Enter(crossed.0, crossed.1)
     }
 
-    /// A handoff: counted against `max_hops`, admitted by the policies,
+    /// A handoff: admitted by the policies,
     /// its payload checked (type, acceptance), recorded, and its context
     /// slice kept for the receiver. Gives what crosses on and the event it
     /// hangs on, or how the crossing stopped.
@@ -106,22 +132,6 @@ impl Engine {
         original: &Option<Value>,
     ) -> Result<(Value, Str), Crossing> {
         let (payload, parent) = crossed;
-        let hops = self.hops.entry((from.to_string(), to.to_string())).or_default();
-        *hops += 1;
-        let hops = *hops;
-        if let Some(max) = transfer.max_hops() {
-            if hops > max {
-                let ex = self.emit("control", events::warning(format!("handoff {from} -> {to} exceeded max_hops {max}")), Some(&parent));
-                self.then(Effect::WorkflowEvent {
-                    event: HandlerEvent::MaxHops,
-                    node: Some(from.to_string()),
-                    cause: ex,
-                    default_reason: "max_hops".into(),
-                    message: "too many handoffs".into(),
-                });
-                return Err(Crossing::Refused);
-            }
-        }
         // Policies may hold the handoff before it happens; if a human
         // lets it happen, the crossing is taken again from the start.
         let held = || Effect::Transfer {
@@ -131,9 +141,6 @@ impl Engine {
             cause: held(),
         };
         if !self.admit(Obs::HandedOff { from, to }, "handoff", &parent, held) {
-            if let Some(h) = self.hops.get_mut(&(from.to_string(), to.to_string())) {
-                *h -= 1;
-            }
             return Err(Crossing::Held);
         }
         // `payload` is what `from` produced (the declared payload type); the
@@ -155,7 +162,7 @@ impl Engine {
         }
         let message = Body::Message {
             schema_version: V,
-            message_type: MessageType::TaskAssign,
+            message_type: transfer.message_type(),
             from: from.to_string(),
             to: to.to_string(),
             artifact: Some(payload_ref),

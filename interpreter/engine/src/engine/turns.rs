@@ -267,6 +267,7 @@ impl Engine {
                 key_template: None,
                 agent: Some(agent),
                 delay: 0,
+                confirmed: false,
             };
             self.then(Effect::CallTool { call: Box::new(call), cause: turn.clone() });
             return;

@@ -23,7 +23,10 @@
 //! * a human approval (approve goes on, reject ends), sometimes with a
 //!   `timeout` (no decision in time fails the visit);
 //! * a map over an agent's list (at most two items; a longer list fails it);
-//! * a handoff between two agents, with or without a declared context;
+//! * a handoff between two agents, with or without a declared context,
+//!   sometimes answered back while the receiver's output says so (a
+//!   ping-pong under the workflow's `max_hops: 3`, raised with no handler,
+//!   an escalation or a `goto`);
 //!
 //! under a run budget of tokens with zones (compress, `return_partial` or
 //! a fallback) about half the time, and a few policies (response `warn`, so
@@ -52,6 +55,9 @@ struct Names {
     agents: Vec<String>,
     reasons: Vec<String>,
     handoffs: Vec<(String, String)>,
+    /// A handoff block answers back (a ping-pong): the workflow declares
+    /// `max_hops`.
+    hops: bool,
 }
 
 /// One block: its node and edge lines, its entry, and its exits (a node
@@ -233,6 +239,13 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
             };
             lines.push(format!("  handoff {n} -> {m} {{ payload: Out{context} }}"));
             names.handoffs.push((n.clone(), m.clone()));
+            if rng.chance(40) {
+                // A QUERY/RESPONSE ping-pong: `m` answers back while its
+                // output says so, bounded by the workflow's `max_hops`.
+                lines.push(format!("  {m} -> {n} when {m}.ok"));
+                names.hops = true;
+                return Block { lines, entry: n, exits: vec![(m, " else".to_string())], gate: None };
+            }
             Block { lines, entry: n, exits: vec![(m, String::new())], gate: None }
         }
     }
@@ -269,6 +282,14 @@ pub fn workflow(seed: u64, tokens: u64) -> String {
     let _ = writeln!(s, "workflow generated {{\n  start: {}\n  escalate_to: editor", blocks[0].entry);
     if budget {
         s.push_str("  budget: b\n");
+    }
+    if names.hops {
+        s.push_str("  max_hops: 3\n");
+        match rng.below(3) {
+            0 => names.reasons.push("max_hops".into()),
+            1 => s.push_str("  on max_hops -> escalate(editor)\n"),
+            _ => s.push_str("  on max_hops -> goto(done)\n"),
+        }
     }
     names.nodes.push("done".into());
     names.reasons.push("done".into());

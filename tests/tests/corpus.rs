@@ -46,7 +46,10 @@ fn every_example_checks_clean() {
                 continue;
             }
             let (_, rendered) = check_and_render(&path);
-            assert!(rendered.is_empty(), "{name} should check clean:\n{rendered}");
+            // Only W0117 may be said: a declared property the runtime does
+            // not act on yet (reference §13), never accepted in silence.
+            let headers: Vec<&str> = rendered.lines().filter(|l| l.starts_with("warning[") || l.starts_with("error[")).collect();
+            assert!(headers.iter().all(|h| h.starts_with("warning[W0117]")), "{name} should check clean (W0117 aside):\n{rendered}");
             count += 1;
         }
     }

@@ -737,28 +737,6 @@ Example:
 
 Fix: use it or remove it."#;
 
-    NOT_ENFORCED = "W0117", "not enforced at run time yet",
-r#"The property is valid Flow and the checker checks its value, but
-nothing at run time acts on it yet: a run behaves as if it were not
-written. Rather than accept it in silence, the checker says so where it
-is written, and reference §13 (the property ledger) lists it as
-`warned`. Today: a principal's `contact`, a provider's `local`, a
-`replay` provider's `cassette`, a tool's `audit` level and retention, a
-contract's `deadline`, `context` and `reporting_interval`, blackboards
-and a node's `reads`/`writes`, a handoff's or delegation's `artifacts`,
-and a delegation's `context_fields`.
-
-Example:
-
-    contract c {
-      objective: "Summarise"
-      deadline: 15m          // W0117: nothing times a delegation yet
-    }
-
-Fix: nothing is required — the flow runs — but do not rely on the
-property: bound the delegate's work with the contract's `budget`
-(`duration`), or the node's `timeout`, until the runtime enforces it."#;
-
     UNREACHABLE_NODE = "W0101", "unreachable node",
 r#"No path from the workflow's `start` (nor any workflow-level handler)
 reaches this node: it can never run.
@@ -795,6 +773,28 @@ Example:
 
 Fix: leave the loop through the loop node's own edges (`refine ->
 publish`) and end rounds with `until`; remove the edge from the round."#;
+
+    NOT_ENFORCED = "W0117", "not enforced at run time yet",
+r#"The property is valid Flow and the checker checks its value, but
+nothing at run time acts on it yet: a run behaves as if it were not
+written. Rather than accept it in silence, the checker says so where it
+is written, and reference §13 (the property ledger) lists it as
+`warned`. Today: a principal's `contact`, a provider's `local`, a
+`replay` provider's `cassette`, a tool's `audit` level and retention, a
+contract's `deadline`, `context` and `reporting_interval`, blackboards
+and a node's `reads`/`writes`, a handoff's or delegation's `artifacts`,
+and a delegation's `context_fields`.
+
+Example:
+
+    contract c {
+      objective: "Summarise"
+      deadline: 15m          // W0117: nothing times a delegation yet
+    }
+
+Fix: nothing is required — the flow runs — but do not rely on the
+property: bound the delegate's work with the contract's `budget`
+(`duration`), or the node's `timeout`, until the runtime enforces it."#;
 
     NO_STATIC_BOUND = "W0801", "no static bound",
 r#"The workflow declares a budget limit, but the compiler cannot bound the

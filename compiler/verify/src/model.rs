@@ -2,8 +2,9 @@
 //!
 //! A state is the set of running branches (*threads*: a node and where its
 //! visit is), the counters that bound iterations (loop rounds, `max_visits`,
-//! map items), the last decision of each human node, join arrivals, the budget zone, and whether the
-//! run terminated. A transition moves one thread and emits at most one
+//! map items, hops between a pair of nodes), the last decision of each
+//! human node, join arrivals, the budget zone, and whether the run
+//! terminated. A transition moves one thread and emits at most one
 //! [`Label`] — an abstract trace event. What the data plane decides is a
 //! nondeterministic choice: whether an agent or tool node completes,
 //! fails (after its retries) or exhausts the budget; which of an agent's
@@ -15,8 +16,9 @@
 //! The abstraction over-approximates the runtime (engine.rs) with these
 //! documented exceptions (reference §8.4): an agent calls each of its tools
 //! at most once per visit, in declaration order; a handoff is always
-//! accepted; deadlines and cancellation from outside are not modelled; a map runs its item node at most `max_items` times (twice when
-//! it declares no bound).
+//! accepted; deadlines and cancellation from outside are not modelled; a
+//! map runs its item node at most `max_items` times (twice when it
+//! declares no bound).
 
 use crate::obligations::Obligation;
 use flow_check::ir::ActionKind;
@@ -173,9 +175,6 @@ struct Site {
     node: Option<NodeId>,
     gate: Option<u16>,
     event: HandlerEvent,
-    /// A workflow handler acting in the context of `node` (`max_hops`,
-    /// raised by a crossing out of `node`): recorded in the workflow's scope.
-    workflow: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -284,9 +283,6 @@ struct NodeInfo {
     /// condition reads (reading one that never completed is an error).
     edge_refs: Vec<Vec<NodeId>>,
     until_refs: Vec<NodeId>,
-    /// The workflow's `max_hops` handler, acting for this node (a crossing
-    /// out of it went past its pair's hop limit).
-    hop_site: Option<u16>,
 }
 
 /// The abstract model of one workflow.
@@ -436,7 +432,6 @@ impl<'p> Model<'p> {
                 guards_can_fail: true,
                 edge_refs: Vec::new(),
                 until_refs: Vec::new(),
-                hop_site: None,
             });
         }
         let confirm_of = |tool: &str| program.decls.get(tool).is_some_and(|d| d.confirm());
@@ -692,11 +687,8 @@ impl<'p> Model<'p> {
     /// The budget scopes with zones, as the engine creates them: the run's
     /// budget, each agent's, each node's and each delegation contract's.
     /// The pairs of nodes with a hop limit (the plan index's, as the
-    /// engine counts them): a counter each, and for each node a crossing
-    /// out of may go past one, the workflow's `max_hops` handler acting
-    /// for it.
+    /// engine counts them): a counter each.
     fn hop_limits(&mut self, workflow: &Workflow) {
-        let handler = flow_check::semantics::handler_on(&workflow.handlers, HandlerEvent::MaxHops).cloned();
         for a in 0..self.nodes.len() {
             for k in 0..self.nodes[a].edges.len() {
                 let b = self.nodes[a].edges[k].0;
@@ -709,11 +701,6 @@ impl<'p> Model<'p> {
                     self.hop_slots.insert((a, b), slot);
                     self.hop_slots.insert((b, a), slot);
                     self.slots += 1;
-                }
-                if let (None, Some(action)) = (self.nodes[a as usize].hop_site, &handler) {
-                    let site = self.site(action.clone(), Some(a), None, HandlerEvent::MaxHops);
-                    self.sites[site as usize].workflow = true;
-                    self.nodes[a as usize].hop_site = Some(site);
                 }
             }
         }
@@ -824,7 +811,7 @@ impl<'p> Model<'p> {
             intern(&mut self.principals, &p);
             intern(&mut self.subjects, &format!("escalation.{p}"));
         }
-        self.sites.push(Site { action, node, gate, event, workflow: false });
+        self.sites.push(Site { action, node, gate, event });
         (self.sites.len() - 1) as u16
     }
 
@@ -968,7 +955,6 @@ impl<'p> Model<'p> {
         let s = &self.sites[site as usize];
         let scope = match (s.gate, s.node) {
             (Some(g), _) => HandlerScope::Gate(self.gate_names[g as usize].clone()),
-            (None, Some(_)) if s.workflow => HandlerScope::Workflow,
             (None, Some(n)) => HandlerScope::Node(self.nodes[n as usize].name.clone()),
             (None, None) => HandlerScope::Workflow,
         };
@@ -1291,7 +1277,7 @@ impl<'p> Model<'p> {
                 self.push(out, Some(Label::Completed(n)), s);
             }
             Phase::Taken(site) => {
-                let next = self.act_now(site);
+                let next = self.act_now(site, n);
                 self.push(out, Some(Label::Acted(site)), self.set(st, t, Some(next_or_dead(next, n))));
             }
             Phase::Settle(status) => {
@@ -1360,7 +1346,7 @@ impl<'p> Model<'p> {
                 let p = principal.flatten().unwrap_or(0) as u16;
                 let subject = self.escalation_subject(site);
                 let ctx = &self.sites[site as usize];
-                let cont = self.continue_in(ctx.node, ctx.gate, ctx.event.as_str(), false);
+                let cont = self.continue_in(self.context(site, n), ctx.gate, ctx.event.as_str(), false);
                 let s = self.set(st, t, cont);
                 self.push(out, Some(Label::Decided(subject, 0, p)), s);
                 let r = self.set(st, t, Some((n, Phase::Terminate(self.reason("escalation_reject")))));
@@ -1538,13 +1524,26 @@ impl<'p> Model<'p> {
         Some((owner, Phase::Taken(site)))
     }
 
-    fn act_now(&self, site: u16) -> Option<(NodeId, Phase)> {
+    /// The node a site's action acts for, taken by the thread at `n`: the
+    /// handler's node, else (a workflow handler, raised by `n`) `n` — as
+    /// the engine's handler context names the node that raised the event.
+    fn context(&self, site: u16, n: NodeId) -> Option<NodeId> {
         let s = &self.sites[site as usize];
+        if s.gate.is_some() {
+            return s.node;
+        }
+        s.node.or(Some(n))
+    }
+
+    /// A recorded site's action, applied by the thread at `n`.
+    fn act_now(&self, site: u16, n: NodeId) -> Option<(NodeId, Phase)> {
+        let s = &self.sites[site as usize];
+        let node = self.context(site, n);
         if s.action.name == flow_check::ir::ActionKind::Escalate {
-            let owner = s.node.or(s.gate.map(|g| self.gates[g as usize].from)).unwrap_or(0);
+            let owner = node.or(s.gate.map(|g| self.gates[g as usize].from)).unwrap_or(n);
             return Some((owner, Phase::Escalate(site)));
         }
-        self.act_direct(&s.action.clone(), s.node, s.gate, s.event.as_str())
+        self.act_direct(&s.action.clone(), node, s.gate, s.event.as_str())
     }
 
     /// The next place of the acting thread after `action` in a context.
@@ -1584,8 +1583,12 @@ impl<'p> Model<'p> {
                 to.map(|to| (owner, Phase::Jump(to, via)))
             }
             ActionKind::Escalate => {
-                // An escalation outside a handler site: find the site.
-                let site = self.sites.iter().position(|s| s.action == *action && s.node == node && s.gate == gate);
+                // An escalation outside a handler site: find the site — the
+                // context's own, else the workflow's (which acts for `node`).
+                let at = |ctx: Option<NodeId>| {
+                    self.sites.iter().position(|s| s.action == *action && s.node == ctx && s.gate == gate && s.event.as_str() == event)
+                };
+                let site = at(node).or_else(|| at(None));
                 site.map(|s| (owner, Phase::Escalate(s as u16)))
             }
             _ => None,
@@ -1617,8 +1620,9 @@ impl<'p> Model<'p> {
     fn cross(&self, st: &St, t: usize, n: NodeId, to: NodeId, via: u8, out: &mut Vec<(Option<Label>, St)>) {
         let hops = self.hop_slots.get(&(n, to)).copied();
         if let Some((slot, _)) = hops.filter(|&(slot, limit)| st.vars[slot] >= limit) {
-            let next = match self.nodes[n as usize].hop_site {
-                Some(site) => self.act(site),
+            // The workflow's handler acts for `n`, the node the crossing left.
+            let next = match self.workflow_on.iter().find(|(e, _)| e == HandlerEvent::MaxHops.as_str()) {
+                Some(&(_, site)) => Some((n, Phase::Taken(site))),
                 None => Some((n, Phase::Terminate(self.reason("max_hops")))),
             };
             let mut s = self.set(st, t, next);

@@ -338,3 +338,24 @@ fn max_hops_bounds_a_ping_pong_for_the_verifier_the_engine_and_trace_check() {
     assert_eq!(terminated(&run.join("trace.jsonl")), ("max_hops".into(), "failure".into()));
     assert_eq!(codes(&trace_check(&run, &case.path("run.flow"))), Vec::<String>::new());
 }
+
+#[test]
+fn a_workflow_handler_that_escalates_asks_for_the_node_that_raised_it() {
+    // `a` fails; the workflow's `on failure -> escalate(lead)` asks the
+    // lead, whose reject ends the run: the model must have that run too.
+    let source = format!(
+        "{AGENT}principal lead\nworkflow one {{\n  start: a\n  node a: agent w {{ output: {{ ok: bool }} }}\n  node done: end done\n  a -> done\n  on failure -> escalate(lead)\n}}\npolicy p: never terminated(escalation_reject)\n"
+    );
+    let case = Case::new(&source, Some("replies:\n  w:\n  - error: boom\n"));
+    let (status, witness) = case.verify("p");
+    assert_eq!(status, "violated", "a rejected escalation ends the run");
+    let witness = witness.unwrap();
+    assert_only_the_policy_breaks(&case, &witness);
+    let asked = kinds(&trace_events(&witness), "decision_requested").pop().expect("the witness asks the lead");
+    assert_eq!(asked["subject"], "escalation.lead");
+    // The engine asks the lead too (the run pauses for the decision).
+    let run = case.run();
+    let asked = kinds(&trace_events(&run.join("trace.jsonl")), "decision_requested").pop().expect("the run asks the lead");
+    assert_eq!(asked["subject"], "escalation.lead");
+    assert_eq!(codes(&trace_check(&run, &case.path("run.flow"))), Vec::<String>::new());
+}

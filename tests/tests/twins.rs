@@ -38,9 +38,10 @@ fn every_example_has_a_broken_twin_rejected_with_its_code_and_a_witness() {
             );
         }
         // The twin differs from the example only by the bug: the example
-        // itself verifies clean (tests/tests/corpus.rs holds that too).
+        // itself verifies clean (tests/tests/corpus.rs holds that too), but
+        // for W0117 (declared properties the runtime does not act on yet).
         let (clean, rendered) = check_and_render(&dir.join(format!("{name}.flow")));
-        assert!(clean.diagnostics.is_empty(), "{name}.flow should verify clean:\n{rendered}");
+        assert!(clean.diagnostics.iter().all(|d| d.code.0 == "W0117"), "{name}.flow should verify clean:\n{rendered}");
     }
     assert!(examples >= 6, "expected the six seed examples, found {examples}");
 }

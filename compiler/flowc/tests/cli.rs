@@ -63,7 +63,11 @@ fn verify_exits_zero_on_every_example() {
     for file in files {
         let (code, stdout, stderr) = flowc(&["verify", &file]);
         assert_eq!(code, 0, "{file}:\n{stdout}{stderr}");
-        assert!(stdout.contains("0 errors, 0 warnings"), "{file} should verify clean:\n{stdout}");
+        // Clean, but for W0117: declared properties the runtime does not
+        // act on yet are said, never accepted in silence.
+        let warnings = stdout.lines().filter(|l| l.starts_with("warning[")).collect::<Vec<_>>();
+        assert!(stdout.contains("0 errors,"), "{file} should verify clean:\n{stdout}");
+        assert!(warnings.iter().all(|w| w.starts_with("warning[W0117]")), "{file} should verify clean (W0117 aside):\n{stdout}");
     }
 }
 

@@ -94,6 +94,10 @@ fn output(value: Value) -> AgentReply {
 
 const HEAD: &str = "provider p: scripted { max_tokens: 1k }\n";
 
+/// A principal `ops` and a tool `ship` that needs a confirmation per call.
+const SHIP: &str =
+    "principal ops\ntool ship: builtin { description: \"Ships\", input: any, output: any, function: \"identity\", confirm: true }\n";
+
 #[test]
 fn an_agents_instructions_and_model_and_a_nodes_prompt_are_what_the_model_is_sent() {
     let source = format!(
@@ -293,9 +297,7 @@ workflow w {{
 #[test]
 fn a_confirm_tool_runs_only_after_a_human_confirms_the_call() {
     let source = format!(
-        r#"{HEAD}principal ops
-tool ship: builtin {{ description: "Ships", input: any, output: any, function: "identity", confirm: true }}
-workflow w {{
+        r#"{HEAD}{SHIP}workflow w {{
   start: s
   escalate_to: ops
   node s: tool ship {{ args: {{ n: 1 }} }}
@@ -315,9 +317,7 @@ fn a_confirm_tool_asks_for_each_call_and_an_earlier_approval_elsewhere_does_not_
     // A human node approves first; then the same confirm tool is called
     // by two tool nodes. Each call is asked for, by its own subject.
     let source = format!(
-        r#"{HEAD}principal ops
-tool ship: builtin {{ description: "Ships", input: any, output: any, function: "identity", confirm: true }}
-workflow w {{
+        r#"{HEAD}{SHIP}workflow w {{
   start: ok
   escalate_to: ops
   node ok: human ops {{ decisions: [approve, reject] }}

@@ -47,6 +47,16 @@ pub fn human_decision_action(node: &Node, decision: Decision) -> Action {
     handler_on(&node.handlers, decision.event()).cloned().unwrap_or_else(|| Action::bare(ActionKind::Continue))
 }
 
+/// Whether going past a hop limit stops a ping-pong: the workflow's
+/// `max_hops` handler ends the run, jumps or asks a human (or there is
+/// none, and the run ends). A handler that goes on (`continue`, `skip`,
+/// `degrade`, `warn`, `retry`) lets the pair start counting again and cross
+/// on, so the limit bounds nothing (E0403 does not count it).
+pub fn hops_stop_the_cycle(workflow: &Workflow) -> bool {
+    let goes_on = [ActionKind::Continue, ActionKind::Skip, ActionKind::Degrade, ActionKind::Warn, ActionKind::Retry];
+    handler_on(&workflow.handlers, HandlerEvent::MaxHops).is_none_or(|a| !goes_on.contains(&a.name))
+}
+
 /// How long a decision on `subject` may take: the gate's `timeout`, else
 /// the human node's (`None`: the decision never times out).
 pub fn decision_timeout_ms(workflow: &Workflow, subject: &str) -> Option<u64> {

@@ -175,11 +175,13 @@ fn has_budget_limit(flow: &FlowGraph<'_>, program: &Program) -> bool {
 
 /// Whether removing the nodes that declare `max_visits`, and the edges
 /// between two nodes with a hop limit (`max_hops`: the crossings are
-/// counted), leaves the component acyclic: then every cycle passes a
+/// counted, and past the limit the workflow's handler does not go on),
+/// leaves the component acyclic: then every cycle passes a
 /// bounded node or crosses a bounded pair.
 fn visits_break_cycles(flow: &FlowGraph<'_>, filtered: &petgraph::Graph<(), ()>, scc: &[NodeIndex]) -> bool {
     let members: IndexSet<NodeIndex, FastHash> = scc.iter().copied().filter(|&n| flow.node(n).max_visits().is_none()).collect();
-    let hop_bounded = |a: NodeIndex, b: NodeIndex| flow.plan.hop_limit(flow.name(a), flow.name(b)).is_some();
+    let hops_bound = flow_check::semantics::hops_stop_the_cycle(flow.workflow);
+    let hop_bounded = |a: NodeIndex, b: NodeIndex| hops_bound && flow.plan.hop_limit(flow.name(a), flow.name(b)).is_some();
     let any_hop_bound = members.iter().any(|&n| filtered.edges_directed(n, Direction::Outgoing).any(|e| hop_bounded(n, e.target())));
     if members.len() == scc.len() && !any_hop_bound {
         return false;

@@ -359,3 +359,23 @@ fn a_workflow_handler_that_escalates_asks_for_the_node_that_raised_it() {
     assert_eq!(asked["subject"], "escalation.lead");
     assert_eq!(codes(&trace_check(&run, &case.path("run.flow"))), Vec::<String>::new());
 }
+
+#[test]
+fn a_max_hops_handler_that_goes_on_bounds_nothing_and_the_count_starts_again() {
+    let warn = ping_pong("  on max_hops -> warn\n");
+    // The limit bounds nothing when its handler goes on: E0403.
+    let case = Case::new(&warn, None);
+    let found: Vec<&str> = flow_verify::verify(&case.program()).iter().map(|d| d.code.0).collect();
+    assert!(found.contains(&"E0403"), "{found:?}");
+    // Bounded by `max_visits` instead, the run crosses on past the limit:
+    // the pair counts again after each `max_hops` (trace check too).
+    let bounded = warn.replace("node a: agent w {", "node a: agent w { max_visits: 5,");
+    let case = Case::new(&bounded, Some("replies:\n  w:\n  - output: { more: true }\n"));
+    let run = case.run();
+    let events = trace_events(&run.join("trace.jsonl"));
+    let raised = kinds(&events, "action_taken").iter().filter(|a| a["event"] == "max_hops").count();
+    assert!(raised >= 2, "max_hops raised more than once: {raised}");
+    let pair = kinds(&events, "edge_taken").iter().filter(|e| e["to"] == "a" || e["to"] == "b").count();
+    assert!(pair > 3, "more crossings than the limit in all: {pair}");
+    assert_eq!(codes(&trace_check(&run, &case.path("run.flow"))), Vec::<String>::new());
+}

@@ -51,6 +51,7 @@ impl<'a> Checker<'a> {
             workflow_started: None,
             causes: HashMap::default(),
             last_policy_stop: None,
+            hops: HashMap::default(),
         };
         checker.init_budgets();
         checker.init_policies(wf);

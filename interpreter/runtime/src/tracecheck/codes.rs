@@ -30,6 +30,9 @@ r#"Every `edge_taken` must be an edge of the plan with the guard it names (`alwa
     NODE_ORDER = "T011", "node order",
 r#"Apart from the start node at the beginning, a node starts only after an edge into it was taken; an edge of the graph (or a gated crossing, or into a join) leaves a node only after that node completed, and a fan-out, loop round or map item only while its node runs."#;
 
+    HOPS = "T012", "hop limit passed",
+r#"A pair of nodes with a hop limit (a handoff's `max_hops` on the pair, else the workflow's `max_hops` on a pair with edges both ways) is crossed, either way, at most that many times; past it the engine takes no crossing and raises `max_hops` (its handler's `action_taken`, or `run_terminated` with reason `max_hops`), after which the pair's count starts again. An `edge_taken` that goes past the limit is reported."#;
+
     GATE_NOT_PASSED = "T020", "gate not passed",
 r#"Nothing crosses a gate's boundary `from -> to` unless the gate let it: an `edge_taken` from→to needs a `gate_recorded` PASS for the gate, or a `decision_applied` approve on it (or on the escalation its handler asked for: `on BLOCK -> escalate(P)`, then approve on `escalation.P`), since the last crossing. Also reported: a `gate_recorded` for a gate the workflow does not declare on that boundary."#;
 

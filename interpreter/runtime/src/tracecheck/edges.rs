@@ -1,5 +1,6 @@
 //! Edges: node order against the plan's graph, with the engine's implicit
-//! edges (fan-out, join, loop rounds, map items, handler jumps) (T02x).
+//! edges (fan-out, join, loop rounds, map items, handler jumps), hop limits
+//! (T01x, T020).
 
 use super::*;
 
@@ -35,6 +36,10 @@ impl<'a> Checker<'a> {
                     .node(from),
             );
         }
+        if matches!(via, Via::Always | Via::When(_) | Via::Else | Via::Gate(_)) {
+            found.extend(self.hop(seq, from, to));
+        }
+        let Some(plan) = &self.plan else { return };
         // A gated boundary opens only by a PASS or an approve.
         if let Some(gate) = plan.index.gate_name_on(from, to) {
             let rt = slot(&mut self.gates, gate);
@@ -56,6 +61,34 @@ impl<'a> Checker<'a> {
         }
         self.deviations.append(&mut found);
         slot(&mut self.entries, to).push(Entry { from: from.to_string(), via: via.clone(), transfers: Vec::new() });
+    }
+
+    /// Counts a crossing between `from` and `to` against the pair's hop
+    /// limit (`PlanIndex::hop_limit`), as the engine counts it: one past
+    /// the limit is T012.
+    fn hop(&mut self, seq: u64, from: &str, to: &str) -> Option<Deviation> {
+        let limit = self.plan.as_ref()?.index.hop_limit(from, to)?;
+        let pair = if from <= to { (from.to_string(), to.to_string()) } else { (to.to_string(), from.to_string()) };
+        let (count, _) = self.hops.entry(pair).or_insert((0, limit));
+        *count += 1;
+        (*count > limit).then(|| {
+            Deviation::new(
+                codes::HOPS,
+                Some(seq),
+                format!("{from} -> {to} is crossing {} between `{from}` and `{to}`, past max_hops {limit}", *count),
+            )
+            .expected(format!("at most {limit} crossings, then `max_hops` raised"))
+            .actual(format!("edge_taken {from} -> {to}"))
+            .node(to)
+        })
+    }
+
+    /// `max_hops` was raised: the pair that went past its limit starts
+    /// counting again. Which pair it was the trace does not name, so every
+    /// pair at its limit starts again (a checker that forgets too much
+    /// accepts more, never a run of the engine less).
+    pub(super) fn hops_raised(&mut self) {
+        self.hops.retain(|_, (count, limit)| *count < *limit);
     }
 
     /// The declared transfers of the edge that led to `node` happened.

@@ -22,6 +22,11 @@ impl<'a> Checker<'a> {
             }
         }
         self.remember_cause(position, e);
+        if let Body::ActionTaken { event, .. } = &e.body {
+            if event.as_str() == HandlerEvent::MaxHops.as_str() {
+                self.hops_raised();
+            }
+        }
         match &e.body {
             Body::RunStarted { workflow, .. } if self.workflow_started.is_none() => self.workflow_started = Some(workflow.clone()),
             Body::RunTerminated { reason, status, .. } => {

@@ -141,6 +141,9 @@ pub(super) struct Checker<'a> {
     pub(super) causes: HashMap<u64, (usize, Body)>,
     /// Position of the last policy violation that was not a warning.
     pub(super) last_policy_stop: Option<usize>,
+    /// Crossings of each pair of nodes with a hop limit since its count
+    /// last started, and the limit (by the pair's names in order).
+    pub(super) hops: HashMap<(String, String), (u64, u64)>,
 }
 
 /// The entry of `key`, made on first use (the key is copied only then).

@@ -43,8 +43,12 @@ policy ends: started(draft) => eventually terminated(shipped)
 "#;
 
 fn program() -> Program {
+    program_of(SOURCE)
+}
+
+fn program_of(source: &str) -> Program {
     let mut db = SourceDb::new();
-    let root = db.add("t.flow", SOURCE.to_string());
+    let root = db.add("t.flow", source.to_string());
     let checked = flow_check::check_program(&mut db, root, &flow_check::NoFiles);
     let errors: Vec<_> = checked.diagnostics.iter().filter(|d| d.is_error()).collect();
     assert!(errors.is_empty(), "{}", flow_diagnostics::render::render_human(&db, &checked.diagnostics));
@@ -413,4 +417,18 @@ fn every_code_is_explained_once() {
         assert!(info.explanation.len() > 40, "{} needs an explanation", info.code);
     }
     assert_eq!(explain("t020").map(|c| c.code), Some(codes::GATE_NOT_PASSED));
+}
+
+#[test]
+fn a_crossing_past_the_pairs_hop_limit_is_t012() {
+    let limited = |max: u32| {
+        let source = SOURCE.replace("payload: { text: string } }", &format!("payload: {{ text: string }}, max_hops: {max} }}"));
+        assert_ne!(source, SOURCE);
+        program_of(&source)
+    };
+    // One crossing of draft -> review: within a limit of one, past a limit of none.
+    let report = check(&limited(1), &events(&good()), &Options::default());
+    assert!(report.conformant, "{:#?}", report.deviations);
+    let report = check(&limited(0), &events(&good()), &Options::default());
+    assert_eq!(codes_of(&report), ["T012"], "{:#?}", report.deviations);
 }

@@ -521,8 +521,7 @@ pub const CONTRACT: DeclSpec = DeclSpec {
             opt("can_delegate", V::Bool, "Whether the delegate may delegate further (default false)."),
             opt("max_depth", V::Int, "How deep delegation may go below the delegate."),
             opt("max_fanout", V::Int, "Delegates the delegate may start in turn."),
-            opt("context", V::Word(CONTEXT), "What the delegate sees.")
-                .not_enforced("a contract's `context` is not applied yet: the delegate sees its own node's and agent's context"),
+            opt("context", V::Word(CONTEXT), "What the delegate sees: isolated, fork or filtered (over its agent's own context)."),
             opt("reporting_interval", V::Duration, "How often the delegate reports progress.")
                 .not_enforced("a contract's `reporting_interval` is not enforced yet: delegates report no progress events"),
         ],
@@ -655,8 +654,7 @@ pub const DELEGATE_BLOCK: BlockSpec<'static> = BlockSpec {
         req("contract", V::Ref(&[Kind::Contract]), "The delegation contract."),
         opt("inputs", V::Map(&V::Expr(Env::Nodes)), "The inputs handed over, as a fixed snapshot: `{ name: expr }`."),
         opt("reason", V::Str, "Why the work is delegated."),
-        opt("context_fields", V::List(&V::Str), "The fields of a filtered context slice.")
-            .not_enforced("a delegation's `context_fields` are not applied yet: the delegate sees its own node's and agent's context"),
+        opt("context_fields", V::List(&V::Str), "The fields of the inputs the delegate sees (the whole snapshot is still checked)."),
         opt("artifacts", V::Artifacts, "Artifact references handed over.")
             .not_enforced("`artifacts` are not handed over apart from the payload yet: the receiver sees the payload and its context"),
     ],

@@ -782,9 +782,8 @@ written. Rather than accept it in silence, the checker says so where it
 is written, and reference §13 (the property ledger) lists it as
 `warned`. Today: a principal's `contact`, a provider's `local`, a
 `replay` provider's `cassette`, a tool's `audit` level and retention, a
-contract's `deadline`, `context` and `reporting_interval`, blackboards
-and a node's `reads`/`writes`, a handoff's or delegation's `artifacts`,
-and a delegation's `context_fields`.
+contract's `deadline` and `reporting_interval`, blackboards and a node's
+`reads`/`writes`, and a handoff's or delegation's `artifacts`.
 
 Example:
 

@@ -661,3 +661,40 @@ workflow w {{
     assert_eq!(edges, 1, "x -> y once, then y -> x is past the pair's limit");
     assert_eq!(ran.ended(), ("max_hops".to_string(), TerminationStatus::Failure));
 }
+
+#[test]
+fn a_contracts_context_and_a_delegations_context_fields_decide_what_the_delegate_sees() {
+    // The worker's agent forks (it would see the whole run); its contract
+    // says isolated, and the delegation lets it see only `files`.
+    let source = format!(
+        r#"{HEAD}agent lead {{ provider: p, can_delegate: true }}
+agent worker {{ provider: p, context: fork }}
+contract job {{
+  objective: "Patch the files"
+  inputs: {{ files: [string], secret: string }}
+  output: string
+  context: {{mode}}
+}}
+workflow w {{
+  start: plan
+  node plan: agent lead {{ output: {{ files: [string] }} }}
+  node work: agent worker {{ output: string }}
+  node done: end ok
+  plan -> work -> done
+  delegate plan -> work {{ contract: job, inputs: {{ files: plan.files, secret: "s3" }}{{fields}} }}
+}}
+"#
+    );
+    let context = |mode: &str, fields: &str| {
+        let source = source.replace("{mode}", mode).replace("{fields}", fields);
+        let reply = |req: &AgentRequest| output(if req.node == "plan" { json!({ "files": ["a.rs"] }) } else { json!("ok") });
+        let ran = run(&source, json!({}), reply);
+        ran.agents.iter().find(|r| r.node == "work").expect("the delegate ran").context.clone()
+    };
+    // isolated: the inputs only, though the agent forks.
+    assert_eq!(context("isolated", ""), json!({ "input": { "files": ["a.rs"], "secret": "s3" } }));
+    // fork: the run's outputs too.
+    assert_eq!(context("fork", "")["run"]["plan"], json!({ "files": ["a.rs"] }));
+    // the delegation's context_fields: only those inputs.
+    assert_eq!(context("isolated", r#", context_fields: ["files"]"#), json!({ "input": { "files": ["a.rs"] } }));
+}

@@ -228,6 +228,13 @@ impl Engine {
         }
         let inputs_ref = self.store(&inputs, &format!("delegation {from} -> {to}"), Some(&parent));
         let delegation = self.emit(&format!("node.{from}"), events::delegation(&program, transfer, inputs_ref), Some(&parent));
+        // The delegation's `context_fields`: the delegate sees only those
+        // fields of its inputs (the whole snapshot is still the contract's).
+        let fields = transfer.context_fields();
+        if let (Value::Object(map), false) = (&inputs, fields.is_empty()) {
+            let slice = map.iter().filter(|(k, _)| fields.contains(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            self.pending_slice.insert(to.to_string(), Value::Object(slice));
+        }
         self.pending_contract.insert(to.to_string(), contract_name);
         Ok((inputs, delegation))
     }

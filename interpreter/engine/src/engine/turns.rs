@@ -15,7 +15,10 @@ impl Engine {
         let rt = self.nodes.get(&node.name);
         // A filtered handoff decides what crosses: the slice it passed.
         let input = rt.and_then(|n| n.slice.clone()).or_else(|| rt.map(|n| n.input.clone())).unwrap_or(Value::Null);
-        match node.agent_context(agent) {
+        // A delegate sees what its contract's `context` says, else what its
+        // node and agent say.
+        let contract = rt.and_then(|n| n.contract.as_deref()).and_then(|c| self.decl(c));
+        match contract.and_then(|c| c.context()).unwrap_or_else(|| node.agent_context(agent)) {
             ContextMode::Fork => {
                 let mut all = serde_json::Map::new();
                 for (k, v) in &self.env {

@@ -516,8 +516,7 @@ pub const CONTRACT: DeclSpec = DeclSpec {
             opt("tools", V::List(&V::Ref(&[Kind::Tool])), "Tools granted to the delegate."),
             opt("scope", V::List(&V::Str), "Capability scope granted."),
             opt("budget", V::Budget, "The delegation subtree's budget."),
-            opt("deadline", V::Duration, "Time allowed from dispatch.")
-                .not_enforced("a contract's `deadline` is not enforced yet: nothing times or cancels a delegation"),
+            opt("deadline", V::Duration, "Time allowed from dispatch: a limit on the delegation budget's duration."),
             opt("can_delegate", V::Bool, "Whether the delegate may delegate further (default false)."),
             opt("max_depth", V::Int, "How deep delegation may go below the delegate."),
             opt("max_fanout", V::Int, "Delegates the delegate may start in turn."),

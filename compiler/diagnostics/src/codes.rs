@@ -782,19 +782,18 @@ written. Rather than accept it in silence, the checker says so where it
 is written, and reference §13 (the property ledger) lists it as
 `warned`. Today: a principal's `contact`, a provider's `local`, a
 `replay` provider's `cassette`, a tool's `audit` level and retention, a
-contract's `deadline` and `reporting_interval`, blackboards and a node's
-`reads`/`writes`, and a handoff's or delegation's `artifacts`.
+contract's `reporting_interval`, blackboards and a node's `reads`/`writes`,
+and a handoff's or delegation's `artifacts`.
 
 Example:
 
     contract c {
       objective: "Summarise"
-      deadline: 15m          // W0117: nothing times a delegation yet
+      reporting_interval: 1m   // W0117: delegates report no progress yet
     }
 
 Fix: nothing is required — the flow runs — but do not rely on the
-property: bound the delegate's work with the contract's `budget`
-(`duration`), or the node's `timeout`, until the runtime enforces it."#;
+property until the runtime enforces it."#;
 
     NO_STATIC_BOUND = "W0801", "no static bound",
 r#"The workflow declares a budget limit, but the compiler cannot bound the

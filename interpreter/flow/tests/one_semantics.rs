@@ -379,3 +379,22 @@ fn a_max_hops_handler_that_goes_on_bounds_nothing_and_the_count_starts_again() {
     assert!(pair > 3, "more crossings than the limit in all: {pair}");
     assert_eq!(codes(&trace_check(&run, &case.path("run.flow"))), Vec::<String>::new());
 }
+
+#[test]
+fn a_deadline_is_a_budget_the_model_knows_can_run_out() {
+    // A workflow's deadline (no budget declared) and a contract's: the
+    // engine ends work past them (properties.rs::a_workflows_deadline_and_a_contracts_deadline_end_work_that_takes_longer);
+    // the model has those runs.
+    let case = Case::new(
+        &format!("{AGENT}workflow one {{\n  start: a\n  deadline: 10m\n  node a: agent w {{ output: {{ ok: bool }} }}\n  node done: end done\n  a -> done\n  on budget_exhausted -> fallback(out_of_time)\n}}\npolicy p: never terminated(out_of_time)\n"),
+        None,
+    );
+    let (status, witness) = case.verify("p");
+    assert_eq!(status, "violated", "a run past its deadline ends out_of_time");
+    assert_only_the_policy_breaks(&case, &witness.unwrap());
+    let case = Case::new(
+        &format!("{AGENT}agent lead {{ provider: local, can_delegate: true }}\ncontract job {{ objective: \"Work\", output: {{ ok: bool }}, deadline: 5m }}\nworkflow one {{\n  start: a\n  node a: agent lead {{ output: {{ ok: bool }} }}\n  node b: agent w {{ output: {{ ok: bool }} }}\n  node done: end done\n  a -> b -> done\n  delegate a -> b {{ contract: job }}\n  on budget_exhausted -> fallback(late)\n}}\npolicy p: never terminated(late)\n"),
+        None,
+    );
+    assert_eq!(case.verify("p").0, "violated", "a delegation past its contract's deadline ends late");
+}

@@ -13,6 +13,10 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 fn engine(source: &str) -> Engine {
+    engine_on(source, Arc::new(FakeClock::new(FakeClock::DEFAULT_START)))
+}
+
+fn engine_on(source: &str, clock: Arc<FakeClock>) -> Engine {
     let mut db = SourceDb::new();
     let root = db.add("properties.flow", source.to_string());
     let checked = check_program(&mut db, root, &NoFiles);
@@ -22,7 +26,7 @@ fn engine(source: &str) -> Engine {
         execution_id: "exec-1".into(),
         plan_digest: "sha256:test".into(),
         plan_content_digest: None,
-        clock: Arc::new(FakeClock::new(FakeClock::DEFAULT_START)),
+        clock,
         owner: "test".into(),
         lease_ttl_ms: 30_000,
     };
@@ -59,7 +63,13 @@ impl Ran {
 /// Runs `source` on `input`: agent turns answered by `reply`, tool calls
 /// with `{}`, decisions with approve by the first principal asked.
 fn run(source: &str, input: Value, reply: impl Fn(&AgentRequest) -> AgentReply) -> Ran {
-    let mut engine = engine(source);
+    run_timed(source, input, reply, 0)
+}
+
+/// As [`run`], each model turn taking `turn_ms` on the run's fake clock.
+fn run_timed(source: &str, input: Value, reply: impl Fn(&AgentRequest) -> AgentReply, turn_ms: u64) -> Ran {
+    let clock = Arc::new(FakeClock::new(FakeClock::DEFAULT_START));
+    let mut engine = engine_on(source, clock.clone());
     engine.start(input);
     let (mut agents, mut humans) = (Vec::new(), Vec::new());
     for _ in 0..1_000 {
@@ -71,6 +81,7 @@ fn run(source: &str, input: Value, reply: impl Fn(&AgentRequest) -> AgentReply) 
             let response = match &command.request {
                 Request::Agent(a) => {
                     agents.push((**a).clone());
+                    clock.advance(turn_ms);
                     Response::Agent(reply(a))
                 }
                 Request::Tool(_) => Response::Tool(ToolResult { ok: true, output: Some(json!({})), ..ToolResult::default() }),
@@ -697,4 +708,54 @@ workflow w {{
     assert_eq!(context("fork", "")["run"]["plan"], json!({ "files": ["a.rs"] }));
     // the delegation's context_fields: only those inputs.
     assert_eq!(context("isolated", r#", context_fields: ["files"]"#), json!({ "input": { "files": ["a.rs"] } }));
+}
+
+#[test]
+fn a_workflows_deadline_and_a_contracts_deadline_end_work_that_takes_longer() {
+    // Each model turn takes 10 minutes on the run's clock.
+    const TEN_MINUTES: u64 = 600_000;
+    let reply = |_: &AgentRequest| output(json!("s"));
+    // The workflow's deadline: the run's duration limit.
+    let workflow = format!(
+        r#"{HEAD}agent a {{ provider: p }}
+workflow w {{
+  start: x
+  deadline: 15m
+  node x: agent a {{ output: string }}
+  node y: agent a {{ output: string }}
+  node done: end ok
+  x -> y -> done
+  on budget_exhausted -> fallback(out_of_time)
+}}
+"#
+    );
+    let ran = run_timed(&workflow, json!({}), reply, TEN_MINUTES);
+    assert_eq!(ran.ended().0, "out_of_time", "the second turn ends past the deadline");
+    let quick = run_timed(&workflow, json!({}), reply, 60_000);
+    assert_eq!(quick.ended().0, "ok");
+    // A contract's deadline: the delegation's duration limit (its scope
+    // `delegation.y` runs out), with no budget of its own declared.
+    let contract = format!(
+        r#"{HEAD}agent lead {{ provider: p, can_delegate: true }}
+agent worker {{ provider: p, max_turns: 1 }}
+contract job {{ objective: "Work", output: string, deadline: 5m }}
+workflow w {{
+  start: x
+  node x: agent lead {{ output: string }}
+  node y: agent worker {{ output: string }}
+  node done: end ok
+  x -> y -> done
+  delegate x -> y {{ contract: job }}
+  on budget_exhausted -> fallback(late)
+}}
+"#
+    );
+    let ran = run_timed(&contract, json!({}), reply, TEN_MINUTES);
+    let exhausted = ran.events.iter().find_map(|e| match &e.body {
+        Body::BudgetExhausted { scope, .. } => Some(scope.clone()),
+        _ => None,
+    });
+    assert_eq!(exhausted.as_deref(), Some("delegation.y"));
+    assert_eq!(ran.ended().0, "late");
+    assert_eq!(run_timed(&contract, json!({}), reply, 60_000).ended().0, "ok");
 }

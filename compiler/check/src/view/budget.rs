@@ -65,6 +65,17 @@ impl<'p> Budget<'p> {
         }
     }
 
+    /// `budget` with a `deadline` (milliseconds) as a limit on its
+    /// duration — the lower of the two; a deadline alone is a budget of its
+    /// own. The one rule for a workflow's and a contract's deadline: the
+    /// engine's scope, the static bounds and trace check all read it so.
+    pub fn with_deadline(budget: Option<Budget<'p>>, deadline_ms: Option<u64>) -> Option<Budget<'p>> {
+        let Some(ms) = deadline_ms else { return budget };
+        let mut budget = budget.unwrap_or_default();
+        budget.duration_ms = Some(budget.duration_ms.map_or(ms, |d| d.min(ms)));
+        Some(budget)
+    }
+
     /// A declared budget (`budget b { … }`).
     pub fn of_decl(decl: &'p crate::ir::Decl) -> Budget<'p> {
         Budget::read(&decl.props, Some(&decl.name), Some(decl.loc))

@@ -44,9 +44,11 @@ impl Decl {
     }
 
     /// The budget (agent: its run-wide cap; contract: the delegation
-    /// subtree's).
+    /// subtree's, with the contract's `deadline` as a limit on its duration:
+    /// [`Budget::with_deadline`]).
     pub fn budget<'p>(&'p self, program: &'p Program) -> Option<Budget<'p>> {
-        Budget::of(program, self.prop("budget"))
+        let deadline = if self.kind == crate::spec::Kind::Contract { self.deadline_ms() } else { None };
+        Budget::with_deadline(Budget::of(program, self.prop("budget")), deadline)
     }
 
     /// The tools held (agent) or granted (contract).

@@ -31,9 +31,10 @@ impl Workflow {
         word(self.prop("start"))
     }
 
-    /// The run's budget.
+    /// The run's budget, with the workflow's `deadline` as a limit on its
+    /// duration ([`Budget::with_deadline`]).
     pub fn budget<'p>(&'p self, program: &'p Program) -> Option<Budget<'p>> {
-        Budget::of(program, self.prop("budget"))
+        Budget::with_deadline(Budget::of(program, self.prop("budget")), self.deadline_ms())
     }
 
     /// Time allowed for the whole run, in milliseconds.

@@ -23,7 +23,7 @@ use flow_check::ir::{Action, ActionKind, Decl, Gate, Guard, HandlerEvent, Node, 
 use flow_check::ir::{NodeBody, NodeKind, ToolNode, TransferKind};
 use flow_check::semantics::{self, FailureStep};
 use flow_check::types::Ty;
-use flow_check::view::{self, Budget, Conflicts, EvaluatorRef, Expect, PolicyResponse};
+use flow_check::view::{self, Conflicts, EvaluatorRef, Expect, PolicyResponse};
 use flow_policy::{Automaton, Monitor, Obs};
 use flow_trace::{
     ActionEvent, ArtifactRef, Body, ContextMode, ErrorCode, EvaluatorResult, Event, HandlerScope, MessageType, NodeStatus, Outcome,
@@ -159,10 +159,6 @@ fn declared_budgets(program: &Program, wf: &Workflow) -> Budgets {
     let mut budgets = Budgets::default();
     if let Some(budget) = wf.budget(program) {
         budgets.add(Scope::from_budget("run", &budget));
-    }
-    if let Some(ms) = wf.deadline_ms() {
-        let scope = budgets.scopes.entry("run".into()).or_insert_with(|| Scope::from_budget("run", &Budget::default()));
-        scope.limits.duration_ms = Some(scope.limits.duration_ms.map_or(ms, |d| d.min(ms)));
     }
     for (name, decl) in &program.decls {
         if decl.kind == flow_check::spec::Kind::Agent {

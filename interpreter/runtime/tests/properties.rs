@@ -12,10 +12,6 @@ use flow_trace::{Body, Decision, Event, TerminationStatus};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-fn engine(source: &str) -> Engine {
-    engine_on(source, Arc::new(FakeClock::new(FakeClock::DEFAULT_START)))
-}
-
 fn engine_on(source: &str, clock: Arc<FakeClock>) -> Engine {
     let mut db = SourceDb::new();
     let root = db.add("properties.flow", source.to_string());

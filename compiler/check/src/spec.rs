@@ -342,11 +342,7 @@ pub const PROVIDER: DeclSpec = DeclSpec {
             ],
         ),
         ("scripted", &[opt("script", V::Str, "Path of the script of replies.")]),
-        (
-            "replay",
-            &[req("cassette", V::Str, "Path of the cassette to replay.")
-                .not_enforced("a `replay` provider's own `cassette` is not read yet: replay with `flow run --replay FILE`")],
-        ),
+        ("replay", &[req("cassette", V::Str, "Path of the cassette to replay.")]),
     ],
     default_variant: None,
     block: BlockSpec {

@@ -780,9 +780,8 @@ r#"The property is valid Flow and the checker checks its value, but
 nothing at run time acts on it yet: a run behaves as if it were not
 written. Rather than accept it in silence, the checker says so where it
 is written, and reference §13 (the property ledger) lists it as
-`warned`. Today: a principal's `contact`, a provider's `local`, a
-`replay` provider's `cassette`, a tool's `audit` level and retention, a
-contract's `reporting_interval`, blackboards and a node's `reads`/`writes`,
+`warned`. Today: a principal's `contact`, a provider's `local`, a tool's
+`audit` level and retention, a contract's `reporting_interval`, blackboards and a node's `reads`/`writes`,
 and a handoff's or delegation's `artifacts`.
 
 Example:

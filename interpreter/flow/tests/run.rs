@@ -667,3 +667,33 @@ fn a_role_among_the_deciders_lets_its_members_and_holders_decide() {
     let checked = trace_check(dir.path(), &run_dir, "decide_role.flow");
     assert!(checked.status.success(), "trace check accepts the member's decision: {}", text(&checked));
 }
+
+#[test]
+fn a_replay_provider_answers_from_its_own_cassette_and_fails_a_turn_it_does_not_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let flow_with = |provider: &str| {
+        format!(
+            "provider tape: {provider}\nagent a {{ provider: tape }}\nworkflow w {{\n  start: x\n  node x: agent a {{ output: {{ note: string }} }}\n  node done: end ok\n  x -> done\n}}\n"
+        )
+    };
+    // Record the scripted provider's turn under the name `tape`.
+    std::fs::write(d.join("w.flow"), flow_with("scripted { script: \"s.yaml\" }")).unwrap();
+    std::fs::write(d.join("s.yaml"), "replies:\n  a:\n  - output: { note: recorded }\n").unwrap();
+    let recorded = flow(&["run", "w.flow", "--run-dir", "r1", "--record", "tape.yaml", "-q"], d);
+    assert_eq!(recorded.status.code(), Some(0), "{}", text(&recorded));
+    // The same flow on a replay provider: its turn comes from tape.yaml, with no flag.
+    std::fs::write(d.join("w.flow"), flow_with("replay { cassette: \"tape.yaml\" }")).unwrap();
+    std::fs::remove_file(d.join("s.yaml")).unwrap();
+    let replayed = flow(&["run", "w.flow", "--run-dir", "r2", "-q"], d);
+    assert_eq!(replayed.status.code(), Some(0), "{}", text(&replayed));
+    let ends = |run: &str| events(&d.join(run)).into_iter().filter(|e| e["kind"] == "run_terminated").collect::<Vec<_>>();
+    let output = |run: &str| ends(run)[0]["payload"]["output"]["digest"].clone();
+    assert!(output("r1").is_string(), "{:?}", ends("r1"));
+    assert_eq!(output("r2"), output("r1"), "the same result, from the cassette");
+    // A cassette without the turn: the turn fails with the miss, never a made-up answer.
+    std::fs::write(d.join("tape.yaml"), "flow_cassette: 1\nentries: []\n").unwrap();
+    let missed = flow(&["run", "w.flow", "--run-dir", "r3"], d);
+    assert_ne!(missed.status.code(), Some(0), "{}", text(&missed));
+    assert!(text(&missed).contains("replay miss"), "{}", text(&missed));
+}

@@ -65,6 +65,26 @@ pub(super) struct Replayer {
     pub(super) mode: ReplayMode,
 }
 
+impl Replayer {
+    pub(super) fn of(cassette: Cassette, mode: ReplayMode) -> Replayer {
+        let mut by_key: HashMap<String, Vec<Response>> = HashMap::new();
+        for entry in &cassette.entries {
+            by_key.entry(entry.key.clone()).or_default().push(entry.response.clone());
+        }
+        Replayer { by_key, used: HashMap::new(), entries: cassette.entries, mode }
+    }
+
+    /// The next recorded answer to the request keyed `key`: the n-th
+    /// recording the n-th time it is asked (the last repeats).
+    pub(super) fn next(&mut self, key: &str) -> Option<Response> {
+        let responses = self.by_key.get(key)?;
+        let used = self.used.entry(key.to_string()).or_default();
+        let response = responses[(*used).min(responses.len() - 1)].clone();
+        *used += 1;
+        Some(response)
+    }
+}
+
 /// Counts differing leaves between two JSON values.
 pub(super) fn diff_count(a: &Value, b: &Value) -> usize {
     match (a, b) {
@@ -122,11 +142,7 @@ pub(super) fn diff_lines(path: &str, a: &Value, b: &Value, out: &mut Vec<String>
 impl Executors {
     /// Replays from a cassette.
     pub fn with_cassette(mut self, cassette: Cassette, mode: ReplayMode) -> Executors {
-        let mut by_key: HashMap<String, Vec<Response>> = HashMap::new();
-        for entry in &cassette.entries {
-            by_key.entry(entry.key.clone()).or_default().push(entry.response.clone());
-        }
-        self.replay = Some(Mutex::new(Replayer { by_key, used: HashMap::new(), entries: cassette.entries, mode }));
+        self.replay = Some(Mutex::new(Replayer::of(cassette, mode)));
         self
     }
 
@@ -145,11 +161,7 @@ impl Executors {
     pub fn replayed(&self, request: &Request) -> Result<Option<Response>, Miss> {
         let Some(replay) = &self.replay else { return Ok(None) };
         let Ok(mut r) = replay.lock() else { return Ok(None) };
-        let key = request.key();
-        if let Some(responses) = r.by_key.get(&key).cloned() {
-            let used = r.used.entry(key).or_default();
-            let response = responses[(*used).min(responses.len() - 1)].clone();
-            *used += 1;
+        if let Some(response) = r.next(&request.key()) {
             return Ok(Some(response));
         }
         // A scripted provider's turn is no outside call: deterministic and
@@ -160,10 +172,37 @@ impl Executors {
         Err(Miss(Self::miss_message(request, &r.entries)))
     }
 
-    /// Whether `request` is a turn of an agent whose provider is scripted.
+    /// Whether `request` is a turn of an agent whose provider answers
+    /// offline and deterministically: scripted, or a `replay` provider's
+    /// own cassette.
     pub(super) fn is_scripted(&self, request: &Request) -> bool {
         let Request::Agent(a) = request else { return false };
-        self.program.decls.get(&a.provider).is_some_and(|p| p.variant.as_deref() == Some("scripted"))
+        self.program.decls.get(&a.provider).is_some_and(|p| matches!(p.variant.as_deref(), Some("scripted" | "replay")))
+    }
+
+    /// A turn of an agent whose provider is `replay`: answered from the
+    /// provider's own `cassette` (relative to the flow's directory), the
+    /// n-th time a request recurs by its n-th recording (the last repeats);
+    /// a request it does not hold fails the turn with the nearest recorded
+    /// request's difference.
+    pub(super) fn tape_turn(&self, provider: &Decl, request: &AgentRequest) -> AgentReply {
+        let fail = |error: String| AgentReply { error: Some(error), ..AgentReply::default() };
+        let Some(path) = provider.cassette() else { return fail(format!("provider `{}` names no cassette", provider.name)) };
+        let Ok(mut tapes) = self.tapes.lock() else { return fail("cassette cache poisoned".into()) };
+        if !tapes.contains_key(&provider.name) {
+            let cassette = match Cassette::load(&self.base_dir.join(path)) {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
+            tapes.insert(provider.name.clone(), Replayer::of(cassette, ReplayMode::Strict));
+        }
+        let tape = tapes.get_mut(&provider.name).expect("just loaded");
+        let wanted = Request::Agent(Box::new(request.clone()));
+        match tape.next(&wanted.key()) {
+            Some(Response::Agent(reply)) => reply,
+            Some(_) => fail(format!("the cassette of provider `{}` answers this turn with no model reply", provider.name)),
+            None => fail(Self::miss_message(&wanted, &tape.entries)),
+        }
     }
 
     pub(super) fn miss_message(request: &Request, entries: &[Entry]) -> String {

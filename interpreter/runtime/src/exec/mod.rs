@@ -42,6 +42,8 @@ pub struct Executors {
     base_dir: PathBuf,
     scripts: Mutex<HashMap<String, Script>>,
     replay: Option<Mutex<Replayer>>,
+    /// `replay` providers' own cassettes, loaded on their first turn.
+    tapes: Mutex<HashMap<String, Replayer>>,
     recorded: Mutex<Vec<Entry>>,
     recording: bool,
     /// Made on the first HTTP call (most runs make none).
@@ -66,6 +68,7 @@ impl Executors {
             base_dir: base_dir.clone(),
             scripts: Mutex::new(HashMap::new()),
             replay: None,
+            tapes: Mutex::new(HashMap::new()),
             recorded: Mutex::new(Vec::new()),
             recording: false,
             client: std::sync::OnceLock::new(),

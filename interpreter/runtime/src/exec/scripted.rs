@@ -75,6 +75,7 @@ impl Executors {
         };
         match provider.variant.as_deref() {
             Some("scripted") => {}
+            Some("replay") => return self.tape_turn(provider, request),
             Some("openai") => {
                 return match crate::openai::OpenAiProvider::from_decl(provider) {
                     Ok(p) => crate::openai::chat(self.client(), &p, request).await,

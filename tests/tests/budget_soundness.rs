@@ -440,7 +440,7 @@ fn replies(program: &Program, seed: u64) -> impl FnMut(&AgentRequest) -> AgentRe
         let base = AgentReply { usage, cost, ..AgentReply::default() };
         match rng.below(20) {
             0..=7 if !request.tools.is_empty() => {
-                AgentReply { tool_call: Some(ToolCall { tool: "noop".into(), input: json!({}) }), ..base }
+                AgentReply { tool_calls: vec![ToolCall { tool: "noop".into(), input: json!({}), id: None }], ..base }
             }
             8 | 9 => AgentReply { output: Some(json!("not a record")), ..base },
             10 => AgentReply { error: Some("HTTP 500".into()), ..base },

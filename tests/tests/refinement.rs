@@ -103,8 +103,8 @@ fn answer(rng: &mut Rng, program: &Program, request: &Request) -> Response {
             // Each tool at most once per visit (the model's documented
             // abstraction): only on the first turn of the first attempt.
             if !req.tools.is_empty() && req.attempt_no == 1 && req.turn == 1 && rng.chance(50) {
-                let call = ToolCall { tool: req.tools[0].name.clone(), input: json!({ "ok": true, "n": 1 }) };
-                return Response::Agent(AgentReply { tool_call: Some(call), usage, ..AgentReply::default() });
+                let call = ToolCall { tool: req.tools[0].name.clone(), input: json!({ "ok": true, "n": 1 }), id: None };
+                return Response::Agent(AgentReply { tool_calls: vec![call], usage, ..AgentReply::default() });
             }
             let out = |rng: &mut Rng| json!({ "ok": rng.chance(60), "n": rng.below(3) });
             let reply = match rng.below(20) {

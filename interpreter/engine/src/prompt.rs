@@ -30,13 +30,43 @@ pub const TEMPLATE_TOKENS_PER_REQUEST: u64 = 16;
 /// Tokens a chat template may add to describe the tools offered.
 pub const TEMPLATE_TOKENS_FOR_TOOLS: u64 = 256;
 
-/// The system and user messages of a turn, as (role, content).
+/// One message of a turn, as every client sends it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: &'static str,
+    pub content: String,
+    /// An assistant message's tool calls, as function calls.
+    pub tool_calls: Option<Value>,
+    /// A tool message: the call it answers.
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    fn text(role: &'static str, content: String) -> Message {
+        Message { role, content, tool_calls: None, tool_call_id: None }
+    }
+
+    /// The bytes the message puts on the wire besides the template's own:
+    /// its role, content, tool calls and call id.
+    pub fn bytes(&self) -> usize {
+        self.role.len()
+            + self.content.len()
+            + self.tool_calls.as_ref().map_or(0, |c| c.to_string().len())
+            + self.tool_call_id.as_ref().map_or(0, String::len)
+    }
+}
+
+/// The messages of a turn.
 ///
 /// * system: the agent's instructions and the output schema (and the tools
 ///   offered, by name);
-/// * user: the node's prompt, the context slice, the tool results so far
-///   and, on a repair turn, the validation error.
-pub fn messages(request: &AgentRequest, schema: &Value) -> Vec<(&'static str, String)> {
+/// * user: the node's prompt, the context slice and, on a repair turn, the
+///   validation error;
+/// * then, for each earlier turn of the attempt that asked for tools, the
+///   assistant's tool calls and one tool message per call with its result
+///   (ok and output, or the error).
+pub fn messages(request: &AgentRequest, schema: &Value) -> Vec<Message> {
     let mut system = String::new();
     if let Some(instructions) = request.instructions.as_deref().filter(|i| !i.trim().is_empty()) {
         system.push_str(instructions.trim());
@@ -69,16 +99,48 @@ pub fn messages(request: &AgentRequest, schema: &Value) -> Vec<(&'static str, St
     if !empty {
         user.push(format!("Context (JSON): {}", request.context));
     }
-    if !request.tool_results.is_empty() {
-        user.push(format!("Tool results so far (JSON): {}", Value::Array(request.tool_results.clone())));
-    }
     if let Some(error) = &request.repair {
         user.push(format!("Your previous reply was rejected: {error}\nReply again with JSON that satisfies the schema."));
     }
     if user.is_empty() {
         user.push("Reply now.".to_string());
     }
-    vec![("system", system), ("user", user.join("\n\n"))]
+    let mut out = vec![Message::text("system", system), Message::text("user", user.join("\n\n"))];
+    out.extend(tool_messages(&request.tool_results));
+    out
+}
+
+/// The tool calls the attempt made and their results, as the assistant's
+/// calls (one message per turn that asked) and one tool message per call.
+/// A result kept without its call's id or turn (recorded before they were)
+/// is named by its place and stands as a turn of its own.
+fn tool_messages(results: &[Value]) -> Vec<Message> {
+    let mut out = Vec::new();
+    let mut calls: Vec<Value> = Vec::new();
+    let mut answers: Vec<Message> = Vec::new();
+    let mut last_turn = None;
+    for (i, result) in results.iter().enumerate() {
+        let id = result.get("id").and_then(Value::as_str).map_or_else(|| format!("call_{}", i + 1), str::to_string);
+        let turn = result.get("turn").and_then(Value::as_u64);
+        if !calls.is_empty() && (turn.is_none() || turn != last_turn) {
+            out.push(Message { tool_calls: Some(Value::Array(std::mem::take(&mut calls))), ..Message::text("assistant", String::new()) });
+            out.append(&mut answers);
+        }
+        last_turn = turn;
+        let tool = result.get("tool").and_then(Value::as_str).unwrap_or_default();
+        let input = result.get("input").cloned().unwrap_or_else(|| json!({}));
+        calls.push(json!({ "id": id, "type": "function", "function": { "name": tool, "arguments": input.to_string() } }));
+        let content = match result.get("ok").and_then(Value::as_bool) {
+            Some(true) => json!({ "ok": true, "output": result.get("output").cloned().unwrap_or(Value::Null) }),
+            _ => json!({ "ok": false, "error": result.get("error").cloned().unwrap_or(Value::Null) }),
+        };
+        answers.push(Message { tool_call_id: Some(id), ..Message::text("tool", content.to_string()) });
+    }
+    if !calls.is_empty() {
+        out.push(Message { tool_calls: Some(Value::Array(calls)), ..Message::text("assistant", String::new()) });
+        out.append(&mut answers);
+    }
+    out
 }
 
 /// The structured-output request for `mode` (`json_schema`, `json_object`
@@ -115,8 +177,8 @@ pub fn tool_definitions(request: &AgentRequest) -> Value {
 pub fn input_token_bound(request: &AgentRequest) -> u64 {
     let schema = tighten(&request.output_schema);
     let mut bound = TEMPLATE_TOKENS_PER_REQUEST;
-    for (role, content) in messages(request, &schema) {
-        bound += (role.len() + content.len()) as u64 + TEMPLATE_TOKENS_PER_MESSAGE;
+    for message in messages(request, &schema) {
+        bound += message.bytes() as u64 + TEMPLATE_TOKENS_PER_MESSAGE;
     }
     if let Some(format) = response_format(&schema, "json_schema") {
         bound += format.to_string().len() as u64;
@@ -203,12 +265,33 @@ mod tests {
     fn the_bound_covers_every_byte_sent_and_the_template() {
         let request = request();
         let schema = tighten(&request.output_schema);
-        let text: usize = messages(&request, &schema).iter().map(|(r, c)| r.len() + c.len()).sum();
+        let sent = messages(&request, &schema);
+        let text: usize = sent.iter().map(Message::bytes).sum();
         let extra = response_format(&schema, "json_schema").unwrap().to_string().len() + tool_definitions(&request).to_string().len();
-        let overhead = TEMPLATE_TOKENS_PER_REQUEST + 2 * TEMPLATE_TOKENS_PER_MESSAGE + TEMPLATE_TOKENS_FOR_TOOLS;
+        // system, user, the assistant's call and the tool's answer.
+        assert_eq!(sent.len(), 4);
+        let overhead = TEMPLATE_TOKENS_PER_REQUEST + 4 * TEMPLATE_TOKENS_PER_MESSAGE + TEMPLATE_TOKENS_FOR_TOOLS;
         assert_eq!(input_token_bound(&request), (text + extra) as u64 + overhead);
         // Bytes, not characters: the multi-byte characters count 2 and 3.
-        assert!(messages(&request, &schema)[1].1.contains("héllo wörld ✓"));
+        assert!(sent[1].content.contains("héllo wörld ✓"));
+    }
+
+    #[test]
+    fn tool_results_go_back_as_the_assistants_calls_and_tool_messages() {
+        let mut request = request();
+        request.tool_results = vec![
+            json!({ "tool": "search", "ok": true, "output": [1], "id": "a", "input": { "q": "x" }, "turn": 1 }),
+            json!({ "tool": "search", "ok": false, "error": "boom", "id": "b", "input": { "q": "y" }, "turn": 1 }),
+            json!({ "tool": "search", "ok": true, "output": [2], "id": "c", "input": { "q": "z" }, "turn": 2 }),
+        ];
+        let sent = messages(&request, &request.output_schema);
+        let roles: Vec<&str> = sent.iter().map(|m| m.role).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool", "tool", "assistant", "tool"]);
+        assert!(!sent[1].content.contains("Tool results"), "results are not in the user message");
+        let calls = sent[2].tool_calls.as_ref().unwrap();
+        assert_eq!(calls[1], json!({ "id": "b", "type": "function", "function": { "name": "search", "arguments": "{\"q\":\"y\"}" } }));
+        assert_eq!((sent[4].tool_call_id.as_deref(), sent[4].content.as_str()), (Some("b"), r#"{"ok":false,"error":"boom"}"#));
+        assert_eq!(sent[6].tool_call_id.as_deref(), Some("c"));
     }
 
     #[test]

@@ -43,6 +43,16 @@ impl Request {
                         *tool = tool.get("name").cloned().unwrap_or(Value::Null);
                     }
                 }
+                // A tool result counts by what came back: the call's id,
+                // input and turn (sent as the assistant's tool calls) were
+                // not in the requests cassettes recorded before them.
+                if let Some(Value::Array(results)) = value.get_mut("tool_results") {
+                    for result in results.iter_mut().filter_map(Value::as_object_mut) {
+                        for field in ["id", "input", "turn"] {
+                            result.remove(field);
+                        }
+                    }
+                }
                 let mut bytes = Vec::with_capacity(256);
                 write_canonical(&value, &mut bytes);
                 sha256_key(&bytes)
@@ -332,9 +342,11 @@ pub struct AgentReply {
     /// The proposed output (validated by the control plane).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
-    /// A tool the agent asks the control plane to call.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call: Option<ToolCall>,
+    /// The tools the agent asks the control plane to call, in the order
+    /// asked: every one is handled before the next turn (a recorded
+    /// `tool_call: {…}` reads as one).
+    #[serde(default, alias = "tool_call", deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
     /// A reply that was not JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
@@ -357,6 +369,26 @@ pub struct ToolCall {
     pub tool: String,
     #[serde(default)]
     pub input: Value,
+    /// The provider's id of the call (a tool message answers it by this
+    /// id); the control plane names one when the provider gives none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// One tool call or a list of them (`tool_call: {…}` as recorded before
+/// replies could ask for several; `null` is none).
+fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<ToolCall>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        Many(Vec<ToolCall>),
+        One(ToolCall),
+    }
+    Ok(match Option::<OneOrMany>::deserialize(deserializer)? {
+        None => Vec::new(),
+        Some(OneOrMany::One(call)) => vec![call],
+        Some(OneOrMany::Many(calls)) => calls,
+    })
 }
 
 /// A tool's result.

@@ -291,9 +291,9 @@ impl Goal<'_> {
                 for (tool, _) in self.refused.iter().filter(|(t, a)| *a == req.agent && !req.offers(t)) {
                     let input = self.search.program.decls.get(tool).and_then(|d| d.input_type());
                     let input = input.map(|t| base(t, &self.search.program.types, 0)).unwrap_or(json!({}));
-                    let call = ToolCall { tool: tool.clone(), input };
+                    let call = ToolCall { tool: tool.clone(), input, id: None };
                     let usage = TokenUsage { input_tokens: 10, output_tokens: 10 };
-                    out.push(Response::Agent(AgentReply { tool_call: Some(call), usage, ..AgentReply::default() }));
+                    out.push(Response::Agent(AgentReply { tool_calls: vec![call], usage, ..AgentReply::default() }));
                 }
             }
             // A gate's predicate often compares an output's string with a
@@ -332,8 +332,8 @@ pub fn candidates(program: &Program, workflow: Option<&Workflow>, request: &Requ
             if req.attempt_no == 1 && req.turn == 1 {
                 for tool in req.tools.iter().map(|t| &t.name) {
                     let input = program.decls.get(tool).and_then(|d| d.input_type()).map(|t| base(t, types, 0)).unwrap_or(json!({}));
-                    let call = ToolCall { tool: tool.clone(), input };
-                    out.push(AgentReply { tool_call: Some(call), usage: light.clone(), ..AgentReply::default() });
+                    let call = ToolCall { tool: tool.clone(), input, id: None };
+                    out.push(AgentReply { tool_calls: vec![call], usage: light.clone(), ..AgentReply::default() });
                 }
             }
             let output = workflow.and_then(|w| w.nodes.get(&req.node)).map(|n| &n.output);

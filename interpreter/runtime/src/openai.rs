@@ -254,9 +254,35 @@ fn request_body(provider: &OpenAiProvider, request: &AgentRequest, model: &str, 
     body
 }
 
-/// The system and user messages of a turn, as Chat Completions messages.
+/// The messages of a turn, as Chat Completions messages: the assistant's
+/// earlier tool calls as `tool_calls`, their results as `tool` messages.
 fn messages(request: &AgentRequest, schema: &Value) -> Value {
-    Value::Array(prompt::messages(request, schema).into_iter().map(|(role, content)| json!({ "role": role, "content": content })).collect())
+    let wire = |m: prompt::Message| {
+        let mut message = json!({ "role": m.role, "content": m.content });
+        if let Some(calls) = m.tool_calls {
+            message["content"] = Value::Null;
+            message["tool_calls"] = calls;
+        }
+        if let Some(id) = m.tool_call_id {
+            message["tool_call_id"] = json!(id);
+        }
+        message
+    };
+    Value::Array(prompt::messages(request, schema).into_iter().map(wire).collect())
+}
+
+/// One `tool_calls` entry of a reply.
+fn tool_call(call: &Value) -> Option<ToolCall> {
+    let function = call.get("function")?;
+    let tool = function.get("name").and_then(Value::as_str)?.to_string();
+    let input = match function.get("arguments") {
+        Some(Value::String(text)) if text.trim().is_empty() => json!({}),
+        Some(Value::String(text)) => serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone())),
+        Some(Value::Null) | None => json!({}),
+        Some(other) => other.clone(),
+    };
+    let id = call.get("id").and_then(Value::as_str).map(str::to_string);
+    Some(ToolCall { tool, input, id })
 }
 
 /// The agent reply of a 2xx answer.
@@ -282,15 +308,11 @@ fn parse_reply(provider: &OpenAiProvider, request: &AgentRequest, model: &str, r
         return reply;
     };
     if !request.tools.is_empty() {
-        if let Some(function) = message.pointer("/tool_calls/0/function") {
-            let tool = function.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-            let input = match function.get("arguments") {
-                Some(Value::String(text)) if text.trim().is_empty() => json!({}),
-                Some(Value::String(text)) => serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone())),
-                Some(Value::Null) | None => json!({}),
-                Some(other) => other.clone(),
-            };
-            reply.tool_call = Some(ToolCall { tool, input });
+        // Every call of the reply, in order, with the id a tool message
+        // will answer it by.
+        let calls = message.get("tool_calls").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        reply.tool_calls = calls.iter().filter_map(tool_call).collect();
+        if !reply.tool_calls.is_empty() {
             return reply;
         }
     }
@@ -577,7 +599,8 @@ mod tests {
         let answer = json!({
             "model": "m",
             "choices": [{ "message": { "role": "assistant", "content": null, "tool_calls": [
-                { "id": "c1", "type": "function", "function": { "name": "search", "arguments": "{\"q\":\"cats\"}" } }
+                { "id": "c1", "type": "function", "function": { "name": "search", "arguments": "{\"q\":\"cats\"}" } },
+                { "id": "c2", "type": "function", "function": { "name": "search", "arguments": "{\"q\":\"dogs\"}" } }
             ] } }],
             "usage": { "prompt_tokens": 10, "completion_tokens": 5 }
         });
@@ -585,10 +608,12 @@ mod tests {
         let mut req = request();
         let parameters = json!({ "type": "object", "properties": { "q": { "type": "string" } }, "required": ["q"] });
         req.tools = vec![ToolSpec { name: "search".into(), description: Some("Searches the web".into()), parameters: parameters.clone() }];
-        req.tool_results = vec![json!({ "tool": "search", "ok": true })];
+        req.tool_results = vec![json!({ "tool": "search", "ok": true, "output": ["a"], "id": "c0", "input": { "q": "owls" }, "turn": 1 })];
         req.repair = Some("title: expected a string".into());
         let reply = chat(&reqwest::Client::new(), &provider(&server.url), &req).await;
-        assert_eq!(reply.tool_call, Some(ToolCall { tool: "search".into(), input: json!({ "q": "cats" }) }));
+        // Every call of the reply is read, with its id.
+        let call = |q: &str, id: &str| ToolCall { tool: "search".into(), input: json!({ "q": q }), id: Some(id.into()) };
+        assert_eq!(reply.tool_calls, [call("cats", "c1"), call("dogs", "c2")]);
         let body = body_of(&server.requests.lock().expect("lock")[0]);
         let function = json!({ "name": "search", "description": "Searches the web", "parameters": parameters });
         assert_eq!(
@@ -597,7 +622,12 @@ mod tests {
             "the model sees the tool's description and input schema"
         );
         let user = body["messages"][1]["content"].as_str().expect("user");
-        assert!(user.contains("Tool results so far") && user.contains("title: expected a string"), "{user}");
+        assert!(user.contains("title: expected a string") && !user.contains("owls"), "{user}");
+        // The earlier call goes back as the assistant's tool call, its result as a tool message.
+        assert_eq!(body["messages"][2]["role"], "assistant");
+        assert_eq!(body["messages"][2]["tool_calls"][0]["id"], "c0");
+        assert_eq!(body["messages"][2]["tool_calls"][0]["function"]["arguments"], "{\"q\":\"owls\"}");
+        assert_eq!(body["messages"][3], json!({ "role": "tool", "tool_call_id": "c0", "content": "{\"ok\":true,\"output\":[\"a\"]}" }));
     }
 
     #[test]

@@ -122,8 +122,8 @@ workflow w {{
     assert_eq!(request.model.as_deref(), Some("tiny-1"));
     let schema = flow_runtime::prompt::tighten(&request.output_schema);
     let messages = flow_runtime::prompt::messages(request, &schema);
-    assert!(messages[0].1.starts_with("Answer in French."), "{}", messages[0].1);
-    assert!(messages[1].1.starts_with("Name the capital."), "{}", messages[1].1);
+    assert!(messages[0].content.starts_with("Answer in French."), "{}", messages[0].content);
+    assert!(messages[1].content.starts_with("Name the capital."), "{}", messages[1].content);
 }
 
 #[test]
@@ -169,8 +169,10 @@ workflow w {{
         )
     };
     // An agent that only ever calls a tool.
-    let looping =
-        |_: &AgentRequest| AgentReply { tool_call: Some(ToolCall { tool: "echo".into(), input: json!({}) }), ..output(json!(null)) };
+    let looping = |_: &AgentRequest| AgentReply {
+        tool_calls: vec![ToolCall { tool: "echo".into(), input: json!({}), id: None }],
+        ..output(json!(null))
+    };
     let ran = run(&source(""), json!({}), looping);
     assert_eq!(ran.agents.len(), 3, "the agent's max_turns");
     assert_eq!(ran.failed("x").map(|f| f.0), Some("max_turns".to_string()));
@@ -754,4 +756,35 @@ workflow w {{
     assert_eq!(exhausted.as_deref(), Some("delegation.y"));
     assert_eq!(ran.ended().0, "late");
     assert_eq!(run_timed(&contract, json!({}), reply, 60_000).ended().0, "ok");
+}
+
+#[test]
+fn every_tool_call_of_a_reply_is_made_before_the_next_turn() {
+    let source = format!(
+        r#"{HEAD}tool echo: builtin {{ description: "Echoes", input: any, output: any, function: "identity" }}
+agent a {{ provider: p, tools: [echo], max_turns: 3 }}
+workflow w {{
+  start: x
+  node x: agent a {{ output: string }}
+  node done: end ok
+  x -> done
+}}
+"#
+    );
+    let call = |q: &str, id: Option<&str>| ToolCall { tool: "echo".into(), input: json!({ "q": q }), id: id.map(str::to_string) };
+    let ran = run(&source, json!({}), |req| {
+        if req.tool_results.is_empty() {
+            AgentReply { tool_calls: vec![call("one", Some("p1")), call("two", None)], ..output(json!(null)) }
+        } else {
+            output(json!("done"))
+        }
+    });
+    let calls = ran.events.iter().filter(|e| e.kind() == "tool_call_started").count();
+    assert_eq!(calls, 2, "both calls of the first reply are made");
+    assert_eq!(ran.agents.len(), 2, "then one more turn");
+    let results = &ran.agents[1].tool_results;
+    let ids: Vec<&str> = results.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["p1", "call_2"], "the provider's id, else one by place");
+    assert_eq!((results[0]["turn"].clone(), results[1]["input"].clone()), (json!(1), json!({ "q": "two" })));
+    assert_eq!(ran.ended().0, "ok");
 }

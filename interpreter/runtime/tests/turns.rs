@@ -217,7 +217,7 @@ workflow w {
 "#;
 
 fn call(input: Value) -> AgentReply {
-    AgentReply { tool_call: Some(flow_runtime::proto::ToolCall { tool: "search".into(), input }), ..ok(10, 10) }
+    AgentReply { tool_calls: vec![flow_runtime::proto::ToolCall { tool: "search".into(), input, id: None }], ..ok(10, 10) }
 }
 
 #[test]
@@ -296,7 +296,7 @@ fn a_delegate_is_told_its_contracts_objective_and_acceptance_checks() {
     assert_eq!(worker.objective.as_deref(), Some("Count the widgets"));
     assert_eq!(worker.acceptance, ["output.count >= 0"]);
     let schema = flow_runtime::prompt::tighten(&worker.output_schema);
-    let user = &flow_runtime::prompt::messages(worker, &schema)[1].1;
+    let user = &flow_runtime::prompt::messages(worker, &schema)[1].content;
     assert!(user.contains("Objective (your delegation contract): Count the widgets"), "{user}");
     assert!(user.contains("accepted only if: output.count >= 0"), "{user}");
 }

@@ -75,6 +75,8 @@ impl Engine {
             started: started.clone(),
             lease,
             repair: None,
+            queued: Default::default(),
+            calling: None,
         };
         self.attempts.insert(id.clone(), attempt);
         let delay = Self::backoff(node, attempt_no);

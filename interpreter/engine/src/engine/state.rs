@@ -166,6 +166,25 @@ pub(super) struct Attempt {
     pub(super) started: Str,
     pub(super) lease: String,
     pub(super) repair: Option<String>,
+    /// The calls the last reply asked for that are not made yet, in order:
+    /// each is made before the next turn.
+    pub(super) queued: std::collections::VecDeque<ToolCall>,
+    /// The call being made: its id, input and turn, kept with its result
+    /// (a model is answered by a tool message naming the call).
+    pub(super) calling: Option<(String, Value, u32)>,
+}
+
+impl Attempt {
+    /// Keeps the result of the call being made: `entry` with the call's
+    /// id, input and turn.
+    pub(super) fn keep_result(&mut self, mut entry: Value) {
+        if let (Some((id, input, turn)), Some(map)) = (self.calling.take(), entry.as_object_mut()) {
+            map.insert("id".into(), Value::String(id));
+            map.insert("input".into(), input);
+            map.insert("turn".into(), Value::from(turn));
+        }
+        self.tool_results.push(entry);
+    }
 }
 
 #[derive(Debug, Clone, Default)]

@@ -134,7 +134,7 @@ impl Engine {
         }
         let warn = self.emit("control", events::tool_call_refused(tool, &node, attempt_id, agent, message), Some(cause));
         if let Some(a) = self.attempts.get_mut(attempt_id) {
-            a.tool_results.push(json!({ "tool": tool, "ok": false, "error": message }));
+            a.keep_result(json!({ "tool": tool, "ok": false, "error": message }));
         }
         self.then(Effect::NextTurn { attempt: attempt_id.to_string(), delay: 0, cause: warn });
     }
@@ -197,7 +197,7 @@ impl Engine {
         }
         if from_agent {
             if let Some(a) = self.attempts.get_mut(attempt_id) {
-                a.tool_results.push(json!({ "tool": tool, "ok": result.ok, "output": result.output, "error": result.error }));
+                a.keep_result(json!({ "tool": tool, "ok": result.ok, "output": result.output, "error": result.error }));
             }
             self.then(Effect::NextTurn { attempt: attempt_id.to_string(), delay: 0, cause: done.clone() });
             return;

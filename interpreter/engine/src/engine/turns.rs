@@ -131,6 +131,12 @@ impl Engine {
         if !self.running() {
             return;
         }
+        // A call the last reply asked for comes first.
+        if let Some(call) = self.attempts.get_mut(attempt_id).and_then(|a| a.queued.pop_front()) {
+            let agent = self.attempts.get(attempt_id).and_then(|a| self.node(&a.node)).and_then(|n| n.target.first().cloned());
+            self.make_call(attempt_id, agent.unwrap_or_default(), call, cause);
+            return;
+        }
         let Some(attempt) = self.attempts.get(attempt_id).cloned() else { return };
         let Some(node) = self.node(&attempt.node) else { return };
         let Some((agent_name, agent)) = self.agent_of(&node.name) else {
@@ -193,8 +199,11 @@ impl Engine {
         let agent = node.target.first().cloned().unwrap_or_default();
         let provider = provider.to_string();
         let used = Usage { tokens: reply.usage.input_tokens + reply.usage.output_tokens, cost: reply.cost, ..Usage::default() };
-        let reply_value =
-            reply.output.clone().or_else(|| reply.tool_call.as_ref().map(|c| json!({ "tool_call": c.tool, "input": c.input })));
+        let reply_value = reply.output.clone().or_else(|| match reply.tool_calls.as_slice() {
+            [] => None,
+            [c] => Some(json!({ "tool_call": c.tool, "input": c.input })),
+            calls => Some(json!({ "tool_calls": calls.iter().map(|c| json!({ "tool": c.tool, "input": c.input })).collect::<Vec<_>>() })),
+        });
         let reply_ref = reply_value.as_ref().map(|v| self.store(v, &format!("{attempt_id}/turn{}", attempt.turn), Some(&attempt.started)));
         let request_key = CommandKey::Turn { attempt: attempt_id, turn: attempt.turn }.to_key();
         let error = reply_error(&reply);
@@ -233,6 +242,32 @@ impl Engine {
         }
     }
 
+    /// Makes one call a reply asked for, if the agent and the tool allow
+    /// it (else it is refused and the agent told): named by the provider's
+    /// id, else by its place among the attempt's calls.
+    fn make_call(&mut self, attempt_id: &str, agent: String, call: ToolCall, cause: &Str) {
+        let Some(a) = self.attempts.get_mut(attempt_id) else { return };
+        let id = call.id.clone().unwrap_or_else(|| format!("call_{}", a.tool_results.len() + 1));
+        a.calling = Some((id, call.input.clone(), a.turn));
+        let allowed_by_agent = self.decl(&agent).map(|d| d.holds_tool(&call.tool)).unwrap_or(false);
+        let allowed_by_tool = self.decl(&call.tool).map(|d| d.allows_agent(&agent)).unwrap_or(false);
+        if !(allowed_by_agent && allowed_by_tool) {
+            let message = format!("agent `{agent}` may not call `{}`", call.tool);
+            self.then(Effect::ToolRefused { attempt: attempt_id.to_string(), tool: call.tool, message, cause: cause.clone() });
+            return;
+        }
+        let call = PendingCall {
+            attempt: attempt_id.to_string(),
+            tool: call.tool,
+            input: call.input,
+            key_template: None,
+            agent: Some(agent),
+            delay: 0,
+            confirmed: false,
+        };
+        self.then(Effect::CallTool { call: Box::new(call), cause: cause.clone() });
+    }
+
     /// What a settled turn's reply leads to: a provider error fails the
     /// attempt; a tool call is made if the agent and the tool allow it; an
     /// output is validated (repaired while repairs are left) and completes
@@ -254,25 +289,14 @@ impl Engine {
             self.fail_attempt(attempt_id, ErrorCode::ProviderError, err, turn);
             return;
         }
-        if let Some(call) = reply.tool_call {
-            let allowed_by_agent = self.decl(&agent).map(|d| d.holds_tool(&call.tool)).unwrap_or(false);
-            let allowed_by_tool = self.decl(&call.tool).map(|d| d.allows_agent(&agent)).unwrap_or(false);
-            if !(allowed_by_agent && allowed_by_tool) {
-                let msg = format!("agent `{agent}` may not call `{}`", call.tool);
-                let (attempt, cause) = (attempt_id.to_string(), turn.clone());
-                self.then(Effect::ToolRefused { attempt, tool: call.tool, message: msg, cause });
-                return;
+        let mut calls = reply.tool_calls.into_iter();
+        if let Some(first) = calls.next() {
+            // Every call the reply asks for is made, in order, before the
+            // next turn: the rest wait in the attempt.
+            if let Some(a) = self.attempts.get_mut(attempt_id) {
+                a.queued = calls.collect();
             }
-            let call = PendingCall {
-                attempt: attempt_id.to_string(),
-                tool: call.tool,
-                input: call.input,
-                key_template: None,
-                agent: Some(agent),
-                delay: 0,
-                confirmed: false,
-            };
-            self.then(Effect::CallTool { call: Box::new(call), cause: turn.clone() });
+            self.make_call(attempt_id, agent, first, turn);
             return;
         }
         let Some(output) = reply.output else {
@@ -360,7 +384,7 @@ fn too_large(request: &AgentRequest, bound: u64, limit: Option<u64>, from: Input
 /// reply that is neither an output nor a tool call.
 fn reply_error(reply: &AgentReply) -> Option<String> {
     reply.error.clone().or_else(|| {
-        (reply.output.is_none() && reply.tool_call.is_none()).then(|| match &reply.text {
+        (reply.output.is_none() && reply.tool_calls.is_empty()).then(|| match &reply.text {
             Some(t) => format!("the reply is not JSON: {}", t.chars().take(120).collect::<String>()),
             None => "empty reply".to_string(),
         })

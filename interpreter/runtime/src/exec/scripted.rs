@@ -108,7 +108,7 @@ impl Executors {
             }
         };
         if reply.usage == TokenUsage::default() && reply.error.is_none() {
-            let produced = reply.output.clone().or_else(|| reply.tool_call.as_ref().map(|c| c.input.clone())).unwrap_or(Value::Null);
+            let produced = reply.output.clone().or_else(|| reply.tool_calls.first().map(|c| c.input.clone())).unwrap_or(Value::Null);
             reply.usage = TokenUsage { input_tokens: estimate_tokens(&request.context) + 16, output_tokens: estimate_tokens(&produced) };
         }
         if reply.cost == 0.0 {

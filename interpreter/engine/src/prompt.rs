@@ -72,6 +72,10 @@ pub fn messages(request: &AgentRequest, schema: &Value) -> Vec<Message> {
         system.push_str(instructions.trim());
         system.push_str("\n\n");
     }
+    if request.flags.iter().any(|f| f == "skip_reasoning") {
+        // The `skip_reasoning` zone action: the budget is low.
+        system.push_str("Answer directly: no reasoning and no explanation, only the reply.\n\n");
+    }
     system.push_str("Reply with JSON only that satisfies this JSON Schema: ");
     system.push_str(&schema.to_string());
     if !request.tools.is_empty() {
@@ -97,7 +101,11 @@ pub fn messages(request: &AgentRequest, schema: &Value) -> Vec<Message> {
         _ => false,
     };
     if !empty {
-        user.push(format!("Context (JSON): {}", request.context));
+        if request.flags.iter().any(|f| f == "compress_context") {
+            user.push(format!("Context (JSON, compressed): {}", compress(&request.context)));
+        } else {
+            user.push(format!("Context (JSON): {}", request.context));
+        }
     }
     if let Some(error) = &request.repair {
         user.push(format!("Your previous reply was rejected: {error}\nReply again with JSON that satisfies the schema."));
@@ -108,6 +116,33 @@ pub fn messages(request: &AgentRequest, schema: &Value) -> Vec<Message> {
     let mut out = vec![Message::text("system", system), Message::text("user", user.join("\n\n"))];
     out.extend(tool_messages(&request.tool_results));
     out
+}
+
+/// The longest string, and the most items of a list, a compressed context
+/// keeps (the `compress_context` zone action).
+pub const COMPRESSED_STRING_CHARS: usize = 200;
+pub const COMPRESSED_LIST_ITEMS: usize = 10;
+
+/// `value` compressed for a turn under `compress_context`: every string
+/// cut to [`COMPRESSED_STRING_CHARS`] characters and every list to
+/// [`COMPRESSED_LIST_ITEMS`] items, each cut marked with what was left out.
+/// Deterministic: the same context compresses the same way.
+pub fn compress(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s.chars().count() > COMPRESSED_STRING_CHARS => {
+            let kept: String = s.chars().take(COMPRESSED_STRING_CHARS).collect();
+            Value::String(format!("{kept}… [{} more characters]", s.chars().count() - COMPRESSED_STRING_CHARS))
+        }
+        Value::Array(items) => {
+            let mut kept: Vec<Value> = items.iter().take(COMPRESSED_LIST_ITEMS).map(compress).collect();
+            if items.len() > COMPRESSED_LIST_ITEMS {
+                kept.push(Value::String(format!("… [{} more items]", items.len() - COMPRESSED_LIST_ITEMS)));
+            }
+            Value::Array(kept)
+        }
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), compress(v))).collect()),
+        other => other.clone(),
+    }
 }
 
 /// The tool calls the attempt made and their results, as the assistant's
@@ -292,6 +327,20 @@ mod tests {
         assert_eq!(calls[1], json!({ "id": "b", "type": "function", "function": { "name": "search", "arguments": "{\"q\":\"y\"}" } }));
         assert_eq!((sent[4].tool_call_id.as_deref(), sent[4].content.as_str()), (Some("b"), r#"{"ok":false,"error":"boom"}"#));
         assert_eq!(sent[6].tool_call_id.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn zone_actions_change_what_is_sent() {
+        let mut request = request();
+        request.context = json!({ "input": { "text": "x".repeat(5_000), "items": (0..50).collect::<Vec<_>>() } });
+        let plain = input_token_bound(&request);
+        request.flags = vec!["compress_context".into()];
+        let sent = messages(&request, &request.output_schema);
+        assert!(sent[1].content.contains("[4800 more characters]") && sent[1].content.contains("[40 more items]"), "{}", sent[1].content);
+        assert!(input_token_bound(&request) + 4_000 < plain, "a compressed context sends less");
+        assert!(!sent[0].content.contains("no reasoning"));
+        request.flags.push("skip_reasoning".into());
+        assert!(messages(&request, &request.output_schema)[0].content.contains("Answer directly: no reasoning"));
     }
 
     #[test]

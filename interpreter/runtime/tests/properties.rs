@@ -788,3 +788,35 @@ workflow w {{
     assert_eq!((results[0]["turn"].clone(), results[1]["input"].clone()), (json!(1), json!({ "q": "two" })));
     assert_eq!(ran.ended().0, "ok");
 }
+
+#[test]
+fn a_zones_compress_context_and_skip_reasoning_change_what_the_next_turn_sends() {
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p }}
+budget b {{
+  tokens: 10k
+  zones: [ {{ zone: yellow, below: 90%, action: [compress_context, skip_reasoning] }} ]
+}}
+workflow w {{
+  start: x
+  budget: b
+  node x: agent a {{ output: {{ text: string }} }}
+  node y: agent a {{ output: string }}
+  node done: end ok
+  x -> y -> done
+}}
+"#
+    );
+    let long = "y".repeat(1_000);
+    let ran = run(&source, json!({}), |req| {
+        let mut reply = output(if req.node == "x" { json!({ "text": long }) } else { json!("s") });
+        reply.usage = TokenUsage { input_tokens: 1_500, output_tokens: 10 };
+        reply
+    });
+    let y = ran.agents.iter().find(|r| r.node == "y").expect("y ran");
+    assert_eq!(y.flags, ["compress_context", "skip_reasoning"]);
+    let schema = flow_runtime::prompt::tighten(&y.output_schema);
+    let sent = flow_runtime::prompt::messages(y, &schema);
+    assert!(sent[0].content.starts_with("Answer directly: no reasoning"), "{}", sent[0].content);
+    assert!(sent[1].content.contains("[800 more characters]"), "{}", sent[1].content);
+}

@@ -9,7 +9,8 @@
 //!   sometimes calling a tool;
 //! * a tool node;
 //! * a router: `when` and `else` edges, the `else` to an end node;
-//! * a gate with a predicate, `schema_valid` or `exists` evaluator, whose
+//! * a gate with a predicate, `schema_valid`, `exists` or `llm` evaluator
+//!   (a judge's verdict, or none: fail-closed), whose
 //!   BLOCK terminates or asks for a decision (reject terminates; the
 //!   decision may have a `timeout`, with or without a `timeout` handler);
 //! * a static fan-out and a join (`all`, `any`, `majority`; branches with
@@ -23,6 +24,9 @@
 //! * a human approval (approve goes on, reject ends), sometimes with a
 //!   `timeout` (no decision in time fails the visit);
 //! * a map over an agent's list (at most two items; a longer list fails it);
+//! * blackboards: agent nodes that append their output (at once, after an
+//!   approval, or — the gated agent of a gate block — on the gate's PASS)
+//!   and agent nodes that read them;
 //! * a handoff between two agents, with or without a declared context,
 //!   sometimes answered back while the receiver's output says so (a
 //!   ping-pong under the workflow's `max_hops: 3`, raised with no handler,
@@ -45,6 +49,11 @@ principal editor
 tool echo: builtin { description: "Echoes its input", input: any, output: any, function: "identity" }
 agent w { provider: local, max_turns: 1 }
 agent v { provider: local, tools: [echo], max_turns: 2 }
+agent critic { provider: local, max_turns: 1 }
+evaluator fair: llm { judge: critic, rubric: "Is the output fine?" }
+blackboard notes { entry: Out, writers: [w, v], readers: [w, v] }
+blackboard signed { entry: Out, writers: [w, v], readers: [w, v], requires: approval }
+blackboard checked { entry: Out, writers: [w, v], readers: [w, v], requires: gate_pass }
 "#;
 
 /// What the generator wrote, for the policies: node names, agent nodes
@@ -58,6 +67,8 @@ struct Names {
     /// A handoff block answers back (a ping-pong): the workflow declares
     /// `max_hops`.
     hops: bool,
+    /// A gate asks an `llm` judge: the workflow has no token budget.
+    judged: bool,
 }
 
 /// One block: its node and edge lines, its entry, and its exits (a node
@@ -81,7 +92,24 @@ fn agent_line(rng: &mut Rng, name: &str, names: &mut Names, plain: bool) -> Stri
     if !plain && rng.chance(15) {
         extra.push_str(", on_failure: skip");
     }
+    extra.push_str(&board_access(rng));
     format!("  node {name}: agent {agent} {{ output: Out{extra} }}")
+}
+
+/// Sometimes a blackboard an agent node appends to (at once or after an
+/// approval), sometimes blackboards it reads.
+fn board_access(rng: &mut Rng) -> String {
+    let mut extra = String::new();
+    match rng.below(10) {
+        0 => extra.push_str(", writes: [notes]"),
+        1 => extra.push_str(", writes: [signed]"),
+        2 => extra.push_str(", writes: [notes, signed]"),
+        _ => {}
+    }
+    if rng.chance(20) {
+        extra.push_str(", reads: [notes, signed, checked]");
+    }
+    extra
 }
 
 fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
@@ -113,10 +141,15 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
         }
         4 => {
             let line = agent_line(rng, &n, names, true);
-            let evaluator = match rng.below(3) {
+            let evaluator = match rng.below(4) {
                 0 => format!("predicate({n}.ok)"),
                 1 => format!("schema_valid({n}, Out)"),
-                _ => format!("exists({n}.n)"),
+                2 => format!("exists({n}.n)"),
+                _ => {
+                    // A judge's turns are not metered: no token budget.
+                    names.judged = true;
+                    format!("fair({n})")
+                }
             };
             let blocked = format!("blocked{k}");
             names.reasons.push(blocked.clone());
@@ -140,6 +173,12 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
                 format!("on BLOCK -> terminate({blocked})")
             };
             let body = format!("{{\n    evaluate: [{evaluator}]\n    reason: \"{blocked}\"\n    on PASS -> continue\n    {on_block}\n  }}");
+            // The gated agent appends on the gate's PASS, half the time.
+            let line = if rng.chance(50) && !line.contains("writes:") {
+                line.replacen("{ output: Out", "{ output: Out, writes: [checked]", 1)
+            } else {
+                line
+            };
             Block { lines: vec![line], entry: n.clone(), exits: vec![(n.clone(), String::new())], gate: Some((n, body)) }
         }
         5 => {
@@ -263,7 +302,7 @@ pub fn workflow(seed: u64, tokens: u64) -> String {
     // before it is sent); the others leave it unbounded (W0802).
     let mut s =
         if rng.chance(50) { HEADER.replace("max_tokens: 100 }", "max_tokens: 100, max_input_tokens: 4k }") } else { HEADER.to_string() };
-    let budget = rng.chance(50);
+    let budget = rng.chance(50) && !names.judged;
     if budget {
         let fuse = if rng.chance(50) {
             "return_partial".to_string()

@@ -5,7 +5,8 @@
 //! kind the runtime runs — agent, tool, human, parallel, join, loop, map,
 //! end — gates with every built-in evaluator kind,
 //! decisions, handoffs with and without a declared context, loops, joins,
-//! budgets and zones) and randomly scripted data-plane answers (outputs,
+//! budgets and zones, blackboards appended to at once, after an approval or
+//! on a gate's PASS, and read) and randomly scripted data-plane answers (outputs,
 //! invalid outputs, failures, tool calls, token use, human decisions,
 //! answered in random order), each run of the engine, driven in process
 //! with a fake clock:
@@ -105,6 +106,14 @@ fn answer(rng: &mut Rng, program: &Program, request: &Request) -> Response {
             if !req.tools.is_empty() && req.attempt_no == 1 && req.turn == 1 && rng.chance(50) {
                 let call = ToolCall { tool: req.tools[0].name.clone(), input: json!({ "ok": true, "n": 1 }), id: None };
                 return Response::Agent(AgentReply { tool_calls: vec![call], usage, ..AgentReply::default() });
+            }
+            // A judge's verdict (sometimes none: the gate fails closed).
+            if req.output_schema["properties"].get("pass").is_some() {
+                let verdict = match rng.below(5) {
+                    0 => json!({ "verdict": "fine" }),
+                    _ => json!({ "pass": rng.chance(60), "reason": "judged" }),
+                };
+                return Response::Agent(AgentReply { output: Some(verdict), usage, ..AgentReply::default() });
             }
             let out = |rng: &mut Rng| json!({ "ok": rng.chance(60), "n": rng.below(3) });
             let reply = match rng.below(20) {
@@ -293,8 +302,17 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
         failures.iter().take(3).cloned().collect::<Vec<_>>().join("\n\n")
     );
     // The generator reaches what it claims to (a test of the test).
-    for kind in ["handoff", "gate_recorded", "decision_applied", "budget_zone_changed", "tool_call_started", "policy_violated", "map item"]
-    {
+    for kind in [
+        "handoff",
+        "gate_recorded",
+        "decision_applied",
+        "budget_zone_changed",
+        "tool_call_started",
+        "policy_violated",
+        "map item",
+        "blackboard_appended",
+        "blackboard_read",
+    ] {
         assert!(seen_kinds.get(kind).copied().unwrap_or(0) > 0, "no run recorded `{kind}`: {seen_kinds:?}");
     }
     assert!(witnesses > cases / 4, "only {witnesses} witnesses were checked");

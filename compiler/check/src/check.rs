@@ -677,7 +677,23 @@ impl<'a> Checker<'a> {
         let (props, _) =
             self.check_block(body, &block, decl.name.span, &format!("{} `{}`", decl.keyword.as_str(), decl.name.text), &Scope::default());
         self.extra_vars.clear();
+        if spec.kind == Kind::Blackboard {
+            self.refuse_mutable_board(body);
+        }
         ir::Decl { kind: spec.kind, name: decl.name.text.clone(), variant, props, loc: loc(self.file, decl.name.span), imported }
+    }
+
+    /// `append_only: false` would promise entries that can change, and no
+    /// node changes an entry: refused (E0116) rather than accepted.
+    fn refuse_mutable_board(&mut self, body: &ast::Block) {
+        if let Some(value) = Self::block_prop(Some(body), "append_only") {
+            if matches!(value.kind, ExprKind::Bool(false)) {
+                self.error(codes::NOT_SUPPORTED, value.span, "`append_only: false` is not supported yet")
+                    .with_primary_message("no node changes an entry")
+                    .with_note("a node that `writes` a blackboard appends its output; entries are never changed or removed")
+                    .with_help("remove `append_only`, or write `append_only: true`");
+            }
+        }
     }
 
     /// The variables expressions inside a declaration may use.

@@ -238,6 +238,17 @@ pub fn tool_call_refused(tool: &str, node: &str, attempt_id: &str, agent: Option
     }
 }
 
+/// `blackboard_appended`: `node`'s output `entry` appended to `blackboard`,
+/// which now holds `entries` entries.
+pub fn blackboard_appended(blackboard: &str, node: &str, entry: ArtifactRef, entries: u32, approved_by: Option<String>) -> Body {
+    Body::BlackboardAppended { schema_version: V, blackboard: blackboard.to_string(), node: node.to_string(), entry, entries, approved_by }
+}
+
+/// `blackboard_read`: `node` read the `entries` entries of `blackboard`.
+pub fn blackboard_read(blackboard: &str, node: &str, entries: u32) -> Body {
+    Body::BlackboardRead { schema_version: V, blackboard: blackboard.to_string(), node: node.to_string(), entries }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 
 use crate::index::PlanIndex;
 use crate::ir::NodeKind;
-use crate::ir::{Action, ActionKind, Gate, Handler, HandlerEvent, JoinRule, Node, Value, Workflow};
+use crate::ir::{Action, ActionKind, Gate, Handler, HandlerEvent, JoinRule, Node, Program, Value, Workflow};
 use crate::view::OnFailure;
 use flow_trace::{Decision, TerminationStatus};
 
@@ -271,4 +271,90 @@ mod tests {
             assert_eq!(end(k, None, None, "e").is_some(), ends, "{k}");
         }
     }
+}
+
+/// What a blackboard requires before an append (reference §5.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoardRequires {
+    /// Nothing: the entry is appended as its writer completes.
+    Nothing,
+    /// A human approval of each append, asked as the writer completes.
+    Approval,
+    /// A PASS of the gate on the edge the writer's completion takes.
+    GatePass,
+}
+
+/// What `board` requires before an append.
+pub fn board_requires(board: &crate::ir::Decl) -> BoardRequires {
+    match board.requires() {
+        Some("approval") => BoardRequires::Approval,
+        Some("gate_pass") => BoardRequires::GatePass,
+        _ => BoardRequires::Nothing,
+    }
+}
+
+/// The subject of the decision on `node`'s append to `board`.
+pub fn board_subject(board: &str, node: &str) -> String {
+    format!("blackboard.{board}.{node}")
+}
+
+/// The board and node of a blackboard append's decision subject.
+pub fn board_of_subject(subject: &str) -> Option<(&str, &str)> {
+    subject.strip_prefix("blackboard.")?.split_once('.')
+}
+
+/// Who approves an append to `board` under `requires: approval`: the
+/// principals among its `writers`, else the workflow's `escalate_to`
+/// (empty: nobody can, which the verifier reports as E0710).
+pub fn board_deciders(program: &Program, workflow: &Workflow, board: &crate::ir::Decl) -> Vec<String> {
+    let principals: Vec<String> = board
+        .writers()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|w| program.decls.get(w).is_some_and(|d| d.kind == crate::spec::Kind::Principal))
+        .collect();
+    if principals.is_empty() {
+        workflow.escalate_to()
+    } else {
+        principals
+    }
+}
+
+/// Who acts for `node` on a blackboard: its agent, or a human node's
+/// principals (other kinds have nobody).
+pub fn board_actors(node: &Node) -> Vec<String> {
+    match node.kind() {
+        NodeKind::Agent | NodeKind::Human => node.target.clone(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether `actors` may act where `allowed` (a blackboard's `readers` or
+/// `writers`) is declared: every actor is listed (roles expanded), and a
+/// node with no actor only where nothing is declared.
+pub fn board_allows(program: &Program, allowed: Option<&[String]>, actors: &[String]) -> bool {
+    let Some(allowed) = allowed else { return true };
+    let expanded = expand_principals(program, allowed);
+    !actors.is_empty() && actors.iter().all(|a| allowed.contains(a) || expanded.contains(a))
+}
+
+/// The decision applied to an append: `append` for `approve`, else `refuse`.
+pub fn board_decision_applied(decision: Decision) -> flow_trace::Applied {
+    if decision == Decision::Approve {
+        flow_trace::Applied::Append
+    } else {
+        flow_trace::Applied::Refuse
+    }
+}
+
+/// Whether an agent node's turns carry data labelled private: the node's
+/// `labels`, its `task.labels` or its agent's `labels` say "private". Such
+/// a turn goes only to a provider declared `local: true` (reference §5.2).
+pub fn handles_private_data(node: &Node, agent: &crate::ir::Decl) -> bool {
+    let private = |labels: &[String]| labels.iter().any(|l| l == "private");
+    let task_labels = match node.task() {
+        Some(Value::Record(task)) => crate::lookup::names(task.get("labels")),
+        _ => Vec::new(),
+    };
+    private(node.labels()) || private(&task_labels) || private(&agent.labels())
 }

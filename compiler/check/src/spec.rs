@@ -348,8 +348,7 @@ pub const PROVIDER: DeclSpec = DeclSpec {
     block: BlockSpec {
         props: &[
             opt("description", V::Str, "What this provider is."),
-            opt("local", V::Bool, "Whether data stays on this machine (routing of sensitive data).")
-                .not_enforced("a provider's `local` is not used by routing yet: sensitive data is not kept to local providers at run time"),
+            opt("local", V::Bool, "Whether data stays on this machine: turns on data labelled private go only to local providers."),
             opt("timeout", V::Duration, "Per-request timeout."),
             opt("retries", V::Int, "Retries on 429 and 5xx."),
             opt("price_input", V::Money, "Price per million input tokens."),
@@ -466,9 +465,8 @@ pub const EVALUATOR: DeclSpec = DeclSpec {
         (
             "llm",
             &[
-                req("judge", V::Ref(&[Kind::Agent]), "The judging agent.")
-                    .refused("`llm` evaluators do not run yet: the judging agent would never be called"),
-                opt("rubric", V::Str, "Judging rubric."),
+                req("judge", V::Ref(&[Kind::Agent]), "The judging agent: one model turn per item answers `{ pass, reason }`."),
+                opt("rubric", V::Str, "Judging rubric (sent to the judge with the input)."),
             ],
         ),
         (
@@ -531,16 +529,12 @@ pub const BLACKBOARD: DeclSpec = DeclSpec {
     default_variant: None,
     block: BlockSpec {
         props: &[
-            req("entry", V::Type, "Type of each entry.").not_enforced("blackboards do not run yet: no store holds their entries"),
+            req("entry", V::Type, "Type of each entry."),
             opt("description", V::Str, "What is kept here."),
-            opt("readers", V::List(&V::Ref(&[Kind::Agent, Kind::Principal])), "Who may read.")
-                .not_enforced("blackboards do not run yet: no read is checked against `readers`"),
-            opt("writers", V::List(&V::Ref(&[Kind::Agent, Kind::Principal])), "Who may append.")
-                .not_enforced("blackboards do not run yet: no append is checked against `writers`"),
-            opt("append_only", V::Bool, "Entries are never changed (default true).")
-                .not_enforced("blackboards do not run yet: nothing keeps their entries"),
-            opt("requires", V::Word(&["approval", "gate_pass"]), "What must pass before an append: a human approval or a gate's PASS.")
-                .not_enforced("blackboards do not run yet: no append waits for an approval or a gate"),
+            opt("readers", V::List(&V::Ref(&[Kind::Agent, Kind::Principal])), "Who may read."),
+            opt("writers", V::List(&V::Ref(&[Kind::Agent, Kind::Principal])), "Who may append."),
+            opt("append_only", V::Bool, "Entries are never changed (default true; `false` is refused: no node changes an entry)."),
+            opt("requires", V::Word(&["approval", "gate_pass"]), "What must pass before an append: a human approval or a gate's PASS."),
         ],
         entries: &[],
         events: &[],
@@ -691,10 +685,8 @@ pub const NODE_COMMON: &[P] = &[
     opt("budget", V::Budget, "The node's budget for one visit (all its attempts)."),
     opt("state", V::State, "The task state (`Machine.STATE`) entered when the node completes."),
     opt("labels", V::List(&V::Str), "Data labels of the node's output."),
-    opt("writes", V::List(&V::Ref(&[Kind::Blackboard])), "Blackboards the node appends to.")
-        .not_enforced("blackboards do not run yet: a node's `writes` appends nothing"),
-    opt("reads", V::List(&V::Ref(&[Kind::Blackboard])), "Blackboards the node reads.")
-        .not_enforced("blackboards do not run yet: a node's `reads` adds nothing to its context"),
+    opt("writes", V::List(&V::Ref(&[Kind::Blackboard])), "Blackboards the node appends its output to."),
+    opt("reads", V::List(&V::Ref(&[Kind::Blackboard])), "Blackboards the node reads (their entries go into its context)."),
     opt("task", V::Record(TASK), "What the task is, for agent routing rules (`task` in `routes`)."),
     opt("max_visits", V::Int, "How many times the node may run in one run (bounds rework cycles)."),
     def("exclusive", V::Bool, PropDefault::Bool(false), "At most one outgoing guard may hold; overlapping guards are an error."),

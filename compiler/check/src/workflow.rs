@@ -385,12 +385,31 @@ impl Checker<'_> {
         if kind == "parallel" {
             self.refuse_capped_fanout(node);
         }
+        self.refuse_board_access(node, kind);
         if kind == "human" {
             if let Some(output) = Self::block_prop(node.body.as_ref(), "output") {
                 self.error(codes::NOT_SUPPORTED, output.span, "`output` on a human node is not supported yet")
                     .with_primary_message("a human node's output is `{ decision, comment }`")
                     .with_help("remove `output`; read `NODE.decision` and `NODE.comment`");
             }
+        }
+    }
+
+    /// Blackboards are appended to by the nodes that produce an output of
+    /// their own (agent, tool and human nodes) and read by agent nodes
+    /// (the entries go into the agent's context): `writes` and `reads`
+    /// elsewhere would be accepted and do nothing, so they are refused.
+    fn refuse_board_access(&mut self, node: &ast::NodeStmt, kind: &str) {
+        let body = node.body.as_ref();
+        if let Some(writes) = Self::block_prop(body, "writes").filter(|_| !matches!(kind, "agent" | "tool" | "human")) {
+            self.error(codes::NOT_SUPPORTED, writes.span, format!("`writes` on a `{kind}` node is not supported yet"))
+                .with_primary_message("nothing would be appended")
+                .with_note("agent, tool and human nodes append their output to the blackboards they write");
+        }
+        if let Some(reads) = Self::block_prop(body, "reads").filter(|_| kind != "agent") {
+            self.error(codes::NOT_SUPPORTED, reads.span, format!("`reads` on a `{kind}` node is not supported yet"))
+                .with_primary_message("nothing would be read")
+                .with_note("agent nodes read the blackboards they list: the entries go into the agent's context");
         }
     }
 

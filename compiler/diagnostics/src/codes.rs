@@ -212,9 +212,14 @@ time, the checker refuses it: what `flowc verify` accepts is what `flow
 run` does.
 
 Today: a `flow` node (a sub-flow) is refused, and so is `output` on a
-`human` node (its answer is `{ decision, comment }`), an `llm` or `human`
-evaluator (neither runs yet), and a `parallel` node's `max_concurrency`
-below its number of branches (every branch starts at once). A gate's
+`human` node (its answer is `{ decision, comment }`), a `human`
+evaluator (it does not run yet), an `llm` evaluator where a token or cost
+budget would have to count its judge's turns (they are not metered yet),
+and a `parallel` node's `max_concurrency`
+below its number of branches (every branch starts at once). A
+blackboard's `append_only: false` is refused (no node changes an entry),
+as are `writes` on nodes other than agent, tool and human nodes and
+`reads` on nodes other than agent nodes. A gate's
 `trigger.on` may only list `"node_completed"` (a gate runs
 when its `from` node completes; no other boundary event is raised). A
 budget zone's `action` may only be `terminate(reason)`, `halt`,
@@ -633,6 +638,77 @@ Example:
 Fix: remove the flow, or route it through a node that drops the private
 data (and not labelled private)."#;
 
+    BOARD_WRITE = "E0707", "blackboard append not permitted",
+r#"A node `writes` a blackboard whose `writers` do not include who acts for
+it: the node's agent, or a human node's principals (roles count for their
+members). A tool node has nobody acting for it, so it may write only a
+blackboard that declares no `writers`. At run time such an append would
+be refused; the witness is a path to the node.
+
+Example:
+
+    blackboard decisions { entry: Decision, writers: [scribe] }
+    node draft: agent writer { output: Decision, writes: [decisions] }
+
+Fix: add the agent to `writers`, or let a writer append."#;
+
+    BOARD_READ = "E0708", "blackboard read not permitted",
+r#"A node `reads` a blackboard whose `readers` do not include the node's
+agent. The entries would go into the context of an agent that may not see
+them; the witness is a path to the node.
+
+Example:
+
+    blackboard baseline { entry: Requirement, readers: [planner] }
+    node code: agent coder { output: Patch, reads: [baseline] }
+
+Fix: add the agent to `readers`, or read the blackboard elsewhere."#;
+
+    BOARD_ENTRY = "E0709", "output does not fit the blackboard's entry",
+r#"A node `writes` a blackboard, and its output type does not satisfy the
+blackboard's `entry` type: the entry appended would not be of the type
+every reader relies on. (A human node's output is `{ decision, comment }`.)
+
+Example:
+
+    blackboard decisions { entry: { topic: string, decision: string } }
+    node note: agent scribe { output: { topic: string }, writes: [decisions] }
+
+Fix: make the node's `output` produce every field of the entry."#;
+
+    BOARD_UNAPPENDABLE = "E0710", "blackboard append can never happen",
+r#"A node `writes` a blackboard whose `requires` can never be met there:
+`requires: approval` and nobody to approve (no principal among the
+blackboard's `writers` and no `escalate_to` on the workflow), or
+`requires: gate_pass` and no gate on any edge that leaves the node (the
+entry is appended only when such a gate records PASS).
+
+Example:
+
+    blackboard decisions { entry: Decision, writers: [scribe], requires: approval }
+    workflow w { ... }        // no escalate_to: nobody can approve
+
+Fix: name who approves (a principal in `writers`, or the workflow's
+`escalate_to`), or put a gate on an edge out of the writer."#;
+
+    PRIVATE_NOT_LOCAL = "E0711", "private data with no local provider",
+r#"An agent node handles data labelled "private" (its `labels`, its
+`task.labels` or its agent's `labels`), and none of the providers its
+turns may go to — the agent's own and those its `routes` name — is
+declared `local: true`. Such a turn is sent only to a local provider: this
+node's turns could never be sent. (With a local route but a non-local
+default, a turn whose routes do not hold is not sent either: it fails with
+`not_local`.)
+
+Example:
+
+    provider cloud: openai { ... }               // not local
+    agent clerk { provider: cloud, labels: ["private"] }
+    node read: agent clerk { output: Record }
+
+Fix: declare a local provider (`local: true`) and route the private work
+to it, or make it the agent's provider."#;
+
     BUDGET_EXCEEDED = "E0801", "worst-case cost exceeds the budget",
 r#"The static worst-case bound of steps, tool calls, tokens or cost over all
 paths (loop rounds, map items, `max_visits` and retries included) exceeds
@@ -780,9 +856,9 @@ r#"The property is valid Flow and the checker checks its value, but
 nothing at run time acts on it yet: a run behaves as if it were not
 written. Rather than accept it in silence, the checker says so where it
 is written, and reference §13 (the property ledger) lists it as
-`warned`. Today: a principal's `contact`, a provider's `local`, a tool's
-`audit` level and retention, a contract's `reporting_interval`, blackboards and a node's `reads`/`writes`,
-and a handoff's or delegation's `artifacts`.
+`warned`. Today: a principal's `contact`, a tool's
+`audit` level and retention, a contract's `reporting_interval`, and a
+handoff's or delegation's `artifacts`.
 
 Example:
 

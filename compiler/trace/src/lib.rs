@@ -368,6 +368,30 @@ pub enum Body {
         #[schemars(with = "String")]
         action: Action,
     },
+    /// An entry was appended to a blackboard: the output of the node that
+    /// writes it, after the approval or gate PASS the blackboard requires.
+    BlackboardAppended {
+        schema_version: u32,
+        blackboard: String,
+        /// The node whose output the entry is.
+        node: String,
+        /// The entry (the node's output artifact).
+        entry: ArtifactRef,
+        /// How many entries the blackboard holds with this one.
+        entries: u32,
+        /// Who approved the append, when the blackboard `requires: approval`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        approved_by: Option<String>,
+    },
+    /// A node read a blackboard as it started: its entries so far go into
+    /// the node's context.
+    BlackboardRead {
+        schema_version: u32,
+        blackboard: String,
+        node: String,
+        /// How many entries it read (every entry appended so far).
+        entries: u32,
+    },
     /// A task moved between machine states.
     StateChanged {
         schema_version: u32,
@@ -496,6 +520,8 @@ impl Body {
             Body::DecisionApplied { .. } => "decision_applied",
             Body::EdgeTaken { .. } => "edge_taken",
             Body::ActionTaken { .. } => "action_taken",
+            Body::BlackboardAppended { .. } => "blackboard_appended",
+            Body::BlackboardRead { .. } => "blackboard_read",
             Body::StateChanged { .. } => "state_changed",
             Body::LeaseGranted { .. } => "lease_granted",
             Body::LeaseHeartbeat { .. } => "lease_heartbeat",
@@ -719,6 +745,7 @@ mod tests {
             (Applied::Call, "call"),
             (Applied::Refuse, "refuse"),
             (Applied::Fail, "fail"),
+            (Applied::Append, "append"),
         ] {
             let applied_event = event(Body::DecisionApplied {
                 schema_version: SCHEMA_VERSION,
@@ -733,7 +760,7 @@ mod tests {
             assert_eq!(Applied::parse(text).unwrap(), applied);
         }
         assert!(Applied::parse("explode").unwrap_err().contains("unknown action `explode`"));
-        assert_eq!(Applied::OUTCOMES.len(), 3);
+        assert_eq!(Applied::OUTCOMES.len(), 4);
     }
 
     #[test]

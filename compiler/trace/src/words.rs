@@ -340,6 +340,7 @@ closed_word!(
         QuotaExhausted = "quota_exhausted": "An MCP server's `quota` of calls per run was used up.",
         MaxTurns = "max_turns": "An agent used its `max_turns` model turns without producing an output.",
         InputTooLarge = "input_too_large": "A model turn's input would exceed `max_input_tokens`: it was not sent.",
+        NotLocal = "not_local": "A model turn on data labelled private had no `local` provider to go to: it was not sent.",
         ConfirmationRefused = "confirmation_refused": "A human refused a call that needed confirmation.",
         MaxVisits = "max_visits": "The node was entered more often than its `max_visits`.",
         TooManyItems = "too_many_items": "A map's list is longer than its `max_items`.",
@@ -851,14 +852,17 @@ pub enum Applied {
     /// The subject fails: a human node whose decision timed out, or a
     /// reconciliation answered with anything but `approve`.
     Fail,
+    /// A blackboard append approved: the entry is appended.
+    Append,
 }
 
 impl Applied {
     /// The words that are not actions, with their meanings.
     pub const OUTCOMES: &'static [(&'static str, &'static str)] = &[
         ("call", "A confirmation was approved: the tool call is made."),
-        ("refuse", "A confirmation was refused: the call is not made."),
+        ("refuse", "A confirmation was refused (the call is not made), or a blackboard append (the entry is not appended)."),
         ("fail", "The subject fails: a human node whose decision timed out, or a reconciliation not approved."),
+        ("append", "A blackboard append was approved: the entry is appended (`refuse`: it is not)."),
     ];
 
     /// As `decision_applied.action` writes it.
@@ -867,6 +871,7 @@ impl Applied {
             "call" => Applied::Call,
             "refuse" => Applied::Refuse,
             "fail" => Applied::Fail,
+            "append" => Applied::Append,
             _ => Applied::Action(Action::parse(text)?),
         })
     }
@@ -885,6 +890,7 @@ impl std::fmt::Display for Applied {
             Applied::Call => f.write_str("call"),
             Applied::Refuse => f.write_str("refuse"),
             Applied::Fail => f.write_str("fail"),
+            Applied::Append => f.write_str("append"),
         }
     }
 }

@@ -72,6 +72,7 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
                 .with_help("add `decided_by: [PRINCIPAL]`"),
             );
         }
+        unmetered_judges(flow, gate, program, out);
         fail_open(flow, gate, out);
         // Triggers: only the agent that runs `from`, or principals.
         if let Some(trigger) = gate.trigger() {
@@ -196,5 +197,37 @@ fn fail_open(flow: &FlowGraph<'_>, gate: &Gate, out: &mut Vec<Diagnostic>) {
                 }
             }
         }
+    }
+}
+
+/// An `llm` evaluator's judge turns are not metered against budgets: where
+/// a token or cost limit would have to count them (the run's budget, or
+/// the judging agent's), the evaluator is refused (E0116) rather than let
+/// a budget be proved that its turns could pass.
+fn unmetered_judges(flow: &FlowGraph<'_>, gate: &Gate, program: &Program, out: &mut Vec<Diagnostic>) {
+    let limits_tokens =
+        |b: Option<flow_check::view::Budget<'_>>| b.is_some_and(|b| b.limit("tokens").is_some() || b.limit("cost").is_some());
+    for evaluator in gate.evaluators().iter().filter(|e| !e.builtin) {
+        let Some(decl) = program.decls.get(evaluator.name).filter(|d| d.variant.as_deref() == Some("llm")) else { continue };
+        let judge = decl.judge().and_then(|j| program.decls.get(j));
+        let whose = if limits_tokens(flow.workflow.budget(program)) {
+            format!("workflow `{}`", flow.workflow.name)
+        } else if limits_tokens(judge.and_then(|j| j.budget(program))) {
+            format!("agent `{}`", decl.judge().unwrap_or_default())
+        } else {
+            continue;
+        };
+        let (file, span) = loc_span(gate.loc);
+        out.push(
+            Diagnostic::new(
+                codes::NOT_SUPPORTED,
+                file,
+                span,
+                format!("an `llm` evaluator (`{}`) under a token or cost budget is not supported yet", evaluator.name),
+            )
+            .with_primary_message("its judge's turns would not be counted")
+            .with_note(format!("the budget of {whose} limits tokens or cost; judge turns are not metered against budgets yet"))
+            .with_help("judge with a `predicate`, `schema` or `command` evaluator, or drop the token and cost limits"),
+        );
     }
 }

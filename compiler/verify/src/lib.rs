@@ -7,6 +7,7 @@
 //! Architecture invariant: like the checker, this crate is pure and
 //! deterministic — no I/O, ordered maps, findings sorted before output.
 
+mod boards;
 pub mod budgets;
 mod flowgraph;
 pub mod gates;
@@ -48,6 +49,7 @@ pub fn verify_with_budgets(program: &Program) -> (Vec<Diagnostic>, Vec<BudgetBou
         gates::check(&flow, program, &mut diagnostics);
         types::check_contracts(&flow, &types, &mut diagnostics);
         permissions::check(&flow, program, &mut diagnostics);
+        boards::check(&flow, &types, &mut diagnostics);
         budgets::bounds_of(workflow, program, &mut diagnostics, &mut bounds);
         states::check_workflow(&flow, program, &mut diagnostics);
     }

@@ -106,6 +106,9 @@ pub enum Phase {
     NodeCall,
     /// Agent or tool node: completes, fails, exhausts the budget, or changes zone.
     Finish,
+    /// A completed node's append to the `i`-th blackboard it writes under
+    /// `requires: approval`: a human approves or rejects it, then it goes on.
+    Approve(u8),
     /// After a `retry` action: the last attempt.
     Retried,
     Human,
@@ -283,6 +286,9 @@ struct NodeInfo {
     /// condition reads (reading one that never completed is an error).
     edge_refs: Vec<Vec<NodeId>>,
     until_refs: Vec<NodeId>,
+    /// The appends it makes under `requires: approval`, in `writes`
+    /// order: the decision's subject and who may decide.
+    approvals: Vec<(u16, Vec<u16>)>,
 }
 
 /// The abstract model of one workflow.
@@ -432,6 +438,7 @@ impl<'p> Model<'p> {
                 guards_can_fail: true,
                 edge_refs: Vec::new(),
                 until_refs: Vec::new(),
+                approvals: Vec::new(),
             });
         }
         let confirm_of = |tool: &str| program.decls.get(tool).is_some_and(|d| d.confirm());
@@ -448,6 +455,10 @@ impl<'p> Model<'p> {
                             info.input_limited = flow_check::ceilings::turn_providers(program, workflow, decl)
                                 .iter()
                                 .any(|p| flow_check::ceilings::TurnCeiling::of(decl, program.decls.get(*p)).max_input_tokens.is_some());
+                            // A turn on private data whose own provider is
+                            // not local may find no local route: not sent.
+                            let own_local = decl.provider().and_then(|p| program.decls.get(p)).is_some_and(|p| p.local());
+                            info.input_limited |= flow_check::semantics::handles_private_data(node, decl) && !own_local;
                         }
                         let allowed = program.decls.get(agent).map(|d| d.tools()).unwrap_or_default();
                         for tool in &allowed {
@@ -516,6 +527,16 @@ impl<'p> Model<'p> {
                 m.slots += 1;
             }
             info.on_failure = node.on_failure();
+            // Appends a human approves (agent, tool and human nodes write).
+            if matches!(info.kind, Kind::Agent | Kind::Tool | Kind::Human) {
+                for board in node.common.writes.iter().filter_map(|b| program.decls.get(b)) {
+                    if flow_check::semantics::board_requires(board) == flow_check::semantics::BoardRequires::Approval {
+                        let subject = intern(&mut m.subjects, &flow_check::semantics::board_subject(&board.name, name));
+                        let deciders = flow_check::semantics::board_deciders(program, workflow, board);
+                        info.approvals.push((subject, deciders.iter().map(|p| intern(&mut m.principals, p)).collect()));
+                    }
+                }
+            }
             m.nodes[i] = info;
         }
         // Which scopes can run out: those with a measure whose worst case
@@ -941,6 +962,9 @@ impl<'p> Model<'p> {
         if subject.starts_with("confirm.") {
             return if approve { Applied::Call } else { Applied::Refuse };
         }
+        if subject.starts_with("blackboard.") {
+            return flow_check::semantics::board_decision_applied(decision);
+        }
         Applied::Action(if approve {
             Action::bare(flow_check::ir::ActionKind::Continue)
         } else {
@@ -1224,7 +1248,7 @@ impl<'p> Model<'p> {
             }
             Phase::Finish | Phase::Retried => {
                 if info.kind != Kind::Other {
-                    self.push(out, Some(Label::Completed(n)), self.set(st, t, Some((n, Phase::Leave))));
+                    self.push(out, Some(Label::Completed(n)), self.set(st, t, Some((n, Self::after_completion(info)))));
                 }
                 // Failure (after the attempts).
                 let next = if phase == Phase::Retried {
@@ -1271,7 +1295,7 @@ impl<'p> Model<'p> {
             Phase::Complete => {
                 let next = match info.kind {
                     Kind::End => Some((n, Phase::Terminate(info.end_reason))),
-                    _ => Some((n, Phase::Leave)),
+                    _ => Some((n, Self::after_completion(info))),
                 };
                 let s = self.set(st, t, next);
                 self.push(out, Some(Label::Completed(n)), s);
@@ -1282,6 +1306,15 @@ impl<'p> Model<'p> {
             }
             Phase::Settle(status) => {
                 self.push(out, Some(Label::Settled(n, status)), self.set(st, t, Some((n, Phase::Leave))));
+            }
+            Phase::Approve(i) => {
+                let (subject, deciders) = &info.approvals[i as usize];
+                let next = if (i as usize) + 1 < info.approvals.len() { Phase::Approve(i + 1) } else { Phase::Leave };
+                for &p in deciders {
+                    // Approved (appended) or rejected (left out): it goes on.
+                    self.push(out, Some(Label::Decided(*subject, 0, p)), self.set(st, t, Some((n, next))));
+                    self.push(out, Some(Label::Decided(*subject, 3, p)), self.set(st, t, Some((n, next))));
+                }
             }
             Phase::Leave => self.leave(st, t, n, out),
             Phase::Gate(g) => {
@@ -1438,6 +1471,15 @@ impl<'p> Model<'p> {
                 s.done = true;
                 self.push(out, Some(Label::Terminated(r)), s);
             }
+        }
+    }
+
+    /// Where a completed node goes: its approvals, else its edge.
+    fn after_completion(info: &NodeInfo) -> Phase {
+        if info.approvals.is_empty() {
+            Phase::Leave
+        } else {
+            Phase::Approve(0)
         }
     }
 
@@ -1834,6 +1876,7 @@ fn is_control(phase: Phase) -> bool {
             | Phase::Gate(_)
             | Phase::Decide(_)
             | Phase::Escalate(_)
+            | Phase::Approve(_)
     )
 }
 

@@ -14,6 +14,33 @@ use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 use std::collections::VecDeque;
 
+/// E0711: an agent node on private data none of whose providers is local.
+fn private_providers(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>) {
+    for node in flow.workflow.nodes.values().filter(|n| n.kind() == NodeKind::Agent) {
+        let Some(agent) = agent_of(node, program) else { continue };
+        if !flow_check::semantics::handles_private_data(node, agent) {
+            continue;
+        }
+        let mut providers: Vec<String> = agent.provider().map(str::to_string).into_iter().collect();
+        providers.extend(agent.routes().iter().filter_map(|r| r.provider.map(str::to_string)));
+        if providers.iter().any(|p| program.decls.get(p).is_some_and(|d| d.local())) {
+            continue;
+        }
+        let (file, span) = loc_span(node.loc);
+        out.push(
+            Diagnostic::new(
+                codes::PRIVATE_NOT_LOCAL,
+                file,
+                span,
+                format!("`{}` handles data labelled private, and no provider its turns may go to is local", node.name),
+            )
+            .with_primary_message("its turns could never be sent")
+            .with_note(format!("providers: {}", providers.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ")))
+            .with_help("declare a provider with `local: true` and route this work to it"),
+        );
+    }
+}
+
 /// E0701: an agent lists a tool that does not allow it.
 pub fn check_agents(program: &Program, out: &mut Vec<Diagnostic>) {
     for agent in program.decls.values().filter(|d| d.kind == Kind::Agent && !d.imported) {
@@ -56,6 +83,7 @@ pub fn check(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagnostic>)
     delegations(flow, program, out);
     risky_tools(flow, program, out);
     information_flow(flow, program, out);
+    private_providers(flow, program, out);
 }
 
 fn delegations(flow: &FlowGraph<'_>, program: &Program, sink: &mut Vec<Diagnostic>) {
@@ -359,6 +387,12 @@ fn information_flow(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagn
             let mut next: Vec<NodeIndex> = flow.graph.edges_directed(n, Direction::Outgoing).map(|e| e.target()).collect();
             let name = flow.name(n).to_string();
             next.extend(workflow.transfers.iter().filter(|t| t.from == name).filter_map(|t| flow.index.get(&t.to).copied()));
+            // What a node appends to a blackboard, every reader of it reads.
+            let writes = &flow.node(n).common.writes;
+            if !writes.is_empty() {
+                let readers = workflow.nodes.values().filter(|r| r.common.reads.iter().any(|b| writes.contains(b)));
+                next.extend(readers.filter_map(|r| flow.index.get(&r.name).copied()));
+            }
             for t in next {
                 if parent.insert(t, Some(n)) {
                     queue.push_back(t);
@@ -373,6 +407,16 @@ fn information_flow(flow: &FlowGraph<'_>, program: &Program, out: &mut Vec<Diagn
                 }
                 let path = flow.path_to(&parent, n);
                 let mut witness = flow.witness(&path);
+                // A step through a blackboard says so (no edge joins the two).
+                for (i, pair) in path.windows(2).enumerate() {
+                    let (w, r) = (flow.node(pair[0]), flow.node(pair[1]));
+                    let board = w.common.writes.iter().find(|b| r.common.reads.contains(b));
+                    if let (Some(board), None) = (board, flow.graph.edges_connecting(pair[0], pair[1]).next()) {
+                        if let Some(step) = witness.steps.get_mut(i + 1) {
+                            step.message = format!("`{}` reads blackboard `{board}`, which `{}` appends to", r.name, w.name);
+                        }
+                    }
+                }
                 if let Some(first) = witness.steps.first_mut() {
                     first.message = match private_handoff(&first.name).filter(|_| !is_private_source(flow.node(source), program)) {
                         Some(from) => format!("`{}` receives a handoff from `{from}` labelled private", first.name),

@@ -337,7 +337,14 @@ pub fn candidates(program: &Program, workflow: Option<&Workflow>, request: &Requ
                 }
             }
             let output = workflow.and_then(|w| w.nodes.get(&req.node)).map(|n| &n.output);
-            let mut values = output.map(|t| instances(t, types)).unwrap_or_else(|| vec![json!({})]);
+            // A judge (an `llm` evaluator's turn, named after its gate)
+            // gives either verdict.
+            let judge = output.is_none() && req.output_schema["properties"].get("pass").is_some();
+            let mut values = match output {
+                Some(t) => instances(t, types),
+                None if judge => vec![json!({ "pass": true, "reason": "passes" }), json!({ "pass": false, "reason": "fails" })],
+                None => vec![json!({})],
+            };
             // Second, the output with every list holding one item: a
             // predicate often compares two outputs' lists (`len(a.items) ==
             // len(b.items)`), and a per-item evaluator runs only on a

@@ -192,6 +192,41 @@ fn a_decision_pauses_the_run_is_recorded_once_and_never_asked_again() {
     assert_eq!(events(&run_dir).len(), before);
 }
 
+#[test]
+fn a_blackboard_append_waits_for_its_approval_and_a_resumed_run_reads_the_entry() {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let rd = run_dir.to_str().unwrap();
+    let out = flow_env(&["run", "board.flow", "--run-dir", rd, "--fake-clock", "--no-prompt"], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(4), "awaiting the append's approval: {}", text(&out));
+    let status = flow_env(&["status", rd], dir.path(), &[]);
+    let subject = "blackboard.decisions.record";
+    assert!(
+        text(&status).contains(&format!("waiting for a decision on `{subject}`: approve/reject (deciders: editor)")),
+        "{}",
+        text(&status)
+    );
+    assert_eq!(kinds(&events(&run_dir), "blackboard_appended"), 0, "appended before the approval");
+    // Only approve or reject, only by the editor.
+    let bad = flow_env(&["approve", rd, subject, "--decision", "revise"], dir.path(), &[]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    let bad = flow_env(&["approve", rd, subject, "--decision", "approve", "--by", "mallory"], dir.path(), &[]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    let ok = flow_env(&["approve", rd, subject, "--decision", "approve"], dir.path(), &[]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    let resumed = flow_env(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], dir.path(), &[]);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    let trace = assert_valid_trace(&run_dir);
+    let appended: Vec<&Value> = trace.iter().filter(|e| e["kind"] == "blackboard_appended").collect();
+    assert_eq!(appended.len(), 1);
+    assert_eq!(appended[0]["payload"]["approved_by"], "editor");
+    let read = trace.iter().find(|e| e["kind"] == "blackboard_read").expect("the planner read the blackboard");
+    assert_eq!(read["payload"]["entries"], 1, "the resumed run rebuilt the blackboard from its journal");
+    assert_eq!(last(&trace)["payload"]["reason"], "planned");
+    let checked = trace_check(dir.path(), &run_dir, "board.flow");
+    assert!(checked.status.success(), "{}", text(&checked));
+}
+
 /// The decision events of a trace: (subject, decision, by, action).
 fn decisions_applied(trace: &[Value]) -> Vec<(String, String, String, String)> {
     let field = |e: &Value, k: &str| e["payload"][k].as_str().unwrap_or_default().to_string();

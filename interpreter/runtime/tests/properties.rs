@@ -304,6 +304,114 @@ workflow w {{
 }
 
 #[test]
+fn a_task_on_private_data_goes_only_to_a_local_provider_or_is_not_sent() {
+    let source = format!(
+        r#"{HEAD}provider cloud: scripted {{ max_tokens: 1k }}
+provider onsite: scripted {{ max_tokens: 1k, local: true }}
+agent a {{
+  provider: p
+  routes: [
+    {{ when: task.kind == "summary", use: cloud }},
+    {{ when: "private" in task.labels, use: onsite }},
+  ]
+}}
+workflow w {{
+  start: open_summary
+  node open_summary: agent a {{ output: string, task: {{ kind: "summary" }} }}
+  node private_summary: agent a {{ output: string, task: {{ kind: "summary", labels: ["private"] }} }}
+  node private_note: agent a {{ output: string, labels: ["private"], task: {{ kind: "note" }} }}
+  node done: end ok
+  open_summary -> private_summary -> private_note -> done
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!("s")));
+    let sent = |node: &str| ran.agents.iter().find(|r| r.node == node).map(|r| r.provider.clone());
+    assert_eq!(sent("open_summary").as_deref(), Some("cloud"), "the first rule that holds");
+    // The first rule holds too, but its provider is not local: skipped.
+    assert_eq!(sent("private_summary").as_deref(), Some("onsite"));
+    // Labelled private, no local rule holds, the agent's own is remote.
+    assert_eq!(sent("private_note"), None, "a turn on private data went to a remote provider");
+    let (code, message) = ran.failed("private_note").expect("the node fails");
+    assert_eq!(code, "not_local", "{message}");
+}
+
+#[test]
+fn an_llm_evaluator_asks_its_judge_for_a_verdict_and_fails_closed_when_it_gives_none() {
+    let source = |judge_says: &str| {
+        format!(
+            r#"{HEAD}agent critic {{ provider: p, instructions: "Be strict." }}
+agent writer {{ provider: p }}
+evaluator fair: llm {{ judge: critic, rubric: "Both sides are quoted.", fail: REQUIRES_DECISION }}
+workflow w {{
+  start: draft
+  escalate_to: lead
+  node draft: agent writer {{ output: {{ text: string }} }}
+  node done: end ok
+  node stopped: end {judge_says} {{ status: failure }}
+  draft -> done
+  gate review: draft -> done {{
+    evaluate: [fair(draft)]
+    decided_by: [lead]
+    on PASS -> continue
+    on REQUIRES_DECISION -> goto(stopped)
+    on BLOCK -> terminate(judge_failed)
+  }}
+}}
+principal lead
+"#
+        )
+    };
+    let draft = json!({ "text": "One side only." });
+    let judged = |judge_says: &str, verdict: Option<Value>| {
+        let reply = move |a: &AgentRequest| match a.agent.as_str() {
+            "writer" => output(json!({ "text": "One side only." })),
+            _ => match &verdict {
+                Some(v) => output(v.clone()),
+                None => AgentReply { error: Some("the judge's server is down".into()), ..AgentReply::default() },
+            },
+        };
+        run(&source(judge_says), json!({}), reply)
+    };
+    let gate_result = |ran: &Ran| {
+        ran.events
+            .iter()
+            .find_map(|e| match &e.body {
+                Body::GateRecorded { outcome, evaluators, .. } => {
+                    Some((outcome.to_string(), evaluators[0].reason.clone(), evaluators[0].error))
+                }
+                _ => None,
+            })
+            .expect("the gate was recorded")
+    };
+    // A pass: the gate passes; the judge was asked what the rubric says,
+    // about the draft, with no tools, for a typed verdict.
+    let ran = judged("unfair", Some(json!({ "pass": true, "reason": "balanced" })));
+    assert_eq!(ran.ended().0, "ok");
+    let asked = ran.agents.iter().find(|a| a.agent == "critic").expect("the judge was asked");
+    assert_eq!(asked.node, "review");
+    assert_eq!(asked.instructions.as_deref(), Some("Be strict."));
+    assert!(asked.prompt.as_deref().unwrap_or_default().contains("Both sides are quoted."), "{:?}", asked.prompt);
+    assert_eq!(asked.context["input"], draft);
+    assert!(asked.tools.is_empty());
+    assert_eq!(asked.output_schema["required"], json!(["pass", "reason"]));
+    assert_eq!(gate_result(&ran).0, "PASS");
+    // A fail: the evaluator's `fail` outcome, with the judge's reason.
+    let ran = judged("unfair", Some(json!({ "pass": false, "reason": "only one side is quoted" })));
+    assert_eq!(gate_result(&ran), ("REQUIRES_DECISION".into(), Some("only one side is quoted".into()), false));
+    assert_eq!(ran.ended().0, "unfair");
+    // No verdict (the judge failed, or answered something else): the
+    // gate's `on_error` (BLOCK by default), never a PASS.
+    let ran = judged("unfair", None);
+    let (outcome, reason, error) = gate_result(&ran);
+    assert_eq!((outcome.as_str(), error), ("BLOCK", true), "{reason:?}");
+    assert!(reason.unwrap_or_default().contains("server is down"));
+    let ran = judged("unfair", Some(json!({ "verdict": "fine" })));
+    assert_eq!(gate_result(&ran).0, "BLOCK");
+    assert_eq!(ran.ended().0, "judge_failed");
+}
+
+#[test]
 fn a_confirm_tool_runs_only_after_a_human_confirms_the_call() {
     let source = format!(
         r#"{HEAD}{SHIP}workflow w {{

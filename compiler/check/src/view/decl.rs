@@ -336,6 +336,11 @@ impl Decl {
         word(self.prop("judge"))
     }
 
+    /// The judging rubric (llm evaluator).
+    pub fn rubric(&self) -> Option<&str> {
+        word(self.prop("rubric"))
+    }
+
     /// Who judges (human evaluator).
     pub fn judged_by(&self) -> Vec<String> {
         names(self.prop("by"))
@@ -383,5 +388,32 @@ impl Decl {
     /// The roles a principal holds.
     pub fn roles(&self) -> Vec<String> {
         names(self.prop("roles"))
+    }
+
+    // ---- blackboard
+
+    /// The type of each entry (blackboard).
+    pub fn entry_type(&self) -> Option<&Ty> {
+        ty(self.prop("entry"))
+    }
+
+    /// Who may read (blackboard; `None`: not declared, anyone may).
+    pub fn readers(&self) -> Option<Vec<String>> {
+        self.prop("readers").map(|v| names(Some(v)))
+    }
+
+    /// Who may append (blackboard; `None`: not declared, anyone may).
+    pub fn writers(&self) -> Option<Vec<String>> {
+        self.prop("writers").map(|v| names(Some(v)))
+    }
+
+    /// Whether entries are never changed (blackboard; default true).
+    pub fn append_only(&self) -> bool {
+        flag(self.prop("append_only")).unwrap_or(true)
+    }
+
+    /// What must pass before an append (blackboard): `approval` or `gate_pass`.
+    pub fn requires(&self) -> Option<&str> {
+        word(self.prop("requires"))
     }
 }

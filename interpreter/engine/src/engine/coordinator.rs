@@ -36,6 +36,7 @@ impl Engine {
                 self.complete_node(&name, output, status, &cause, known.map(|k| *k))
             }
             Effect::Follow { from, cause } => self.follow(&from, &cause),
+            Effect::Append { node, next, cause } => self.append_next(&node, next, &cause),
             Effect::StartAttempt { node, trigger, cause } => self.start_attempt(node, trigger, &cause),
             Effect::BeginAttempt { node, trigger, cause } => self.begin_attempt(&node, trigger, &cause),
             Effect::AttemptSucceeded { attempt, output, cause } => self.attempt_succeeded(&attempt, output, &cause),

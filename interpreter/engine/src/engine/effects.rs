@@ -49,6 +49,13 @@ pub(super) enum Effect {
         cause: Str,
         known: Option<Box<ArtifactRef>>,
     },
+    /// A completed node's appends, from the `next`-th blackboard it writes;
+    /// then its completion goes on.
+    Append {
+        node: String,
+        next: usize,
+        cause: Str,
+    },
     /// The edge after a completed node is chosen.
     Follow {
         from: String,
@@ -234,6 +241,7 @@ impl Effect {
             | Effect::FinishParallel { cause, .. }
             | Effect::CompleteNode { cause, .. }
             | Effect::Follow { cause, .. }
+            | Effect::Append { cause, .. }
             | Effect::StartAttempt { cause, .. }
             | Effect::BeginAttempt { cause, .. }
             | Effect::AttemptSucceeded { cause, .. }

@@ -7,9 +7,9 @@ use super::*;
 enum Evaluated {
     /// Its result, now.
     Done(EvaluatorResult),
-    /// Probes for the data plane, one per item; `if_none` is the result
-    /// when there are no items.
-    Probes { requests: Vec<ProbeRequest>, if_none: EvaluatorResult },
+    /// Probes (or judges' turns) for the data plane, one per item;
+    /// `if_none` is the result when there are no items.
+    Probes { requests: Vec<Request>, if_none: EvaluatorResult },
 }
 
 impl Engine {
@@ -18,11 +18,17 @@ impl Engine {
     pub(super) fn evaluate_gate(&mut self, gate: &Gate, cause: &Str) {
         let evaluators = gate.evaluator_items();
         let on_error = gate.on_error();
-        let mut rt = GateRt { results: vec![None; evaluators.len()], probes: BTreeMap::new(), cause: cause.clone(), pending: 0 };
+        let mut rt = GateRt {
+            results: vec![None; evaluators.len()],
+            probes: BTreeMap::new(),
+            reasons: BTreeMap::new(),
+            cause: cause.clone(),
+            pending: 0,
+        };
         let visit = self.nodes.get(&gate.from).map(|n| n.visits).unwrap_or(0);
         let mut probes = Vec::new();
         for (i, ev) in evaluators.iter().enumerate() {
-            match self.run_evaluator(*ev, on_error) {
+            match self.run_evaluator(gate, *ev, on_error) {
                 Evaluated::Done(result) => rt.results[i] = Some(result),
                 Evaluated::Probes { requests, if_none } => {
                     if requests.is_empty() {
@@ -40,8 +46,13 @@ impl Engine {
         let pending = rt.pending;
         self.gates.insert(gate.name.clone(), rt);
         for (key, i, j, request) in probes {
-            self.waiting.insert(key.clone(), Waiting::Probe { gate: gate.name.clone(), index: i, item: j });
-            self.commands.push(Command { key, request: Request::Probe(request), delay_ms: 0 });
+            let (gate, index, item) = (gate.name.clone(), i, j);
+            let waiting = match request {
+                Request::Agent(_) => Waiting::Judge { gate, index, item },
+                _ => Waiting::Probe { gate, index, item },
+            };
+            self.waiting.insert(key.clone(), waiting);
+            self.commands.push(Command { key, request, delay_ms: 0 });
         }
         if pending == 0 {
             self.finish_gate(&gate.name);
@@ -50,7 +61,7 @@ impl Engine {
 
     /// Runs one evaluator of a gate on what it is given: a result now, or
     /// the probes (one per item) whose outcomes make it.
-    fn run_evaluator(&mut self, ev: Option<EvaluatorRef<'_>>, on_error: Outcome) -> Evaluated {
+    fn run_evaluator(&mut self, gate: &Gate, ev: Option<EvaluatorRef<'_>>, on_error: Outcome) -> Evaluated {
         let Some(EvaluatorRef { name, builtin, args }) = ev else {
             let invalid =
                 EvaluatorResult { evaluator: "?".into(), outcome: on_error, reason: Some("invalid evaluator".into()), error: true };
@@ -84,12 +95,14 @@ impl Engine {
                 let function = decl.function().to_string();
                 let requests = items
                     .into_iter()
-                    .map(|item| ProbeRequest {
-                        evaluator: name.to_string(),
-                        argv: Vec::new(),
-                        native: Some(function.clone()),
-                        input: Some(item),
-                        timeout_ms: None,
+                    .map(|item| {
+                        Request::Probe(ProbeRequest {
+                            evaluator: name.to_string(),
+                            argv: Vec::new(),
+                            native: Some(function.clone()),
+                            input: Some(item),
+                            timeout_ms: None,
+                        })
                     })
                     .collect();
                 Evaluated::Probes { requests, if_none: result(Outcome::Pass, Some("no items to check".into()), false) }
@@ -101,14 +114,17 @@ impl Engine {
                     .iter()
                     .map(|item| {
                         let argv: Vec<String> = argv.iter().map(|a| template(a, item)).collect();
-                        ProbeRequest { evaluator: name.to_string(), argv, native: None, input: None, timeout_ms }
+                        Request::Probe(ProbeRequest { evaluator: name.to_string(), argv, native: None, input: None, timeout_ms })
                     })
                     .collect();
                 Evaluated::Probes { requests, if_none: result(Outcome::Pass, Some("no items to probe".into()), false) }
             }
+            Some("llm") => match self.judge_requests(gate, name, &decl, items) {
+                Ok(requests) => Evaluated::Probes { requests, if_none: result(Outcome::Pass, Some("no items to judge".into()), false) },
+                Err(why) => Evaluated::Done(result(on_error, Some(why), true)),
+            },
             other => {
-                // llm and human evaluators need a judge this runtime
-                // does not run yet: inconclusive, so never PASS.
+                // A kind the checker refuses (E0116): inconclusive, never PASS.
                 let msg = format!("`{}` evaluators are not run by this runtime; inconclusive", other.unwrap_or("?"));
                 Evaluated::Done(result(on_error, Some(msg), true))
             }
@@ -284,7 +300,12 @@ impl Engine {
             });
             let w = entry.outcome.max(outcome);
             if w != entry.outcome || error {
-                entry.reason = Some(if error { "probe errored or timed out".into() } else { "probe failed".into() });
+                entry.reason =
+                    Some(match rt.reasons.get(&(*i, 0)).or_else(|| rt.reasons.range((*i, 0)..(*i + 1, 0)).next().map(|(_, r)| r)) {
+                        Some(why) => why.clone(),
+                        None if error => "probe errored or timed out".into(),
+                        None => "probe failed".into(),
+                    });
             }
             entry.outcome = w;
             entry.error |= error;
@@ -344,7 +365,14 @@ impl Engine {
                 return;
             }
         }
+        let passed_from = match &body {
+            Body::GateRecorded { outcome: Outcome::Pass, from, .. } => Some(from.clone()),
+            _ => None,
+        };
         let recorded = self.emit(&format!("gate.{name}"), body, Some(cause));
+        if let Some(from) = passed_from {
+            self.append_on_pass(&from, &recorded);
+        }
         self.then(Effect::Act { action, ctx: Box::new(ctx), scope: HandlerScope::Gate(name.to_string()), cause: recorded });
     }
 }

@@ -37,12 +37,14 @@ use std::sync::Arc;
 
 mod actions;
 mod attempts;
+mod boards;
 mod budgets;
 mod coordinator;
 mod decisions;
 mod effects;
 mod fanin;
 mod gates;
+mod judges;
 mod nodes;
 mod policies;
 mod record;
@@ -127,6 +129,8 @@ pub struct Engine {
     status: RunStatus,
     budget_hit: bool,
     hops: HashMap<(String, String), u64>,
+    /// Each blackboard's entries, in append order.
+    boards: HashMap<String, Vec<Value>>,
     /// The plan's structure, computed once (`flow_check::index`): the
     /// same index trace check and the model checker read.
     index: Arc<PlanIndex>,
@@ -237,6 +241,7 @@ impl Engine {
             status: RunStatus::Running,
             budget_hit: false,
             hops: HashMap::new(),
+            boards: HashMap::new(),
             index,
             node_turns: HashMap::new(),
             envelope,

@@ -68,6 +68,8 @@ impl Engine {
                 return;
             }
         }
+        let boards = self.read_boards(&node, &started);
+        self.nodes[name].boards = boards;
         // A node budget covers one visit.
         let program = self.program.clone();
         if let Some(budget) = node.budget(&program) {
@@ -236,15 +238,29 @@ impl Engine {
                 );
             }
         }
-        // A map item returns to its map.
+        // What it writes is appended before anything follows.
+        let writes = status == NodeStatus::Completed && !output.is_null() && self.node(name).is_some_and(|n| !n.common.writes.is_empty());
+        if writes {
+            self.then(Effect::Append { node: name.to_string(), next: 0, cause: done });
+            return;
+        }
+        self.proceed(name, &done);
+    }
+
+    /// A completed node goes on: a map item returns to its map, any other
+    /// node takes its edge.
+    pub(super) fn proceed(&mut self, name: &str, done: &Str) {
         if let Some(map) = self.index.map_of(name).map(str::to_string) {
-            if let Some(rt) = self.maps.get_mut(&map) {
-                rt.results.push(output);
-                self.then(Effect::MapNext { map, cause: done });
+            if self.maps.contains_key(&map) {
+                let output = self.env.get(name).cloned().unwrap_or(Value::Null);
+                if let Some(rt) = self.maps.get_mut(&map) {
+                    rt.results.push(output);
+                }
+                self.then(Effect::MapNext { map, cause: done.clone() });
                 return;
             }
         }
-        self.follow(name, &done);
+        self.follow(name, done);
     }
 
     /// Chooses the next node after `from` completed.

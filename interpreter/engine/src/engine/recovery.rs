@@ -24,7 +24,7 @@ impl Engine {
             match waiting {
                 // Questions and probes are not lost: the driver issues them
                 // again under the same key.
-                Waiting::Human { .. } | Waiting::Probe { .. } => {}
+                Waiting::Human { .. } | Waiting::Probe { .. } | Waiting::Judge { .. } => {}
                 Waiting::Turn { attempt, .. } => {
                     self.then(Effect::Expire { key, attempt, unknown_tool: None, cause: resumed.clone() });
                 }

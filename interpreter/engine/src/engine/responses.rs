@@ -35,6 +35,7 @@ impl Engine {
             }
             (Waiting::Human { decision, request_event, .. }, Response::Human(answer)) => self.on_decision(decision, &request_event, answer),
             (Waiting::Probe { gate, index, item }, Response::Probe(result)) => self.on_probe(&gate, index, item, result),
+            (Waiting::Judge { gate, index, item }, Response::Agent(reply)) => self.on_judge(&gate, index, item, reply),
             (w, r) => return Err(format!("response {r:?} does not answer {w:?}")),
         }
         Ok(())

@@ -27,6 +27,13 @@ pub(super) enum Decision {
         policy: String,
         held: Box<Effect>,
     },
+    /// An append of `node`'s output to a blackboard that `requires:
+    /// approval` (the `next`-th it writes).
+    Append {
+        board: String,
+        node: String,
+        next: usize,
+    },
 }
 
 impl Decision {
@@ -39,6 +46,7 @@ impl Decision {
             Decision::Reconcile { attempt } => format!("reconcile.{attempt}"),
             Decision::Confirm(call) => format!("confirm.{}.{}", call.tool, call.attempt),
             Decision::Policy { policy, .. } => format!("policy.{policy}"),
+            Decision::Append { board, node, .. } => flow_check::semantics::board_subject(board, node),
         }
     }
 }
@@ -152,6 +160,12 @@ pub(super) enum Waiting {
         index: usize,
         item: usize,
     },
+    /// An `llm` evaluator's judge turn on one item.
+    Judge {
+        gate: String,
+        index: usize,
+        item: usize,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -198,6 +212,8 @@ pub(super) struct NodeRt {
     pub(super) slice: Option<Value>,
     /// The contract the node works under, when it was delegated to.
     pub(super) contract: Option<String>,
+    /// The blackboards the visit read as it started, with their entries.
+    pub(super) boards: Option<Value>,
 }
 
 /// A join's branches: those that arrived since it last ran, and those
@@ -245,6 +261,8 @@ pub(super) struct GateRt {
     /// Per evaluator, per item: outcomes of probes.
     /// Per evaluator, per item: a probe's outcome and whether it errored.
     pub(super) probes: BTreeMap<(usize, usize), Option<(Outcome, bool)>>,
+    /// Per evaluator, per item: why a judge gave its verdict.
+    pub(super) reasons: BTreeMap<(usize, usize), String>,
     pub(super) cause: Str,
     pub(super) pending: usize,
 }

@@ -12,6 +12,15 @@ impl Engine {
 
     /// The context an agent sees, by its context policy.
     pub(super) fn context_for(&self, node: &Node, agent: &Decl) -> Value {
+        let mut context = self.context_of_mode(node, agent);
+        // The blackboards the node reads, whatever its context mode.
+        if let (Some(boards), Some(map)) = (self.nodes.get(&node.name).and_then(|n| n.boards.clone()), context.as_object_mut()) {
+            map.insert("blackboards".into(), boards);
+        }
+        context
+    }
+
+    fn context_of_mode(&self, node: &Node, agent: &Decl) -> Value {
         let rt = self.nodes.get(&node.name);
         // A filtered handoff decides what crosses: the slice it passed.
         let input = rt.and_then(|n| n.slice.clone()).or_else(|| rt.map(|n| n.input.clone())).unwrap_or(Value::Null);
@@ -47,9 +56,23 @@ impl Engine {
         }
     }
 
-    pub(super) fn provider_for(&self, node: &Node, agent: &Decl) -> (String, Option<String>) {
+    /// The provider and model a turn of `agent` at `node` goes to: a
+    /// `switch_model` zone's provider, else the first route whose rule
+    /// holds, else the agent's own. A task on data labelled private goes
+    /// only to a `local` provider: the first of those that is (`None`:
+    /// none is, and the turn is not sent).
+    pub(super) fn provider_for(&self, node: &Node, agent: &Decl) -> Option<(String, Option<String>)> {
+        let candidates = self.provider_candidates(node, agent);
+        if !semantics::handles_private_data(node, agent) {
+            return candidates.into_iter().next();
+        }
+        candidates.into_iter().find(|(p, _)| self.decl(p).is_some_and(Decl::local))
+    }
+
+    fn provider_candidates(&self, node: &Node, agent: &Decl) -> Vec<(String, Option<String>)> {
+        let mut out = Vec::new();
         if let Some(p) = &self.provider_override {
-            return (p.clone(), None);
+            out.push((p.clone(), None));
         }
         let default = agent.provider().unwrap_or_default().to_string();
         let model = agent.model().map(str::to_string);
@@ -69,11 +92,12 @@ impl Engine {
                 };
                 if holds {
                     let provider = route.provider.unwrap_or(&default).to_string();
-                    return (provider, route.model.map(str::to_string).or(model));
+                    out.push((provider, route.model.map(str::to_string).or(model.clone())));
                 }
             }
         }
-        (default, model)
+        out.push((default, model));
+        out
     }
 
     /// The request of the next turn of `attempt` at `node`.
@@ -148,7 +172,11 @@ impl Engine {
             self.fail_attempt(attempt_id, ErrorCode::MaxTurns, format!("no output after {max_turns} turns"), cause);
             return;
         }
-        let (provider, model) = self.provider_for(&node, &agent);
+        let Some((provider, model)) = self.provider_for(&node, &agent) else {
+            let message = "the task handles data labelled private and no provider it may go to is `local`: the turn was not sent";
+            self.fail_attempt(attempt_id, ErrorCode::NotLocal, message, cause);
+            return;
+        };
         let ceiling = TurnCeiling::of(&agent, self.decl(&provider));
         let max_tokens = ceiling.max_tokens;
         let request = self.agent_request(&attempt, &node, &agent_name, &agent, provider, model, max_tokens);

@@ -52,6 +52,8 @@ impl<'a> Checker<'a> {
             causes: HashMap::default(),
             last_policy_stop: None,
             hops: HashMap::default(),
+            boards: HashMap::default(),
+            appendable: HashMap::default(),
         };
         checker.init_budgets();
         checker.init_policies(wf);

@@ -66,6 +66,9 @@ r#"Every `budget_reserved` is settled by a `budget_settled` of the same attempt 
     POLICY = "T050", "policy violated",
 r#"A policy of the plan (top-level, or the workflow's) does not hold of the trace, judged by the same monitors `flow run` and the model checker use (reference §8.3): a safety violation at an event, or an obligation still open when the run terminated. A trace that has not terminated is judged on its safety part only."#;
 
+    BLACKBOARD = "T070", "blackboard access not as planned",
+r#"A `blackboard_appended` appends the output of a node that `writes` that blackboard, once per completion, with the completion's own output as the entry, by a node whose agent (or human node's principals) the blackboard's `writers` list, after what the blackboard `requires` — an approval (`decision_applied` approve on `blackboard.BOARD.NODE`, by whom `approved_by` names) or a PASS of a gate on an edge out of the node — and numbers its entries 1, 2, 3 …; a `blackboard_read` is by a running agent node that `reads` the blackboard, whose agent the `readers` list, and reads every entry appended so far."#;
+
     TERMINATION = "T060", "termination inconsistent",
 r#"`run_terminated` says why the run ended, and the event it follows from must agree: an end node's target and status (a `success` end may fail under a `success` condition or an `output` type), a `terminate(reason)`, `fallback(reason)`, `halt` or `return_partial` action, a node's failure (`NODE_failed`), a budget exhaustion, a rejected escalation (a run monitor's halt on the way may make the status failure). The status is one of success, failure, partial, escalated, cancelled."#;
 }

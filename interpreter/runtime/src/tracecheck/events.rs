@@ -81,6 +81,7 @@ impl<'a> Checker<'a> {
             Body::BudgetExhausted { scope, .. } => self.budget_exhausted(scope),
             _ => {}
         }
+        self.board_event(seq, &e.body);
     }
 
     pub(super) fn envelope(&mut self, e: &Event) {

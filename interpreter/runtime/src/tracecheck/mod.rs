@@ -16,6 +16,7 @@
 //! policies (the `flow-policy` monitors: the one implementation of their
 //! semantics) and the termination reason.
 
+mod boards;
 mod budgets;
 mod checker;
 pub mod codes;

@@ -49,6 +49,9 @@ impl<'a> PlanView<'a> {
         if subject.starts_with("reconcile.") {
             return escalate_to();
         }
+        if let Some(board) = semantics::board_of_subject(subject).and_then(|(b, _)| self.program.decls.get(b)) {
+            return semantics::board_deciders(self.program, self.wf, board);
+        }
         if let Some(rest) = subject.strip_prefix("confirm.") {
             let mut out = escalate_to();
             let tool = rest.split('.').next().unwrap_or_default();

@@ -144,6 +144,19 @@ pub(super) struct Checker<'a> {
     /// Crossings of each pair of nodes with a hop limit since its count
     /// last started, and the limit (by the pair's names in order).
     pub(super) hops: HashMap<(String, String), (u64, u64)>,
+    /// Entries appended to each blackboard so far.
+    pub(super) boards: HashMap<String, u32>,
+    /// Completions a blackboard may still take as an entry, by (board,
+    /// node): the output's digest, who approved, whether a gate passed.
+    pub(super) appendable: HashMap<(String, String), Appendable>,
+}
+
+/// A node's completion not yet appended to a blackboard it writes.
+#[derive(Debug, Default)]
+pub(super) struct Appendable {
+    pub(super) digest: String,
+    pub(super) approved_by: Option<String>,
+    pub(super) passed: bool,
 }
 
 /// The entry of `key`, made on first use (the key is copied only then).

@@ -9,8 +9,9 @@
 //!   sometimes calling a tool;
 //! * a tool node;
 //! * a router: `when` and `else` edges, the `else` to an end node;
-//! * a gate with a predicate, `schema_valid`, `exists` or `llm` evaluator
-//!   (a judge's verdict, or none: fail-closed), whose
+//! * a gate with a predicate, `schema_valid`, `exists`, `human` (the
+//!   editor approves or rejects) or `llm` evaluator (a judge's verdict, or
+//!   none: fail-closed), whose
 //!   BLOCK terminates or asks for a decision (reject terminates; the
 //!   decision may have a `timeout`, with or without a `timeout` handler);
 //! * a static fan-out and a join (`all`, `any`, `majority`; branches with
@@ -51,6 +52,7 @@ agent w { provider: local, max_turns: 1 }
 agent v { provider: local, tools: [echo], max_turns: 2 }
 agent critic { provider: local, max_turns: 1 }
 evaluator fair: llm { judge: critic, rubric: "Is the output fine?" }
+evaluator panel: human { by: [editor] }
 blackboard notes { entry: Out, writers: [w, v], readers: [w, v] }
 blackboard signed { entry: Out, writers: [w, v], readers: [w, v], requires: approval }
 blackboard checked { entry: Out, writers: [w, v], readers: [w, v], requires: gate_pass }
@@ -141,10 +143,11 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
         }
         4 => {
             let line = agent_line(rng, &n, names, true);
-            let evaluator = match rng.below(4) {
+            let evaluator = match rng.below(5) {
                 0 => format!("predicate({n}.ok)"),
                 1 => format!("schema_valid({n}, Out)"),
                 2 => format!("exists({n}.n)"),
+                3 => format!("panel({n})"),
                 _ => {
                     // A judge's turns are not metered: no token budget.
                     names.judged = true;
@@ -327,7 +330,12 @@ pub fn workflow(seed: u64, tokens: u64) -> String {
         match rng.below(3) {
             0 => names.reasons.push("max_hops".into()),
             1 => s.push_str("  on max_hops -> escalate(editor)\n"),
-            _ => s.push_str("  on max_hops -> goto(done)\n"),
+            // Its own end: a `goto(done)` would pass by a gate into `done`.
+            _ => {
+                names.nodes.push("hopped".into());
+                names.reasons.push("hopped".into());
+                s.push_str("  on max_hops -> goto(hopped)\n  node hopped: end hopped\n");
+            }
         }
     }
     names.nodes.push("done".into());

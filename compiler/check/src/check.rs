@@ -680,6 +680,13 @@ impl<'a> Checker<'a> {
         if spec.kind == Kind::Blackboard {
             self.refuse_mutable_board(body);
         }
+        if spec.kind == Kind::Evaluator && variant.as_deref() == Some("human") {
+            if let Some(timeout) = Self::block_prop(Some(body), "timeout") {
+                self.error(codes::NOT_SUPPORTED, timeout.span, "`timeout` on a `human` evaluator is not supported yet")
+                    .with_primary_message("the judges' decision never times out")
+                    .with_help("bound the wait with the gate's own `timeout`, or remove this one");
+            }
+        }
         ir::Decl { kind: spec.kind, name: decl.name.text.clone(), variant, props, loc: loc(self.file, decl.name.span), imported }
     }
 

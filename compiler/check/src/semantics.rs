@@ -358,3 +358,32 @@ pub fn handles_private_data(node: &Node, agent: &crate::ir::Decl) -> bool {
     };
     private(node.labels()) || private(&task_labels) || private(&agent.labels())
 }
+
+/// The subject of the decision of the `index`-th evaluator of `gate`, a
+/// `human` evaluator (its judges' verdict).
+pub fn judge_subject(gate: &str, index: usize) -> String {
+    format!("judge.{gate}.{index}")
+}
+
+/// The gate and evaluator index of a `human` evaluator's subject.
+pub fn judge_of_subject(subject: &str) -> Option<(&str, usize)> {
+    let (gate, index) = subject.strip_prefix("judge.")?.rsplit_once('.')?;
+    Some((gate, index.parse().ok()?))
+}
+
+/// The `human` evaluator a judge subject names, with its declaration.
+pub fn judge_decl<'p>(program: &'p Program, workflow: &'p Workflow, subject: &str) -> Option<&'p crate::ir::Decl> {
+    let (gate, index) = judge_of_subject(subject)?;
+    let evaluator = workflow.gates.get(gate)?.evaluator_items().get(index).copied().flatten()?;
+    program.decls.get(evaluator.name).filter(|d| !evaluator.builtin && d.variant.as_deref() == Some("human"))
+}
+
+/// What a `human` evaluator's decision gives its gate: PASS for approve,
+/// else the evaluator's `fail` outcome.
+pub fn judge_verdict(evaluator: &crate::ir::Decl, decision: Decision) -> flow_trace::Outcome {
+    if decision == Decision::Approve {
+        flow_trace::Outcome::Pass
+    } else {
+        evaluator.fail()
+    }
+}

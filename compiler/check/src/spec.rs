@@ -160,11 +160,6 @@ impl P {
     const fn not_enforced(self, why: &'static str) -> P {
         P { support: Support::NotEnforced(why), ..self }
     }
-
-    /// The property is refused (E0116): the runtime cannot honour it yet.
-    const fn refused(self, why: &'static str) -> P {
-        P { support: Support::Refused(why), ..self }
-    }
 }
 
 /// A property's declared default.
@@ -471,8 +466,11 @@ pub const EVALUATOR: DeclSpec = DeclSpec {
         ),
         (
             "human",
-            &[req("by", V::List(&V::Ref(&[Kind::Principal])), "Who judges.")
-                .refused("`human` evaluators do not run yet: the judges would never be asked")],
+            &[req(
+                "by",
+                V::List(&V::Ref(&[Kind::Principal])),
+                "Who judges: they are asked to approve (PASS) or reject (the `fail` outcome).",
+            )],
         ),
         ("builtin", &[opt("function", V::Str, "The native evaluator (default: this name).")]),
     ],

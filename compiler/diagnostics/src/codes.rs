@@ -212,8 +212,8 @@ time, the checker refuses it: what `flowc verify` accepts is what `flow
 run` does.
 
 Today: a `flow` node (a sub-flow) is refused, and so is `output` on a
-`human` node (its answer is `{ decision, comment }`), a `human`
-evaluator (it does not run yet), an `llm` evaluator where a token or cost
+`human` node (its answer is `{ decision, comment }`), a `timeout` on a
+`human` evaluator (its judges' decision never times out), an `llm` evaluator where a token or cost
 budget would have to count its judge's turns (they are not metered yet),
 and a `parallel` node's `max_concurrency`
 below its number of branches (every branch starts at once). A

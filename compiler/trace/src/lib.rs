@@ -746,6 +746,7 @@ mod tests {
             (Applied::Refuse, "refuse"),
             (Applied::Fail, "fail"),
             (Applied::Append, "append"),
+            (Applied::Judged(Outcome::RequiresDecision), "REQUIRES_DECISION"),
         ] {
             let applied_event = event(Body::DecisionApplied {
                 schema_version: SCHEMA_VERSION,
@@ -760,7 +761,7 @@ mod tests {
             assert_eq!(Applied::parse(text).unwrap(), applied);
         }
         assert!(Applied::parse("explode").unwrap_err().contains("unknown action `explode`"));
-        assert_eq!(Applied::OUTCOMES.len(), 4);
+        assert_eq!(Applied::OUTCOMES.len(), 5);
     }
 
     #[test]

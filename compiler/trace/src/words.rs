@@ -854,6 +854,9 @@ pub enum Applied {
     Fail,
     /// A blackboard append approved: the entry is appended.
     Append,
+    /// A `human` evaluator's verdict: the outcome it gives its gate
+    /// (`PASS` for approve, else the evaluator's `fail` outcome).
+    Judged(Outcome),
 }
 
 impl Applied {
@@ -863,6 +866,7 @@ impl Applied {
         ("refuse", "A confirmation was refused (the call is not made), or a blackboard append (the entry is not appended)."),
         ("fail", "The subject fails: a human node whose decision timed out, or a reconciliation not approved."),
         ("append", "A blackboard append was approved: the entry is appended (`refuse`: it is not)."),
+        ("PASS, BLOCK, REQUIRES_DECISION", "A `human` evaluator's verdict: the outcome it gives its gate."),
     ];
 
     /// As `decision_applied.action` writes it.
@@ -872,6 +876,7 @@ impl Applied {
             "refuse" => Applied::Refuse,
             "fail" => Applied::Fail,
             "append" => Applied::Append,
+            _ if Outcome::parse(text).is_some() => Applied::Judged(Outcome::parse(text).expect("an outcome")),
             _ => Applied::Action(Action::parse(text)?),
         })
     }
@@ -891,6 +896,7 @@ impl std::fmt::Display for Applied {
             Applied::Refuse => f.write_str("refuse"),
             Applied::Fail => f.write_str("fail"),
             Applied::Append => f.write_str("append"),
+            Applied::Judged(outcome) => f.write_str(outcome.as_str()),
         }
     }
 }

@@ -118,6 +118,12 @@ pub enum Phase {
     /// A handler's action is taken (recorded), then applied.
     Taken(u16),
     Leave,
+    /// The judges of the gate's `k`-th `human` evaluator decide, before its
+    /// outcome; `floor` is the most severe verdict so far (an OUTCOMES index).
+    Judge(u16, u8, u8),
+    /// The gate's outcome after its judges: at least `floor`, exactly it
+    /// when judges are its only evaluators.
+    Judged(u16, u8),
     Gate(u16),
     Decide(u16),
     Enter(NodeId),
@@ -197,6 +203,11 @@ struct GateInfo {
     /// Whether the gate can only PASS on a valid output of `from`
     /// (`flow_check::semantics::passes_on_valid_output`).
     pass_on_valid: bool,
+    /// Its `human` evaluators: each decision's subject, its judges, and
+    /// the outcome a reject gives (an OUTCOMES index).
+    judges: Vec<(u16, Vec<u16>, u8)>,
+    /// Whether every evaluator is a `human` one (the judges decide alone).
+    only_judges: bool,
 }
 
 /// Which agent and tool nodes a budget scope meters.
@@ -632,7 +643,18 @@ impl<'p> Model<'p> {
                     m.gate_on.insert((a, b), gi as u16);
                 }
             }
+            let mut judges = Vec::new();
+            for (i, evaluator) in gate.evaluator_items().iter().enumerate() {
+                let subject = flow_check::semantics::judge_subject(name, i);
+                if let Some(decl) = evaluator.and(flow_check::semantics::judge_decl(program, workflow, &subject)) {
+                    let s = intern(&mut m.subjects, &subject);
+                    let fail = OUTCOMES.iter().position(|o| *o == decl.fail().as_str()).unwrap_or(2) as u8;
+                    judges.push((s, decl.judged_by().iter().map(|p| intern(&mut m.principals, p)).collect(), fail));
+                }
+            }
             m.gates.push(GateInfo {
+                only_judges: !judges.is_empty() && judges.len() == gate.evaluator_items().len(),
+                judges,
                 from: node_index(&gate.from).unwrap_or(0),
                 to: node_index(&gate.to).unwrap_or(0),
                 outcomes,
@@ -964,6 +986,9 @@ impl<'p> Model<'p> {
         }
         if subject.starts_with("blackboard.") {
             return flow_check::semantics::board_decision_applied(decision);
+        }
+        if let Some(judge) = flow_check::semantics::judge_decl(self.program, self.workflow, subject) {
+            return Applied::Judged(flow_check::semantics::judge_verdict(judge, decision));
         }
         Applied::Action(if approve {
             Action::bare(flow_check::ir::ActionKind::Continue)
@@ -1317,12 +1342,30 @@ impl<'p> Model<'p> {
                 }
             }
             Phase::Leave => self.leave(st, t, n, out),
-            Phase::Gate(g) => {
+            Phase::Judge(g, k, floor) => {
+                let judges = &self.gates[g as usize].judges;
+                let (subject, deciders, fail) = &judges[k as usize];
+                let next =
+                    |floor: u8| if (k as usize) + 1 < judges.len() { Phase::Judge(g, k + 1, floor) } else { Phase::Judged(g, floor) };
+                for &p in deciders {
+                    // Approve passes; reject gives the evaluator's `fail` outcome.
+                    self.push(out, Some(Label::Decided(*subject, 0, p)), self.set(st, t, Some((n, next(floor)))));
+                    self.push(out, Some(Label::Decided(*subject, 3, p)), self.set(st, t, Some((n, next(floor.max(*fail))))));
+                }
+            }
+            Phase::Gate(_) | Phase::Judged(..) => {
+                let (g, floor, exact) = match phase {
+                    Phase::Judged(g, floor) => (g, floor, self.gates[g as usize].only_judges),
+                    Phase::Gate(g) => (g, 0, false),
+                    _ => return,
+                };
                 let gate = &self.gates[g as usize];
                 let settled = st.vars.get(self.settled_base + gate.from as usize / 32).is_some_and(|w| w & (1 << (gate.from % 32)) != 0);
                 // Over a validated output such a gate can only pass.
                 let pass_only = gate.pass_on_valid && !settled && self.has_output(st, gate.from);
-                for &o in gate.outcomes.iter().filter(|&&o| !pass_only || o == 0) {
+                // The outcome is the most severe verdict of its evaluators.
+                let allowed = |o: u8| if exact { o == floor } else { o >= floor };
+                for &o in gate.outcomes.iter().filter(|&&o| (!pass_only || o == 0) && allowed(o)) {
                     let event = OUTCOMES[o as usize];
                     let next = match gate.on.iter().find(|(e, _)| e == event) {
                         Some(&(_, site)) => self.act(site),
@@ -1745,6 +1788,7 @@ impl<'p> Model<'p> {
                 }
             }
             let next = match self.gate_on.get(&(n, to)) {
+                Some(&g) if !self.gates[g as usize].judges.is_empty() => (n, Phase::Judge(g, 0, 0)),
                 Some(&g) => (n, Phase::Gate(g)),
                 None => {
                     // Enter directly: the edge's via is the guard's.
@@ -1877,6 +1921,8 @@ fn is_control(phase: Phase) -> bool {
             | Phase::Decide(_)
             | Phase::Escalate(_)
             | Phase::Approve(_)
+            | Phase::Judge(..)
+            | Phase::Judged(..)
     )
 }
 

@@ -64,6 +64,17 @@ fn run(source: &str, input: Value, reply: impl Fn(&AgentRequest) -> AgentReply) 
 
 /// As [`run`], each model turn taking `turn_ms` on the run's fake clock.
 fn run_timed(source: &str, input: Value, reply: impl Fn(&AgentRequest) -> AgentReply, turn_ms: u64) -> Ran {
+    run_with(source, input, reply, turn_ms, |_| Decision::Approve)
+}
+
+/// As [`run_timed`], humans answering with `decide`.
+fn run_with(
+    source: &str,
+    input: Value,
+    reply: impl Fn(&AgentRequest) -> AgentReply,
+    turn_ms: u64,
+    decide: impl Fn(&HumanRequest) -> Decision,
+) -> Ran {
     let clock = Arc::new(FakeClock::new(FakeClock::DEFAULT_START));
     let mut engine = engine_on(source, clock.clone());
     engine.start(input);
@@ -84,7 +95,7 @@ fn run_timed(source: &str, input: Value, reply: impl Fn(&AgentRequest) -> AgentR
                 Request::Human(h) => {
                     humans.push(h.clone());
                     let by = h.principals.first().cloned().unwrap_or_default();
-                    Response::Human(HumanAnswer { decision: Decision::Approve, by, comment: None })
+                    Response::Human(HumanAnswer { decision: decide(h), by, comment: Some("as decided".into()) })
                 }
                 other => panic!("unexpected request {other:?}"),
             };
@@ -409,6 +420,55 @@ principal lead
     let ran = judged("unfair", Some(json!({ "verdict": "fine" })));
     assert_eq!(gate_result(&ran).0, "BLOCK");
     assert_eq!(ran.ended().0, "judge_failed");
+}
+
+#[test]
+fn a_human_evaluator_asks_its_judges_and_their_verdict_is_the_gates_outcome() {
+    let source = format!(
+        r#"{HEAD}principal lead
+principal outsider
+agent writer {{ provider: p }}
+evaluator panel: human {{ by: [lead], description: "Is it publishable?", fail: REQUIRES_DECISION }}
+workflow w {{
+  start: draft
+  escalate_to: outsider
+  node draft: agent writer {{ output: string }}
+  node done: end published
+  draft -> done
+  gate review: draft -> done {{
+    evaluate: [panel(draft)]
+    on PASS -> continue
+    on REQUIRES_DECISION -> terminate(held)
+    on BLOCK -> terminate(blocked)
+  }}
+}}
+"#
+    );
+    let judged = |decision: Decision| run_with(&source, json!({}), |_| output(json!("A draft.")), 0, move |_| decision);
+    let ran = judged(Decision::Approve);
+    assert_eq!(ran.humans.len(), 1);
+    let asked = &ran.humans[0];
+    assert_eq!((asked.subject.as_str(), asked.principals.as_slice()), ("judge.review.0", ["lead".to_string()].as_slice()));
+    let prompt = asked.prompt.as_deref().unwrap_or_default();
+    assert!(prompt.contains("Is it publishable?") && prompt.contains("A draft."), "{prompt}");
+    assert_eq!(ran.ended().0, "published");
+    // A reject is the evaluator's `fail` outcome, with the judge's comment.
+    let ran = judged(Decision::Reject);
+    let recorded = ran
+        .events
+        .iter()
+        .find_map(|e| match &e.body {
+            Body::GateRecorded { outcome, evaluators, .. } => Some((outcome.to_string(), evaluators[0].reason.clone())),
+            _ => None,
+        })
+        .expect("the gate was recorded");
+    assert_eq!(recorded, ("REQUIRES_DECISION".into(), Some("as decided".into())));
+    assert_eq!(ran.ended().0, "held");
+    let applied = ran.events.iter().find_map(|e| match &e.body {
+        Body::DecisionApplied { subject, action, .. } => Some((subject.clone(), action.to_string())),
+        _ => None,
+    });
+    assert_eq!(applied, Some(("judge.review.0".into(), "REQUIRES_DECISION".into())));
 }
 
 #[test]

@@ -128,6 +128,7 @@ impl Engine {
             }
             Decision::Reconcile { attempt } => self.decide_reconcile(&attempt, &subject, answer, request_event),
             Decision::Append { board, node, next } => self.decide_append(&board, &node, next, answer, request_event),
+            Decision::Judge { gate, index } => self.decide_judge(&gate, index, answer, request_event),
         }
     }
 

@@ -10,6 +10,8 @@ enum Evaluated {
     /// Probes (or judges' turns) for the data plane, one per item;
     /// `if_none` is the result when there are no items.
     Probes { requests: Vec<Request>, if_none: EvaluatorResult },
+    /// A question to the judges of a `human` evaluator.
+    Ask { principals: Vec<String>, prompt: String },
 }
 
 impl Engine {
@@ -27,9 +29,15 @@ impl Engine {
         };
         let visit = self.nodes.get(&gate.from).map(|n| n.visits).unwrap_or(0);
         let mut probes = Vec::new();
+        let mut asks = Vec::new();
         for (i, ev) in evaluators.iter().enumerate() {
             match self.run_evaluator(gate, *ev, on_error) {
                 Evaluated::Done(result) => rt.results[i] = Some(result),
+                Evaluated::Ask { principals, prompt } => {
+                    rt.probes.insert((i, 0), None);
+                    rt.pending += 1;
+                    asks.push((i, principals, prompt));
+                }
                 Evaluated::Probes { requests, if_none } => {
                     if requests.is_empty() {
                         rt.results[i] = Some(if_none);
@@ -53,6 +61,11 @@ impl Engine {
             };
             self.waiting.insert(key.clone(), waiting);
             self.commands.push(Command { key, request, delay_ms: 0 });
+        }
+        for (index, principals, prompt) in asks {
+            let decision = Box::new(Decision::Judge { gate: gate.name.clone(), index });
+            let decisions = vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject];
+            self.then(Effect::Ask { decision, principals, prompt: Some(prompt), decisions, cause: cause.clone() });
         }
         if pending == 0 {
             self.finish_gate(&gate.name);
@@ -119,6 +132,7 @@ impl Engine {
                     .collect();
                 Evaluated::Probes { requests, if_none: result(Outcome::Pass, Some("no items to probe".into()), false) }
             }
+            Some("human") => Evaluated::Ask { principals: decl.judged_by(), prompt: judge_prompt(gate, name, &decl, &items) },
             Some("llm") => match self.judge_requests(gate, name, &decl, items) {
                 Ok(requests) => Evaluated::Probes { requests, if_none: result(Outcome::Pass, Some("no items to judge".into()), false) },
                 Err(why) => Evaluated::Done(result(on_error, Some(why), true)),
@@ -375,4 +389,19 @@ impl Engine {
         }
         self.then(Effect::Act { action, ctx: Box::new(ctx), scope: HandlerScope::Gate(name.to_string()), cause: recorded });
     }
+}
+
+/// What the judges of a `human` evaluator are asked: the gate, what the
+/// evaluator checks, and what it is given.
+fn judge_prompt(gate: &Gate, evaluator: &str, decl: &Decl, items: &[Value]) -> String {
+    let what = decl.description().map(|d| format!(" ({d})")).unwrap_or_default();
+    let input = match items {
+        [one] => one.to_string(),
+        many => Value::Array(many.to_vec()).to_string(),
+    };
+    let input: String = input.chars().take(2_000).collect();
+    format!(
+        "Judge `{evaluator}`{what} at gate `{}` ({} -> {}): approve to pass, reject to fail. Input: {input}",
+        gate.name, gate.from, gate.to
+    )
 }

@@ -1,4 +1,7 @@
-//! `llm` evaluators: a judging agent's model turn per item, whose typed
+//! Judges. A `human` evaluator asks its principals (`by`) once per
+//! evaluation, under `judge.GATE.INDEX`: approve is PASS, reject the
+//! evaluator's `fail` outcome. An `llm` evaluator: a judging agent's model
+//! turn per item, whose typed
 //! verdict (`{ pass, reason }`) is the evaluator's outcome — PASS, else the
 //! evaluator's `fail` outcome; an error, a reply that is not a verdict or a
 //! request over the input ceiling gives the gate's `on_error` outcome
@@ -55,6 +58,29 @@ impl Engine {
             requests.push(Request::Agent(Box::new(request)));
         }
         Ok(requests)
+    }
+
+    /// The judges of a `human` evaluator decided: approve passes, anything
+    /// else is the evaluator's `fail` outcome; then the gate finishes once
+    /// nothing is pending.
+    pub(super) fn decide_judge(&mut self, gate: &str, index: usize, answer: HumanAnswer, request_event: &str) {
+        let subject = semantics::judge_subject(gate, index);
+        let program = self.program.clone();
+        let outcome = match semantics::judge_decl(&program, self.wf(), &subject) {
+            Some(decl) => semantics::judge_verdict(decl, answer.decision),
+            None => Outcome::Block,
+        };
+        self.record_applied(&subject, &answer, flow_trace::Applied::Judged(outcome), request_event);
+        let Some(rt) = self.gates.get_mut(gate) else { return };
+        rt.probes.insert((index, 0), Some((outcome, false)));
+        if outcome != Outcome::Pass {
+            let why = answer.comment.clone().unwrap_or_else(|| format!("`{}` decided {}", answer.by, answer.decision));
+            rt.reasons.insert((index, 0), why);
+        }
+        rt.pending = rt.pending.saturating_sub(1);
+        if rt.pending == 0 {
+            self.finish_gate(gate);
+        }
     }
 
     /// A judge's reply: its verdict on the item, then the gate finishes

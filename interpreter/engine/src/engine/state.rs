@@ -34,6 +34,11 @@ pub(super) enum Decision {
         node: String,
         next: usize,
     },
+    /// The verdict of a gate's `index`-th evaluator, a `human` one.
+    Judge {
+        gate: String,
+        index: usize,
+    },
 }
 
 impl Decision {
@@ -47,6 +52,7 @@ impl Decision {
             Decision::Confirm(call) => format!("confirm.{}.{}", call.tool, call.attempt),
             Decision::Policy { policy, .. } => format!("policy.{policy}"),
             Decision::Append { board, node, .. } => flow_check::semantics::board_subject(board, node),
+            Decision::Judge { gate, index } => flow_check::semantics::judge_subject(gate, *index),
         }
     }
 }

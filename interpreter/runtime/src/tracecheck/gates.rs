@@ -167,6 +167,10 @@ impl<'a> Checker<'a> {
             let planned = match (plan.wf.gates.get(subject), plan.wf.nodes.get(subject)) {
                 (Some(gate), _) => Some(flow_trace::Applied::Action(flow_check::semantics::gate_decision_action(gate, decision))),
                 (None, Some(node)) if node.kind() == NodeKind::Human => Some(flow_check::semantics::human_decision_applied(node, decision)),
+                _ if flow_check::semantics::judge_decl(self.program, plan.wf, subject).is_some() => {
+                    let decl = flow_check::semantics::judge_decl(self.program, plan.wf, subject).expect("a judge");
+                    Some(flow_trace::Applied::Judged(flow_check::semantics::judge_verdict(decl, decision)))
+                }
                 _ if flow_check::semantics::board_of_subject(subject).is_some() => {
                     Some(flow_check::semantics::board_decision_applied(decision))
                 }

@@ -49,6 +49,9 @@ impl<'a> PlanView<'a> {
         if subject.starts_with("reconcile.") {
             return escalate_to();
         }
+        if let Some(judge) = semantics::judge_decl(self.program, self.wf, subject) {
+            return judge.judged_by();
+        }
         if let Some(board) = semantics::board_of_subject(subject).and_then(|(b, _)| self.program.decls.get(b)) {
             return semantics::board_deciders(self.program, self.wf, board);
         }

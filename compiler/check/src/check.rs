@@ -1005,7 +1005,12 @@ impl<'a> Checker<'a> {
                         items
                             .iter()
                             .map(|item| match &item.kind {
-                                ExprKind::String(s) => Value::Str(s.clone()),
+                                ExprKind::String(s) => {
+                                    self.error(codes::NOT_SUPPORTED, item.span, format!("a named artifact (\"{s}\") is not supported yet"))
+                                        .with_primary_message("nothing at run time names artifacts by a string")
+                                        .with_help("hand over an expression over the nodes, e.g. `outline.sections`");
+                                    Value::Str(s.clone())
+                                }
                                 _ => Value::Expr(self.type_expr(item, &scope)),
                             })
                             .collect(),

@@ -78,7 +78,7 @@ pub fn edge_taken(from: &str, to: &str, via: Via) -> Body {
 
 /// `handoff` across `transfer`: its context mode (the plan's resolved one),
 /// the fields the context keeps and its reason are the plan's.
-pub fn handoff(transfer: &Transfer, payload: ArtifactRef, accepted: bool) -> Body {
+pub fn handoff(transfer: &Transfer, payload: ArtifactRef, accepted: bool, artifacts: Vec<ArtifactRef>) -> Body {
     Body::Handoff {
         schema_version: V,
         from: transfer.from.clone(),
@@ -88,12 +88,13 @@ pub fn handoff(transfer: &Transfer, payload: ArtifactRef, accepted: bool) -> Bod
         context_fields: transfer.context_fields().to_vec(),
         payload,
         accepted,
+        artifacts,
     }
 }
 
 /// `delegation` across `transfer`: the contract and the budget the delegate
 /// receives are the plan's.
-pub fn delegation(program: &Program, transfer: &Transfer, inputs: ArtifactRef) -> Body {
+pub fn delegation(program: &Program, transfer: &Transfer, inputs: ArtifactRef, artifacts: Vec<ArtifactRef>) -> Body {
     Body::Delegation {
         schema_version: V,
         from: transfer.from.clone(),
@@ -102,6 +103,7 @@ pub fn delegation(program: &Program, transfer: &Transfer, inputs: ArtifactRef) -
         inputs,
         budget: delegated_budget(program, transfer),
         reason: transfer.reason().map(str::to_string),
+        artifacts,
     }
 }
 
@@ -262,13 +264,13 @@ mod tests {
     #[test]
     fn a_handoff_without_a_declared_context_is_the_plans_default() {
         let t = Transfer::new(TransferKind::Handoff, "a", "b", &Default::default(), Default::default());
-        let Body::Handoff { context, reason, .. } = handoff(&t, artifact(), true) else { panic!("a handoff") };
+        let Body::Handoff { context, reason, .. } = handoff(&t, artifact(), true, Vec::new()) else { panic!("a handoff") };
         assert_eq!((context, reason), (ContextMode::Isolated, None));
         let mut props = crate::ir::NameMap::default();
         props.insert("context".into(), Value::Word("fork".into()));
         props.insert("reason".into(), Value::Str("needs review".into()));
         let t = Transfer::new(TransferKind::Handoff, "a", "b", &props, Default::default());
-        let Body::Handoff { context, reason, .. } = handoff(&t, artifact(), true) else { panic!("a handoff") };
+        let Body::Handoff { context, reason, .. } = handoff(&t, artifact(), true, Vec::new()) else { panic!("a handoff") };
         assert_eq!((context, reason.as_deref()), (ContextMode::Fork, Some("needs review")));
     }
 

@@ -620,8 +620,7 @@ pub const HANDOFF_BLOCK: BlockSpec<'static> = BlockSpec {
         opt("payload", V::Type, "Type of what is handed over (`payload`)."),
         def("context", V::Word(CONTEXT), PropDefault::Word("isolated"), "Context passed: isolated (the default), fork or filtered."),
         opt("context_fields", V::List(&V::Str), "The fields of a filtered context slice."),
-        opt("artifacts", V::Artifacts, "Artifact references handed over.")
-            .not_enforced("`artifacts` are not handed over apart from the payload yet: the receiver sees the payload and its context"),
+        opt("artifacts", V::Artifacts, "Artifacts handed over: expressions over the nodes, evaluated as it happens and put in the receiver's context."),
         opt("accept", V::List(&V::Pred(Env::Payload)), "Acceptance checks over `payload`."),
         opt("max_hops", V::Int, "Back-and-forth handoffs allowed on this pair."),
         def(
@@ -642,8 +641,11 @@ pub const DELEGATE_BLOCK: BlockSpec<'static> = BlockSpec {
         opt("inputs", V::Map(&V::Expr(Env::Nodes)), "The inputs handed over, as a fixed snapshot: `{ name: expr }`."),
         opt("reason", V::Str, "Why the work is delegated."),
         opt("context_fields", V::List(&V::Str), "The fields of the inputs the delegate sees (the whole snapshot is still checked)."),
-        opt("artifacts", V::Artifacts, "Artifact references handed over.")
-            .not_enforced("`artifacts` are not handed over apart from the payload yet: the receiver sees the payload and its context"),
+        opt(
+            "artifacts",
+            V::Artifacts,
+            "Artifacts handed over: expressions over the nodes, evaluated as it happens and put in the receiver's context.",
+        ),
     ],
     entries: &[],
     events: &[],

@@ -857,8 +857,7 @@ nothing at run time acts on it yet: a run behaves as if it were not
 written. Rather than accept it in silence, the checker says so where it
 is written, and reference §13 (the property ledger) lists it as
 `warned`. Today: a principal's `contact`, a tool's
-`audit` level and retention, a contract's `reporting_interval`, and a
-handoff's or delegation's `artifacts`.
+`audit` level and retention, and a contract's `reporting_interval`.
 
 Example:
 

@@ -380,6 +380,7 @@ mod tests {
                 context_fields: vec!["x".into(), "y".into()],
                 payload: ArtifactRef { digest: "sha256:00".into(), size: 2 },
                 accepted: true,
+                artifacts: vec![ArtifactRef { digest: "sha256:01".into(), size: 3 }],
             },
             Body::NodeFailed {
                 schema_version: 1,

@@ -258,6 +258,9 @@ pub enum Body {
         payload: ArtifactRef,
         /// Whether the acceptance checks passed (a refused handoff stops).
         accepted: bool,
+        /// The artifacts handed over with it (its `artifacts`, evaluated).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        artifacts: Vec<ArtifactRef>,
     },
     /// A delegation under a contract.
     Delegation {
@@ -271,6 +274,9 @@ pub enum Body {
         /// Why the work is delegated (the delegation's `reason`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// The artifacts handed over with it (its `artifacts`, evaluated).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        artifacts: Vec<ArtifactRef>,
     },
     /// A tool call was issued (persisted before the call is made).
     ToolCallStarted {

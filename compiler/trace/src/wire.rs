@@ -332,6 +332,7 @@ mod tests {
                 context_fields: vec!["x".into()],
                 payload: ArtifactRef { digest: "sha256:00".into(), size: 2 },
                 accepted: true,
+                artifacts: vec![ArtifactRef { digest: "sha256:01".into(), size: 3 }],
             },
         ];
         bodies

@@ -415,7 +415,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             Label::HandedOff(a, b) => {
                 let transfer = model.index.handoff_on(model.workflow, &name(a), &name(b));
                 if let Some(transfer) = transfer {
-                    push(&mut out, &format!("node.{}", name(a)), events::handoff(transfer, payload.clone(), true));
+                    push(&mut out, &format!("node.{}", name(a)), events::handoff(transfer, payload.clone(), true, Vec::new()));
                 }
             }
             Label::Outcome(g, o) => {
@@ -482,7 +482,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 push(&mut out, "control", events::edge_taken(&name(a), &name(b), via));
                 // A delegation into `b` is recorded with the crossing.
                 for t in model.workflow.transfers.iter().filter(|t| t.kind() == TransferKind::Delegate && t.to == name(b)) {
-                    push(&mut out, &format!("node.{}", t.from), events::delegation(model.program, t, payload.clone()));
+                    push(&mut out, &format!("node.{}", t.from), events::delegation(model.program, t, payload.clone(), Vec::new()));
                 }
             }
             Label::Exhausted(n) => {

@@ -212,16 +212,7 @@ mod tests {
         let v = SCHEMA_VERSION;
         let digest = ArtifactRef { digest: "sha256:0".into(), size: 1 };
         let events = vec![
-            event(
-                1,
-                Body::RunStarted {
-                    schema_version: v,
-                    workflow: "w".into(),
-                    plan_digest: "d".into(),
-                    plan_content_digest: None,
-                    input: None,
-                },
-            ),
+            event(1, flow_check::events::run_started(&program.workflows["w"], "d", None, None)),
             event(
                 2,
                 Body::ToolCallStarted {
@@ -245,6 +236,7 @@ mod tests {
                     inputs: digest,
                     budget: Usage::default(),
                     reason: None,
+                    artifacts: Vec::new(),
                 },
             ),
             event(

@@ -588,6 +588,50 @@ workflow w {{
 }
 
 #[test]
+fn the_artifacts_a_handoff_and_a_delegation_hand_over_reach_the_receivers_context() {
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p, can_delegate: true, context: isolated }}
+contract study {{ objective: "Study a section", output: string }}
+workflow w {{
+  start: plan
+  node plan: agent a {{ output: {{ sections: [string], title: string }} }}
+  node write: agent a {{ output: {{ draft: string }} }}
+  node check: agent a {{ output: string }}
+  node done: end ok
+  plan -> write -> check -> done
+  handoff plan -> write {{ payload: {{ sections: [string], title: string }}, artifacts: [plan.sections] }}
+  delegate write -> check {{ contract: study, artifacts: [plan.title, write.draft] }}
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |a| match a.node.as_str() {
+        "plan" => output(json!({ "sections": ["intro", "method"], "title": "On gates" })),
+        "write" => output(json!({ "draft": "Gates hold." })),
+        _ => output(json!("fine")),
+    });
+    let context = |node: &str| ran.agents.iter().find(|a| a.node == node).map(|a| a.context.clone()).expect(node);
+    assert_eq!(context("write")["artifacts"], json!({ "plan.sections": ["intro", "method"] }));
+    assert_eq!(context("check")["artifacts"], json!({ "plan.title": "On gates", "write.draft": "Gates hold." }));
+    assert!(context("plan").get("artifacts").is_none());
+    // Each transfer records what it handed over, by reference.
+    let handed: Vec<usize> = ran
+        .events
+        .iter()
+        .filter_map(|e| match &e.body {
+            Body::Handoff { artifacts, .. } | Body::Delegation { artifacts, .. } => Some(artifacts.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(handed, [1, 2]);
+    let digest = flow_runtime::artifact::artifact_ref(&json!(["intro", "method"])).0.digest;
+    let recorded = ran.events.iter().find_map(|e| match &e.body {
+        Body::Handoff { artifacts, .. } => artifacts.first().map(|a| a.digest.clone()),
+        _ => None,
+    });
+    assert_eq!(recorded, Some(digest));
+}
+
+#[test]
 fn a_handoff_sends_the_message_type_it_declares() {
     let source = format!(
         r#"{HEAD}agent a {{ provider: p }}

@@ -358,6 +358,18 @@ impl Transfer {
         }
     }
 
+    /// The artifacts handed over with the transfer: expressions over the
+    /// nodes, each evaluated as it happens.
+    pub fn artifacts(&self) -> Vec<&TExpr> {
+        let written = match &self.body {
+            TransferBody::Handoff(Handoff { artifacts, .. }) | TransferBody::Delegate(Delegation { artifacts, .. }) => artifacts,
+        };
+        match written {
+            Some(Value::List(items)) => items.iter().filter_map(|i| if let Value::Expr(e) = i { Some(e) } else { None }).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The type of what a handoff hands over (`payload`).
     pub fn payload_type(&self) -> Option<&Ty> {
         self.handoff()?.payload.as_ref()

@@ -145,6 +145,8 @@ pub struct Engine {
     small_artifacts: FxHashMap<Vec<u8>, ArtifactRef>,
     pending_slice: HashMap<String, Value>,
     pending_contract: HashMap<String, String>,
+    /// What transfers handed over to a node not started yet (`artifacts`).
+    pending_artifacts: HashMap<String, Value>,
     /// The online monitors of the policies that apply to this workflow.
     policies: Vec<PolicyRt>,
     /// Model turns whose reported use went over their per-turn ceilings
@@ -251,6 +253,7 @@ impl Engine {
             small_artifacts: FxHashMap::default(),
             pending_slice: HashMap::new(),
             pending_contract: HashMap::new(),
+            pending_artifacts: HashMap::new(),
             policies,
             ceiling_breaches: 0,
             replaying: false,

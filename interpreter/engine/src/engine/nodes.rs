@@ -49,6 +49,7 @@ impl Engine {
         }
         let slice = if self.pending_slice.is_empty() { None } else { self.pending_slice.remove(name) };
         let contract = if self.pending_contract.is_empty() { None } else { self.pending_contract.remove(name) };
+        let artifacts = if self.pending_artifacts.is_empty() { None } else { self.pending_artifacts.remove(name) };
         if !self.nodes.contains_key(name) {
             self.nodes.insert(name.to_string(), NodeRt::default());
         }
@@ -59,6 +60,7 @@ impl Engine {
         rt.input = input.clone();
         rt.slice = slice;
         rt.contract = contract;
+        rt.artifacts = artifacts;
         let visit = rt.visits;
         let started = self.emit("control", events::node_started(&node, visit), Some(cause));
         self.nodes[name].started_event = started.clone();

@@ -220,6 +220,8 @@ pub(super) struct NodeRt {
     pub(super) contract: Option<String>,
     /// The blackboards the visit read as it started, with their entries.
     pub(super) boards: Option<Value>,
+    /// The artifacts transfers handed over to the visit, by expression.
+    pub(super) artifacts: Option<Value>,
 }
 
 /// A join's branches: those that arrived since it last ran, and those

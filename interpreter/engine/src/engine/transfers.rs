@@ -153,9 +153,16 @@ impl Engine {
             }
             _ => None,
         };
-        let refusal = self.payload_refusal(transfer, from, to, &payload);
+        let (handed, refusal) = match self.payload_refusal(transfer, from, to, &payload) {
+            Some(why) => ((Value::Null, Vec::new()), Some(why)),
+            None => match self.hand_over(transfer, &parent) {
+                Ok(handed) => (handed, None),
+                Err(why) => ((Value::Null, Vec::new()), Some(why)),
+            },
+        };
         let payload_ref = self.store(&payload, &format!("handoff {from} -> {to}"), Some(&parent));
-        let handoff = self.emit(&format!("node.{from}"), events::handoff(transfer, payload_ref.clone(), refusal.is_none()), Some(&parent));
+        let body = events::handoff(transfer, payload_ref.clone(), refusal.is_none(), handed.1);
+        let handoff = self.emit(&format!("node.{from}"), body, Some(&parent));
         if let Some(why) = refusal {
             self.node_failed(from, ErrorCode::HandoffRefused, why, &handoff);
             return Err(Crossing::Refused);
@@ -171,7 +178,36 @@ impl Engine {
         if let Some(slice) = slice {
             self.pending_slice.insert(to.to_string(), slice);
         }
+        self.keep_artifacts(to, handed.0);
         Ok((payload, handoff))
+    }
+
+    /// The artifacts a transfer hands over: each expression evaluated (one
+    /// that cannot be refuses the transfer) and stored, keyed by how it
+    /// is written; and their references, for the transfer's event.
+    fn hand_over(&mut self, transfer: &Transfer, parent: &Str) -> Result<(Value, Vec<ArtifactRef>), String> {
+        let mut view = serde_json::Map::new();
+        let mut refs = Vec::new();
+        for e in transfer.artifacts() {
+            let written = eval::render(e);
+            let value =
+                eval::eval(e, &self.env).map_err(|err| format!("artifact `{written}` could not be handed over: {}", err.message))?;
+            refs.push(self.store(&value, &format!("artifact {written}"), Some(parent)));
+            view.insert(written, value);
+        }
+        Ok((Value::Object(view), refs))
+    }
+
+    /// Keeps what was handed over for the receiver's context.
+    fn keep_artifacts(&mut self, to: &str, handed: Value) {
+        let Value::Object(handed) = handed else { return };
+        if handed.is_empty() {
+            return;
+        }
+        let kept = self.pending_artifacts.entry(to.to_string()).or_insert_with(|| Value::Object(Default::default()));
+        if let Value::Object(kept) = kept {
+            kept.extend(handed);
+        }
     }
 
     /// Why a handoff refuses `payload`, if it does: not of the declared
@@ -226,8 +262,18 @@ impl Engine {
         if let Some(budget) = budget {
             self.budgets.add(Scope::from_budget(&format!("delegation.{to}"), &budget));
         }
+        let handed = match self.hand_over(transfer, &parent) {
+            Ok(handed) => handed,
+            Err(why) => {
+                let why = format!("delegation {from} -> {to} refused (contract `{contract}`): {why}");
+                self.node_failed(from, ErrorCode::DelegationRefused, why, &parent);
+                return Err(Crossing::Refused);
+            }
+        };
         let inputs_ref = self.store(&inputs, &format!("delegation {from} -> {to}"), Some(&parent));
-        let delegation = self.emit(&format!("node.{from}"), events::delegation(&program, transfer, inputs_ref), Some(&parent));
+        let body = events::delegation(&program, transfer, inputs_ref, handed.1);
+        let delegation = self.emit(&format!("node.{from}"), body, Some(&parent));
+        self.keep_artifacts(to, handed.0);
         // The delegation's `context_fields`: the delegate sees only those
         // fields of its inputs (the whole snapshot is still the contract's).
         let fields = transfer.context_fields();

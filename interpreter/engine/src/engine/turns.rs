@@ -13,9 +13,16 @@ impl Engine {
     /// The context an agent sees, by its context policy.
     pub(super) fn context_for(&self, node: &Node, agent: &Decl) -> Value {
         let mut context = self.context_of_mode(node, agent);
-        // The blackboards the node reads, whatever its context mode.
-        if let (Some(boards), Some(map)) = (self.nodes.get(&node.name).and_then(|n| n.boards.clone()), context.as_object_mut()) {
-            map.insert("blackboards".into(), boards);
+        // The blackboards the node reads and the artifacts handed to it,
+        // whatever its context mode.
+        let rt = self.nodes.get(&node.name);
+        if let Some(map) = context.as_object_mut() {
+            if let Some(boards) = rt.and_then(|n| n.boards.clone()) {
+                map.insert("blackboards".into(), boards);
+            }
+            if let Some(artifacts) = rt.and_then(|n| n.artifacts.clone()) {
+                map.insert("artifacts".into(), artifacts);
+            }
         }
         context
     }

@@ -335,7 +335,7 @@ pub fn board_actors(node: &Node) -> Vec<String> {
 pub fn board_allows(program: &Program, allowed: Option<&[String]>, actors: &[String]) -> bool {
     let Some(allowed) = allowed else { return true };
     let expanded = expand_principals(program, allowed);
-    !actors.is_empty() && actors.iter().all(|a| allowed.contains(a) || expanded.contains(a))
+    !actors.is_empty() && actors.iter().all(|a| expanded.contains(a))
 }
 
 /// The decision applied to an append: `append` for `approve`, else `refuse`.

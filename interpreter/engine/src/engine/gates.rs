@@ -314,12 +314,11 @@ impl Engine {
             });
             let w = entry.outcome.max(outcome);
             if w != entry.outcome || error {
-                entry.reason =
-                    Some(match rt.reasons.get(&(*i, 0)).or_else(|| rt.reasons.range((*i, 0)..(*i + 1, 0)).next().map(|(_, r)| r)) {
-                        Some(why) => why.clone(),
-                        None if error => "probe errored or timed out".into(),
-                        None => "probe failed".into(),
-                    });
+                entry.reason = Some(match rt.reasons.range((*i, 0)..(*i + 1, 0)).next().map(|(_, r)| r) {
+                    Some(why) => why.clone(),
+                    None if error => "probe errored or timed out".into(),
+                    None => "probe failed".into(),
+                });
             }
             entry.outcome = w;
             entry.error |= error;

@@ -69,42 +69,34 @@ impl Engine {
     /// only to a `local` provider: the first of those that is (`None`:
     /// none is, and the turn is not sent).
     pub(super) fn provider_for(&self, node: &Node, agent: &Decl) -> Option<(String, Option<String>)> {
-        let candidates = self.provider_candidates(node, agent);
+        let mut candidates = self.provider_candidates(node, agent);
         if !semantics::handles_private_data(node, agent) {
-            return candidates.into_iter().next();
+            return candidates.next();
         }
-        candidates.into_iter().find(|(p, _)| self.decl(p).is_some_and(Decl::local))
+        candidates.find(|(p, _)| self.decl(p).is_some_and(Decl::local))
     }
 
-    fn provider_candidates(&self, node: &Node, agent: &Decl) -> Vec<(String, Option<String>)> {
-        let mut out = Vec::new();
-        if let Some(p) = &self.provider_override {
-            out.push((p.clone(), None));
-        }
+    /// The providers (and models) a turn may go to, in order, evaluated
+    /// only as far as they are asked for.
+    fn provider_candidates<'a>(&'a self, node: &Node, agent: &'a Decl) -> impl Iterator<Item = (String, Option<String>)> + 'a {
         let default = agent.provider().unwrap_or_default().to_string();
         let model = agent.model().map(str::to_string);
         let routes = agent.routes();
+        let mut env = Env::default();
         if !routes.is_empty() {
-            let task = match node.task() {
-                Some(v) => eval::value_to_json(v),
-                None => json!({}),
-            };
-            let mut env = Env::default();
-            env.insert("task".into(), task);
-            for route in routes {
-                let holds = match (route.when, route.always) {
-                    (Some(e), _) => eval::eval_bool(e, &env).unwrap_or(false),
-                    (None, Some(b)) => b,
-                    (None, None) => false,
-                };
-                if holds {
-                    let provider = route.provider.unwrap_or(&default).to_string();
-                    out.push((provider, route.model.map(str::to_string).or(model.clone())));
-                }
-            }
+            env.insert("task".into(), node.task().map(eval::value_to_json).unwrap_or_else(|| json!({})));
         }
-        out.push((default, model));
-        out
+        let (fallback, fallback_model) = (default.clone(), model.clone());
+        let routed = routes.into_iter().filter_map(move |route| {
+            let holds = match (route.when, route.always) {
+                (Some(e), _) => eval::eval_bool(e, &env).unwrap_or(false),
+                (None, Some(b)) => b,
+                (None, None) => false,
+            };
+            holds.then(|| (route.provider.unwrap_or(&fallback).to_string(), route.model.map(str::to_string).or(fallback_model.clone())))
+        });
+        let overridden = self.provider_override.clone().map(|p| (p, None));
+        overridden.into_iter().chain(routed).chain(std::iter::once((default, model)))
     }
 
     /// The request of the next turn of `attempt` at `node`.

@@ -156,25 +156,43 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
             };
             let blocked = format!("blocked{k}");
             names.reasons.push(blocked.clone());
-            let on_block = if rng.chance(40) {
-                let rejected = format!("rejected{k}");
-                names.reasons.push(rejected.clone());
-                // A decision may have a deadline, with or without its
-                // own handler (without one the run ends under the gate's
-                // reason).
-                let timeout = match rng.below(3) {
-                    0 => String::new(),
-                    1 => "\n    timeout: 5m".to_string(),
-                    _ => {
-                        let late = format!("late{k}");
-                        names.reasons.push(late.clone());
-                        format!("\n    timeout: 5m\n    on timeout -> terminate({late})")
+            // A BLOCK asks the editor (sometimes with revise and replan
+            // among the choices), re-runs (the gated node, or a replan
+            // scope that `workflow` fills in with an earlier block's
+            // entry, listed after it), or ends the run. A re-run is
+            // bounded by the gated node's `max_visits`.
+            let mut rerun = false;
+            let on_block = match rng.below(10) {
+                0..3 => {
+                    let rejected = format!("rejected{k}");
+                    names.reasons.push(rejected.clone());
+                    // A decision may have a deadline, with or without its
+                    // own handler (without one the run ends under the gate's
+                    // reason).
+                    let timeout = match rng.below(3) {
+                        0 => String::new(),
+                        1 => "\n    timeout: 5m".to_string(),
+                        _ => {
+                            let late = format!("late{k}");
+                            names.reasons.push(late.clone());
+                            format!("\n    timeout: 5m\n    on timeout -> terminate({late})")
+                        }
+                    };
+                    rerun = rng.chance(40);
+                    let decisions = if rerun { "approve, revise, replan, reject]\n    replan_scope: [@SCOPE@" } else { "approve, reject" };
+                    format!("on BLOCK -> decide\n    decided_by: [editor]\n    decisions: [{decisions}]\n    on reject -> terminate({rejected}){timeout}")
+                }
+                3..7 => {
+                    rerun = true;
+                    if rng.chance(50) {
+                        "replan_scope: [@SCOPE@]\n    on BLOCK -> replan".to_string()
+                    } else {
+                        format!("on BLOCK -> revise({n})")
                     }
-                };
-                format!("on BLOCK -> decide\n    decided_by: [editor]\n    decisions: [approve, reject]\n    on reject -> terminate({rejected}){timeout}")
-            } else {
-                format!("on BLOCK -> terminate({blocked})")
+                }
+                _ => format!("on BLOCK -> terminate({blocked})"),
             };
+            let line = if rerun { line.replacen("{ output: Out", "{ output: Out, max_visits: 2", 1) } else { line };
             let body = format!("{{\n    evaluate: [{evaluator}]\n    reason: \"{blocked}\"\n    on PASS -> continue\n    {on_block}\n  }}");
             // The gated agent appends on the gate's PASS, half the time.
             let line = if rng.chance(50) && !line.contains("writes:") {
@@ -351,6 +369,11 @@ pub fn workflow(seed: u64, tokens: u64) -> String {
             let _ = writeln!(s, "  {from} -> {next}{guard}");
         }
         if let Some((from, body)) = &b.gate {
+            // A replan scope: the gated node, and an earlier block's
+            // entry (if any) listed after it (the scope starts there).
+            let earlier = &blocks[rng.below(i)].entry;
+            let scope = if earlier == from { from.clone() } else { format!("{from}, {earlier}") };
+            let body = body.replace("@SCOPE@", &scope);
             let _ = writeln!(s, "  gate g{i}: {from} -> {next} {body}");
         }
     }

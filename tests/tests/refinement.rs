@@ -6,7 +6,8 @@
 //! end — gates with every built-in evaluator kind,
 //! decisions, handoffs with and without a declared context, loops, joins,
 //! budgets and zones, blackboards appended to at once, after an approval or
-//! on a gate's PASS, and read) and randomly scripted data-plane answers (outputs,
+//! on a gate's PASS, and read, revise and replan (a scope listed out of
+//! order) on a BLOCK or as a decision) and randomly scripted data-plane answers (outputs,
 //! invalid outputs, failures, tool calls, token use, human decisions,
 //! answered in random order), each run of the engine, driven in process
 //! with a fake clock:
@@ -267,6 +268,10 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
                 if matches!(&e.body, flow_trace::Body::EdgeTaken { via: flow_trace::Via::MapItem(_), .. }) {
                     *seen_kinds.entry("map item".into()).or_default() += 1;
                 }
+                // A replan scope listed out of order starts at its entry.
+                if matches!(&e.body, flow_trace::Body::Rerun { scope, entry, .. } if scope.first() != Some(entry)) {
+                    *seen_kinds.entry("rerun from a later-listed entry".into()).or_default() += 1;
+                }
             }
             let ended = matches!(status, RunStatus::Terminated { .. });
             if !ended {
@@ -312,6 +317,8 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
         "map item",
         "blackboard_appended",
         "blackboard_read",
+        "rerun",
+        "rerun from a later-listed entry",
     ] {
         assert!(seen_kinds.get(kind).copied().unwrap_or(0) > 0, "no run recorded `{kind}`: {seen_kinds:?}");
     }

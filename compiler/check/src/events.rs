@@ -246,6 +246,11 @@ pub fn blackboard_appended(blackboard: &str, node: &str, entry: ArtifactRef, ent
     Body::BlackboardAppended { schema_version: V, blackboard: blackboard.to_string(), node: node.to_string(), entry, entries, approved_by }
 }
 
+/// `rerun`: a `revise` or `replan` re-runs `rerun`'s scope from its entry.
+pub fn rerun(trigger: flow_trace::TriggerReason, rerun: &crate::rerun::Rerun) -> Body {
+    Body::Rerun { schema_version: V, trigger, scope: rerun.scope.clone(), entry: rerun.entry.clone(), superseded: rerun.nodes.clone() }
+}
+
 /// `blackboard_read`: `node` read the `entries` entries of `blackboard`.
 pub fn blackboard_read(blackboard: &str, node: &str, entries: u32) -> Body {
     Body::BlackboardRead { schema_version: V, blackboard: blackboard.to_string(), node: node.to_string(), entries }

@@ -153,8 +153,8 @@ impl PlanIndex {
             self.replan_targets.insert(start.to_string());
         }
         for gate in workflow.gates.values() {
-            if let Some(first) = gate.replan_start() {
-                self.replan_targets.insert(first.to_string());
+            if let Some(entry) = crate::rerun::replan_entry(workflow, Some(gate)) {
+                self.replan_targets.insert(entry);
             }
         }
     }

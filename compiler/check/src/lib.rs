@@ -17,6 +17,7 @@ pub mod lookup;
 pub mod node;
 pub mod plan;
 pub mod render;
+pub mod rerun;
 pub mod schema;
 pub mod semantics;
 pub mod spec;

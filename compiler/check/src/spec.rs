@@ -607,7 +607,11 @@ pub const GATE_BLOCK: BlockSpec<'static> = BlockSpec {
             "Outcome of an evaluator error, timeout or inconclusive result (default BLOCK).",
         ),
         opt("reason", V::Str, "Reason code recorded when the gate does not pass."),
-        opt("replan_scope", V::List(&V::Node), "The sub-graph a REPLAN re-runs (default: the whole workflow)."),
+        opt(
+            "replan_scope",
+            V::List(&V::Node),
+            "The sub-graph a REPLAN re-runs, from its entry, with what depends on it (default: the whole workflow; §6.3).",
+        ),
         opt("description", V::Str, "What the gate protects."),
     ],
     entries: &[EntryKind::Handler],

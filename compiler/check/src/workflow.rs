@@ -149,6 +149,7 @@ impl Checker<'_> {
             loc: loc(self.file, decl.name.span),
         };
         let mut policies = Vec::new();
+        let mut replan_scopes = Vec::new();
         for entry in rest {
             match entry {
                 Entry::Node(node) => {
@@ -164,6 +165,9 @@ impl Checker<'_> {
                         continue;
                     }
                     let ir = self.check_gate(gate);
+                    if let Some(scope) = Self::block_prop(Some(&gate.body), "replan_scope") {
+                        replan_scopes.push((ir.name.clone(), scope.span));
+                    }
                     workflow.gates.insert(ir.name.clone(), ir);
                 }
                 Entry::Transfer(transfer) => {
@@ -180,6 +184,7 @@ impl Checker<'_> {
                 Entry::Property(_) => {}
             }
         }
+        self.refuse_split_scopes(&workflow, &replan_scopes);
         let scope = PolicyScope { nodes: workflow.nodes.keys().cloned().collect(), gates: workflow.gates.keys().cloned().collect() };
         for policy in &policies {
             if let Some(p) = self.check_policy(policy, &scope) {
@@ -429,6 +434,31 @@ impl Checker<'_> {
                     "write `max_concurrency: {}` or more, or bound the run with the workflow's `concurrency`",
                     branches.len()
                 ));
+        }
+    }
+
+    /// A replan re-runs its scope from the scope's entry (the node that
+    /// leads to every other, `rerun::scope_entry`) and then what depends on
+    /// it: a scope in parts that do not lead to one another would have to
+    /// start twice at once, which the runtime does not do yet (E0116).
+    fn refuse_split_scopes(&mut self, workflow: &ir::Workflow, scopes: &[(String, Span)]) {
+        for (gate, span) in scopes {
+            let scope = workflow.gates.get(gate).map(|g| g.replan_scope()).unwrap_or_default();
+            if scope.len() < 2 || scope.iter().any(|n| !workflow.nodes.contains_key(n)) {
+                continue;
+            }
+            if crate::rerun::scope_entry(workflow, &scope).is_none() {
+                self.error(
+                    codes::NOT_SUPPORTED,
+                    *span,
+                    format!("gate `{gate}`'s replan scope has no node that leads to the rest: not supported yet"),
+                )
+                .with_primary_message("no node of the scope reaches all the others")
+                .with_note("a replan re-runs its scope from the node that leads to every other node of the scope, then what depends on it")
+                .with_help(
+                    "list only nodes that one of them leads to (a sub-graph with one entry), or replan from a node they share upstream",
+                );
+            }
         }
     }
 

@@ -374,6 +374,21 @@ pub enum Body {
         #[schemars(with = "String")]
         action: Action,
     },
+    /// A `revise` or `replan` re-runs its scope: from `entry` (the node of
+    /// the scope that leads to the rest), superseding the outputs of
+    /// `superseded` — the scope and every node that depends on it. Every
+    /// other node keeps its output; a node that runs again sees its
+    /// earlier output in its context.
+    Rerun {
+        schema_version: u32,
+        /// `revise` or `replan`.
+        trigger: TriggerReason,
+        /// The scope the action names: `[node]` for `revise(node)` and
+        /// `replan(node)`, the gate's `replan_scope`, else `[start]`.
+        scope: Vec<String>,
+        entry: String,
+        superseded: Vec<String>,
+    },
     /// An entry was appended to a blackboard: the output of the node that
     /// writes it, after the approval or gate PASS the blackboard requires.
     BlackboardAppended {
@@ -528,6 +543,7 @@ impl Body {
             Body::ActionTaken { .. } => "action_taken",
             Body::BlackboardAppended { .. } => "blackboard_appended",
             Body::BlackboardRead { .. } => "blackboard_read",
+            Body::Rerun { .. } => "rerun",
             Body::StateChanged { .. } => "state_changed",
             Body::LeaseGranted { .. } => "lease_granted",
             Body::LeaseHeartbeat { .. } => "lease_heartbeat",

@@ -187,8 +187,8 @@ fn budget_graph<'w>(workflow: &'w Workflow, program: &'w Program) -> FlowGraph<'
             match (h.action.name.as_str(), h.action.args.is_empty()) {
                 ("revise", true) => local.push((from, from, h.action.name.as_str())),
                 ("replan", true) => {
-                    let scope = gate.replan_scope().iter().find_map(|n| index(&flow, n));
-                    local.extend(scope.or(start).map(|s| (from, s, h.action.name.as_str())));
+                    let entry = flow_check::rerun::replan_entry(workflow, Some(gate)).and_then(|n| index(&flow, &n));
+                    local.extend(entry.map(|s| (from, s, h.action.name.as_str())));
                 }
                 _ => {}
             }

@@ -269,7 +269,9 @@ impl<'w> FlowGraph<'w> {
                     let action = flow_check::semantics::gate_decision_action(gate, decision);
                     let target = match action.name {
                         ActionKind::Revise => flow.index.get(&gate.from).copied(),
-                        ActionKind::Replan => gate.replan_scope().first().and_then(|n| flow.index.get(n).copied()).or(flow.start),
+                        ActionKind::Replan => {
+                            flow_check::rerun::replan_entry(workflow, Some(gate)).and_then(|n| flow.index.get(n.as_str()).copied())
+                        }
                         _ => None,
                     };
                     let (Some(from), Some(to)) = (flow.index.get(&gate.from).copied(), target) else { continue };

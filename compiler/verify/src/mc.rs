@@ -15,7 +15,7 @@ use crate::model::{Label, Model, NodeId, DECISIONS, OUTCOMES, ZONES};
 use flow_check::events;
 use flow_check::ir::{NodeKind, TransferKind};
 use flow_policy::{Automaton, Mask, Obs};
-use flow_trace::{ArtifactRef, Body, ErrorCode, EvaluatorResult, Event};
+use flow_trace::{ArtifactRef, Body, ErrorCode, EvaluatorResult, Event, TriggerReason, Via};
 use indexmap::IndexSet;
 use petgraph::graph::{DiGraph, NodeIndex};
 use rustc_hash::{FxBuildHasher, FxHashMap};
@@ -479,6 +479,13 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                     0
                 };
                 let via = model.via(*via, guard, item);
+                // A revise or replan first records what it re-runs.
+                if matches!(via, Via::Revise | Via::Replan) {
+                    let replan = via == Via::Replan;
+                    let trigger = if replan { TriggerReason::Replan } else { TriggerReason::Revise };
+                    let rerun = flow_check::rerun::rerun_into(model.workflow, replan, &name(a), &name(b));
+                    push(&mut out, "control", events::rerun(trigger, &rerun));
+                }
                 push(&mut out, "control", events::edge_taken(&name(a), &name(b), via));
                 // A delegation into `b` is recorded with the crossing.
                 for t in model.workflow.transfers.iter().filter(|t| t.kind() == TransferKind::Delegate && t.to == name(b)) {

@@ -663,7 +663,7 @@ impl<'p> Model<'p> {
                 decisions: decisions.iter().filter_map(|d| DECISIONS.iter().position(|x| x == d).map(|x| x as u8)).collect(),
                 subject,
                 reason: gate.reason().map(str::to_string),
-                replan_scope: gate.replan_scope().first().and_then(|n| node_index(n)),
+                replan_scope: flow_check::rerun::replan_entry(workflow, Some(gate)).and_then(|n| node_index(&n)),
                 timeout: gate.timeout_ms().is_some(),
                 pass_on_valid: workflow
                     .nodes

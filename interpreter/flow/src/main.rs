@@ -868,6 +868,7 @@ fn show(run: &str) -> u8 {
             Body::Handoff { from, to, accepted, .. } => format!("  handoff {from} → {to}{}", if *accepted { "" } else { " REFUSED" }),
             Body::EdgeTaken { from, to, via, .. } => format!("  {from} → {to} ({via})"),
             Body::ActionTaken { event, scope, action, .. } => format!("  on {event} in {scope}: {action}"),
+            Body::Rerun { trigger, entry, superseded, .. } => format!("↺ {trigger} from {entry}: supersedes {}", superseded.join(", ")),
             Body::BudgetZoneChanged { scope, from, to, .. } => format!("  budget {scope}: {from} → {to}"),
             Body::BudgetExhausted { scope, limit, .. } => format!("  budget {scope}: {limit} exhausted"),
             Body::LeaseExpired { attempt_id, .. } => format!("  lease of {attempt_id} expired"),

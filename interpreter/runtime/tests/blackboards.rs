@@ -4,94 +4,30 @@
 //! read is an event trace check holds to the plan. Each run is driven in
 //! process on a fake clock and checked by `flow trace check` too.
 
+mod common;
+
+use common::{program, Ran};
 use flow_check::ir::Program;
-use flow_check::{check_program, NoFiles};
-use flow_diagnostics::SourceDb;
-use flow_runtime::clock::FakeClock;
-use flow_runtime::engine::{Engine, RunConfig};
-use flow_runtime::proto::{AgentReply, AgentRequest, HumanAnswer, HumanRequest, Request, Response, TokenUsage};
+use flow_runtime::proto::{AgentRequest, HumanRequest};
 use flow_runtime::tracecheck;
 use flow_trace::{Applied, Body, Decision, Event};
 use serde_json::{json, Value};
-use std::sync::Arc;
 
-fn program(source: &str) -> Program {
-    let mut db = SourceDb::new();
-    let root = db.add("boards.flow", source.to_string());
-    let checked = check_program(&mut db, root, &NoFiles);
-    assert!(!checked.has_errors(), "{:#?}", checked.diagnostics);
-    let verified = flow_verify::verify(&checked.program);
-    assert!(verified.iter().all(|d| !d.is_error()), "{verified:#?}");
-    checked.program
+fn appended(ran: &Ran) -> Vec<(String, String, u32, Option<String>)> {
+    ran.events
+        .iter()
+        .filter_map(|e| match &e.body {
+            Body::BlackboardAppended { blackboard, node, entries, approved_by, .. } => {
+                Some((blackboard.clone(), node.clone(), *entries, approved_by.clone()))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
-struct Ran {
-    events: Vec<Event>,
-    agents: Vec<AgentRequest>,
-    humans: Vec<HumanRequest>,
-}
-
-impl Ran {
-    fn appended(&self) -> Vec<(String, String, u32, Option<String>)> {
-        self.events
-            .iter()
-            .filter_map(|e| match &e.body {
-                Body::BlackboardAppended { blackboard, node, entries, approved_by, .. } => {
-                    Some((blackboard.clone(), node.clone(), *entries, approved_by.clone()))
-                }
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn context_of(&self, node: &str) -> &Value {
-        &self.agents.iter().find(|a| a.node == node).unwrap_or_else(|| panic!("no turn of {node}")).context
-    }
-}
-
-/// Runs `program`: agent turns answered by `reply`, humans by `decide`;
-/// the trace must be conformant.
+/// Runs `program` on `{}` (the trace must be conformant).
 fn run(program: Program, reply: impl Fn(&AgentRequest) -> Value, decide: impl Fn(&HumanRequest) -> Decision) -> Ran {
-    let program = Arc::new(program);
-    let clock = Arc::new(FakeClock::new(FakeClock::DEFAULT_START));
-    let cfg = RunConfig {
-        run_id: "run".into(),
-        execution_id: "exec-1".into(),
-        plan_digest: "sha256:test".into(),
-        plan_content_digest: None,
-        clock,
-        owner: "test".into(),
-        lease_ttl_ms: 30_000,
-    };
-    let mut engine = Engine::new(program.clone(), None, cfg).expect("engine");
-    engine.start(json!({}));
-    let (mut agents, mut humans) = (Vec::new(), Vec::new());
-    for _ in 0..1_000 {
-        let commands = engine.take_commands();
-        if commands.is_empty() {
-            break;
-        }
-        for command in commands {
-            let response = match &command.request {
-                Request::Agent(a) => {
-                    agents.push((**a).clone());
-                    let usage = TokenUsage { input_tokens: 10, output_tokens: 10 };
-                    Response::Agent(AgentReply { output: Some(reply(a)), usage, ..AgentReply::default() })
-                }
-                Request::Human(h) => {
-                    humans.push(h.clone());
-                    let by = h.principals.first().cloned().unwrap_or_default();
-                    Response::Human(HumanAnswer { decision: decide(h), by, comment: None })
-                }
-                other => panic!("unexpected request {other:?}"),
-            };
-            engine.on_response(&command.key, response).expect("response");
-        }
-    }
-    let events = engine.take_events();
-    let report = tracecheck::check(&program, &events, &tracecheck::Options::default());
-    assert!(report.conformant, "{:#?}", report.deviations);
-    Ran { events, agents, humans }
+    common::run(program, json!({}), reply, decide)
 }
 
 const HEAD: &str = r#"provider p: scripted { max_tokens: 1k }
@@ -124,7 +60,7 @@ workflow w {{
         },
         |_| Decision::Approve,
     );
-    let appended = ran.appended();
+    let appended = appended(&ran);
     assert_eq!(appended, vec![("notes".into(), "first".into(), 1, None), ("notes".into(), "second".into(), 2, None)]);
     assert_eq!(ran.context_of("look")["blackboards"], json!({ "notes": [{ "text": "one" }] }));
     assert_eq!(ran.context_of("again")["blackboards"], json!({ "notes": [{ "text": "one" }, { "text": "two" }] }));
@@ -165,7 +101,7 @@ workflow w {{
     let subjects: Vec<&str> = ran.humans.iter().map(|h| h.subject.as_str()).collect();
     assert_eq!(subjects, ["blackboard.decisions.first", "blackboard.decisions.second"]);
     assert_eq!(ran.humans[0].principals, ["lead"]);
-    assert_eq!(ran.appended(), vec![("decisions".into(), "first".into(), 1, Some("lead".into()))]);
+    assert_eq!(appended(&ran), vec![("decisions".into(), "first".into(), 1, Some("lead".into()))]);
     assert_eq!(ran.context_of("look")["blackboards"], json!({ "decisions": ["first"] }));
     let applied: Vec<Applied> = ran
         .events
@@ -211,7 +147,7 @@ workflow w {{
         },
         |_| Decision::Approve,
     );
-    assert_eq!(ran.appended(), vec![("checked".into(), "draft".into(), 1, None)]);
+    assert_eq!(appended(&ran), vec![("checked".into(), "draft".into(), 1, None)]);
     assert_eq!(ran.context_of("look")["blackboards"], json!({ "checked": ["long enough"] }));
 }
 

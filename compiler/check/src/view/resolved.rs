@@ -2,7 +2,7 @@
 //! another block's, else the spec's default (the node's context, else its
 //! agent's, else isolated).
 
-use super::{word, EvaluatorRef, Props};
+use super::{EvaluatorRef, Props};
 use crate::ir::{Decl, Gate, Node, Transfer, Value};
 use flow_trace::ContextMode;
 
@@ -61,18 +61,6 @@ impl Transfer {
     /// contract's: isolated here).
     pub fn handoff_context(&self) -> ContextMode {
         self.context().unwrap_or(ContextMode::Isolated)
-    }
-}
-
-impl Gate {
-    /// The node a REPLAN through the gate re-runs first: the first node of
-    /// [`Gate::replan_scope`], borrowed (`None`: the scope is the whole workflow).
-    pub fn replan_start(&self) -> Option<&str> {
-        match self.prop("replan_scope")? {
-            Value::List(items) => items.iter().find_map(|v| word(Some(v))),
-            Value::Str(_) => None,
-            single => word(Some(single)),
-        }
     }
 }
 
@@ -153,26 +141,5 @@ mod tests {
         let transfer = |items: &[(&str, Value)]| Transfer::new(TransferKind::Handoff, "a", "b", &props(items), Default::default());
         assert_eq!(transfer(&[]).handoff_context(), ContextMode::Isolated);
         assert_eq!(transfer(&[("context", Value::Word("fork".into()))]).handoff_context(), ContextMode::Fork);
-    }
-
-    mod replan {
-        use crate::ir::{Gate, Value};
-
-        fn gate(scope: Option<Value>) -> Gate {
-            let mut props = crate::ir::NameMap::default();
-            if let Some(scope) = scope {
-                props.insert("replan_scope".to_string(), scope);
-            }
-            Gate { name: "g".into(), from: "a".into(), to: "b".into(), props, handlers: Vec::new(), loc: Default::default() }
-        }
-
-        #[test]
-        fn replan_start_is_the_first_of_the_replan_scope() {
-            let list = Value::List(vec![Value::Node("draft".into()), Value::Node("review".into())]);
-            assert_eq!(gate(Some(list.clone())).replan_start(), Some("draft"));
-            assert_eq!(gate(Some(list)).replan_scope().first().map(String::as_str), Some("draft"));
-            assert_eq!(gate(Some(Value::List(Vec::new()))).replan_start(), None);
-            assert_eq!(gate(None).replan_start(), None);
-        }
     }
 }

@@ -84,40 +84,25 @@ impl Engine {
     }
 
     /// `goto`/`activate` a node with the output of the node the handler is
-    /// on; `revise` that node, or `replan` from the gate's replan scope (else
-    /// the start), with the input it had.
+    /// on; `revise`/`replan` re-run a scope from its entry with the input
+    /// the entry had (`flow_check::rerun`), recorded as `rerun` with the
+    /// outputs it supersedes.
     fn jump(&mut self, action: &Action, ctx: &Ctx, gate: Option<Gate>, arg: Option<String>, taken: &Str) {
+        let from = ctx.node.clone().unwrap_or_else(|| "control".into());
+        let via = Via::of_action(action.name.as_str()).unwrap_or(Via::Goto);
         if matches!(action.name, ActionKind::Goto | ActionKind::Activate) {
             if let Some(to) = arg {
-                let from = ctx.node.clone().unwrap_or_else(|| "control".into());
-                let edge = self.emit(
-                    "control",
-                    events::edge_taken(&from, &to, Via::of_action(action.name.as_str()).unwrap_or(Via::Goto)),
-                    Some(taken),
-                );
+                let edge = self.emit("control", events::edge_taken(&from, &to, via), Some(taken));
                 let input = ctx.node.as_ref().and_then(|n| self.env.get(n)).cloned().unwrap_or(Value::Null);
                 self.then_start(&to, input, TriggerReason::First, &edge);
             }
             return;
         }
-        let target = arg.or_else(|| {
-            if action.name == ActionKind::Replan {
-                let scope = gate.as_ref().map(|g| g.replan_scope()).unwrap_or_default();
-                scope.first().cloned().or_else(|| self.wf().start().map(str::to_string))
-            } else {
-                ctx.node.clone()
-            }
-        });
-        if let Some(to) = target {
-            let from = ctx.node.clone().unwrap_or_else(|| "control".into());
-            let edge = self.emit(
-                "control",
-                events::edge_taken(&from, &to, Via::of_action(action.name.as_str()).unwrap_or(Via::Goto)),
-                Some(taken),
-            );
-            let input = self.nodes.get(&to).map(|n| n.input.clone()).unwrap_or(Value::Null);
-            let trigger = if action.name == ActionKind::Revise { TriggerReason::Revise } else { TriggerReason::Replan };
-            self.then_start(&to, input, trigger, &edge);
-        }
+        let Some(rerun) = rerun::rerun(self.wf(), action, ctx.node.as_deref(), gate.as_ref()) else { return };
+        let trigger = if action.name == ActionKind::Revise { TriggerReason::Revise } else { TriggerReason::Replan };
+        let recorded = self.emit("control", events::rerun(trigger, &rerun), Some(taken));
+        let edge = self.emit("control", events::edge_taken(&from, &rerun.entry, via), Some(&recorded));
+        let input = self.nodes.get(&rerun.entry).map(|n| n.input.clone()).unwrap_or(Value::Null);
+        self.then_start(&rerun.entry, input, trigger, &edge);
     }
 }

@@ -21,6 +21,7 @@ use flow_check::events;
 use flow_check::index::PlanIndex;
 use flow_check::ir::{Action, ActionKind, Decl, Gate, Guard, HandlerEvent, Node, Program, TExpr, Value as IrValue, Workflow};
 use flow_check::ir::{NodeBody, NodeKind, ToolNode, TransferKind};
+use flow_check::rerun;
 use flow_check::semantics::{self, FailureStep};
 use flow_check::types::Ty;
 use flow_check::view::{self, Conflicts, EvaluatorRef, Expect, PolicyResponse};

@@ -23,8 +23,30 @@ impl Engine {
             if let Some(artifacts) = rt.and_then(|n| n.artifacts.clone()) {
                 map.insert("artifacts".into(), artifacts);
             }
+            if let Some(rerun) = self.rerun_context(&node.name) {
+                map.insert("rerun".into(), rerun);
+            }
         }
         context
+    }
+
+    /// What a node that runs again sees of its earlier work: the visit, its
+    /// own latest output (`previous`) and the latest outputs of the nodes
+    /// that lead into it (`depends_on`), whatever its context mode. A map's
+    /// item node runs once per item: an earlier item is not earlier work.
+    fn rerun_context(&self, node: &str) -> Option<Value> {
+        let visit = self.nodes.get(node).map_or(0, |n| n.visits);
+        if visit < 2 || self.index.map_of(node).is_some() {
+            return None;
+        }
+        let mut depends_on = serde_json::Map::new();
+        for from in rerun::depends_on(self.wf(), node) {
+            if let Some(output) = self.env.get(&from) {
+                depends_on.insert(from, output.clone());
+            }
+        }
+        let previous = self.env.get(node).cloned().unwrap_or(Value::Null);
+        Some(json!({ "visit": visit, "previous": previous, "depends_on": depends_on }))
     }
 
     fn context_of_mode(&self, node: &Node, agent: &Decl) -> Value {

@@ -54,6 +54,7 @@ impl<'a> Checker<'a> {
             hops: HashMap::default(),
             boards: HashMap::default(),
             appendable: HashMap::default(),
+            pending_rerun: None,
         };
         checker.init_budgets();
         checker.init_policies(wf);

@@ -33,6 +33,9 @@ r#"Apart from the start node at the beginning, a node starts only after an edge 
     HOPS = "T012", "hop limit passed",
 r#"A pair of nodes with a hop limit (a handoff's `max_hops` on the pair, else the workflow's `max_hops` on a pair with edges both ways) is crossed, either way, at most that many times; past it the engine takes no crossing and raises `max_hops` (its handler's `action_taken`, or `run_terminated` with reason `max_hops`), after which the pair's count starts again. An `edge_taken` that goes past the limit is reported."#;
 
+    RERUN = "T013", "re-run not as planned",
+r#"A `rerun` (a `revise` or `replan` taking effect) names a scope the plan's actions can name — one node for a revise; for a replan a gate's `replan_scope`, the start, or a `replan(node)` target — starts at the scope's entry (the node of the scope that leads to the rest) and supersedes exactly the entry and every node that depends on it (reference §6.3). The `edge_taken` via `revise`/`replan` that follows goes to that entry; such an edge with no `rerun` before it departs from the plan."#;
+
     GATE_NOT_PASSED = "T020", "gate not passed",
 r#"Nothing crosses a gate's boundary `from -> to` unless the gate let it: an `edge_taken` from→to needs a `gate_recorded` PASS for the gate, or a `decision_applied` approve on it (or on the escalation its handler asked for: `on BLOCK -> escalate(P)`, then approve on `escalation.P`), since the last crossing. Also reported: a `gate_recorded` for a gate the workflow does not declare on that boundary."#;
 

@@ -26,6 +26,7 @@ mod gates;
 mod lifecycle;
 mod plan;
 mod reader;
+mod reruns;
 mod state;
 mod termination;
 mod transfers;

@@ -1,0 +1,104 @@
+//! Runs of the engine in process, shared by the integration tests: a
+//! checked and verified plan, driven on a fake clock with every request
+//! answered by the test, its trace held to the plan by trace check.
+
+#![allow(dead_code)] // each test file uses its own part
+
+use flow_check::ir::Program;
+use flow_check::{check_program, NoFiles};
+use flow_diagnostics::SourceDb;
+use flow_runtime::clock::FakeClock;
+use flow_runtime::engine::{Engine, RunConfig};
+use flow_runtime::proto::{AgentReply, AgentRequest, HumanAnswer, HumanRequest, Request, Response, TokenUsage, ToolResult};
+use flow_runtime::tracecheck;
+use flow_trace::{Body, Decision, Event};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// `source`, checked and verified: neither finds an error.
+pub fn program(source: &str) -> Program {
+    let mut db = SourceDb::new();
+    let root = db.add("test.flow", source.to_string());
+    let checked = check_program(&mut db, root, &NoFiles);
+    assert!(!checked.has_errors(), "{:#?}", checked.diagnostics);
+    let verified = flow_verify::verify(&checked.program);
+    assert!(verified.iter().all(|d| !d.is_error()), "{verified:#?}");
+    checked.program
+}
+
+/// What a run did: its events and the requests it sent.
+pub struct Ran {
+    pub events: Vec<Event>,
+    pub agents: Vec<AgentRequest>,
+    pub humans: Vec<HumanRequest>,
+}
+
+impl Ran {
+    /// The context of `node`'s first turn.
+    pub fn context_of(&self, node: &str) -> &Value {
+        &self.agents.iter().find(|a| a.node == node).unwrap_or_else(|| panic!("no turn of {node}")).context
+    }
+
+    /// The context of every turn of `node`, in order.
+    pub fn contexts_of(&self, node: &str) -> Vec<&Value> {
+        self.agents.iter().filter(|a| a.node == node).map(|a| &a.context).collect()
+    }
+
+    /// The nodes started, in order.
+    pub fn started(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|e| match &e.body {
+                Body::NodeStarted { node, .. } => Some(node.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Runs `program` on `input`: agent turns answered with `reply`'s output,
+/// tool calls with `{}`, humans with `decide`; the trace must be
+/// conformant.
+pub fn run(program: Program, input: Value, reply: impl Fn(&AgentRequest) -> Value, decide: impl Fn(&HumanRequest) -> Decision) -> Ran {
+    let program = Arc::new(program);
+    let clock = Arc::new(FakeClock::new(FakeClock::DEFAULT_START));
+    let cfg = RunConfig {
+        run_id: "run".into(),
+        execution_id: "exec-1".into(),
+        plan_digest: "sha256:test".into(),
+        plan_content_digest: None,
+        clock,
+        owner: "test".into(),
+        lease_ttl_ms: 30_000,
+    };
+    let mut engine = Engine::new(program.clone(), None, cfg).expect("engine");
+    engine.start(input);
+    let (mut agents, mut humans) = (Vec::new(), Vec::new());
+    for _ in 0..1_000 {
+        let commands = engine.take_commands();
+        if commands.is_empty() {
+            break;
+        }
+        for command in commands {
+            let response = match &command.request {
+                Request::Agent(a) => {
+                    agents.push((**a).clone());
+                    let usage = TokenUsage { input_tokens: 10, output_tokens: 10 };
+                    Response::Agent(AgentReply { output: Some(reply(a)), usage, ..AgentReply::default() })
+                }
+                Request::Tool(_) => Response::Tool(ToolResult { ok: true, output: Some(json!({})), ..ToolResult::default() }),
+                Request::Human(h) => {
+                    humans.push(h.clone());
+                    let by = h.principals.first().cloned().unwrap_or_default();
+                    Response::Human(HumanAnswer { decision: decide(h), by, comment: None })
+                }
+                other => panic!("unexpected request {other:?}"),
+            };
+            engine.on_response(&command.key, response).expect("response");
+        }
+    }
+    let events = engine.take_events();
+    let report = tracecheck::check(&program, &events, &tracecheck::Options::default());
+    assert!(report.conformant, "{:#?}", report.deviations);
+    Ran { events, agents, humans }
+}

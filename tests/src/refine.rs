@@ -297,7 +297,10 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
                 1 => ", context: fork",
                 _ => ", context: filtered, context_fields: [\"ok\"]",
             };
-            lines.push(format!("  handoff {n} -> {m} {{ payload: Out{context} }}"));
+            // Sometimes the receiver accepts only some payloads: a refused
+            // handoff fails its sender.
+            let accept = if rng.chance(30) { ", accept: [payload.ok]" } else { "" };
+            lines.push(format!("  handoff {n} -> {m} {{ payload: Out{context}{accept} }}"));
             names.handoffs.push((n.clone(), m.clone()));
             if rng.chance(40) {
                 // A QUERY/RESPONSE ping-pong: `m` answers back while its

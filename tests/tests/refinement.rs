@@ -4,7 +4,8 @@
 //! For thousands of generated workflows (`flow_tests::refine`: every node
 //! kind the runtime runs — agent, tool, human, parallel, join, loop, map,
 //! end — gates with every built-in evaluator kind,
-//! decisions, handoffs with and without a declared context, loops, joins,
+//! decisions, handoffs with and without a declared context (some refused by
+//! their acceptance checks), loops, joins,
 //! budgets and zones, blackboards appended to at once, after an approval or
 //! on a gate's PASS, and read, revise and replan (a scope listed out of
 //! order) on a BLOCK or as a decision) and randomly scripted data-plane answers (outputs,
@@ -268,6 +269,9 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
                 if matches!(&e.body, flow_trace::Body::EdgeTaken { via: flow_trace::Via::MapItem(_), .. }) {
                     *seen_kinds.entry("map item".into()).or_default() += 1;
                 }
+                if matches!(&e.body, flow_trace::Body::Handoff { accepted: false, .. }) {
+                    *seen_kinds.entry("handoff refused".into()).or_default() += 1;
+                }
                 // A replan scope listed out of order starts at its entry.
                 if matches!(&e.body, flow_trace::Body::Rerun { scope, entry, .. } if scope.first() != Some(entry)) {
                     *seen_kinds.entry("rerun from a later-listed entry".into()).or_default() += 1;
@@ -319,6 +323,7 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
         "blackboard_read",
         "rerun",
         "rerun from a later-listed entry",
+        "handoff refused",
     ] {
         assert!(seen_kinds.get(kind).copied().unwrap_or(0) > 0, "no run recorded `{kind}`: {seen_kinds:?}");
     }

@@ -387,3 +387,44 @@ pub fn judge_verdict(evaluator: &crate::ir::Decl, decision: Decision) -> flow_tr
         evaluator.fail()
     }
 }
+
+/// Whether a transfer may be refused as it happens — its sender then
+/// fails (`handoff_refused`, `delegation_refused`; reference §6.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Refusal {
+    /// Never: nothing is checked that could fail.
+    Never,
+    /// Only when the sender's output was not validated (it was skipped or
+    /// degraded to): the payload type is the sender's own output type.
+    Unvalidated,
+    /// Whenever it happens: acceptance checks, artifacts to evaluate, a
+    /// payload type other than the sender's output type, or a contract's
+    /// `inputs` type.
+    Possible,
+}
+
+/// When `transfer` may be refused (see [`Refusal`]).
+pub fn refusal(program: &Program, workflow: &Workflow, transfer: &crate::ir::Transfer) -> Refusal {
+    use crate::ir::TransferKind;
+    if !transfer.artifacts().is_empty() {
+        return Refusal::Possible;
+    }
+    match transfer.kind() {
+        TransferKind::Delegate => {
+            let contract = transfer.contract().and_then(|c| program.decls.get(c));
+            if contract.and_then(|c| c.inputs_type()).is_some() {
+                Refusal::Possible
+            } else {
+                Refusal::Never
+            }
+        }
+        TransferKind::Handoff => {
+            if !transfer.accept().is_empty() {
+                return Refusal::Possible;
+            }
+            let sent = workflow.nodes.get(&transfer.from).map(|n| &n.output);
+            let of = |ty: &crate::types::Ty| if Some(ty) == sent { Refusal::Unvalidated } else { Refusal::Possible };
+            transfer.payload_type().map(of).unwrap_or(Refusal::Never)
+        }
+    }
+}

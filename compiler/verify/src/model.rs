@@ -24,6 +24,7 @@ use crate::obligations::Obligation;
 use flow_check::ir::ActionKind;
 use flow_check::ir::{Action, BinOp, Guard, Handler, Program, TExpr, TExprKind, Value, Workflow};
 use flow_check::ir::{HandlerEvent, NodeKind, TransferKind};
+use flow_check::semantics::Refusal;
 use flow_check::view::{Budget, OnFailure};
 use flow_trace::{Decision, Outcome, TerminationStatus, Via, Zone};
 use indexmap::IndexSet;
@@ -332,6 +333,10 @@ pub struct Model<'p> {
     partial_reasons: IndexSet<String>,
     escalate_to: Vec<u16>,
     handoffs: Vec<(NodeId, NodeId)>,
+    /// The boundaries whose handoff, or delegation, may be refused as it
+    /// happens (`semantics::refusal`): the sender then fails.
+    handoff_refusals: rustc_hash::FxHashMap<(NodeId, NodeId), Refusal>,
+    delegation_refusals: rustc_hash::FxHashMap<(NodeId, NodeId), Refusal>,
     /// The gate on each boundary `from -> to` (the plan index's).
     gate_on: rustc_hash::FxHashMap<(NodeId, NodeId), u16>,
     workflow_on: Vec<(String, u16)>,
@@ -385,6 +390,8 @@ impl<'p> Model<'p> {
             partial_reasons: IndexSet::new(),
             escalate_to: Vec::new(),
             handoffs: Vec::new(),
+            handoff_refusals: Default::default(),
+            delegation_refusals: Default::default(),
             gate_on: Default::default(),
             workflow_on: Vec::new(),
             hop_slots: Default::default(),
@@ -619,6 +626,13 @@ impl<'p> Model<'p> {
                 if m.index.handoff_on(workflow, &t.from, &t.to).is_some() && !m.handoffs.contains(&(a, b)) {
                     m.handoffs.push((a, b));
                 }
+                let refusals = match t.kind() {
+                    TransferKind::Handoff => &mut m.handoff_refusals,
+                    TransferKind::Delegate => &mut m.delegation_refusals,
+                };
+                let r = flow_check::semantics::refusal(program, workflow, t);
+                let at = refusals.entry((a, b)).or_insert(Refusal::Never);
+                *at = (*at).max(r);
             }
         }
         // Handlers.
@@ -1413,6 +1427,10 @@ impl<'p> Model<'p> {
             }
             Phase::Handoff(to) => {
                 self.push(out, Some(Label::HandedOff(n, to)), self.set(st, t, Some(self.entry(n, to))));
+                // The handoff is refused (its message dead-lettered): the sender fails.
+                if self.may_refuse(&self.handoff_refusals, st, n, to) {
+                    self.push(out, Some(Label::HandedOff(n, to)), self.set(st, t, Some((n, Phase::FailNow))));
+                }
             }
             Phase::Jump(to, via) => {
                 self.push(out, Some(Label::Edge(n, to, via)), self.set(st, t, Some((to, Phase::Start))));
@@ -1716,11 +1734,31 @@ impl<'p> Model<'p> {
             return;
         }
         let next = if self.handoffs.contains(&(n, to)) { (n, Phase::Handoff(to)) } else { self.entry(n, to) };
-        let mut s = self.set(st, t, Some(next));
-        if let Some((slot, _)) = hops {
-            s.vars[slot] += 1;
+        let count = |mut s: St| {
+            if let Some((slot, _)) = hops {
+                s.vars[slot] += 1;
+            }
+            s
+        };
+        self.push(out, Some(Label::Edge(n, to, via)), count(self.set(st, t, Some(next))));
+        // The delegation is refused: the delegator fails.
+        if self.may_refuse(&self.delegation_refusals, st, n, to) {
+            self.push(out, Some(Label::Edge(n, to, via)), count(self.set(st, t, Some((n, Phase::FailNow)))));
         }
-        self.push(out, Some(Label::Edge(n, to, via)), s);
+    }
+
+    /// Whether a transfer across `n -> to` may be refused in `st`: always
+    /// when it checks what may fail, when it checks only the sender's own
+    /// output type, only if that output was not validated (settled).
+    fn may_refuse(&self, refusals: &rustc_hash::FxHashMap<(NodeId, NodeId), Refusal>, st: &St, n: NodeId, to: NodeId) -> bool {
+        match refusals.get(&(n, to)).copied().unwrap_or(Refusal::Never) {
+            Refusal::Never => false,
+            Refusal::Possible => true,
+            Refusal::Unvalidated => {
+                let settled = st.vars.get(self.settled_base + n as usize / 32).is_some_and(|w| w & (1 << (n % 32)) != 0);
+                settled || !self.has_output(st, n)
+            }
+        }
     }
 
     /// After a node completed: the engine's `follow`.

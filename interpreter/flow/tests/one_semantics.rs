@@ -398,3 +398,41 @@ fn a_deadline_is_a_budget_the_model_knows_can_run_out() {
     );
     assert_eq!(case.verify("p").0, "violated", "a delegation past its contract's deadline ends late");
 }
+
+#[test]
+fn a_refused_transfer_fails_its_sender_for_the_model_too() {
+    // The engine refuses a handoff whose acceptance checks fail, and a
+    // delegation whose inputs are not of the contract's `inputs` type:
+    // the sender fails after it completed. The model checker used to let
+    // every transfer through, so "a completed sender never fails" held
+    // while runs broke it.
+    let handoff = |accept: &str| {
+        format!(
+            "{AGENT}workflow one {{\n  start: a\n  node a: agent w {{ output: {{ ok: bool }} }}\n  node b: agent w {{ output: {{ ok: bool }} }}\n  node done: end done\n  a -> b -> done\n  handoff a -> b {{ payload: {{ ok: bool }}{accept} }}\n}}\npolicy p: always (completed(a) => always (not failed(a)))\n"
+        )
+    };
+    let script = "replies:\n  a:\n  - output: { ok: false }\n";
+    let case = Case::new(&handoff(", accept: [payload.ok]"), Some(script));
+    let (status, witness) = case.verify("p");
+    assert_eq!(status, "violated", "a refused handoff fails its sender");
+    assert_only_the_policy_breaks(&case, &witness.expect("a witness"));
+    let run = case.run();
+    let failed = kinds(&trace_events(&run.join("trace.jsonl")), "node_failed");
+    assert!(failed.iter().any(|f| f["node"] == "a" && f["error_code"] == "handoff_refused"), "{failed:?}");
+    assert_eq!(codes(&trace_check(&run, &case.path("run.flow"))), Vec::<String>::new());
+    // A payload of the sender's own output type is refused only when that
+    // output was not validated (the sender skipped or degraded to).
+    let program = Case::new(&handoff(""), Some(script)).program();
+    let wf = &program.workflows["one"];
+    let refusal = flow_check::semantics::refusal(&program, wf, &wf.transfers[0]);
+    assert_eq!(refusal, flow_check::semantics::Refusal::Unvalidated);
+    assert_eq!(Case::new(&handoff(""), Some(script)).verify("p").0, "holds");
+    // A delegation whose inputs may not be of the contract's type.
+    let delegation = format!(
+        "{AGENT}agent lead {{ provider: local, can_delegate: true }}\ncontract job {{ objective: \"Work\", inputs: {{ n: int }}, output: {{ ok: bool }} }}\nworkflow one {{\n  start: a\n  node a: agent lead {{ output: {{ ok: bool }} }}\n  node b: agent w {{ output: {{ ok: bool }} }}\n  node done: end done\n  a -> b -> done\n  delegate a -> b {{ contract: job, inputs: {{ n: a.ok }} }}\n}}\npolicy p: always (completed(a) => always (not failed(a)))\n"
+    );
+    let case = Case::new(&delegation, Some(script));
+    let (status, witness) = case.verify("p");
+    assert_eq!(status, "violated", "a refused delegation fails its delegator");
+    assert_only_the_policy_breaks(&case, &witness.expect("a witness"));
+}

@@ -359,6 +359,12 @@ pub fn workflow(seed: u64, tokens: u64) -> String {
             }
         }
     }
+    // A refused handoff's message is dead-lettered: sometimes the run ends
+    // on it, else the sender fails.
+    if !names.handoffs.is_empty() && rng.chance(40) {
+        names.reasons.push("undeliverable".into());
+        s.push_str("  on dead_letter -> terminate(undeliverable)\n");
+    }
     names.nodes.push("done".into());
     names.reasons.push("done".into());
     s.push_str("  node done: end done\n");

@@ -324,6 +324,7 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
         "rerun",
         "rerun from a later-listed entry",
         "handoff refused",
+        "dead_letter",
     ] {
         assert!(seen_kinds.get(kind).copied().unwrap_or(0) > 0, "no run recorded `{kind}`: {seen_kinds:?}");
     }

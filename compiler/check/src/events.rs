@@ -92,6 +92,19 @@ pub fn handoff(transfer: &Transfer, payload: ArtifactRef, accepted: bool, artifa
     }
 }
 
+/// `dead_letter`: the message `transfer` sent with `payload` was refused
+/// for `reason`.
+pub fn dead_letter(transfer: &Transfer, payload: ArtifactRef, reason: &str) -> Body {
+    Body::DeadLetter {
+        schema_version: V,
+        message_type: transfer.message_type(),
+        from: transfer.from.clone(),
+        to: transfer.to.clone(),
+        reason: reason.to_string(),
+        payload,
+    }
+}
+
 /// `delegation` across `transfer`: the contract and the budget the delegate
 /// receives are the plan's.
 pub fn delegation(program: &Program, transfer: &Transfer, inputs: ArtifactRef, artifacts: Vec<ArtifactRef>) -> Body {

@@ -398,8 +398,8 @@ pub enum Refusal {
     /// degraded to): the payload type is the sender's own output type.
     Unvalidated,
     /// Whenever it happens: acceptance checks, artifacts to evaluate, a
-    /// payload type other than the sender's output type, or a contract's
-    /// `inputs` type.
+    /// payload type or message type (`messages`) other than the sender's
+    /// output type, or a contract's `inputs` type.
     Possible,
 }
 
@@ -424,7 +424,8 @@ pub fn refusal(program: &Program, workflow: &Workflow, transfer: &crate::ir::Tra
             }
             let sent = workflow.nodes.get(&transfer.from).map(|n| &n.output);
             let of = |ty: &crate::types::Ty| if Some(ty) == sent { Refusal::Unvalidated } else { Refusal::Possible };
-            transfer.payload_type().map(of).unwrap_or(Refusal::Never)
+            let types = [transfer.payload_type(), workflow.message_schema(transfer.message_type())];
+            types.into_iter().flatten().map(of).max().unwrap_or(Refusal::Never)
         }
     }
 }

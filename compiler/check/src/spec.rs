@@ -554,7 +554,24 @@ pub const MACHINE: DeclSpec = DeclSpec {
     },
 };
 
-pub const WORKFLOW_EVENTS: &[&str] = &["budget_exhausted", "failure", "timeout", "max_hops", "cancelled", "policy_violation"];
+pub const WORKFLOW_EVENTS: &[&str] =
+    &["budget_exhausted", "failure", "timeout", "max_hops", "cancelled", "policy_violation", "dead_letter"];
+
+/// The actions a workflow's `dead_letter` handler may take: each ends the
+/// run or moves control away from the sender (whose message was refused;
+/// it completed). Others are refused (E0116).
+pub const DEAD_LETTER_ACTIONS: &[&str] = &["terminate", "halt", "fallback", "return_partial", "goto", "activate", "revise", "replan"];
+
+/// The payload type of each message type (`flow_trace::MessageType`).
+const MESSAGES: &[P] = &[
+    opt("TASK_ASSIGN", V::Type, "The payload of a TASK_ASSIGN message."),
+    opt("TASK_REPORT", V::Type, "The payload of a TASK_REPORT message."),
+    opt("QUERY", V::Type, "The payload of a QUERY message."),
+    opt("RESPONSE", V::Type, "The payload of a RESPONSE message."),
+    opt("VOTE_REQUEST", V::Type, "The payload of a VOTE_REQUEST message."),
+    opt("VOTE", V::Type, "The payload of a VOTE message."),
+    opt("APPROVAL_REQUEST", V::Type, "The payload of an APPROVAL_REQUEST message."),
+];
 
 pub const WORKFLOW: DeclSpec = DeclSpec {
     kind: Kind::Workflow,
@@ -569,6 +586,11 @@ pub const WORKFLOW: DeclSpec = DeclSpec {
             opt("budget", V::Budget, "The run's budget."),
             opt("machine", V::Ref(&[Kind::Machine]), "The task state machine the nodes move."),
             opt("max_hops", V::Int, "Limit on QUERY/RESPONSE ping-pong between two nodes."),
+            opt(
+                "messages",
+                V::Record(MESSAGES),
+                "The payload type of each message type a handoff sends: a payload not of it is dead-lettered.",
+            ),
             opt("concurrency", V::Int, "Parallel branches running at once."),
             opt("deadline", V::Duration, "Time allowed for the whole run."),
             opt("success", V::Pred(Env::Nodes), "Success condition checked at termination."),

@@ -177,6 +177,7 @@ impl Checker<'_> {
                 }
                 Entry::Handler(handler) => {
                     if let Some(ir) = self.check_handler(handler, spec::WORKFLOW_EVENTS, &owner) {
+                        self.refuse_dead_letter_action(&ir, handler.span);
                         workflow.handlers.push(ir);
                     }
                 }
@@ -434,6 +435,21 @@ impl Checker<'_> {
                     "write `max_concurrency: {}` or more, or bound the run with the workflow's `concurrency`",
                     branches.len()
                 ));
+        }
+    }
+
+    /// A `dead_letter` handler acts for a sender that completed and whose
+    /// message was refused: it ends the run or moves control elsewhere.
+    /// An action that would act on the sender as if it were still running
+    /// (`retry`, `skip`, `continue`, …) or wait on a human (`escalate`,
+    /// `decide`) has no meaning there yet (E0116).
+    fn refuse_dead_letter_action(&mut self, handler: &ir::Handler, span: Span) {
+        let name = handler.action.name.as_str();
+        if handler.events.contains(&ir::HandlerEvent::DeadLetter) && !spec::DEAD_LETTER_ACTIONS.contains(&name) {
+            self.error(codes::NOT_SUPPORTED, span, format!("`{name}` on `dead_letter` is not supported yet"))
+                .with_primary_message("the sender completed; its message was refused")
+                .with_note(format!("a dead letter's handler may {}", spec::DEAD_LETTER_ACTIONS.join(", ")))
+                .with_help("end the run (`terminate(reason)`), or move on (`goto(node)`, `revise(node)`)");
         }
     }
 

@@ -224,7 +224,10 @@ as are `writes` on nodes other than agent, tool and human nodes and
 when its `from` node completes; no other boundary event is raised). A
 gate's `replan_scope` must have an entry, a listed node that leads to every
 other (a replan re-runs the scope from there, then what depends on it):
-a scope in parts that do not lead to one another is refused. A
+a scope in parts that do not lead to one another is refused. A workflow's
+`dead_letter` handler may only end the run or move control on
+(`terminate`, `halt`, `fallback`, `return_partial`, `goto`, `activate`,
+`revise`, `replan`): the sender has completed. A
 budget zone's `action` may only be `terminate(reason)`, `halt`,
 `fallback(reason)`, `return_partial` (each ends the run), or
 `compress_context`, `switch_model(provider)`, `skip_reasoning`, `warn`

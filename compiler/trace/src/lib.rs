@@ -245,6 +245,20 @@ pub enum Body {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         artifact: Option<ArtifactRef>,
     },
+    /// A handoff's message was refused — its payload not of the handoff's
+    /// `payload` type or of its message type's (the workflow's
+    /// `messages`), an acceptance check false, an artifact that could not
+    /// be handed over — and put aside with the reason, never delivered.
+    DeadLetter {
+        schema_version: u32,
+        message_type: MessageType,
+        from: String,
+        to: String,
+        /// Why the message was refused.
+        reason: String,
+        /// What was sent.
+        payload: ArtifactRef,
+    },
     /// Control and a payload moved between nodes.
     Handoff {
         schema_version: u32,
@@ -532,6 +546,7 @@ impl Body {
             Body::AgentTurn { .. } => "agent_turn",
             Body::Message { .. } => "message",
             Body::Handoff { .. } => "handoff",
+            Body::DeadLetter { .. } => "dead_letter",
             Body::Delegation { .. } => "delegation",
             Body::ToolCallStarted { .. } => "tool_call_started",
             Body::ToolCallCompleted { .. } => "tool_call_completed",

@@ -184,6 +184,7 @@ closed_word!(
         MaxHops = "max_hops": "The run took more handoffs than `max_hops`.",
         Cancelled = "cancelled": "The run was cancelled.",
         PolicyViolation = "policy_violation": "A policy was violated (its response is `escalate` or the handler's).",
+        DeadLetter = "dead_letter": "A handoff's message was refused (its payload or message type, its acceptance checks) and dead-lettered.",
     }
 );
 

@@ -58,7 +58,7 @@ pub fn obs<'m>(model: &'m Model, label: &Label) -> Option<Obs<'m>> {
         Label::Failed(n) | Label::FailedUnsent(n) | Label::FailedInvalid(n) => Obs::Failed(node(n)),
         Label::Called(t, a, _) => Obs::Called { tool: &model.tools[*t as usize], by: a.map(|a| model.agents[a as usize].as_str()) },
         Label::Refused(t, a, _) => Obs::Refused { tool: &model.tools[*t as usize], by: a.map(|a| model.agents[a as usize].as_str()) },
-        Label::HandedOff(a, b) => Obs::HandedOff { from: node(a), to: node(b) },
+        Label::HandedOff(a, b) | Label::DeadLettered(a, b) => Obs::HandedOff { from: node(a), to: node(b) },
         Label::Outcome(g, o) => Obs::Outcome { gate: &model.gate_names[*g as usize], outcome: OUTCOMES[*o as usize] },
         Label::Decided(s, d, p) => {
             Obs::Decided { subject: &model.subjects[*s as usize], decision: DECISIONS[*d as usize].as_str(), by: model.principal_name(*p) }
@@ -412,10 +412,15 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 let body = events::tool_call_refused(&model.tools[*t as usize], &name(n), &attempt_id, agent, "not allowed for this agent");
                 push(&mut out, "control", body);
             }
-            Label::HandedOff(a, b) => {
+            Label::HandedOff(a, b) | Label::DeadLettered(a, b) => {
+                let accepted = matches!(label, Label::HandedOff(..));
                 let transfer = model.index.handoff_on(model.workflow, &name(a), &name(b));
                 if let Some(transfer) = transfer {
-                    push(&mut out, &format!("node.{}", name(a)), events::handoff(transfer, payload.clone(), true, Vec::new()));
+                    push(&mut out, &format!("node.{}", name(a)), events::handoff(transfer, payload.clone(), accepted, Vec::new()));
+                    if !accepted {
+                        let why = "the message was refused (a choice of the model)";
+                        push(&mut out, "control", events::dead_letter(transfer, payload.clone(), why));
+                    }
                 }
             }
             Label::Outcome(g, o) => {

@@ -51,6 +51,9 @@ pub enum Label {
     Called(u16, Option<u16>, NodeId),
     Refused(u16, Option<u16>, NodeId),
     HandedOff(NodeId, NodeId),
+    /// A handoff refused: its message dead-lettered (the same policy step
+    /// as [`Label::HandedOff`]).
+    DeadLettered(NodeId, NodeId),
     /// A gate outcome (gate index, outcome index into [`OUTCOMES`]).
     Outcome(u16, u8),
     /// A decision (subject index, decision index into [`DECISIONS`], principal index).
@@ -1427,9 +1430,15 @@ impl<'p> Model<'p> {
             }
             Phase::Handoff(to) => {
                 self.push(out, Some(Label::HandedOff(n, to)), self.set(st, t, Some(self.entry(n, to))));
-                // The handoff is refused (its message dead-lettered): the sender fails.
+                // The handoff is refused, its message dead-lettered: the
+                // workflow's `dead_letter` handler acts for the sender, else
+                // the sender fails.
                 if self.may_refuse(&self.handoff_refusals, st, n, to) {
-                    self.push(out, Some(Label::HandedOff(n, to)), self.set(st, t, Some((n, Phase::FailNow))));
+                    let next = match self.workflow_on.iter().find(|(e, _)| e == HandlerEvent::DeadLetter.as_str()) {
+                        Some(&(_, site)) => (n, Phase::Taken(site)),
+                        None => (n, Phase::FailNow),
+                    };
+                    self.push(out, Some(Label::DeadLettered(n, to)), self.set(st, t, Some(next)));
                 }
             }
             Phase::Jump(to, via) => {

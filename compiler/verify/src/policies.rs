@@ -163,6 +163,10 @@ fn steps(model: &Model, labels: &[Label], policy_loc: Loc) -> Witness {
                 node_step(*n, format!("{who} asks for tool `{}` and is refused", model.tools[*t as usize]))
             }
             Label::HandedOff(a, b) => node_step(*b, format!("`{}` hands off to `{}`", model.node_name(*a), model.node_name(*b))),
+            Label::DeadLettered(a, b) => node_step(
+                *a,
+                format!("`{}`'s handoff to `{}` is refused, its message dead-lettered", model.node_name(*a), model.node_name(*b)),
+            ),
             Label::Outcome(g, o) => {
                 let (file, span) = loc_span(model.gate_loc(*g));
                 let gate = &model.gate_names[*g as usize];

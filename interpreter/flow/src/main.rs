@@ -866,6 +866,7 @@ fn show(run: &str) -> u8 {
             Body::DecisionRequested { subject, decisions, .. } => format!("? decision on {subject}: {}", flow_trace::join(decisions, "/")),
             Body::DecisionApplied { subject, decision, by, action, .. } => format!("! {by} decided {decision} on {subject} → {action}"),
             Body::Handoff { from, to, accepted, .. } => format!("  handoff {from} → {to}{}", if *accepted { "" } else { " REFUSED" }),
+            Body::DeadLetter { message_type, from, to, reason, .. } => format!("✉ dead letter {message_type} {from} → {to}: {reason}"),
             Body::EdgeTaken { from, to, via, .. } => format!("  {from} → {to} ({via})"),
             Body::ActionTaken { event, scope, action, .. } => format!("  on {event} in {scope}: {action}"),
             Body::Rerun { trigger, entry, superseded, .. } => format!("↺ {trigger} from {entry}: supersedes {}", superseded.join(", ")),

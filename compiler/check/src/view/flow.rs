@@ -77,6 +77,11 @@ impl Workflow {
         int(self.prop("max_hops"))
     }
 
+    /// The payload type the workflow's `messages` declares for `message`.
+    pub fn message_schema(&self, message: flow_trace::MessageType) -> Option<&Ty> {
+        ty(super::record(self.prop("messages"))?.get(message.as_str()))
+    }
+
     /// What the workflow does.
     pub fn description(&self) -> Option<&str> {
         word(self.prop("description"))

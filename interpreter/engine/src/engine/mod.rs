@@ -148,6 +148,9 @@ pub struct Engine {
     pending_contract: HashMap<String, String>,
     /// What transfers handed over to a node not started yet (`artifacts`).
     pending_artifacts: HashMap<String, Value>,
+    /// The envelope of the message a handoff delivers to a node not
+    /// started yet.
+    pending_envelope: HashMap<String, Value>,
     /// The online monitors of the policies that apply to this workflow.
     policies: Vec<PolicyRt>,
     /// Model turns whose reported use went over their per-turn ceilings
@@ -255,6 +258,7 @@ impl Engine {
             pending_slice: HashMap::new(),
             pending_contract: HashMap::new(),
             pending_artifacts: HashMap::new(),
+            pending_envelope: HashMap::new(),
             policies,
             ceiling_breaches: 0,
             replaying: false,

@@ -50,6 +50,7 @@ impl Engine {
         let slice = if self.pending_slice.is_empty() { None } else { self.pending_slice.remove(name) };
         let contract = if self.pending_contract.is_empty() { None } else { self.pending_contract.remove(name) };
         let artifacts = if self.pending_artifacts.is_empty() { None } else { self.pending_artifacts.remove(name) };
+        let message = if self.pending_envelope.is_empty() { None } else { self.pending_envelope.remove(name) };
         if !self.nodes.contains_key(name) {
             self.nodes.insert(name.to_string(), NodeRt::default());
         }
@@ -61,6 +62,7 @@ impl Engine {
         rt.slice = slice;
         rt.contract = contract;
         rt.artifacts = artifacts;
+        rt.message = message;
         let visit = rt.visits;
         let started = self.emit("control", events::node_started(&node, visit), Some(cause));
         self.nodes[name].started_event = started.clone();

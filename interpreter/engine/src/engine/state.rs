@@ -222,6 +222,8 @@ pub(super) struct NodeRt {
     pub(super) boards: Option<Value>,
     /// The artifacts transfers handed over to the visit, by expression.
     pub(super) artifacts: Option<Value>,
+    /// The envelope of the message the visit was handed (a handoff's).
+    pub(super) message: Option<Value>,
 }
 
 /// A join's branches: those that arrived since it last ran, and those

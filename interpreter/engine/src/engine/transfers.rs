@@ -164,7 +164,7 @@ impl Engine {
         let body = events::handoff(transfer, payload_ref.clone(), refusal.is_none(), handed.1);
         let handoff = self.emit(&format!("node.{from}"), body, Some(&parent));
         if let Some(why) = refusal {
-            self.node_failed(from, ErrorCode::HandoffRefused, why, &handoff);
+            self.dead_letter(transfer, payload_ref, why, &handoff);
             return Err(Crossing::Refused);
         }
         let message = Body::Message {
@@ -175,11 +175,31 @@ impl Engine {
             artifact: Some(payload_ref),
         };
         self.emit("control", message, Some(&handoff));
+        // The envelope the control plane stamped, for the receiver: the
+        // `message` event (its `seq`; the event holds the run, the time and
+        // the payload), the type, sender and receiver. Only what replays
+        // the same: a run's id and clock are not in a model's request.
+        let envelope = json!({ "seq": self.seq, "msg_type": transfer.message_type().as_str(), "source": from, "target": to });
+        self.pending_envelope.insert(to.to_string(), envelope);
         if let Some(slice) = slice {
             self.pending_slice.insert(to.to_string(), slice);
         }
         self.keep_artifacts(to, handed.0);
         Ok((payload, handoff))
+    }
+
+    /// A refused handoff's message is dead-lettered: recorded with why, then
+    /// the workflow's `dead_letter` handler acts for the sender, else the
+    /// sender fails (`handoff_refused`).
+    fn dead_letter(&mut self, transfer: &Transfer, payload: ArtifactRef, why: String, handoff: &Str) {
+        let dead = self.emit("control", events::dead_letter(transfer, payload, &why), Some(handoff));
+        match semantics::handler_on(&self.wf().handlers, HandlerEvent::DeadLetter).cloned() {
+            Some(action) => {
+                let ctx = Ctx { node: Some(transfer.from.clone()), gate: None, event: HandlerEvent::DeadLetter.into() };
+                self.then_act(action, ctx, HandlerScope::Workflow, &dead);
+            }
+            None => self.node_failed(&transfer.from, ErrorCode::HandoffRefused, why, &dead),
+        }
     }
 
     /// The artifacts a transfer hands over: each expression evaluated (one
@@ -216,6 +236,18 @@ impl Engine {
         if let Some(ty) = transfer.payload_type() {
             let problem = match self.validator("handoff.payload", &format!("{from} -> {to}"), ty) {
                 Ok(v) => v.validate(payload).err().map(|errors| format!("the payload is not a `{ty}`: {}", errors.join("; "))),
+                Err(e) => Some(e),
+            };
+            if problem.is_some() {
+                return problem;
+            }
+        }
+        let message = transfer.message_type();
+        if let Some(ty) = self.wf().message_schema(message).cloned() {
+            let problem = match self.validator("messages", message.as_str(), &ty) {
+                Ok(v) => {
+                    v.validate(payload).err().map(|errors| format!("the payload is not a `{ty}` (a {message}'s): {}", errors.join("; ")))
+                }
                 Err(e) => Some(e),
             };
             if problem.is_some() {

@@ -23,6 +23,9 @@ impl Engine {
             if let Some(artifacts) = rt.and_then(|n| n.artifacts.clone()) {
                 map.insert("artifacts".into(), artifacts);
             }
+            if let Some(message) = rt.and_then(|n| n.message.clone()) {
+                map.insert("message".into(), message);
+            }
             if let Some(rerun) = self.rerun_context(&node.name) {
                 map.insert("rerun".into(), rerun);
             }

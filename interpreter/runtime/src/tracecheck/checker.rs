@@ -55,6 +55,7 @@ impl<'a> Checker<'a> {
             boards: HashMap::default(),
             appendable: HashMap::default(),
             pending_rerun: None,
+            refused_handoff: None,
         };
         checker.init_budgets();
         checker.init_policies(wf);

@@ -6,6 +6,7 @@ use super::*;
 
 impl<'a> Checker<'a> {
     pub(super) fn edge_taken(&mut self, seq: u64, from: &str, to: &str, via: &Via) {
+        self.rerun_edge(seq, to, via);
         let Some(plan) = &self.plan else { return };
         let mut found = Vec::new();
         if let Some(problem) = plan.edge_problem(from, to, via) {

@@ -50,10 +50,8 @@ impl<'a> Checker<'a> {
             }
             Body::ToolCallCompleted { tool, attempt_id, .. } => self.tool_call_completed(seq, tool, attempt_id),
             Body::ToolCallRefused { attempt_id, .. } => self.in_attempt(seq, attempt_id, "a tool call refusal"),
-            Body::EdgeTaken { from, to, via, .. } => {
-                self.rerun_edge(seq, to, via);
-                self.edge_taken(seq, from, to, via)
-            }
+            Body::EdgeTaken { from, to, via, .. } => self.edge_taken(seq, from, to, via),
+            Body::DeadLetter { message_type, from, to, .. } => self.dead_letter(seq, *message_type, from, to),
             Body::Rerun { trigger, scope, entry, superseded, .. } => self.rerun_recorded(seq, *trigger, scope, entry, superseded),
             Body::Handoff { from, to, context, context_fields, payload, accepted, .. } => {
                 self.handoff(seq, from, to, *context, context_fields, payload, *accepted)

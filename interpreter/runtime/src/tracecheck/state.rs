@@ -149,6 +149,8 @@ pub(super) struct Checker<'a> {
     /// Completions a blackboard may still take as an entry, by (board,
     /// node): the output's digest, who approved, whether a gate passed.
     pub(super) appendable: HashMap<(String, String), Appendable>,
+    /// The pair of the handoff just refused, until its `dead_letter`.
+    pub(super) refused_handoff: Option<(String, String)>,
     /// The entry of the `rerun` just recorded, until its edge is taken.
     pub(super) pending_rerun: Option<String>,
 }

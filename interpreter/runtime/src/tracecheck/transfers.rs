@@ -75,10 +75,39 @@ impl<'a> Checker<'a> {
         }
         self.deviations.append(&mut found);
         // A refused handoff may carry a payload of another type: the
-        // runtime refuses exactly those.
-        if let (true, Some(ty)) = (accepted, t.payload_type()) {
-            let key = format!("handoff {from} -> {to}");
-            self.typed(seq, &key, ty, payload, to);
+        // runtime refuses exactly those, and dead-letters their message.
+        self.refused_handoff = (!accepted).then(|| (from.to_string(), to.to_string()));
+        let wf = self.plan.as_ref().map(|p| p.wf);
+        if accepted {
+            if let Some(ty) = t.payload_type() {
+                self.typed(seq, &format!("handoff {from} -> {to}"), ty, payload, to);
+            }
+            let message = t.message_type();
+            if let Some(ty) = wf.and_then(|wf| wf.message_schema(message)) {
+                self.typed(seq, &format!("{message} {from} -> {to}"), ty, payload, to);
+            }
+        }
+    }
+
+    /// A `dead_letter` follows the refused handoff it puts aside, with the
+    /// message type the plan's handoff sends.
+    pub(super) fn dead_letter(&mut self, seq: u64, message_type: flow_trace::MessageType, from: &str, to: &str) {
+        let refused = self.refused_handoff.take();
+        let Some(plan) = &self.plan else { return };
+        let problem = if refused.as_ref().is_none_or(|(f, t)| f != from || t != to) {
+            Some(format!("dead letter {from} -> {to} without the refused handoff just before it"))
+        } else {
+            let planned = plan.index.handoff_on(plan.wf, from, to).map(|t| t.message_type());
+            (planned != Some(message_type))
+                .then(|| format!("dead letter {from} -> {to} is a {message_type}, the handoff sends another type"))
+        };
+        if let Some(problem) = problem {
+            self.push(
+                Deviation::new(codes::TRANSFER, Some(seq), problem)
+                    .expected("handoff (not accepted), then its dead_letter")
+                    .actual(format!("dead_letter {message_type} {from} -> {to}"))
+                    .node(from),
+            );
         }
     }
 

@@ -164,8 +164,16 @@ pub fn gate_recorded(workflow: &Workflow, gate: &Gate, outcome: Outcome, reason:
 
 /// `decision_requested` on `subject`.
 /// `expires_at`: when the subject's `timeout` runs out, if it has one.
-pub fn decision_requested(subject: &str, deciders: Vec<String>, decisions: Vec<Decision>, expires_at: Option<String>) -> Body {
-    Body::DecisionRequested { schema_version: V, subject: subject.to_string(), deciders, decisions, expires_at }
+/// The request goes to the `contact` of each principal it is asked of.
+pub fn decision_requested(
+    program: &crate::ir::Program,
+    subject: &str,
+    deciders: Vec<String>,
+    decisions: Vec<Decision>,
+    expires_at: Option<String>,
+) -> Body {
+    let contacts = crate::semantics::contacts(program, &deciders);
+    Body::DecisionRequested { schema_version: V, subject: subject.to_string(), deciders, decisions, expires_at, contacts }
 }
 
 /// `decision_applied`: `action` is what the decision applied (an action,

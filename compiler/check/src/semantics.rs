@@ -273,6 +273,16 @@ mod tests {
     }
 }
 
+/// Where a request asked of `principals` goes: the `contact` of each of
+/// them (roles expanded to their members) that declares one, in name order.
+pub fn contacts(program: &Program, principals: &[String]) -> Vec<String> {
+    let contact = |p: &String| match program.decls.get(p)?.props.get("contact")? {
+        Value::Str(c) => Some(c.clone()),
+        _ => None,
+    };
+    expand_principals(program, principals).iter().filter_map(contact).collect()
+}
+
 /// What a blackboard requires before an append (reference §5.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BoardRequires {

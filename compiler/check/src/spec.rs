@@ -315,9 +315,7 @@ pub const PRINCIPAL: DeclSpec = DeclSpec {
         props: &[
             opt("description", V::Str, "What this principal is."),
             opt("roles", V::List(&V::Ref(&[Kind::Principal])), "Roles this principal holds."),
-            opt("contact", V::Str, "Where approval requests go.").not_enforced(
-                "approval requests are not sent to a principal's `contact` yet: they go to the terminal or wait for `flow approve`",
-            ),
+            opt("contact", V::Str, "How to reach the principal: every decision request asked of it names it (`contacts`)."),
         ],
         entries: &[],
         events: &[],

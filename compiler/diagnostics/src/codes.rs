@@ -862,8 +862,8 @@ r#"The property is valid Flow and the checker checks its value, but
 nothing at run time acts on it yet: a run behaves as if it were not
 written. Rather than accept it in silence, the checker says so where it
 is written, and reference §13 (the property ledger) lists it as
-`warned`. Today: a principal's `contact`, a tool's
-`audit` level and retention, and a contract's `reporting_interval`.
+`warned`. Today: a tool's `audit` level and retention, and a contract's
+`reporting_interval`.
 
 Example:
 

@@ -355,6 +355,10 @@ pub enum Body {
         /// by then, and `control` records `timeout`. Absent: no timeout.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         expires_at: Option<String>,
+        /// Where the request goes: the `contact` of each principal it is
+        /// asked of (roles expanded) that declares one, in name order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        contacts: Vec<String>,
     },
     /// A decision was recorded and applied (recorded once; resume reuses it).
     DecisionApplied {

@@ -439,10 +439,10 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                 if decision == flow_trace::Decision::Timeout {
                     // Asked of the subject's deciders; `control` records
                     // that no answer came in time.
-                    push(&mut out, "control", events::decision_requested(&subject, Vec::new(), Vec::new(), None));
+                    push(&mut out, "control", events::decision_requested(model.program, &subject, Vec::new(), Vec::new(), None));
                     push(&mut out, "control", events::decision_applied(&subject, decision, &by, action));
                 } else {
-                    push(&mut out, "control", events::decision_requested(&subject, vec![by.clone()], vec![decision], None));
+                    push(&mut out, "control", events::decision_requested(model.program, &subject, vec![by.clone()], vec![decision], None));
                     push(&mut out, &format!("human.{by}"), events::decision_applied(&subject, decision, &by, action));
                 }
             }

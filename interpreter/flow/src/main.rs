@@ -434,8 +434,9 @@ fn observer(quiet: bool) -> Option<driver::Observer> {
             Body::GateRecorded { gate, outcome, reason, .. } => {
                 format!("gate {gate}: {outcome}{}", reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default())
             }
-            Body::DecisionRequested { subject, decisions, .. } => {
-                format!("decision needed on {subject}: {}", flow_trace::join(decisions, "/"))
+            Body::DecisionRequested { subject, decisions, contacts, .. } => {
+                let reach = if contacts.is_empty() { String::new() } else { format!(" (reach {})", contacts.join(", ")) };
+                format!("decision needed on {subject}: {}{reach}", flow_trace::join(decisions, "/"))
             }
             Body::DecisionApplied { subject, decision, by, .. } => format!("decision on {subject}: {decision} by {by}"),
             Body::BudgetZoneChanged { scope, to, .. } => format!("budget {scope}: entered zone {to}"),
@@ -817,7 +818,10 @@ fn status(run: &str) -> u8 {
     println!("used: {tokens} tokens, {tool_calls} tool calls, ${cost:.4}");
     if let Ok(pending) = driver::pending_decisions(journal.as_ref(), &run_id) {
         for p in pending {
-            let deadline = p.expires_at.as_deref().map(|at| format!("; times out at {at}")).unwrap_or_default();
+            let mut deadline = p.expires_at.as_deref().map(|at| format!("; times out at {at}")).unwrap_or_default();
+            if !p.contacts.is_empty() {
+                deadline.push_str(&format!("; reach {}", p.contacts.join(", ")));
+            }
             println!(
                 "waiting for a decision on `{}`: {} (deciders: {}{deadline})",
                 p.subject,

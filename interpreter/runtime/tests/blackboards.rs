@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{program, Ran};
+use common::{program, renumber, Ran};
 use flow_check::ir::Program;
 use flow_runtime::proto::{AgentRequest, HumanRequest};
 use flow_runtime::tracecheck;
@@ -204,21 +204,4 @@ workflow w {{
     }
     let found = deviations(&forged);
     assert!(found.iter().any(|m| m.contains("`look` does not write blackboard `decisions`")), "{found:?}");
-}
-
-/// The events with `seq`, ids and parents renumbered after some were removed.
-fn renumber(events: Vec<Event>) -> Vec<Event> {
-    let mut map = std::collections::HashMap::new();
-    events
-        .into_iter()
-        .enumerate()
-        .map(|(i, mut e)| {
-            let seq = i as u64 + 1;
-            map.insert(e.event_id.to_string(), Event::id_for(&e.run_id, seq));
-            e.seq = seq;
-            e.event_id = Event::id_for(&e.run_id, seq).into();
-            e.parent_event_id = e.parent_event_id.as_deref().and_then(|p| map.get(p)).map(|p| p.clone().into());
-            e
-        })
-        .collect()
 }

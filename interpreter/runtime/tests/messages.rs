@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{program, run, Ran};
+use common::{program, renumber, run, Ran};
 use flow_runtime::tracecheck;
 use flow_trace::{Body, Decision, Event, MessageType};
 use serde_json::json;
@@ -92,21 +92,11 @@ fn the_workflows_dead_letter_handler_acts_for_the_sender() {
     assert_eq!(ended(&ran), "undeliverable");
 }
 
-/// The events renumbered after an edit.
-fn renumbered(mut events: Vec<Event>) -> Vec<Event> {
-    for (i, e) in events.iter_mut().enumerate() {
-        e.seq = i as u64 + 1;
-        e.event_id = Event::id_for(&e.run_id, e.seq).into();
-        e.parent_event_id = None;
-    }
-    events
-}
-
 #[test]
 fn trace_check_holds_dead_letters_and_delivered_payloads_to_the_plan() {
     let plan = program(&query("  on dead_letter -> goto(apology)\n"));
     let check = |events: Vec<Event>| {
-        let report = tracecheck::check(&plan, &renumbered(events), &tracecheck::Options::default());
+        let report = tracecheck::check(&plan, &renumber(events), &tracecheck::Options::default());
         report.deviations.iter().map(|d| d.code.to_string()).collect::<Vec<_>>()
     };
     let ran = run(plan.clone(), json!({}), |_| json!({ "note": "no question" }), |_| Decision::Approve);

@@ -1032,3 +1032,19 @@ workflow w {{
     assert!(sent[0].content.starts_with("Answer directly: no reasoning"), "{}", sent[0].content);
     assert!(sent[1].content.contains("[800 more characters]"), "{}", sent[1].content);
 }
+
+#[test]
+fn a_decision_request_names_the_contacts_of_its_deciders() {
+    // A human node asked of a role: its members' contacts (in name order);
+    // one without a contact adds none.
+    let source = format!(
+        "{HEAD}principal zoe {{ contact: \"zoe@example.com\" }}\nprincipal al {{ contact: \"al@example.com\" }}\nprincipal bo\nprincipal leads: role {{ members: [zoe, al, bo] }}\nworkflow w {{\n  start: ok\n  node ok: human leads {{ decisions: [approve, reject] }}\n  node done: end fine\n  ok -> done\n}}\n"
+    );
+    let ran = run(&source, json!({}), |_| output(json!("x")));
+    let contacts = ran.events.iter().find_map(|e| match &e.body {
+        Body::DecisionRequested { contacts, .. } => Some(contacts.clone()),
+        _ => None,
+    });
+    assert_eq!(contacts, Some(vec!["al@example.com".to_string(), "zoe@example.com".to_string()]));
+    assert_eq!(ran.ended().0, "fine");
+}

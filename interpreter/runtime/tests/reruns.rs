@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{program, run, Ran};
+use common::{program, renumber, run, Ran};
 use flow_runtime::tracecheck;
 use flow_trace::{Body, Decision, Event, TriggerReason};
 use serde_json::{json, Value};
@@ -120,23 +120,13 @@ fn a_rework_node_entered_again_by_an_edge_sees_its_draft_and_the_outline() {
     assert!(reruns(&ran).is_empty(), "an edge is not a re-run");
 }
 
-/// The events with `seq` and ids renumbered after an edit.
-fn renumbered(mut events: Vec<Event>) -> Vec<Event> {
-    for (i, e) in events.iter_mut().enumerate() {
-        e.seq = i as u64 + 1;
-        e.event_id = Event::id_for(&e.run_id, e.seq).into();
-        e.parent_event_id = None;
-    }
-    events
-}
-
 #[test]
 fn trace_check_holds_a_rerun_to_the_plan() {
     let source = article("replan_scope: [write, outline]", "replan");
     let plan = program(&source);
     let ran = run(plan.clone(), json!({}), answer, |_| Decision::Approve);
     let check = |events: Vec<Event>| {
-        let report = tracecheck::check(&plan, &renumbered(events), &tracecheck::Options::default());
+        let report = tracecheck::check(&plan, &renumber(events), &tracecheck::Options::default());
         report.deviations.iter().map(|d| d.code.to_string()).collect::<Vec<_>>()
     };
     assert!(check(ran.events.clone()).is_empty(), "the run itself is conformant");

@@ -21,7 +21,7 @@ impl Engine {
             *r
         };
         let expires_at = self.decision_timeout(&decision).map(|ms| crate::clock::rfc3339(self.now().saturating_add(ms)));
-        let body = events::decision_requested(&subject, principals.clone(), decisions.clone(), expires_at.clone());
+        let body = events::decision_requested(&self.program, &subject, principals.clone(), decisions.clone(), expires_at.clone());
         let requested = self.emit("control", body, Some(cause));
         for p in &principals {
             self.emit(

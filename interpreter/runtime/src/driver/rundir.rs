@@ -114,6 +114,8 @@ pub struct PendingDecision {
     pub decisions: Vec<flow_trace::Decision>,
     /// When the subject's timeout runs out (RFC 3339), if it has one.
     pub expires_at: Option<String>,
+    /// Where the request went: the deciders' `contact`s.
+    pub contacts: Vec<String>,
 }
 
 /// Every decision requested in `events`, with its command key, in order.
@@ -121,12 +123,13 @@ pub(super) fn requested_decisions(events: &[Event]) -> Vec<PendingDecision> {
     let mut rounds: HashMap<String, u32> = HashMap::new();
     let mut out = Vec::new();
     for event in events {
-        if let Body::DecisionRequested { subject, deciders, decisions, expires_at, .. } = &event.body {
+        if let Body::DecisionRequested { subject, deciders, decisions, expires_at, contacts, .. } = &event.body {
             let round = rounds.entry(subject.clone()).or_default();
             *round += 1;
             let key = crate::keys::CommandKey::Decision { subject, round: *round }.to_key();
             let (deciders, decisions, expires_at) = (deciders.clone(), decisions.clone(), expires_at.clone());
-            out.push(PendingDecision { key, subject: subject.clone(), deciders, decisions, expires_at });
+            let contacts = contacts.clone();
+            out.push(PendingDecision { key, subject: subject.clone(), deciders, decisions, expires_at, contacts });
         }
     }
     out

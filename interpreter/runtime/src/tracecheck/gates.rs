@@ -62,6 +62,22 @@ impl<'a> Checker<'a> {
     }
 
     pub(super) fn decision_requested(&mut self, seq: u64, subject: &str, request: &Body) {
+        // The request goes where the plan says its deciders are reached.
+        if let Body::DecisionRequested { deciders, contacts, .. } = request {
+            let planned = flow_check::semantics::contacts(self.program, deciders);
+            if &planned != contacts {
+                self.push(
+                    Deviation::new(
+                        codes::DECIDER,
+                        Some(seq),
+                        format!("the decision on `{subject}` was sent elsewhere than its deciders' contacts"),
+                    )
+                    .expected(format!("contacts [{}]", planned.join(", ")))
+                    .actual(format!("contacts [{}]", contacts.join(", ")))
+                    .gate(subject),
+                );
+            }
+        }
         if self.pending_decisions.insert(subject.to_string(), request.clone()).is_some() {
             self.push(
                 Deviation::new(

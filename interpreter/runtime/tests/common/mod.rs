@@ -102,3 +102,21 @@ pub fn run(program: Program, input: Value, reply: impl Fn(&AgentRequest) -> Valu
     assert!(report.conformant, "{:#?}", report.deviations);
     Ran { events, agents, humans }
 }
+
+/// The events with `seq`, ids and parents renumbered after some were
+/// removed or edited (a parent removed leaves none).
+pub fn renumber(events: Vec<Event>) -> Vec<Event> {
+    let mut map = std::collections::HashMap::new();
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut e)| {
+            let seq = i as u64 + 1;
+            map.insert(e.event_id.to_string(), Event::id_for(&e.run_id, seq));
+            e.seq = seq;
+            e.event_id = Event::id_for(&e.run_id, seq).into();
+            e.parent_event_id = e.parent_event_id.as_deref().and_then(|p| map.get(p)).map(|p| p.clone().into());
+            e
+        })
+        .collect()
+}

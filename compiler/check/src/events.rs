@@ -203,6 +203,11 @@ pub fn budget_exhausted(scope: &str, limit: &str) -> Body {
 }
 
 /// `warning`.
+/// The message of the `warning` an operator's cancellation records first
+/// (a root event: nothing in the run caused it). A replay meets it where
+/// it was recorded and cancels there.
+pub const CANCELLED: &str = "cancelled by the operator";
+
 pub fn warning(message: String) -> Body {
     Body::Warning { schema_version: V, message }
 }

@@ -311,7 +311,7 @@ pub struct ProbeRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native: Option<String>,
     /// The native evaluator's input.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
@@ -340,7 +340,7 @@ pub enum Response {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentReply {
     /// The proposed output (validated by the control plane).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
     /// The tools the agent asks the control plane to call, in the order
     /// asked: every one is handled before the next turn (a recorded
@@ -391,11 +391,19 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<
     })
 }
 
+/// A value that is there, `null` included: `Some(Value::Null)` for a
+/// written `null` (a tool or model that answered `null` answered), `None`
+/// only when the field is absent (`#[serde(default)]`). Without it a
+/// recorded `null` output reads back as no output, and the replay diverges.
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
 /// A tool's result.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
     pub ok: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -422,11 +430,16 @@ pub struct ProbeResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// Standard output parsed as JSON, when it was.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
     /// The probe could not run or timed out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How a command probe that did not exit 0 ended: its exit code or
+    /// signal and the tail of its stderr (recorded as the evaluator's
+    /// reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
 }
 
 #[cfg(test)]
@@ -468,5 +481,28 @@ mod tests {
         assert_eq!(hex(&[0x00, 0xab, 0x7f]), "00ab7f");
         let long: Vec<u8> = (0..=255).collect();
         assert_eq!(hex(&long), long.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    }
+
+    #[test]
+    fn a_null_output_reads_back_as_null_and_a_missing_one_as_none() {
+        let responses = [
+            Response::Tool(ToolResult { ok: true, output: Some(Value::Null), ..ToolResult::default() }),
+            Response::Tool(ToolResult { ok: true, output: None, ..ToolResult::default() }),
+            Response::Agent(AgentReply { output: Some(Value::Null), ..AgentReply::default() }),
+            Response::Probe(ProbeResult { exit_code: Some(0), output: Some(Value::Null), ..ProbeResult::default() }),
+        ];
+        for response in responses {
+            let text = serde_json::to_string(&response).unwrap();
+            assert_eq!(serde_json::from_str::<Response>(&text).unwrap(), response, "{text}");
+        }
+        let request = Request::Probe(ProbeRequest {
+            evaluator: "e".into(),
+            argv: vec![],
+            native: Some("n".into()),
+            input: Some(Value::Null),
+            timeout_ms: None,
+        });
+        let text = serde_json::to_string(&request).unwrap();
+        assert_eq!(serde_json::from_str::<Request>(&text).unwrap(), request);
     }
 }

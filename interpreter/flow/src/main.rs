@@ -35,7 +35,9 @@ mod witness;
     about = "Runs Flow workflows: the control plane decides and records, models, tools and humans propose.",
     after_help = "Exit status: 0 success, 1 run failed, 2 usage or I/O error, 3 budget exhausted, \
 4 awaiting a human decision (`flow approve`, then `flow resume`), 5 partial result, \
-6 plan refused (`flow run PLAN.json`: edited since it was built, or failing the static checks)."
+6 plan refused (`flow run PLAN.json`: edited since it was built, or failing the static checks), \
+7 stopped by SIGTERM or SIGHUP (every child process stopped; `flow resume` continues the run). \
+SIGINT (Ctrl-C) cancels the run."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -58,11 +60,16 @@ enum Command {
     /// plan whose content does not match its digest, or which fails the
     /// static checks again, is refused (exit 6).
     Run {
-        /// The .flow file or plan .json.
+        /// The .flow file, or a plan from `flowc build` (.json, or .yaml with `--emit yaml`).
         file: PathBuf,
-        /// The run directory (default: a fresh one under .flow/runs/).
+        /// The run directory (default: a fresh one under .flow/runs/). A
+        /// directory that holds anything is refused.
         #[arg(long)]
         run_dir: Option<PathBuf>,
+        /// When `--run-dir` holds a run, move it aside to `DIR.old-RUN_ID`
+        /// and start afresh (a run being driven is never moved).
+        #[arg(long, requires = "run_dir")]
+        force_new: bool,
         /// The run id (default: generated).
         #[arg(long)]
         run_id: Option<String>,
@@ -165,7 +172,7 @@ enum Command {
         /// Traces: `trace.jsonl` files or run directories (one or more).
         #[arg(required = true)]
         traces: Vec<PathBuf>,
-        /// The plan: a .flow file (checked and verified) or a plan .json from `flowc build`.
+        /// The plan: a .flow file (checked and verified) or a plan from `flowc build` (.json or .yaml).
         #[arg(long)]
         plan: PathBuf,
         #[arg(long, value_enum, default_value_t = Format::Human)]
@@ -186,7 +193,7 @@ enum TraceCommand {
     Check {
         /// A `trace.jsonl` file or a run directory (then its trace.jsonl and artifacts/).
         trace: PathBuf,
-        /// The plan: a .flow file (checked and verified) or a plan .json from `flowc build`.
+        /// The plan: a .flow file (checked and verified) or a plan from `flowc build` (.json or .yaml).
         #[arg(long)]
         plan: PathBuf,
         #[arg(long, value_enum, default_value_t = Format::Human)]
@@ -239,7 +246,13 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => return usage(format!("cannot start the runtime: {e}")),
     };
-    let code = runtime.block_on(dispatch(cli));
+    let code = runtime.block_on(async {
+        let code = dispatch(cli).await;
+        // What was started (MCP servers, commands torn down) is gone before
+        // `flow` is.
+        flow_runtime::exec::groups::stop_all().await;
+        code
+    });
     ExitCode::from(code)
 }
 
@@ -284,10 +297,11 @@ async fn dispatch(cli: Cli) -> u8 {
             no_cassette,
             provider_url,
             witness: None,
+            force_new,
             common,
             ..
         } => {
-            let files = RunFiles { input, base_dir, unverified, record, replay, no_cassette };
+            let files = RunFiles { input, base_dir, unverified, record, replay, no_cassette, force_new };
             run(file, run_dir, run_id, workflow, files, &provider_url, common).await
         }
         Command::Resume { run, common } => {
@@ -467,7 +481,14 @@ fn report(result: Result<Outcome, RunError>, quiet: bool) -> u8 {
     match result {
         Ok(outcome) => {
             if !quiet {
-                eprintln!("flow: {} — {}", outcome.run_id, describe(&outcome.status));
+                match outcome.stopped_by {
+                    Some(signal) => eprintln!(
+                        "flow: {} — stopped by {signal}; `flow resume {}` continues it",
+                        outcome.run_id,
+                        outcome.run_dir.display()
+                    ),
+                    None => eprintln!("flow: {} — {}", outcome.run_id, describe(&outcome.status)),
+                }
                 if let RunStatus::Paused { waiting_on, .. } = &outcome.status {
                     let subject = CommandKey::parse(waiting_on).and_then(|k| k.subject()).unwrap_or(waiting_on);
                     eprintln!(
@@ -526,8 +547,14 @@ fn compile_with(file: &Path, for_checking: bool, unverified: bool) -> Result<Com
             return Err(exit::USAGE);
         }
     };
-    if file.extension().is_some_and(|e| e == "json") {
-        let plan = match serde_json::from_str::<Plan>(&text) {
+    let extension = file.extension().and_then(|e| e.to_str()).unwrap_or_default();
+    if matches!(extension, "json" | "yaml" | "yml") {
+        // `flowc build` writes plans as JSON, or YAML with `--emit yaml`.
+        let parsed = match extension {
+            "json" => serde_json::from_str::<Plan>(&text).map_err(|e| e.to_string()),
+            _ => serde_yaml::from_str::<Plan>(&text).map_err(|e| e.to_string()),
+        };
+        let plan = match parsed {
             Ok(plan) if plan.flow_plan_version == flow_check::plan::PLAN_VERSION => plan,
             Ok(plan) => {
                 eprintln!(
@@ -630,6 +657,7 @@ struct RunFiles {
     record: Option<PathBuf>,
     replay: Option<PathBuf>,
     no_cassette: bool,
+    force_new: bool,
 }
 
 async fn run(
@@ -641,7 +669,11 @@ async fn run(
     provider_urls: &[String],
     common: Common,
 ) -> u8 {
-    let RunFiles { input, base_dir, unverified, record, replay, no_cassette } = files;
+    let RunFiles { input, base_dir, unverified, record, replay, no_cassette, force_new } = files;
+    if let Some(id) = run_id.as_deref().filter(|id| !driver::valid_run_id(id)) {
+        eprintln!("flow: `{id}` is not a run id: letters, digits, `.`, `_` and `-` only, not starting with `.`");
+        return exit::USAGE;
+    }
     if unverified && file.extension().is_some_and(|e| e == "json") {
         eprintln!("flow: warning: --unverified: the static checks are not run on {}", file.display());
     }
@@ -690,6 +722,13 @@ async fn run(
     };
     let run_id = run_id.unwrap_or_else(fresh_run_id);
     let run_dir = run_dir.unwrap_or_else(|| Path::new(".flow/runs").join(&run_id));
+    if force_new {
+        match driver::move_aside(&run_dir) {
+            Ok(Some(to)) => eprintln!("flow: moved the run in {} aside to {}", run_dir.display(), to.display()),
+            Ok(None) => {}
+            Err(e) => return fail(e),
+        }
+    }
     if !common.quiet {
         eprintln!("flow: run {run_id} in {}", run_dir.display());
         if let Some(path) = &input_path {
@@ -709,6 +748,8 @@ async fn run(
 fn approve(run: &str, subject: &str, decision: &str, by: Option<String>, comment: Option<String>) -> u8 {
     let result = (|| -> Result<String, RunError> {
         let dir = run_dir_of(run)?;
+        // One writer at a time: not while a driver runs it.
+        let _lock = driver::RunLock::acquire(&dir)?;
         let mut journal = driver::open_journal(&dir, true)?;
         let run_id = driver::run_id_of(&journal)?;
         let pending = driver::pending_decisions(&journal, &run_id)?;

@@ -75,6 +75,8 @@ fn a_planted_api_key_appears_in_no_output_file() {
     std::fs::write(dir.path().join("secret.flow"), source.replace("@PORT@", &stub.port.to_string())).unwrap();
     let run_dir = dir.path().join("run");
     let cassette = dir.path().join("recorded.yaml");
+    // The key pasted into the run's input too: taken out before it is recorded.
+    std::fs::write(dir.path().join("secret.input.json"), format!("{{\"note\": \"use {key} for this\"}}")).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_flow"))
         .args(["run", "secret.flow", "--run-dir", run_dir.to_str().unwrap(), "--record", cassette.to_str().unwrap()])
         .current_dir(dir.path())
@@ -102,13 +104,36 @@ fn a_planted_api_key_appears_in_no_output_file() {
         }
     }
     let mut redacted = false;
+    let mut input_redacted = false;
     for file in &files {
         let bytes = std::fs::read(file).unwrap();
         let text = String::from_utf8_lossy(&bytes);
         assert!(!text.contains(key), "the key leaked into {}", file.display());
         redacted |= text.contains("echo Bearer [REDACTED]");
+        input_redacted |= text.contains("use [REDACTED] for this");
     }
     assert!(redacted, "the echoed key should be stored redacted; trace: {trace}");
+    assert!(input_redacted, "the input's key should be stored redacted");
     assert!(!stderr.contains(key), "the key leaked into the logs");
     assert!(files.iter().any(|f| f.ends_with("journal.sqlite")));
+}
+
+#[test]
+fn a_key_too_short_to_redact_stops_the_run_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stubs/secret.flow")).unwrap();
+    // Nothing listens there: the run must not get as far as a request.
+    std::fs::write(dir.path().join("secret.flow"), source.replace("@PORT@", "9")).unwrap();
+    let run_dir = dir.path().join("run");
+    let out = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(["run", "secret.flow", "--run-dir", run_dir.to_str().unwrap()])
+        .current_dir(dir.path())
+        .env("FLOW_TEST_API_KEY", "k3y")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("FLOW_TEST_API_KEY") && stderr.contains("does not start"), "{stderr}");
+    assert!(!stderr.contains("k3y"), "the key itself was printed: {stderr}");
+    assert!(!run_dir.exists(), "a run directory was written");
 }

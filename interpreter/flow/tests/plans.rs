@@ -127,6 +127,22 @@ fn a_built_plan_runs_like_its_source_from_anywhere() {
     }
 }
 
+#[test]
+fn a_plan_built_as_yaml_runs_like_its_json_twin() {
+    let scratch = tempfile::tempdir().unwrap();
+    let source = repo().join("examples/research_writer/research_writer.flow");
+    let plan = build(&source, &scratch.path().join("deploy/research_writer.json"));
+    // What `flowc build --emit yaml` writes.
+    let yaml_file = scratch.path().join("deploy/research_writer.yaml");
+    std::fs::write(&yaml_file, serde_yaml::to_string(&plan).unwrap()).unwrap();
+    let (code, json_run) = run(&scratch.path().join("deploy/research_writer.json"), scratch.path(), &scratch.path().join("json"), &[]);
+    assert_eq!(code, Some(0));
+    let (code, yaml_run) = run(&yaml_file, scratch.path(), &scratch.path().join("yaml"), &[]);
+    assert_eq!(code, Some(0), "the YAML plan's run");
+    assert_same_run("research_writer", &json_run, &yaml_run);
+    assert_eq!(yaml_run[0]["payload"]["plan_content_digest"], plan.content_digest.as_str());
+}
+
 /// The research_writer example built into a scratch directory.
 fn research_writer_plan(dir: &Path) -> (PathBuf, Plan, Value) {
     let plan_file = dir.join("plans/research_writer.json");

@@ -516,6 +516,51 @@ fn an_evaluator_error_is_never_pass() {
 }
 
 #[test]
+fn a_probe_that_exits_non_zero_is_an_error_whatever_it_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let flow_text = r#"
+evaluator says_ok: command {
+  argv: ["sh", "-c", "echo '{\"ok\": true}'; echo 'segfault in probe' >&2; exit 3"]
+  expect: json, output: { ok: bool }, check: output.ok
+}
+evaluator exits_two: command { argv: ["sh", "-c", "echo 'no audio stream' >&2; exit 2"], expect: exit_zero }
+tool nothing: builtin { description: "Does nothing", input: any, output: any, function: "noop" }
+workflow probed {
+  start: first
+  node first: tool nothing { args: {} }
+  node done: end ok
+  node errored: end probe_errored { status: failure }
+  first -> done
+  gate checked: first -> done {
+    evaluate: [says_ok(first), exits_two(first)]
+    on_error: BLOCK
+    on PASS -> continue
+    on BLOCK -> goto(errored)
+  }
+}
+"#;
+    std::fs::write(dir.path().join("probed.flow"), flow_text).unwrap();
+    let run_dir = dir.path().join("run");
+    let out = flow_env(&["run", "probed.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let trace = assert_valid_trace(&run_dir);
+    let gate = trace.iter().find(|e| e["kind"] == "gate_recorded").unwrap();
+    let evaluators = gate["payload"]["evaluators"].as_array().unwrap();
+    // `{"ok": true}` from a probe that exited 3 is not a PASS: an error.
+    assert_eq!(evaluators[0]["outcome"], "BLOCK", "{gate}");
+    assert_eq!(evaluators[0]["error"], true, "{gate}");
+    let why = evaluators[0]["reason"].as_str().unwrap();
+    assert!(why.contains("exited with 3") && why.contains("segfault in probe"), "{why}");
+    // A non-zero exit of an exit-code probe is its genuine negative.
+    assert_eq!(evaluators[1]["outcome"], "BLOCK", "{gate}");
+    assert_eq!(evaluators[1]["error"], false, "{gate}");
+    let why = evaluators[1]["reason"].as_str().unwrap();
+    assert!(why.contains("exited with 2") && why.contains("no audio stream"), "{why}");
+    assert_eq!(gate["payload"]["outcome"], "BLOCK");
+    assert_eq!(last(&trace)["payload"]["reason"], "probe_errored");
+}
+
+#[test]
 fn kill_9_during_a_call_then_resume_expires_the_lease_and_reruns_it() {
     let dir = fixtures();
     let run_dir = dir.path().join("run");

@@ -200,6 +200,8 @@ struct Server {
     tools_stale: Arc<AtomicBool>,
     stderr: Arc<Mutex<VecDeque<String>>>,
     child: Arc<Mutex<Option<Child>>>,
+    /// The server's process group: what it started goes with it.
+    group: crate::exec::groups::Group,
 }
 
 impl Drop for Server {
@@ -207,6 +209,7 @@ impl Drop for Server {
         if let Some(mut child) = lock(&self.child).take() {
             let _ = child.start_kill();
         }
+        self.group.stop();
     }
 }
 
@@ -264,6 +267,7 @@ impl Server {
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
+            .process_group(0)
             .kill_on_drop(true);
         let mut child = command.spawn().map_err(|e| format!("cannot start the MCP server `{label}` (in {}): {e}", cwd.display()))?;
         let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
@@ -271,6 +275,7 @@ impl Server {
             return Err(format!("cannot start the MCP server `{label}`: its pipes are missing"));
         };
         tracing::debug!(target: "flow::mcp", server = %label, pid = ?child.id(), "MCP server started");
+        let group = crate::exec::groups::Group::led_by(child.id());
 
         let state = Arc::new(Mutex::new(State::default()));
         let stderr_lines = Arc::new(Mutex::new(VecDeque::new()));
@@ -301,6 +306,7 @@ impl Server {
             tools_stale,
             stderr: stderr_lines,
             child,
+            group,
         };
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,

@@ -258,31 +258,12 @@ impl Engine {
         let decl = self.decl(evaluator.name).cloned();
         let fail = decl.as_ref().map_or(Outcome::Block, Decl::fail);
         let expect = decl.as_ref().map_or(Expect::ExitZero, Decl::expect);
-        let outcome = if res.error.is_some() {
-            on_error
-        } else if expect == Expect::Json {
-            match (&res.output, decl.as_ref().and_then(Decl::check)) {
-                (Some(output), Some(check)) => {
-                    let mut env = self.env.clone();
-                    env.insert("output".into(), output.clone());
-                    match eval::eval_bool(check, &env) {
-                        Ok(true) => Outcome::Pass,
-                        Ok(false) => fail,
-                        Err(_) => on_error,
-                    }
-                }
-                (Some(_), _) if res.exit_code == Some(0) => Outcome::Pass,
-                _ => on_error,
-            }
-        } else {
-            match res.exit_code {
-                Some(0) => Outcome::Pass,
-                Some(_) => fail,
-                None => on_error,
-            }
-        };
+        let (outcome, error, why) = probe_outcome(&res, expect, decl.as_ref().and_then(Decl::check), fail, on_error, &self.env);
         let Some(rt) = self.gates.get_mut(gate) else { return };
-        rt.probes.insert((index, item), Some((outcome, res.error.is_some())));
+        if let Some(why) = why {
+            rt.reasons.entry((index, item)).or_insert(why);
+        }
+        rt.probes.insert((index, item), Some((outcome, error)));
         rt.pending = rt.pending.saturating_sub(1);
         if rt.pending == 0 {
             self.finish_gate(gate);
@@ -403,4 +384,42 @@ fn judge_prompt(gate: &Gate, evaluator: &str, decl: &Decl, items: &[Value]) -> S
         "Judge `{evaluator}`{what} at gate `{}` ({} -> {}): approve to pass, reject to fail. Input: {input}",
         gate.name, gate.from, gate.to
     )
+}
+
+/// A command probe's outcome, and why when it did not pass. Its exit status
+/// decides first: a probe that could not run, timed out, was killed or —
+/// when it answers in JSON — exited non-zero is an error (`on_error`, never
+/// PASS, whatever it printed); an exit-code probe's non-zero exit is its
+/// `fail`; a JSON probe's `check` decides over what it printed.
+fn probe_outcome(
+    res: &ProbeResult,
+    expect: Expect,
+    check: Option<&TExpr>,
+    fail: Outcome,
+    on_error: Outcome,
+    env: &eval::Env,
+) -> (Outcome, bool, Option<String>) {
+    if let Some(error) = &res.error {
+        return (on_error, true, Some(format!("the probe errored: {error}")));
+    }
+    let status = || res.status.clone().unwrap_or_else(|| "did not exit 0".into());
+    match (expect, res.exit_code) {
+        (_, None) => (on_error, true, Some(format!("the probe {}", status()))),
+        (Expect::ExitZero, Some(0)) => (Outcome::Pass, false, None),
+        (Expect::ExitZero, Some(_)) => (fail, false, Some(format!("the probe {}", status()))),
+        (Expect::Json, Some(0)) => match (&res.output, check) {
+            (None, _) => (on_error, true, Some("the probe printed no JSON".into())),
+            (Some(_), None) => (Outcome::Pass, false, None),
+            (Some(output), Some(check)) => {
+                let mut env = env.clone();
+                env.insert("output".into(), output.clone());
+                match eval::eval_bool(check, &env) {
+                    Ok(true) => (Outcome::Pass, false, None),
+                    Ok(false) => (fail, false, Some("the probe's output fails its check".into())),
+                    Err(e) => (on_error, true, Some(format!("the probe's check cannot be evaluated: {}", e.message))),
+                }
+            }
+        },
+        (Expect::Json, Some(_)) => (on_error, true, Some(format!("the probe {} (its output is not trusted)", status()))),
+    }
 }

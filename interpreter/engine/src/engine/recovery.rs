@@ -77,7 +77,7 @@ impl Engine {
         if !self.running() {
             return;
         }
-        let ev = self.emit("control", events::warning("cancelled by the operator".into()), None);
+        let ev = self.emit("control", events::warning(events::CANCELLED.into()), None);
         let ids: Vec<String> = self.attempts.keys().cloned().collect();
         // (A cancelled attempt stops the run: its failure is recorded, nothing follows.)
         for id in ids {

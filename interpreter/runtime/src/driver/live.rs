@@ -15,6 +15,7 @@ impl Driver {
         let mut inflight: JoinSet<Answer> = JoinSet::new();
         let mut parked: Vec<String> = Vec::new();
         let heartbeat = Duration::from_millis(10_000);
+        let mut stop = StopSignals::new(self.opts.cancel_on_ctrl_c);
         loop {
             self.flush()?;
             if !matches!(self.engine.status(), RunStatus::Running) {
@@ -62,8 +63,19 @@ impl Driver {
                     inflight.abort_all();
                     self.engine.cancel();
                 }
+                signal = stop.recv() => {
+                    // The machine is going down, not the run: stop the work
+                    // in flight (its process groups with it) and leave the
+                    // run as a crash would, for `flow resume`.
+                    tracing::info!(signal, "stopped; the run stays resumable");
+                    inflight.abort_all();
+                    self.stopped_by = Some(signal);
+                    break;
+                }
             }
         }
+        drop(inflight);
+        crate::exec::groups::stop_all().await;
         Ok(())
     }
 
@@ -188,4 +200,28 @@ async fn execute(exec: Arc<Executors>, command: Arc<Command>, delay: u64, timeou
         None => exec.execute(&command.request, None).await,
     };
     (command.key.clone(), result)
+}
+
+/// SIGTERM and SIGHUP, when the driver listens for signals (the CLI).
+struct StopSignals {
+    signals: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl StopSignals {
+    fn new(listen: bool) -> StopSignals {
+        use tokio::signal::unix::{signal, SignalKind};
+        let signals = listen.then(|| Some((signal(SignalKind::terminate()).ok()?, signal(SignalKind::hangup()).ok()?))).flatten();
+        StopSignals { signals }
+    }
+
+    /// The name of the next stop signal; never, when not listening.
+    async fn recv(&mut self) -> &'static str {
+        match &mut self.signals {
+            Some((term, hup)) => tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = hup.recv() => "SIGHUP",
+            },
+            None => std::future::pending().await,
+        }
+    }
 }

@@ -17,10 +17,12 @@
 
 mod dispatch;
 mod live;
+mod lock;
 mod replay;
 mod rundir;
 
 use dispatch::*;
+pub use lock::{move_aside, valid_run_id, RunLock, LOCK_FILE};
 use replay::*;
 use rundir::*;
 pub use rundir::{append_proposal, load_meta, open_journal, pending_decisions, proposals, run_id_of, PendingDecision, Proposal, RunMeta};
@@ -56,6 +58,8 @@ pub mod exit {
     /// `flow run PLAN.json` refused the plan: its content does not match its
     /// digest, or it fails the static checks.
     pub const PLAN_REFUSED: u8 = 6;
+    /// Stopped by SIGTERM or SIGHUP mid-run: `flow resume` continues it.
+    pub const STOPPED: u8 = 7;
 }
 
 /// Why a run could not proceed (distinct from a run that failed).
@@ -156,6 +160,9 @@ pub struct Outcome {
     /// Model turns that reported more than their per-turn ceilings (each
     /// is a `warning` event): use the static budget bounds do not cover.
     pub ceiling_breaches: u64,
+    /// The signal (SIGTERM, SIGHUP) that stopped the process mid-run: the
+    /// run is left as a crash would leave it, for `flow resume`.
+    pub stopped_by: Option<&'static str>,
 }
 
 impl Outcome {
@@ -169,6 +176,7 @@ impl Outcome {
                 _ => exit::FAILED,
             },
             RunStatus::Paused { .. } => exit::AWAITING_DECISION,
+            RunStatus::Running if self.stopped_by.is_some() => exit::STOPPED,
             RunStatus::Running => exit::FAILED,
         }
     }
@@ -191,6 +199,11 @@ struct Driver {
     opts: Options,
     /// Rate limits, by the injected clock.
     rates: RateLimiter,
+    /// This process's hold on the run directory (none in memory).
+    _lock: Option<RunLock>,
+    /// The signal that stopped this process mid-run (the run stays
+    /// resumable).
+    stopped_by: Option<&'static str>,
 }
 
 impl Driver {
@@ -263,6 +276,7 @@ impl Driver {
             events: self.engine.seq(),
             outputs: self.engine.outputs().clone(),
             ceiling_breaches: self.engine.ceiling_breaches(),
+            stopped_by: self.stopped_by,
         }
     }
 
@@ -279,7 +293,7 @@ fn owner() -> String {
 }
 
 fn executors(program: Arc<Program>, base_dir: &Path, replay: &Option<(PathBuf, ReplayMode)>, record: bool) -> Result<Executors, RunError> {
-    let secrets = secrets_of(&program);
+    let secrets = secrets_of(&program)?;
     let exec = Executors::new(program, base_dir.to_path_buf()).with_secrets(secrets);
     let exec = if record { exec.recording() } else { exec };
     Ok(match replay {
@@ -289,19 +303,29 @@ fn executors(program: Arc<Program>, base_dir: &Path, replay: &Option<(PathBuf, R
 }
 
 /// The values of the environment variables that hold API keys
-/// (providers' `api_key_env`): redacted from everything the run writes.
-pub fn secrets_of(program: &Program) -> Vec<String> {
+/// (providers' `api_key_env`): redacted from everything the run writes. A
+/// key shorter than [`MIN_SECRET_LEN`](crate::exec::redaction::MIN_SECRET_LEN)
+/// cannot be redacted reliably: the run does not start.
+pub fn secrets_of(program: &Program) -> Result<Vec<String>, RunError> {
+    use crate::exec::redaction::MIN_SECRET_LEN;
     let mut secrets = Vec::new();
     for decl in program.decls.values() {
         if let Some(name) = decl.api_key_env() {
             if let Ok(value) = std::env::var(name) {
-                if !value.is_empty() && !secrets.contains(&value) {
-                    secrets.push(value);
+                if value.is_empty() || secrets.contains(&value) {
+                    continue;
                 }
+                if value.chars().count() < MIN_SECRET_LEN {
+                    return Err(RunError::Usage(format!(
+                        "the API key in `{name}` is {} characters long: under {MIN_SECRET_LEN}, it cannot be told from other text to be redacted, so the run does not start",
+                        value.chars().count()
+                    )));
+                }
+                secrets.push(value);
             }
         }
     }
-    secrets
+    Ok(secrets)
 }
 
 /// Starts a new run of `plan` in `opts.run_dir`.
@@ -314,9 +338,8 @@ pub async fn run(
     opts: Options,
 ) -> Result<Outcome, RunError> {
     let program = plan.program.clone();
-    let (mut journal, artifacts) = storage(&opts)?;
-    if journal.last_seq(run_id)? > 0 {
-        return Err(RunError::Usage(format!("{} already holds run {run_id}; use `flow resume`", opts.run_dir.display())));
+    if !valid_run_id(run_id) {
+        return Err(RunError::Usage(format!("`{run_id}` is not a run id: letters, digits, `.`, `_` and `-` only, not starting with `.`")));
     }
     let cfg = RunConfig {
         run_id: run_id.to_string(),
@@ -328,6 +351,13 @@ pub async fn run(
         lease_ttl_ms: 30_000,
     };
     let engine = Engine::new(program.clone(), workflow, cfg).map_err(RunError::Usage)?;
+    // Before anything is written: a key too short to redact stops here, and
+    // a key in the input is taken out of it.
+    let exec = Arc::new(executors(program.clone(), base_dir, &opts.replay, opts.record.is_some())?);
+    let (input, redacted) = exec.redact_input(input);
+    if redacted {
+        tracing::warn!("the run's input held an API key: it was redacted before it was recorded");
+    }
     let meta = RunMeta {
         run_id: run_id.to_string(),
         workflow: Some(engine.workflow().name.clone()),
@@ -337,11 +367,16 @@ pub async fn run(
         executions: 1,
         replay: opts.replay.as_ref().map(|(p, m)| (p.clone(), *m == ReplayMode::Strict)),
     };
-    if !opts.in_memory {
-        journal.set_meta(run_id, PLAN, &serde_json::to_string(plan).map_err(|e| RunError::Storage(e.to_string()))?)?;
-        journal.set_meta(run_id, META, &serde_json::to_string(&meta).map_err(|e| RunError::Storage(e.to_string()))?)?;
-    }
-    let exec = Arc::new(executors(program.clone(), base_dir, &opts.replay, opts.record.is_some())?);
+    // The directory appears whole (plan and metadata in it) and locked.
+    let lock = match opts.in_memory {
+        true => None,
+        false => {
+            let plan = serde_json::to_string(plan).map_err(|e| RunError::Storage(e.to_string()))?;
+            let meta = serde_json::to_string(&meta).map_err(|e| RunError::Storage(e.to_string()))?;
+            Some(lock::create_run_dir(&opts, run_id, &plan, &meta)?)
+        }
+    };
+    let (journal, artifacts) = storage(&opts)?;
     let trace = trace_file(&opts, true)?;
     let concurrency = max_concurrency(&program, workflow);
     let mut driver = Driver {
@@ -357,12 +392,27 @@ pub async fn run(
         proposals_written: 0,
         opts,
         rates: RateLimiter::default(),
+        _lock: lock,
+        stopped_by: None,
     };
     driver.engine.start(input);
     driver.live(program, concurrency).await?;
     driver.finish()?;
     let run_dir = driver.opts.run_dir.clone();
     Ok(driver.outcome(&run_dir))
+}
+
+/// The journal is the truth: the trace file is rewritten from it (and kept
+/// open for what the resumed run appends).
+fn rewrite_trace(opts: &Options, recorded: &[Event]) -> Result<Option<std::io::BufWriter<std::fs::File>>, RunError> {
+    let mut trace = trace_file(opts, true)?;
+    if let Some(t) = &mut trace {
+        for event in recorded {
+            let line = serde_json::to_string(event).map_err(|e| RunError::Storage(e.to_string()))?;
+            writeln!(t, "{line}").map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
+        }
+    }
+    Ok(trace)
 }
 
 /// How far to take a resumed run.
@@ -377,6 +427,7 @@ pub enum ResumeMode {
 /// Resumes the run in `opts.run_dir` (or only re-derives its state).
 pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunError> {
     let journal = open_journal(&opts.run_dir, opts.durable)?;
+    let lock = RunLock::acquire(&opts.run_dir)?;
     let run_id = run_id_of(&journal)?;
     let (mut meta, plan) = load_meta(&journal, &run_id)?;
     let recorded = journal.events(&run_id)?;
@@ -398,17 +449,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
     let mut engine = Engine::new(program.clone(), meta.workflow.as_deref(), cfg).map_err(RunError::Usage)?;
     engine.set_start_ms(meta.started_ms);
     let artifacts = DirArtifacts::open(&opts.run_dir.join("artifacts"))?;
-    // The journal is the truth: the trace is rewritten from it.
-    let mut trace = None;
-    if mode == ResumeMode::Continue {
-        trace = trace_file(&opts, true)?;
-        if let Some(t) = &mut trace {
-            for event in &recorded {
-                let line = serde_json::to_string(event).map_err(|e| RunError::Storage(e.to_string()))?;
-                writeln!(t, "{line}").map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
-            }
-        }
-    }
+    let trace = if mode == ResumeMode::Continue { rewrite_trace(&opts, &recorded)? } else { None };
     let exec = Arc::new(executors(program.clone(), &meta.base_dir, &opts.replay, opts.record.is_some())?);
     let last_seq = recorded.len() as u64;
     let concurrency = max_concurrency(&program, meta.workflow.as_deref());
@@ -425,6 +466,8 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
         proposals_written: proposals.len() as u64,
         opts,
         rates: RateLimiter::default(),
+        _lock: Some(lock),
+        stopped_by: None,
     };
     driver.engine.start(meta.input.clone());
     let rest = driver.replay(proposals)?;

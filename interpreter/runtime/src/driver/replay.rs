@@ -66,7 +66,11 @@ impl Driver {
                     let waiting_on = waiting_on.clone();
                     self.engine.pause(&waiting_on);
                     self.flush()?;
-                    self.engine.unpause();
+                    // The journal's last word stays: a run that ended paused
+                    // replays to paused (`flow resume` unpauses it).
+                    if (seq as usize) + 1 < self.recorded.len() {
+                        self.engine.unpause();
+                    }
                     continue;
                 }
                 Body::RunResumed { after_seq, .. } => {
@@ -77,6 +81,12 @@ impl Driver {
                 }
                 Body::LeaseHeartbeat { .. } => {
                     self.engine.heartbeat();
+                    continue;
+                }
+                // The operator cancelled here (SIGINT): nothing recorded
+                // caused it, so the replay cancels where the run did.
+                Body::Warning { message, .. } if next.parent_event_id.is_none() && message == flow_check::events::CANCELLED => {
+                    self.engine.cancel();
                     continue;
                 }
                 _ => {}

@@ -82,14 +82,20 @@ impl Executors {
         if let Some(native) = &request.native {
             let input = request.input.clone().unwrap_or(Value::Null);
             return match native_evaluator(native, &input, &self.base_dir) {
-                Ok(pass) => ProbeResult { exit_code: Some(if pass { 0 } else { 1 }), output: None, error: None },
-                Err(e) => ProbeResult { exit_code: None, output: None, error: Some(e) },
+                Ok(pass) => ProbeResult { exit_code: Some(if pass { 0 } else { 1 }), ..ProbeResult::default() },
+                Err(e) => ProbeResult { error: Some(e), ..ProbeResult::default() },
             };
         }
         let env: Vec<String> = vec!["PATH".into()];
         match run_command(&request.argv, &env, &self.base_dir, request.timeout_ms).await {
-            Ok((code, stdout, _)) => ProbeResult { exit_code: Some(code), output: serde_json::from_str(&stdout).ok(), error: None },
-            Err((_, message)) => ProbeResult { exit_code: None, output: None, error: Some(message) },
+            Ok(exited) => ProbeResult {
+                exit_code: exited.code,
+                output: serde_json::from_str(&exited.stdout).ok(),
+                error: None,
+                // How it ended, for the record when it did not exit 0.
+                status: (!exited.success()).then(|| exited.describe()),
+            },
+            Err((_, message)) => ProbeResult { exit_code: None, output: None, error: Some(message), status: None },
         }
     }
 }

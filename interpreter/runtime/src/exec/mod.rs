@@ -13,15 +13,15 @@
 mod builtin;
 mod cassette;
 mod command;
+pub mod groups;
 mod http;
-mod redaction;
+pub mod redaction;
 mod scripted;
 
 pub use builtin::{builtin_tool, native_evaluator, BUILTIN_TOOLS, NATIVE_EVALUATORS, PURE_BUILTINS};
 use cassette::Replayer;
 pub use cassette::{Cassette, Entry, Miss, ReplayMode};
-pub use command::run_command;
-use command::tail;
+pub use command::{run_command, Exited};
 pub use http::percent_encode;
 pub use scripted::{synthesize, Script};
 
@@ -133,7 +133,7 @@ impl Executors {
                 let cwd = decl.cwd().map(|c| self.base_dir.join(c)).unwrap_or_else(|| self.base_dir.clone());
                 let out = run_command(&argv, &env, &cwd, timeout_ms).await;
                 match out {
-                    Ok((0, stdout, _)) => {
+                    Ok(Exited { code: Some(0), stdout, .. }) => {
                         let wants_string = matches!(decl.output_type(), Some(flow_check::types::Ty::String));
                         let output = if wants_string {
                             Value::String(stdout.trim_end().to_string())
@@ -155,9 +155,9 @@ impl Executors {
                         };
                         ToolResult { ok: true, output: Some(output), ..ToolResult::default() }
                     }
-                    Ok((code, _, stderr)) => ToolResult {
+                    Ok(exited) => ToolResult {
                         ok: false,
-                        error: Some(format!("`{}` exited with {code}: {}", argv.first().cloned().unwrap_or_default(), tail(&stderr))),
+                        error: Some(format!("`{}` {}", argv.first().cloned().unwrap_or_default(), exited.describe())),
                         ..ToolResult::default()
                     },
                     Err((code, message)) => ToolResult { ok: false, error: Some(message), error_code: Some(code), ..ToolResult::default() },

@@ -115,8 +115,79 @@ fn builtins_work_and_unknown_ones_are_named() {
 async fn commands_run_without_a_shell_and_time_out() {
     let dir = std::env::temp_dir();
     // `;` is an argument, not a command separator: no shell.
-    let (code, stdout, _) = run_command(&["echo".into(), "a;b".into()], &["PATH".into()], &dir, None).await.unwrap();
-    assert_eq!((code, stdout.trim()), (0, "a;b"));
+    let Exited { code, stdout, .. } = run_command(&["echo".into(), "a;b".into()], &["PATH".into()], &dir, None).await.unwrap();
+    assert_eq!((code, stdout.trim()), (Some(0), "a;b"));
     let err = run_command(&["sleep".into(), "5".into()], &["PATH".into()], &dir, Some(50)).await.unwrap_err();
     assert_eq!(err.0, ErrorCode::Timeout);
+}
+
+/// Whether process `pid` still runs (a zombie waiting for its parent's
+/// reaping has stopped running).
+fn running(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()) != Some("Z"),
+        Err(_) => false,
+    }
+}
+
+/// Polls until `pid` stopped running, for at most the grace period and a
+/// margin.
+async fn gone(pid: &str) -> bool {
+    let until = std::time::Instant::now() + groups::GRACE + Duration::from_secs(2);
+    while std::time::Instant::now() < until {
+        if !running(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_command_takes_what_it_started_with_it_when_it_ends_or_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = ["PATH".to_string()];
+    // Ends, leaving a background grandchild: the grandchild goes too.
+    let argv: Vec<String> = ["sh", "-c", "sleep 60 & echo $!"].iter().map(|s| s.to_string()).collect();
+    let Exited { code, stdout, .. } = run_command(&argv, &env, dir.path(), Some(20_000)).await.unwrap();
+    assert_eq!(code, Some(0));
+    let pid = stdout.trim().to_string();
+    assert!(!pid.is_empty());
+    assert!(gone(&pid).await, "the background grandchild {pid} outlived its command");
+    // Times out while its grandchild runs: the whole group is stopped.
+    let argv: Vec<String> = ["sh", "-c", "sleep 60 & echo $! > grandchild; wait"].iter().map(|s| s.to_string()).collect();
+    let err = run_command(&argv, &env, dir.path(), Some(300)).await.unwrap_err();
+    assert_eq!(err.0, ErrorCode::Timeout, "{}", err.1);
+    let pid = std::fs::read_to_string(dir.path().join("grandchild")).unwrap().trim().to_string();
+    assert!(gone(&pid).await, "the grandchild {pid} outlived its command's timeout");
+    // Dropped mid-way (a cancelled call): the group is stopped as well.
+    let argv: Vec<String> = ["sh", "-c", "sleep 60 & echo $! > dropped; wait"].iter().map(|s| s.to_string()).collect();
+    let call = run_command(&argv, &env, dir.path(), None);
+    let _ = tokio::time::timeout(Duration::from_millis(500), call).await;
+    let pid = std::fs::read_to_string(dir.path().join("dropped")).unwrap().trim().to_string();
+    assert!(gone(&pid).await, "the grandchild {pid} outlived its dropped call");
+    groups::stop_all().await;
+}
+
+#[test]
+fn redaction_takes_keys_out_of_strings_keys_and_numbers_and_withholds_what_it_cannot() {
+    let exec = Executors::new(tools(&[]), PathBuf::from(".")).with_secrets(vec!["pa\"ss\\word1".into(), "4242424242".into()]);
+    let tool = |output: Value| Response::Tool(ToolResult { ok: true, output: Some(output), ..ToolResult::default() });
+    // A key with characters JSON escapes, in a value and in an object key.
+    let out = exec.redact(tool(json!({"k": "x pa\"ss\\word1 y", "pa\"ss\\word1": 1})));
+    assert_eq!(out, tool(json!({"k": "x [REDACTED] y", "[REDACTED]": 1})));
+    // A numeric key written as a JSON number.
+    let out = exec.redact(tool(json!({"n": 4242424242u64, "m": [14242424242u64, 7]})));
+    assert_eq!(out, tool(json!({"n": "[REDACTED]", "m": ["[REDACTED]", 7]})));
+    // In a field that must stay a number: the response is withheld, never
+    // passed on as it was.
+    let leaky = Response::Tool(ToolResult { ok: true, output: Some(json!(1)), duration_ms: 4242424242, ..ToolResult::default() });
+    let Response::Tool(out) = exec.redact(leaky) else { panic!("a tool's response stays a tool's") };
+    assert!(!out.ok && out.error.as_deref().unwrap_or_default().contains("withheld"), "{out:?}");
+    assert!(!serde_json::to_string(&out).unwrap().contains("4242424242"));
+    // Untouched when there is nothing to take out.
+    assert_eq!(exec.redact(tool(json!({"n": 42}))), tool(json!({"n": 42})));
+    let (input, changed) = exec.redact_input(json!({"note": "use 4242424242"}));
+    assert!(changed);
+    assert_eq!(input, json!({"note": "use [REDACTED]"}));
 }

@@ -1,0 +1,288 @@
+//! Runs that survive their endings and their operators: a run resumes and
+//! replays after a `null` output and after a cancellation; SIGTERM stops
+//! every child process and leaves a run `flow resume` completes; one
+//! process at a time writes a run directory.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+use common::*;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A tool that waits for the file `go` (recording its pid and its
+/// grandchild's), then prints `1`; on a second run, when `once` exists, it
+/// answers at once.
+const WAITING_TOOL: &str = r#"
+tool wait_for_go: command {
+  description: "Waits for the file go, with a grandchild"
+  input: any
+  output: any
+  argv: ["sh", "-c", "if [ -f once ]; then echo 1; exit 0; fi; touch once; sleep 60 & echo $! > grandchild.pid; while [ ! -f go ]; do sleep 0.05; done; echo 1"]
+}
+workflow waits {
+  start: first
+  node first: tool wait_for_go { args: {} }
+  node done: end ok
+  first -> done
+}
+"#;
+
+/// A builtin `noop` (its output is `null`) before a human decision.
+const NULL_THEN_DECIDE: &str = r#"
+principal editor: human
+tool nothing: builtin { description: "Does nothing", input: any, output: any, function: "noop" }
+workflow null_then_decide {
+  start: first
+  escalate_to: editor
+  node first: tool nothing { args: {} }
+  node approve: human editor { decisions: [approve, reject] }
+  node second: tool nothing { args: {} }
+  node done: end ok
+  node stopped: end rejected { status: failure }
+  first -> approve
+  approve -> second when approve.decision == "approve"
+  approve -> stopped else
+  second -> done
+}
+"#;
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+/// `flow` started in the background (stdout and stderr kept).
+fn spawn_flow(args: &[&str], cwd: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("FLOW_CRASH_AFTER_SEQ")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flow starts")
+}
+
+/// Waits (at most 30 s) until `ready` holds.
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while !ready() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    let ok = Command::new("kill").args([&format!("-{name}"), &child.id().to_string()]).status().expect("kill runs");
+    assert!(ok.success());
+}
+
+/// Whether process `pid` still runs (a zombie has stopped).
+fn running(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()) != Some("Z"),
+        Err(_) => false,
+    }
+}
+
+/// The run is consistent with its plan when replayed, and its trace holds.
+fn assert_replays_and_conforms(dir: &Path, run_dir: &Path, plan: &str) -> String {
+    let replay = flow(&["replay", run_dir.to_str().unwrap()], dir);
+    assert!(replay.status.success(), "replay failed: {}", text(&replay));
+    let check = flow(&["trace", "check", run_dir.to_str().unwrap(), "--plan", plan], dir);
+    assert!(check.status.success(), "trace check: {}", text(&check));
+    String::from_utf8_lossy(&replay.stdout).into_owned()
+}
+
+#[test]
+fn a_null_output_leaves_a_run_that_resumes_and_replays_at_every_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "nulls.flow", NULL_THEN_DECIDE);
+    let rd = d.join("run");
+    let r = rd.to_str().unwrap();
+    let out = flow(&["run", "nulls.flow", "--run-dir", r, "--fake-clock", "-q", "--no-prompt"], d);
+    assert_eq!(out.status.code(), Some(4), "paused for the editor: {}", text(&out));
+    let state = assert_replays_and_conforms(d, &rd, "nulls.flow");
+    assert!(state.contains("first = null"), "{state}");
+    let approve = flow(&["approve", r, "approve", "--decision", "approve"], d);
+    assert!(approve.status.success(), "{}", text(&approve));
+    let resumed = flow(&["resume", r, "--fake-clock", "-q", "--no-prompt"], d);
+    assert!(resumed.status.success(), "the resume after a null output: {}", text(&resumed));
+    let state = assert_replays_and_conforms(d, &rd, "nulls.flow");
+    assert!(state.contains("terminated: success (ok)") && state.contains("second = null"), "{state}");
+}
+
+#[test]
+fn a_cancelled_run_replays_and_stays_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "waits.flow", WAITING_TOOL);
+    let rd = d.join("run");
+    let r = rd.to_str().unwrap();
+    let child = spawn_flow(&["run", "waits.flow", "--run-dir", r, "-q"], d);
+    wait_until("the tool to start", || d.join("grandchild.pid").exists());
+    signal(&child, "INT");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let grandchild = std::fs::read_to_string(d.join("grandchild.pid")).unwrap().trim().to_string();
+    wait_until("the cancelled tool's grandchild to stop", || !running(&grandchild));
+    let state = assert_replays_and_conforms(d, &rd, "waits.flow");
+    assert!(state.contains("terminated: cancelled"), "{state}");
+    let before = events(&rd).len();
+    let resumed = flow(&["resume", r, "-q"], d);
+    assert_eq!(resumed.status.code(), Some(1), "a cancelled run stays cancelled: {}", text(&resumed));
+    assert_eq!(events(&rd).len(), before, "resuming a cancelled run recorded something");
+}
+
+#[test]
+fn sigterm_stops_every_child_and_leaves_a_run_that_resume_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "waits.flow", WAITING_TOOL);
+    let rd = d.join("run");
+    let r = rd.to_str().unwrap();
+    let child = spawn_flow(&["run", "waits.flow", "--run-dir", r], d);
+    wait_until("the tool to start", || d.join("grandchild.pid").exists());
+    let grandchild = std::fs::read_to_string(d.join("grandchild.pid")).unwrap().trim().to_string();
+    signal(&child, "TERM");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(7), "stopped by SIGTERM: {}", text(&out));
+    assert!(text(&out).contains("stopped by SIGTERM"), "{}", text(&out));
+    // `flow` waits for its children before it exits.
+    assert!(!running(&grandchild), "the tool's grandchild {grandchild} outlived flow");
+    let status = text(&flow(&["status", r], d));
+    assert!(status.contains("stopped mid-way"), "{status}");
+    let resumed = flow(&["resume", r, "-q"], d);
+    assert!(resumed.status.success(), "resume after SIGTERM: {}", text(&resumed));
+    let state = assert_replays_and_conforms(d, &rd, "waits.flow");
+    assert!(state.contains("terminated: success (ok)"), "{state}");
+}
+
+#[test]
+fn one_process_writes_a_run_directory_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "waits.flow", WAITING_TOOL);
+    write(d, "nulls.flow", NULL_THEN_DECIDE);
+    let rd = d.join("run");
+    let r = rd.to_str().unwrap();
+    let child = spawn_flow(&["run", "waits.flow", "--run-dir", r, "-q"], d);
+    wait_until("the tool to start", || d.join("grandchild.pid").exists());
+    // While it is driven: no second driver, no decision written, no
+    // second run in its directory, nothing moved aside.
+    for args in [
+        vec!["resume", r, "-q"],
+        vec!["replay", r],
+        vec!["approve", r, "first", "--decision", "approve"],
+        vec!["run", "nulls.flow", "--run-dir", r, "-q", "--force-new"],
+    ] {
+        let out = flow(&args, d);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains("is being driven by pid"), "{args:?}: {}", text(&out));
+    }
+    write(d, "go", "");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let first_run = events(&rd)[0]["run_id"].as_str().unwrap().to_string();
+    // A directory that holds a run is not written by a second `flow run`.
+    let again = flow(&["run", "nulls.flow", "--run-dir", r, "-q", "--no-prompt"], d);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again));
+    assert!(text(&again).contains(&format!("already holds run {first_run}")), "{}", text(&again));
+    assert_eq!(events(&rd)[0]["run_id"], first_run.as_str());
+    // Unless it is moved aside first; the old run stays whole.
+    let fresh = flow(&["run", "nulls.flow", "--run-dir", r, "-q", "--no-prompt", "--force-new"], d);
+    assert_eq!(fresh.status.code(), Some(4), "{}", text(&fresh));
+    let aside = d.join(format!("run.old-{first_run}"));
+    assert!(text(&fresh).contains("aside"), "{}", text(&fresh));
+    assert_eq!(events(&aside)[0]["run_id"], first_run.as_str());
+    assert_replays_and_conforms(d, &aside, "waits.flow");
+    assert_ne!(events(&rd)[0]["run_id"], first_run.as_str());
+    // A non-empty directory that holds no run is refused too.
+    let other = d.join("other");
+    std::fs::create_dir(&other).unwrap();
+    write(&other, "notes.txt", "mine");
+    let out = flow(&["run", "nulls.flow", "--run-dir", other.to_str().unwrap(), "-q"], d);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(std::fs::read_dir(&other).unwrap().count(), 1, "the directory was written");
+    // A run id never names a path.
+    let out = flow(&["run", "nulls.flow", "--run-id", "../../escape", "-q"], d);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(!d.join("../escape").exists() && !d.join(".flow").exists());
+}
+
+/// Copies the tree `src` into `dst` (an example's schemas, cassettes and
+/// tools come with it), leaving out earlier runs.
+fn copy_tree(src: &Path, dst: &Path) {
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        let (from, to) = (entry.path(), dst.join(entry.file_name()));
+        if from.is_dir() {
+            if entry.file_name() != ".flow" {
+                std::fs::create_dir_all(&to).unwrap();
+                copy_tree(&from, &to);
+            }
+        } else {
+            std::fs::copy(&from, &to).unwrap();
+        }
+    }
+}
+
+/// Every example and every run fixture taken to the ending its script
+/// leads to (success, failure, budget exhausted, a pause for a decision,
+/// a partial result …): `flow replay` re-derives that ending from the
+/// journal, trace check holds the trace, and `flow resume` then changes
+/// nothing it should not.
+#[test]
+fn every_example_and_fixture_replays_and_resumes_after_its_ending() {
+    let mut flows: Vec<(PathBuf, String)> = Vec::new();
+    for entry in std::fs::read_dir(repo().join("examples")).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        if dir.join(format!("{name}.flow")).exists() {
+            flows.push((dir, name));
+        }
+    }
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    for entry in std::fs::read_dir(&fixtures).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "flow") {
+            flows.push((fixtures.clone(), path.file_stem().unwrap().to_string_lossy().to_string()));
+        }
+    }
+    flows.sort();
+    assert!(flows.len() >= 18, "examples or fixtures missing: {flows:?}");
+    let mut endings = std::collections::BTreeSet::new();
+    for (src, name) in flows {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        copy_tree(&src, d);
+        let file = format!("{name}.flow");
+        let rd = d.join("run");
+        let r = rd.to_str().unwrap();
+        let out = flow(&["run", &file, "--run-dir", r, "--fake-clock", "-q", "--no-prompt"], d);
+        let code = out.status.code();
+        assert!(matches!(code, Some(0 | 1 | 3 | 4 | 5)), "{name}: {}", text(&out));
+        let state = assert_replays_and_conforms(d, &rd, &file);
+        let ending = state.lines().find(|l| l.starts_with("state: ")).unwrap_or_default().to_string();
+        endings.insert(format!("{ending}  [{name}]"));
+        let before = events(&rd).len();
+        let resumed = flow(&["resume", r, "--fake-clock", "-q", "--no-prompt"], d);
+        assert_eq!(resumed.status.code(), code, "{name}: resume after `{ending}`: {}", text(&resumed));
+        let after = events(&rd).len();
+        if code == Some(4) {
+            // Still waiting: the resume records that it resumed and paused again.
+            assert!(after >= before, "{name}: resume lost events");
+        } else {
+            assert_eq!(after, before, "{name}: resuming a finished run recorded something");
+        }
+        let again = assert_replays_and_conforms(d, &rd, &file);
+        let again_ending = again.lines().find(|l| l.starts_with("state: ")).unwrap_or_default();
+        assert_eq!(again_ending, ending, "{name}: replay after resume");
+    }
+    // The runs reach several kinds of ending.
+    for kind in ["state: terminated: success", "state: terminated: failure", "state: terminated: partial", "state: paused"] {
+        assert!(endings.iter().any(|e| e.starts_with(kind)), "no `{kind}` among {endings:#?}");
+    }
+}

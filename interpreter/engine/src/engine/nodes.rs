@@ -57,6 +57,7 @@ impl Engine {
         let rt = &mut self.nodes[name];
         rt.visits += 1;
         rt.attempt_no = 0;
+        rt.lost = 0;
         rt.running = true;
         rt.input = input.clone();
         rt.slice = slice;

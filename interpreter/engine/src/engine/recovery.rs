@@ -46,6 +46,15 @@ impl Engine {
         let expired =
             self.emit("control", Body::LeaseExpired { schema_version: V, attempt_id: a.id.clone(), lease: a.lease.clone() }, Some(cause));
         self.attempts.remove(attempt_id);
+        // The lost attempt is redone from its start: its turns do not count
+        // (the redo's are the node's same turns), and to the data plane the
+        // redo is the attempt that was lost.
+        if let Some(turns) = self.node_turns.get_mut(&a.node) {
+            *turns = turns.saturating_sub(a.turn);
+        }
+        if let Some(rt) = self.nodes.get_mut(&a.node) {
+            rt.lost += 1;
+        }
         let Some(node) = self.node(&a.node) else { return };
         if let Some(tool) = unknown_tool {
             let key = format!("{}:{}", self.cfg.run_id, a.id);

@@ -211,6 +211,9 @@ impl Attempt {
 pub(super) struct NodeRt {
     pub(super) visits: u32,
     pub(super) attempt_no: u32,
+    /// Attempts of this visit lost with their executor (a crash): their
+    /// redo is, to the data plane, the attempt that was lost.
+    pub(super) lost: u32,
     pub(super) running: bool,
     pub(super) started_event: Str,
     pub(super) input: Value,

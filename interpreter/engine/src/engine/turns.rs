@@ -152,7 +152,9 @@ impl Engine {
             acceptance: contract.map(|c| c.accept().into_iter().map(eval::render).collect()).unwrap_or_default(),
             tools: agent.tools().iter().map(|t| self.tool_spec(t)).collect(),
             visit: self.nodes[&node.name].visits,
-            attempt_no: attempt.attempt_no,
+            // A redo of an attempt lost with its executor asks what the
+            // lost one asked (a script or a cassette answers it alike).
+            attempt_no: attempt.attempt_no - self.nodes[&node.name].lost.min(attempt.attempt_no - 1),
             turn: attempt.turn + 1,
             node_turn: self.node_turns.get(&node.name).copied().unwrap_or(0) + 1,
             repair: attempt.repair.clone(),

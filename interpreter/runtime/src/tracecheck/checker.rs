@@ -55,6 +55,8 @@ impl<'a> Checker<'a> {
             boards: HashMap::default(),
             appendable: HashMap::default(),
             pending_rerun: None,
+            gate_outcomes: HashMap::default(),
+            task_states: HashMap::default(),
             refused_handoff: None,
         };
         checker.init_budgets();

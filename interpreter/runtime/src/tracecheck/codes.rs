@@ -36,6 +36,9 @@ r#"A pair of nodes with a hop limit (a handoff's `max_hops` on the pair, else th
     RERUN = "T013", "re-run not as planned",
 r#"A `rerun` (a `revise` or `replan` taking effect) names a scope the plan's actions can name — one node for a revise; for a replan a gate's `replan_scope`, the start, or a `replan(node)` target — starts at the scope's entry (the node of the scope that leads to the rest) and supersedes exactly the entry and every node that depends on it (reference §6.3). The `edge_taken` via `revise`/`replan` that follows goes to that entry; such an edge with no `rerun` before it departs from the plan."#;
 
+    STATE = "T014", "task state not as planned",
+r#"A `state_changed` moves a state machine the plan declares, from the state it is in (its `initial` state at first, then the last one recorded), to the state the completing node declares (`state: MACHINE.STATE`), along a transition of the machine (or staying where it is)."#;
+
     GATE_NOT_PASSED = "T020", "gate not passed",
 r#"Nothing crosses a gate's boundary `from -> to` unless the gate let it: an `edge_taken` from→to needs a `gate_recorded` PASS for the gate, or a `decision_applied` approve on it (or on the escalation its handler asked for: `on BLOCK -> escalate(P)`, then approve on `escalation.P`), since the last crossing. Also reported: a `gate_recorded` for a gate the workflow does not declare on that boundary."#;
 
@@ -54,6 +57,12 @@ r#"A tool call by an agent needs the tool in the agent's `tools` and the agent i
     DECISION_ACTION = "T025", "decision applied as another action",
 r#"A `decision_applied` on a gate or a human node records the action the decision takes, and the plan fixes it: the gate's (or node's) handler for the decision, else the default — at a gate `approve` continues, `revise` re-runs the gate's `from` node, `replan` re-runs the replan scope, `reject` terminates; at a human node the node completes (`continue`). Any other action departs from the plan."#;
 
+    GATE_EVALUATION = "T026", "gate outcome not as evaluated",
+r#"A `gate_recorded` outcome is the most severe of its evaluators' outcomes (BLOCK over REQUIRES_DECISION over PASS), an evaluator that errored is never PASS, and the gate is recorded only after its `from` node completed. The handler an `action_taken` runs for a gate outcome (PASS, BLOCK, REQUIRES_DECISION) is for the outcome the gate last recorded: a BLOCK edited into a PASS while the BLOCK handler still follows is caught here."#;
+
+    PROVIDER = "T027", "undeclared provider",
+r#"An `agent_turn` is answered by a provider the plan declares (the agent's, one a zone's `switch_model` or the routing of private data may choose); a turn from any other provider did not come from this plan's data plane."#;
+
     TRANSFER = "T030", "handoff or delegation not as planned",
 r#"A handoff carries the context slice its declaration names — `context` (default isolated) and `context_fields` exactly — and a delegation names its declared contract, grants the contract's budget and records its declared `reason`. A handoff or delegation the plan does not declare, one not on an edge being taken, or a declared one missing before the receiving node starts, departs from the plan. A `dead_letter` follows the refused handoff (`accepted: false`) whose message it puts aside, with the message type that handoff sends."#;
 
@@ -64,7 +73,7 @@ r#"A handoff's payload is what its producer made (the artifact of `from`'s last 
 r#"The use a trace records — steps (one per attempt), tokens, tool calls and cost from `budget_settled` — summed per scope (run, agent, node visit, delegation) must stay within the plan's limits for that scope."#;
 
     BUDGET_ACCOUNTING = "T041", "budget accounting",
-r#"Every `budget_reserved` is settled by a `budget_settled` of the same attempt before the attempt completes or fails (a lost attempt, a cancellation or an exhaustion excepted), a settlement follows a reservation, and both name scopes the plan declares."#;
+r#"Every `budget_reserved` is settled by a `budget_settled` of the same attempt before the attempt completes or fails (a lost attempt, a cancellation or an exhaustion excepted), a settlement follows a reservation, and both name scopes the plan declares. A settlement's `remaining` (tokens, tool calls, cost) is the first scope's limits less all the use settled in it so far."#;
 
     POLICY = "T050", "policy violated",
 r#"A policy of the plan (top-level, or the workflow's) does not hold of the trace, judged by the same monitors `flow run` and the model checker use (reference §8.3): a safety violation at an event, or an obligation still open when the run terminated. A trace that has not terminated is judged on its safety part only."#;

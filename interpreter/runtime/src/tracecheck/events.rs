@@ -83,7 +83,13 @@ impl<'a> Checker<'a> {
             Body::BudgetExhausted { scope, .. } => self.budget_exhausted(scope),
             _ => {}
         }
-        self.board_event(seq, &e.body);
+        self.after_event(seq, &e.body);
+    }
+
+    /// The checks that look at an event after its kind's own.
+    fn after_event(&mut self, seq: u64, body: &Body) {
+        self.board_event(seq, body);
+        self.consistency(seq, body);
     }
 
     pub(super) fn envelope(&mut self, e: &Event) {

@@ -20,6 +20,7 @@ mod boards;
 mod budgets;
 mod checker;
 pub mod codes;
+mod consistency;
 mod edges;
 mod events;
 mod gates;

@@ -153,6 +153,10 @@ pub(super) struct Checker<'a> {
     pub(super) refused_handoff: Option<(String, String)>,
     /// The entry of the `rerun` just recorded, until its edge is taken.
     pub(super) pending_rerun: Option<String>,
+    /// Each gate's last recorded outcome.
+    pub(super) gate_outcomes: HashMap<String, Outcome>,
+    /// Each state machine's state, as `state_changed` moved it.
+    pub(super) task_states: HashMap<String, String>,
 }
 
 /// A node's completion not yet appended to a blackboard it writes.

@@ -86,7 +86,8 @@ fn good() -> Vec<(&'static str, Value)> {
         ("node_completed", json!({ "node": "draft", "status": "completed", "output": art(A) })),
         (
             "gate_recorded",
-            json!({ "gate": "g", "from": "draft", "to": "review", "outcome": "PASS", "evaluators": [], "trigger": "agent.writer on node_completed" }),
+            json!({ "gate": "g", "from": "draft", "to": "review", "outcome": "PASS", "trigger": "agent.writer on node_completed",
+                    "evaluators": [{ "evaluator": "predicate(draft.text != \"\")", "outcome": "PASS" }] }),
         ),
         ("action_taken", json!({ "event": "PASS", "scope": "gate.g", "action": "continue" })),
         ("edge_taken", json!({ "from": "draft", "to": "review", "via": "gate g" })),
@@ -154,6 +155,7 @@ fn an_approve_by_a_role_member_opens_the_gate() {
     let mut spec = good();
     let gate = find(&spec, "gate_recorded", 0);
     spec[gate].1["outcome"] = json!("REQUIRES_DECISION");
+    spec[gate].1["evaluators"][0]["outcome"] = json!("REQUIRES_DECISION");
     spec[gate + 1] = ("action_taken", json!({ "event": "REQUIRES_DECISION", "scope": "gate.g", "action": "decide" }));
     spec.insert(gate + 2, ("decision_requested", json!({ "subject": "g", "deciders": ["reviewers"], "decisions": ["approve", "reject"] })));
     spec.insert(gate + 3, ("decision_applied", json!({ "subject": "g", "decision": "approve", "by": "alice", "action": "continue" })));
@@ -275,10 +277,12 @@ fn budgets_reservations_and_declared_exhaustion() {
     let mut spec = good();
     let settled = find(&spec, "budget_settled", 0);
     spec[settled].1["used"] = usage(150, 0.1);
+    spec[settled].1["remaining"] = usage(0, 0.9);
     assert_eq!(codes_of(&run(&spec)), ["T040"]);
     // The same overrun answered by budget_exhausted and the declared fallback: conformant.
     let mut spec: Vec<(&str, Value)> = good()[..=settled].to_vec();
     spec[settled].1["used"] = usage(150, 0.1);
+    spec[settled].1["remaining"] = usage(0, 0.9);
     spec.push(("budget_exhausted", json!({ "scope": "run", "limit": "tokens" })));
     let failed = json!({ "node": "draft", "attempt_id": "draft#1.1", "attempt_no": 1, "error_code": "budget_exhausted", "message": "m" });
     spec.push(("attempt_failed", failed));
@@ -295,6 +299,61 @@ fn budgets_reservations_and_declared_exhaustion() {
     let mut spec = good();
     spec.remove(settled);
     assert_eq!(codes_of(&run(&spec)), ["T041"]);
+    // A remaining that is not the limits less the use.
+    let mut spec = good();
+    spec[settled].1["remaining"] = usage(95, 0.9);
+    assert_eq!(codes_of(&run(&spec)), ["T041"]);
+}
+
+#[test]
+fn a_gate_outcome_is_what_its_evaluators_give_and_its_handler_follows_it() {
+    let gate = find(&good(), "gate_recorded", 0);
+    // A BLOCK edited into a PASS: the evaluator still says BLOCK.
+    let mut spec = good();
+    spec[gate].1["evaluators"][0]["outcome"] = json!("BLOCK");
+    assert_eq!(codes_of(&run(&spec)), ["T026"]);
+    // An evaluator that errored never PASSes.
+    let mut spec = good();
+    spec[gate].1["evaluators"][0]["error"] = json!(true);
+    assert_eq!(codes_of(&run(&spec)), ["T026"]);
+    // The outcome edited, the BLOCK handler left in place.
+    let mut spec = good();
+    spec[gate + 1].1 = json!({ "event": "BLOCK", "scope": "gate.g", "action": "goto(stop)" });
+    assert!(codes_of(&run(&spec)).contains(&"T026"), "{:#?}", run(&spec).deviations);
+    // Recorded before its `from` node completed.
+    let mut spec = good();
+    let completed = find(&spec, "node_completed", 0);
+    let event = spec.remove(completed);
+    spec.insert(gate, event);
+    assert!(codes_of(&run(&spec)).contains(&"T026"), "{:#?}", run(&spec).deviations);
+}
+
+#[test]
+fn task_states_and_providers_are_the_plans() {
+    let source = SOURCE
+        .replace("workflow w {", "machine Task { initial: open; terminal: [done]; open -> drafted; drafted -> done }\nworkflow w {")
+        .replace(
+            "node draft: agent writer { output: { text: string } }",
+            "node draft: agent writer { output: { text: string }, state: Task.drafted }",
+        );
+    let program = program_of(&source);
+    let mut spec = good();
+    let completed = find(&spec, "node_completed", 0);
+    let moved = json!({ "node": "draft", "machine": "Task", "from": "open", "to": "drafted" });
+    spec.insert(completed + 1, ("state_changed", moved));
+    let report = check(&program, &events(&spec), &Options::default());
+    assert!(report.conformant, "{:#?}", report.deviations);
+    for (field, value) in [("machine", "Ticket"), ("from", "drafted"), ("to", "done")] {
+        let mut forged = spec.clone();
+        forged[completed + 1].1[field] = json!(value);
+        let report = check(&program, &events(&forged), &Options::default());
+        assert_eq!(codes_of(&report), ["T014"], "{field}: {:#?}", report.deviations);
+    }
+    // A turn from a provider the plan does not declare.
+    let mut spec = good();
+    let turn = find(&spec, "agent_turn", 0);
+    spec[turn].1["provider"] = json!("elsewhere");
+    assert_eq!(codes_of(&run(&spec)), ["T027"]);
 }
 
 #[test]

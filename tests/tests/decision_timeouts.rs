@@ -63,7 +63,7 @@ struct SlowDecider {
 impl Asker for SlowDecider {
     fn ask(&mut self, request: &HumanRequest) -> Option<HumanAnswer> {
         self.clock.advance(self.wait_ms);
-        Some(HumanAnswer { decision: Decision::Approve, by: request.principals[0].clone(), comment: None })
+        Some(HumanAnswer { decision: Decision::Approve, by: request.principals[0].clone(), comment: None, output: None })
     }
 }
 
@@ -140,7 +140,7 @@ fn asked(source: &str) -> (Engine, Arc<FakeClock>, flow_runtime::proto::Command,
 }
 
 fn timeout() -> Response {
-    Response::Human(HumanAnswer { decision: Decision::Timeout, by: "control".into(), comment: None })
+    Response::Human(HumanAnswer { decision: Decision::Timeout, by: "control".into(), comment: None, output: None })
 }
 
 #[test]

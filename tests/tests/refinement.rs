@@ -142,11 +142,11 @@ fn answer(rng: &mut Rng, program: &Program, request: &Request) -> Response {
             // driver answers `timeout` for `control`.
             if timeout_of(program, &req.subject).is_some() && rng.chance(25) {
                 let decision = flow_trace::Decision::Timeout;
-                return Response::Human(HumanAnswer { decision, by: "control".into(), comment: None });
+                return Response::Human(HumanAnswer { decision, by: "control".into(), comment: None, output: None });
             }
             let decision = *rng.pick(&req.decisions);
             let by = req.principals.first().cloned().unwrap_or_else(|| "editor".into());
-            Response::Human(HumanAnswer { decision, by, comment: None })
+            Response::Human(HumanAnswer { decision, by, comment: None, output: None })
         }
         Request::Probe(_) => {
             Response::Probe(flow_runtime::proto::ProbeResult { error: Some("no probes here".into()), ..Default::default() })

@@ -206,7 +206,7 @@ closed_word!(
         Revise = "revise": "The visit re-runs a node for a `revise`.",
         Replan = "replan": "The visit re-runs a node for a `replan`.",
         LeaseExpired = "lease_expired": "The previous attempt's lease ran out (a resumed run).",
-        Reconciled = "reconciled": "An unknown outcome was reconciled as not done, so the call is made again.",
+        Reconciled = "reconciled": "An unknown outcome was reconciled as to be run again (`approve` without an output), so the attempt is redone.",
     }
 );
 
@@ -851,7 +851,7 @@ pub enum Applied {
     /// A confirmation refused: the call is not made.
     Refuse,
     /// The subject fails: a human node whose decision timed out, or a
-    /// reconciliation answered with anything but `approve`.
+    /// reconciled call that did not happen (`reject`: a failed call).
     Fail,
     /// A blackboard append approved: the entry is appended.
     Append,
@@ -865,7 +865,7 @@ impl Applied {
     pub const OUTCOMES: &'static [(&'static str, &'static str)] = &[
         ("call", "A confirmation was approved: the tool call is made."),
         ("refuse", "A confirmation was refused (the call is not made), or a blackboard append (the entry is not appended)."),
-        ("fail", "The subject fails: a human node whose decision timed out, or a reconciliation not approved."),
+        ("fail", "The subject fails: a human node whose decision timed out, or a reconciled call that did not happen (a failed call)."),
         ("append", "A blackboard append was approved: the entry is appended (`refuse`: it is not)."),
         ("PASS, BLOCK, REQUIRES_DECISION", "A `human` evaluator's verdict: the outcome it gives its gate."),
     ];

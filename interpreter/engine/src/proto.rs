@@ -422,6 +422,10 @@ pub struct HumanAnswer {
     pub by: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// A reconciliation's `approve` with the output of the call that did
+    /// happen (`flow approve … --output JSON`).
+    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
 }
 
 /// A probe's result.

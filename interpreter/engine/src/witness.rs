@@ -372,13 +372,16 @@ pub fn candidates(program: &Program, workflow: Option<&Workflow>, request: &Requ
         }
         Request::Human(req) => {
             let by = req.principals.first().cloned().unwrap_or_else(|| "operator".into());
-            let mut out: Vec<Response> =
-                req.decisions.iter().map(|d| Response::Human(HumanAnswer { decision: *d, by: by.clone(), comment: None })).collect();
+            let mut out: Vec<Response> = req
+                .decisions
+                .iter()
+                .map(|d| Response::Human(HumanAnswer { decision: *d, by: by.clone(), comment: None, output: None }))
+                .collect();
             // No answer in time, when the subject has a timeout: the
             // driver answers `timeout` for `control`.
             if decision_timeout(workflow, &req.subject).is_some() {
                 let decision = flow_trace::Decision::Timeout;
-                out.push(Response::Human(HumanAnswer { decision, by: "control".into(), comment: None }));
+                out.push(Response::Human(HumanAnswer { decision, by: "control".into(), comment: None, output: None }));
             }
             out
         }

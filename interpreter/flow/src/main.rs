@@ -139,6 +139,13 @@ enum Command {
         by: Option<String>,
         #[arg(long)]
         comment: Option<String>,
+        /// On a reconciliation (`reconcile.ATTEMPT`) with `--decision
+        /// approve`: the call did happen, and this is its output (JSON, or
+        /// `@FILE`), held to the tool's output type; the attempt goes on
+        /// with it. Without it, `approve` runs the call again and `reject`
+        /// records that it did not happen (a failed call).
+        #[arg(long, value_name = "JSON")]
+        output: Option<String>,
     },
     /// Where a run stands: status, nodes, budget, what it waits for.
     Status {
@@ -313,7 +320,7 @@ async fn dispatch(cli: Cli) -> u8 {
             let opts = options(dir, &common, None);
             report(driver::resume(opts, ResumeMode::Continue).await, common.quiet)
         }
-        Command::Approve { run, subject, decision, by, comment } => approve(&run, &subject, &decision, by, comment),
+        Command::Approve { run, subject, decision, by, comment, output } => approve(&run, &subject, &decision, by, comment, output),
         Command::Status { run } => status(&run),
         Command::Show { run } => show(&run),
         Command::Trace { command: TraceCommand::Check { trace, plan, format } } => trace_check(&trace, &plan, format),
@@ -407,7 +414,7 @@ impl Asker for TerminalAsker {
             }
             if let Some(decision) = request.decisions.iter().find(|d| d.as_str() == answer) {
                 let by = request.principals.first().cloned().unwrap_or_else(|| "operator".into());
-                return Some(HumanAnswer { decision: *decision, by, comment: None });
+                return Some(HumanAnswer { decision: *decision, by, comment: None, output: None });
             }
             let _ = writeln!(err, "   `{answer}` is not one of: {}", flow_trace::join(&request.decisions, ", "));
         }
@@ -745,7 +752,7 @@ async fn run(
     report(driver::run(&plan, workflow.as_deref(), input, &base, &run_id, opts).await, common.quiet)
 }
 
-fn approve(run: &str, subject: &str, decision: &str, by: Option<String>, comment: Option<String>) -> u8 {
+fn approve(run: &str, subject: &str, decision: &str, by: Option<String>, comment: Option<String>, output: Option<String>) -> u8 {
     let result = (|| -> Result<String, RunError> {
         let dir = run_dir_of(run)?;
         // One writer at a time: not while a driver runs it.
@@ -788,7 +795,12 @@ fn approve(run: &str, subject: &str, decision: &str, by: Option<String>, comment
             }
             None => p.deciders.first().cloned().unwrap_or_else(|| "operator".into()),
         };
-        let proposal = Proposal { key: p.key.clone(), response: Response::Human(HumanAnswer { decision, by: by.clone(), comment }) };
+        let output = match output {
+            Some(text) => Some(reconciled_output(&journal, &run_id, &plan.program, subject, decision, &text)?),
+            None => None,
+        };
+        let proposal =
+            Proposal { key: p.key.clone(), response: Response::Human(HumanAnswer { decision, by: by.clone(), comment, output }) };
         driver::append_proposal(&mut journal, &run_id, &proposal)?;
         Ok(format!("flow: recorded `{decision}` on `{subject}` by {by}; continue with `flow resume {}`", dir.display()))
     })();
@@ -799,6 +811,41 @@ fn approve(run: &str, subject: &str, decision: &str, by: Option<String>, comment
         }
         Err(e) => fail(e),
     }
+}
+
+/// The output `--output` gives a reconciliation's `approve`: JSON (or
+/// `@FILE`), of the reconciled tool's output type.
+fn reconciled_output(
+    journal: &dyn Journal,
+    run_id: &str,
+    program: &flow_check::ir::Program,
+    subject: &str,
+    decision: flow_trace::Decision,
+    text: &str,
+) -> Result<serde_json::Value, RunError> {
+    let Some(attempt) = subject.strip_prefix("reconcile.") else {
+        return Err(RunError::Usage(format!("--output answers a reconciliation (`reconcile.ATTEMPT`), not `{subject}`")));
+    };
+    if decision != flow_trace::Decision::Approve {
+        return Err(RunError::Usage("--output goes with `--decision approve`: the call happened, with this output".into()));
+    }
+    let text = match text.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| RunError::Usage(format!("cannot read {path}: {e}")))?,
+        None => text.to_string(),
+    };
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| RunError::Usage(format!("--output is not JSON: {e}")))?;
+    let tool = journal.events(run_id)?.into_iter().find_map(|e| match e.body {
+        Body::ReconciliationRequired { attempt_id, tool, .. } if attempt_id == attempt => Some(tool),
+        _ => None,
+    });
+    let ty = tool.as_deref().and_then(|t| program.decls.get(t)).and_then(|d| d.output_type());
+    if let (Some(tool), Some(ty)) = (&tool, ty) {
+        let validator = flow_runtime::validate::Validator::new(ty, &program.types).map_err(RunError::Usage)?;
+        if let Err(errors) = validator.validate(&value) {
+            return Err(RunError::Usage(format!("--output is not an output of `{tool}`: {}", errors.join("; "))));
+        }
+    }
+    Ok(value)
 }
 
 /// A run directory, its run id, its events and its journal.

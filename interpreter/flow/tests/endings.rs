@@ -353,3 +353,82 @@ fn every_example_killed_at_any_moment_resumes_to_the_same_ending() {
         }
     }
 }
+
+/// A non-idempotent call whose outcome a crash left unknown is reconciled
+/// three ways: it happened (its output given and held to the tool's type:
+/// the call is not made again), run it again, or it did not happen (a
+/// failed call) — each recorded, and the run goes on.
+#[test]
+fn a_call_of_unknown_outcome_is_reconciled_as_happened_run_again_or_not_happened() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let setup = |d: &Path| {
+        for f in ["crash.flow", "crash.script.yaml"] {
+            std::fs::copy(fixtures.join(f), d.join(f)).unwrap();
+        }
+    };
+    let run = |d: &Path, rd: &Path, env: &[(&str, &str)]| {
+        flow_env(&["run", "crash.flow", "--run-dir", rd.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], d, env)
+    };
+    let clean_dir = tempfile::tempdir().unwrap();
+    setup(clean_dir.path());
+    let clean = clean_dir.path().join("run");
+    assert!(run(clean_dir.path(), &clean, &[]).status.success());
+    let started = events(&clean).iter().position(|e| e["kind"] == "tool_call_started" && e["payload"]["tool"] == "post").unwrap() + 1;
+    let ledger_lines = |d: &Path| std::fs::read_to_string(d.join("ledger.txt")).map(|t| t.lines().count()).unwrap_or(0);
+    for (decision, output) in [("approve", Some(r#"{"posted": true}"#)), ("approve", None), ("reject", None)] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        setup(d);
+        let rd = d.join("run");
+        let r = rd.to_str().unwrap();
+        // Killed after the call was recorded as started, before its result.
+        let crashed = run(d, &rd, &[("FLOW_CRASH_AFTER_SEQ", &started.to_string())]);
+        assert!(!crashed.status.success());
+        let paused = flow(&["resume", r, "--fake-clock", "-q", "--no-prompt"], d);
+        assert_eq!(paused.status.code(), Some(4), "{}", text(&paused));
+        let trace = events(&rd);
+        let rec = trace.iter().find(|e| e["kind"] == "reconciliation_required").expect("asked to reconcile");
+        let attempt = rec["payload"]["attempt_id"].as_str().unwrap().to_string();
+        let subject = format!("reconcile.{attempt}");
+        if output.is_some() {
+            // An output not of the tool's type, or with another decision: refused.
+            for (bad_decision, bad_output) in
+                [("approve", r#"{"posted": "yes"}"#), ("reject", r#"{"posted": true}"#), ("approve", "not json")]
+            {
+                let refused = flow(&["approve", r, &subject, "--decision", bad_decision, "--output", bad_output], d);
+                assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+            }
+        }
+        let mut args = vec!["approve", r, subject.as_str(), "--decision", decision];
+        if let Some(output) = output {
+            args.extend(["--output", output]);
+        }
+        let approved = flow(&args, d);
+        assert!(approved.status.success(), "{}", text(&approved));
+        let resumed = flow(&["resume", r, "--fake-clock", "-q", "--no-prompt"], d);
+        assert_ne!(resumed.status.code(), Some(4), "{decision} {output:?}: still waiting: {}", text(&resumed));
+        let state = assert_replays_and_conforms(d, &rd, "crash.flow");
+        let trace = events(&rd);
+        let completed: Vec<&serde_json::Value> =
+            trace.iter().filter(|e| e["kind"] == "tool_call_completed" && e["payload"]["tool"] == "post").collect();
+        match (decision, output) {
+            ("approve", Some(_)) => {
+                assert_eq!(ledger_lines(d), 0, "the call that happened was made again");
+                assert_eq!(completed.len(), 1);
+                assert_eq!(completed[0]["payload"]["attempt_id"], attempt.as_str(), "the reconciled call completes its own attempt");
+                assert!(!trace.iter().any(|e| e["kind"] == "lease_expired"), "the attempt went on");
+                assert!(state.contains("terminated: success (posted)") && state.contains(r#"publish = {"posted":true}"#), "{state}");
+            }
+            ("approve", None) => {
+                assert_eq!(ledger_lines(d), 1, "run again: exactly once");
+                assert!(trace.iter().any(|e| e["kind"] == "lease_expired" && e["payload"]["attempt_id"] == attempt.as_str()));
+                assert!(state.contains("terminated: success (posted)"), "{state}");
+            }
+            _ => {
+                assert_eq!(completed[0]["payload"]["ok"], false, "recorded as a failed call");
+                assert_eq!(completed[0]["payload"]["attempt_id"], attempt.as_str());
+                assert!(state.contains("terminated:"), "the run went on to an end: {state}");
+            }
+        }
+    }
+}

@@ -95,7 +95,7 @@ fn run_with(
                 Request::Human(h) => {
                     humans.push(h.clone());
                     let by = h.principals.first().cloned().unwrap_or_default();
-                    Response::Human(HumanAnswer { decision: decide(h), by, comment: Some("as decided".into()) })
+                    Response::Human(HumanAnswer { decision: decide(h), by, comment: Some("as decided".into()), output: None })
                 }
                 other => panic!("unexpected request {other:?}"),
             };

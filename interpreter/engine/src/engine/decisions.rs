@@ -133,19 +133,37 @@ impl Engine {
     }
 
     /// A gate's decision: the action the gate maps it to, on the gate.
-    /// A reconciliation's decision: approve retries the attempt whose
-    /// call's outcome is unknown; anything else fails its node.
+    /// A reconciliation's decision on a call whose outcome is unknown:
+    /// `approve` with the call's output — it happened: the output is its
+    /// result, and the attempt goes on; `approve` alone — run it again: the
+    /// attempt is redone; `reject` — it did not happen: a failed call (the
+    /// node's retries and failure handlers act).
     fn decide_reconcile(&mut self, attempt: &str, subject: &str, answer: HumanAnswer, request_event: &str) {
-        let retry = answer.decision == flow_trace::Decision::Approve;
-        let applied_as = if retry { Applied::Action(Action::bare(ActionKind::Retry)) } else { Applied::Fail };
+        let parked = self.unknown_calls.remove(attempt);
+        let approve = answer.decision == flow_trace::Decision::Approve;
+        let applied_as = match (approve, answer.output.is_some()) {
+            (true, true) => Applied::Action(Action::bare(ActionKind::Continue)),
+            (true, false) => Applied::Action(Action::bare(ActionKind::Retry)),
+            (false, _) => Applied::Fail,
+        };
         let applied = self.record_applied(subject, &answer, applied_as, request_event);
-        let node = flow_trace::attempt_node(attempt).to_string();
-        let Some(n) = self.node(&node) else { return };
-        if retry {
-            self.then(Effect::StartAttempt { node: n, trigger: TriggerReason::Reconciled, cause: applied });
-        } else {
-            let message = "the call's outcome is unknown and was not retried".into();
-            self.node_failed(&node, ErrorCode::UnknownOutcome, message, &applied);
+        let result = match (approve, answer.output) {
+            (true, None) => {
+                if let Some((node, expired)) = self.lose_attempt(attempt, &applied) {
+                    self.then(Effect::StartAttempt { node, trigger: TriggerReason::Reconciled, cause: expired });
+                }
+                return;
+            }
+            (true, Some(output)) => ToolResult { ok: true, output: Some(output), ..ToolResult::default() },
+            (false, _) => ToolResult {
+                ok: false,
+                error: Some("reconciled: the call did not happen".into()),
+                error_code: Some(ErrorCode::UnknownOutcome),
+                ..ToolResult::default()
+            },
+        };
+        if let Some(Waiting::Tool { attempt, from_agent, scopes, reserved, started, tool }) = parked {
+            self.on_tool(&attempt, from_agent, &scopes, &reserved, &started, &tool, result);
         }
     }
 

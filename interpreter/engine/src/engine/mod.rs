@@ -113,6 +113,10 @@ pub struct Engine {
     nodes: IndexMap<String, NodeRt, FxBuildHasher>,
     attempts: FxHashMap<String, Attempt>,
     waiting: Outstanding,
+    /// Non-idempotent tool calls whose outcome is unknown after a crash,
+    /// by attempt: out of `waiting` (never dispatched again) until a
+    /// reconciliation decides them.
+    unknown_calls: HashMap<String, Waiting>,
     loops: HashMap<String, LoopRt>,
     maps: HashMap<String, MapRt>,
     joins: HashMap<String, JoinRt>,
@@ -232,6 +236,7 @@ impl Engine {
             nodes,
             attempts: FxHashMap::default(),
             waiting: Outstanding::default(),
+            unknown_calls: HashMap::new(),
             loops: HashMap::new(),
             maps: HashMap::new(),
             joins: HashMap::new(),

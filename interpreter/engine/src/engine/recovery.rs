@@ -37,43 +37,53 @@ impl Engine {
         }
     }
 
-    /// A lost command's attempt expires: issued again, or, for a
-    /// non-idempotent tool call whose outcome is unknown, reconciled by a
-    /// human.
+    /// A lost command's attempt expires and is issued again; a
+    /// non-idempotent tool call whose outcome is unknown is put aside and
+    /// reconciled by a human instead.
     pub(super) fn expire(&mut self, key: &str, attempt_id: &str, cause: &Str, unknown_tool: Option<String>) {
-        self.waiting.remove(key);
-        let Some(a) = self.attempts.get(attempt_id).cloned() else { return };
-        let expired =
-            self.emit("control", Body::LeaseExpired { schema_version: V, attempt_id: a.id.clone(), lease: a.lease.clone() }, Some(cause));
-        self.attempts.remove(attempt_id);
-        // The lost attempt is redone from its start: its turns do not count
-        // (the redo's are the node's same turns), and to the data plane the
-        // redo is the attempt that was lost.
+        let waiting = self.waiting.remove(key);
+        if let (Some(tool), Some(waiting)) = (unknown_tool, waiting) {
+            self.reconcile(attempt_id, tool, waiting, cause);
+            return;
+        }
+        if let Some((node, expired)) = self.lose_attempt(attempt_id, cause) {
+            self.then(Effect::StartAttempt { node, trigger: TriggerReason::LeaseExpired, cause: expired });
+        }
+    }
+
+    /// The attempt's lease expires (recorded) and it is redone from its
+    /// start: its turns do not count (the redo's are the node's same
+    /// turns), and to the data plane the redo is the attempt that was lost.
+    /// Gives its node and the `lease_expired` event.
+    pub(super) fn lose_attempt(&mut self, attempt_id: &str, cause: &Str) -> Option<(NodeRef, Str)> {
+        let a = self.attempts.remove(attempt_id)?;
+        let expired = self.emit("control", Body::LeaseExpired { schema_version: V, attempt_id: a.id.clone(), lease: a.lease }, Some(cause));
         if let Some(turns) = self.node_turns.get_mut(&a.node) {
             *turns = turns.saturating_sub(a.turn);
         }
         if let Some(rt) = self.nodes.get_mut(&a.node) {
             rt.lost += 1;
         }
-        let Some(node) = self.node(&a.node) else { return };
-        if let Some(tool) = unknown_tool {
-            let key = format!("{}:{}", self.cfg.run_id, a.id);
-            let rec = self.emit(
-                "control",
-                Body::ReconciliationRequired { schema_version: V, attempt_id: a.id.clone(), tool, idempotency_key: key },
-                Some(&expired),
-            );
-            let deciders = self.wf().escalate_to();
-            self.then(Effect::Ask {
-                decision: Box::new(Decision::Reconcile { attempt: a.id.clone() }),
-                principals: deciders,
-                prompt: Some("The call may or may not have happened: approve to retry it, reject to fail the node".into()),
-                decisions: vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
-                cause: rec,
-            });
-            return;
-        }
-        self.then(Effect::StartAttempt { node, trigger: TriggerReason::LeaseExpired, cause: expired });
+        Some((self.node(&a.node)?, expired))
+    }
+
+    /// A non-idempotent call that may or may not have happened: put aside
+    /// (its attempt stays open) and asked of the workflow's `escalate_to`.
+    fn reconcile(&mut self, attempt_id: &str, tool: String, waiting: Waiting, cause: &Str) {
+        let key = format!("{}:{}", self.cfg.run_id, attempt_id);
+        let body = Body::ReconciliationRequired { schema_version: V, attempt_id: attempt_id.to_string(), tool, idempotency_key: key };
+        let rec = self.emit("control", body, Some(cause));
+        self.unknown_calls.insert(attempt_id.to_string(), waiting);
+        let deciders = self.wf().escalate_to();
+        self.then(Effect::Ask {
+            decision: Box::new(Decision::Reconcile { attempt: attempt_id.to_string() }),
+            principals: deciders,
+            prompt: Some(
+                "The call may or may not have happened: approve to run it again, approve with its output if it happened, reject if it did not (a failed call)".into(),
+            ),
+            decisions: vec![flow_trace::Decision::Approve, flow_trace::Decision::Reject],
+            cause: rec,
+        });
     }
 
     /// Cancels the run: the workflow's `cancelled` handler, else the run

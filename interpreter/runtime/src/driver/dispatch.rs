@@ -13,7 +13,9 @@ pub(super) fn timed_out(request: &Request, ms: u64) -> Response {
             ..ToolResult::default()
         }),
         Request::Probe(_) => Response::Probe(ProbeResult { error: Some(format!("timed out after {ms} ms")), ..ProbeResult::default() }),
-        Request::Human(_) => Response::Human(HumanAnswer { decision: flow_trace::Decision::Timeout, by: "control".into(), comment: None }),
+        Request::Human(_) => {
+            Response::Human(HumanAnswer { decision: flow_trace::Decision::Timeout, by: "control".into(), comment: None, output: None })
+        }
     }
 }
 

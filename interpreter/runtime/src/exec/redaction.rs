@@ -96,7 +96,7 @@ fn withheld(response: &Response) -> Response {
         }
         Response::Probe(_) => Response::Probe(ProbeResult { error: Some(WHY.into()), ..ProbeResult::default() }),
         Response::Human(answer) => {
-            Response::Human(HumanAnswer { decision: answer.decision, by: REDACTED.into(), comment: Some(WHY.into()) })
+            Response::Human(HumanAnswer { decision: answer.decision, by: REDACTED.into(), comment: Some(WHY.into()), output: None })
         }
     }
 }

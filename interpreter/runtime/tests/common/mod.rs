@@ -90,7 +90,7 @@ pub fn run(program: Program, input: Value, reply: impl Fn(&AgentRequest) -> Valu
                 Request::Human(h) => {
                     humans.push(h.clone());
                     let by = h.principals.first().cloned().unwrap_or_default();
-                    Response::Human(HumanAnswer { decision: decide(h), by, comment: None })
+                    Response::Human(HumanAnswer { decision: decide(h), by, comment: None, output: None })
                 }
                 other => panic!("unexpected request {other:?}"),
             };

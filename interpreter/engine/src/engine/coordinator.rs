@@ -62,7 +62,7 @@ impl Engine {
             Effect::EvaluateGate { gate, cause } => self.evaluate_gate(&gate, &cause),
             Effect::RecordGate { name, body, action, ctx, cause } => self.record_gate(&name, *body, action, *ctx, &cause),
             Effect::Ask { decision, principals, prompt, decisions, cause } => self.ask(*decision, principals, prompt, decisions, &cause),
-            Effect::Decide { decision, request_event, answer } => self.on_decision(*decision, &request_event, answer),
+            Effect::Decide { decision, request_event, answer } => self.on_decision(*decision, &request_event, *answer),
             Effect::Act { action, ctx, scope, cause } => self.act(&action, &ctx, scope, &cause),
             Effect::Zones { changes, cause } => self.zone_changes(changes, &cause),
             Effect::Exhausted { ex, node, cause } => self.exhausted(ex, node.as_deref(), &cause),

@@ -74,8 +74,11 @@ impl Engine {
     pub(super) fn on_decision(&mut self, decision: Decision, request_event: &str, answer: HumanAnswer) {
         let subject = decision.subject();
         let obs = Obs::Decided { subject: &subject, decision: answer.decision.as_str(), by: &answer.by };
-        let held =
-            || Effect::Decide { decision: Box::new(decision.clone()), request_event: request_event.to_string(), answer: answer.clone() };
+        let held = || Effect::Decide {
+            decision: Box::new(decision.clone()),
+            request_event: request_event.to_string(),
+            answer: Box::new(answer.clone()),
+        };
         if !self.admit(obs, "decision_applied", &Str::from(request_event), held) {
             return;
         }

@@ -196,7 +196,7 @@ pub(super) enum Effect {
     Decide {
         decision: Box<Decision>,
         request_event: String,
-        answer: HumanAnswer,
+        answer: Box<HumanAnswer>,
     },
     /// A handler's action taken.
     Act {

@@ -282,7 +282,11 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
                 failures.push(format!("seed {seed} run {r}: every command answered, the run is {status:?}\n{source}"));
                 continue;
             }
-            let report = tracecheck::check(&program, &events, &tracecheck::Options { artifacts: Some(&artifacts), plan_digest: None });
+            let report = tracecheck::check(
+                &program,
+                &events,
+                &tracecheck::Options { artifacts: Some(&artifacts), plan_digest: None, ..Default::default() },
+            );
             let deviations: Vec<String> = report
                 .deviations
                 .iter()

@@ -446,9 +446,8 @@ fn write_witnesses(dir: &Path, compiled: &Compiled, max_states: usize) -> Result
     }
     let cover_dir = dir.join("cover");
     std::fs::create_dir_all(&cover_dir).map_err(|e| UsageError(format!("cannot create {}: {e}", cover_dir.display())))?;
-    let jsonl = |events: &[flow_trace::Event]| -> String {
-        events.iter().filter_map(|e| serde_json::to_string(e).ok()).map(|l| l + "\n").collect()
-    };
+    // Chained like every trace Flow writes (`flow trace check` holds them to it).
+    let jsonl = |events: &[flow_trace::Event]| -> String { flow_trace::chain::to_jsonl(events).unwrap_or_default() };
     let mut index_path = dir.join("index.json");
     let mut index: serde_json::Value = std::fs::read_to_string(&index_path)
         .ok()

@@ -340,6 +340,7 @@ mod tests {
             producer: "control".into(),
             body,
             time: "2026-12-01T06:16:36.669Z".into(),
+            prev: None,
         }
     }
 

@@ -14,6 +14,7 @@
 //! event; Flow's own detail goes under `flow.*` attributes (see
 //! [`otel_name`]).
 
+pub mod chain;
 mod fast;
 mod words;
 
@@ -65,6 +66,12 @@ pub struct Event {
     pub body: Body,
     /// RFC 3339 UTC time at which the control plane recorded it.
     pub time: Str,
+    /// The hash chain ([`chain`]): the digest of the line before this one
+    /// (`sha256:` and 64 hex digits; the run's genesis for the first
+    /// event). Set where the event is written — the run's driver, the
+    /// witness writer —, not by the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev: Option<Str>,
 }
 
 impl Event {
@@ -743,6 +750,7 @@ mod tests {
             producer: "control".into(),
             body,
             time: "2026-01-01T00:00:00Z".into(),
+            prev: None,
         }
     }
 

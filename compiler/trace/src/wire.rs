@@ -22,6 +22,7 @@ enum Field {
     Kind,
     Payload,
     Time,
+    Prev,
     #[serde(other)]
     Other,
 }
@@ -268,6 +269,7 @@ impl<'de> Visitor<'de> for EventVisitor {
         let mut body = None;
         let mut early_payload: Option<serde_json::Value> = None;
         let mut time = None;
+        let mut prev: Option<Str> = None;
         while let Some(field) = map.next_key::<Field>()? {
             match field {
                 Field::RunId => run_id = Some(map.next_value_seed(Shared(Slot::RunId))?),
@@ -282,6 +284,7 @@ impl<'de> Visitor<'de> for EventVisitor {
                     None => early_payload = Some(map.next_value::<serde_json::Value>()?),
                 },
                 Field::Time => time = Some(map.next_value_seed(Shared(Slot::Time))?),
+                Field::Prev => prev = map.next_value::<Option<std::borrow::Cow<'de, str>>>()?.map(|p| Str::from(&*p)),
                 Field::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -304,6 +307,7 @@ impl<'de> Visitor<'de> for EventVisitor {
             producer: producer.ok_or_else(|| de::Error::missing_field("producer"))?,
             body,
             time: time.ok_or_else(|| de::Error::missing_field("time"))?,
+            prev,
         })
     }
 }
@@ -347,6 +351,7 @@ mod tests {
                 producer: "control".into(),
                 body,
                 time: "1970-01-01T00:00:00Z".into(),
+                prev: None,
             })
             .collect()
     }

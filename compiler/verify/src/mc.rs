@@ -341,6 +341,7 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             producer: producer.into(),
             body,
             time: "1970-01-01T00:00:00Z".into(),
+            prev: None,
         });
     };
     push(&mut out, "control", events::run_started(model.workflow, plan_digest, None, None));

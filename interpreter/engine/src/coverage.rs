@@ -193,6 +193,7 @@ mod tests {
             producer: "control".into(),
             body,
             time: "2026-01-01T00:00:00Z".into(),
+            prev: None,
         }
     }
 

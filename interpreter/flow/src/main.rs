@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod signing_keys;
 mod witness;
 
 #[derive(Parser, Debug)]
@@ -167,6 +168,11 @@ enum Command {
         #[command(subcommand)]
         command: TraceCommand,
     },
+    /// Make signing keys for `flow run --sign` and `flow trace check --verify-key`.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
     /// Measure how much of a plan's coverage obligations a set of traces exercises.
     ///
     /// The obligations are the verifier's: every reachable agent, every
@@ -205,6 +211,16 @@ enum TraceCommand {
         plan: PathBuf,
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        /// Verify the trace's signature with this ed25519 public key (PEM):
+        /// it must cover the trace's last event and the head of its hash
+        /// chain (T081). Without it the chain is still checked (T080), but
+        /// events cut from the end, or a chain recomputed after an edit,
+        /// cannot be told.
+        #[arg(long, value_name = "KEY.pub")]
+        verify_key: Option<PathBuf>,
+        /// The signature file (default: `trace.sig` beside the trace).
+        #[arg(long, value_name = "FILE", requires = "verify_key")]
+        signature: Option<PathBuf>,
     },
     /// Explain a deviation code of `flow trace check`, or a word of the
     /// trace vocabulary (an error code, an engine termination reason, a
@@ -212,6 +228,20 @@ enum TraceCommand {
     Explain {
         /// A code such as T020, or a word such as `invalid_output`.
         code: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum KeyCommand {
+    /// Generate an ed25519 key pair: the private key (PEM, PKCS#8,
+    /// readable by its owner only) and `OUT.pub` (PEM public key).
+    Generate {
+        /// Where to write the private key.
+        #[arg(long, value_name = "KEY.pem")]
+        out: PathBuf,
+        /// Overwrite existing files.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -238,6 +268,13 @@ struct Common {
     /// Never prompt on a terminal: pause for decisions instead.
     #[arg(long)]
     no_prompt: bool,
+    /// Sign the trace's head with this ed25519 private key (PEM, as
+    /// `flow key generate` or `openssl genpkey -algorithm ed25519` writes)
+    /// whenever this process stops driving the run: `trace.sig` in the run
+    /// directory, checked by `flow trace check --verify-key`. A signed run
+    /// is resumed with `--sign` too.
+    #[arg(long, value_name = "KEY.pem")]
+    sign: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -317,22 +354,31 @@ async fn dispatch(cli: Cli) -> u8 {
                 Err(e) => return fail(e),
             };
             eprintln!("flow: resuming {}", dir.display());
-            let opts = options(dir, &common, None);
+            let opts = match options(dir, &common, None) {
+                Ok(opts) => opts,
+                Err(e) => return fail(e),
+            };
             report(driver::resume(opts, ResumeMode::Continue).await, common.quiet)
         }
         Command::Approve { run, subject, decision, by, comment, output } => approve(&run, &subject, &decision, by, comment, output),
         Command::Status { run } => status(&run),
         Command::Show { run } => show(&run),
-        Command::Trace { command: TraceCommand::Check { trace, plan, format } } => trace_check(&trace, &plan, format),
+        Command::Trace { command: TraceCommand::Check { trace, plan, format, verify_key, signature } } => {
+            trace_check(&trace, &plan, format, verify_key.as_deref(), signature.as_deref())
+        }
         Command::Trace { command: TraceCommand::Explain { code } } => trace_explain(code.as_deref()),
+        Command::Key { command: KeyCommand::Generate { out, force } } => signing_keys::generate(&out, force),
         Command::Coverage { traces, plan, format } => coverage(&traces, &plan, format),
         Command::Replay { run } => {
             let dir = match run_dir_of(&run) {
                 Ok(d) => d,
                 Err(e) => return fail(e),
             };
-            let common = Common { fake_clock: true, durable: false, quiet: true, no_prompt: true };
-            let opts = options(dir, &common, None);
+            let common = Common { fake_clock: true, durable: false, quiet: true, no_prompt: true, sign: None };
+            let opts = match options(dir, &common, None) {
+                Ok(opts) => opts,
+                Err(e) => return fail(e),
+            };
             match driver::resume(opts, ResumeMode::DeriveOnly).await {
                 Ok(outcome) => {
                     println!("replayed {} events: the journal is consistent with the plan", outcome.events);
@@ -470,7 +516,7 @@ fn observer(quiet: bool) -> Option<driver::Observer> {
     }))
 }
 
-fn options(run_dir: PathBuf, common: &Common, replay: Option<(PathBuf, ReplayMode)>) -> Options {
+fn options(run_dir: PathBuf, common: &Common, replay: Option<(PathBuf, ReplayMode)>) -> Result<Options, RunError> {
     let clock: Arc<dyn Clock> = if common.fake_clock { Arc::new(FakeClock::new(FakeClock::DEFAULT_START)) } else { Arc::new(SystemClock) };
     let mut opts = Options::new(run_dir, clock);
     opts.durable = common.durable;
@@ -481,7 +527,10 @@ fn options(run_dir: PathBuf, common: &Common, replay: Option<(PathBuf, ReplayMod
     if !common.no_prompt && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
         opts.asker = Some(Box::new(TerminalAsker));
     }
-    opts
+    if let Some(path) = &common.sign {
+        opts.sign = Some(Arc::new(flow_runtime::signing::load_signing_key(path).map_err(RunError::Usage)?));
+    }
+    Ok(opts)
 }
 
 fn report(result: Result<Outcome, RunError>, quiet: bool) -> u8 {
@@ -729,6 +778,10 @@ async fn run(
     };
     let run_id = run_id.unwrap_or_else(fresh_run_id);
     let run_dir = run_dir.unwrap_or_else(|| Path::new(".flow/runs").join(&run_id));
+    let mut opts = match options(run_dir.clone(), &common, replay) {
+        Ok(opts) => opts,
+        Err(e) => return fail(e),
+    };
     if force_new {
         match driver::move_aside(&run_dir) {
             Ok(Some(to)) => eprintln!("flow: moved the run in {} aside to {}", run_dir.display(), to.display()),
@@ -741,12 +794,11 @@ async fn run(
         if let Some(path) = &input_path {
             eprintln!("flow: input {}", path.display());
         }
-        if let Some((path, mode)) = &replay {
+        if let Some((path, mode)) = &opts.replay {
             let how = if *mode == ReplayMode::Strict { "replaying only from" } else { "replaying what it records from" };
             eprintln!("flow: {how} {}", path.display());
         }
     }
-    let mut opts = options(run_dir, &common, replay);
     opts.record = record;
     let base = std::fs::canonicalize(&base).unwrap_or(base);
     report(driver::run(&plan, workflow.as_deref(), input, &base, &run_id, opts).await, common.quiet)
@@ -1006,7 +1058,7 @@ fn plan_for(path: &Path) -> Result<Plan, u8> {
     compile_with(path, true, false).map(|c| c.plan).map_err(|_| exit::USAGE)
 }
 
-fn trace_check(trace: &Path, plan: &Path, format: Format) -> u8 {
+fn trace_check(trace: &Path, plan: &Path, format: Format, verify_key: Option<&Path>, signature: Option<&Path>) -> u8 {
     use flow_runtime::journal::{ArtifactStore, DirArtifacts};
     use flow_runtime::tracecheck::{self, Options};
     let plan_file = plan;
@@ -1031,7 +1083,22 @@ fn trace_check(trace: &Path, plan: &Path, format: Format) -> u8 {
         }
         None => None,
     };
-    let options = Options { artifacts: store.as_ref().map(|s| s as &dyn ArtifactStore), plan_digest: Some(&plan.source.digest) };
+    let key = match verify_key.map(flow_runtime::signing::load_verifying_key).transpose() {
+        Ok(key) => key,
+        Err(e) => {
+            eprintln!("flow: {e}");
+            return exit::USAGE;
+        }
+    };
+    let sig_path = signature.map(Path::to_path_buf).unwrap_or_else(|| file.with_file_name(flow_runtime::signing::SIGNATURE_FILE));
+    let record = flow_runtime::signing::read(&sig_path);
+    let options = Options {
+        artifacts: store.as_ref().map(|s| s as &dyn ArtifactStore),
+        plan_digest: Some(&plan.source.digest),
+        // The traces Flow writes are chained: one without is not vouched for.
+        require_chain: true,
+        signature: key.as_ref().map(|key| tracecheck::SignatureCheck { key, record: record.as_ref().map_err(String::as_str) }),
+    };
     let report = match tracecheck::check_reader(&plan.program, reader, &options) {
         Ok(report) => report,
         Err(e) => {
@@ -1074,6 +1141,12 @@ fn print_check(file: &Path, report: &flow_runtime::tracecheck::Report) {
         t.workflow.as_deref().unwrap_or("?"),
         t.events
     );
+    let integrity = &t.integrity;
+    let signature = match integrity.signature {
+        "not checked" => "signature not checked (--verify-key)".to_string(),
+        other => format!("signature {other}"),
+    };
+    println!("integrity: chain {}, {signature}", integrity.chain);
     for d in &report.deviations {
         let at = match (d.seq, d.line) {
             (_, Some(line)) => format!("line {line}"),

@@ -6,7 +6,7 @@ use flow_runtime::engine::RunConfig;
 use flow_runtime::journal::{ArtifactStore, DirArtifacts};
 use flow_runtime::tracecheck;
 use flow_runtime::witness::{self, Found, Search};
-use flow_trace::{Body, Event};
+use flow_trace::Body;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -105,7 +105,8 @@ pub fn run(args: WitnessRun) -> u8 {
         }
     };
     let of_witness = tracecheck::check(&plan.program, &events, &tracecheck::Options::default());
-    let options = tracecheck::Options { artifacts: Some(&store as &dyn ArtifactStore), plan_digest: Some(&plan.source.digest) };
+    let options =
+        tracecheck::Options { artifacts: Some(&store as &dyn ArtifactStore), plan_digest: Some(&plan.source.digest), ..Default::default() };
     let of_run = tracecheck::check(&plan.program, &made.events, &options);
     let want_verdicts = verdicts(&of_witness, lasso);
     let got_verdicts = verdicts(&of_run, lasso);
@@ -204,7 +205,8 @@ fn verdicts(report: &tracecheck::Report, lasso: bool) -> BTreeMap<String, &'stat
 
 fn write_run(dir: &Path, run: &witness::Run) -> Result<DirArtifacts, String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let trace: String = run.events.iter().map(|e: &Event| serde_json::to_string(e).unwrap_or_default() + "\n").collect();
+    // Chained like every trace Flow writes.
+    let trace = flow_trace::chain::to_jsonl(&run.events).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("trace.jsonl"), trace).map_err(|e| e.to_string())?;
     let answers: Vec<serde_json::Value> =
         run.answers.iter().map(|(key, answer)| serde_json::json!({ "command": key, "answer": answer })).collect();

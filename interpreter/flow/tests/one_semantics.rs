@@ -53,7 +53,8 @@ impl Case {
             return (report.status, None);
         }
         let file = self.path(&format!("{policy}.jsonl"));
-        let text: String = report.events.iter().map(|e| serde_json::to_string(e).expect("event JSON") + "\n").collect();
+        // Chained, as `flowc verify --witness-dir` writes it.
+        let text = flow_trace::chain::to_jsonl(&report.events).expect("event JSON");
         std::fs::write(&file, text).expect("write witness");
         (report.status, Some(file))
     }

@@ -53,6 +53,8 @@ fn run(file: &Path, cwd: &Path, run_dir: &Path, extra: &[&str]) -> (Option<i32>,
 fn normalised(event: &Value) -> Value {
     let mut event = event.clone();
     event.as_object_mut().unwrap().remove("time");
+    // The chain digests the lines, times and plan digests included.
+    event.as_object_mut().unwrap().remove("prev");
     if let Some(payload) = event["payload"].as_object_mut() {
         for field in ["plan_content_digest", "owner", "expires_at", "duration_ms"] {
             payload.remove(field);

@@ -78,9 +78,30 @@ fn tampered(name: &str, test: &str, events: Vec<Value>) -> (i32, Value) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("artifacts")).unwrap();
     copy_tree(&run_of(name).join("artifacts"), &dir.join("artifacts"));
-    let lines: Vec<String> = events.iter().map(|e| e.as_str().map(str::to_string).unwrap_or_else(|| e.to_string())).collect();
+    let lines = rechained(events);
     std::fs::write(dir.join("trace.jsonl"), lines.join("\n") + "\n").unwrap();
     check(&dir, &example(name))
+}
+
+/// The lines of `events` (JSON values, or raw lines kept as they are) with
+/// the hash chain recomputed over the events: the forger who knows the
+/// chain's rule, so that what is tested is the check the edit is for (only
+/// a signature sees a recomputed chain: `tamper.rs`).
+fn rechained(events: Vec<Value>) -> Vec<String> {
+    let run = events.iter().find_map(|e| e["run_id"].as_str()).unwrap_or("r").to_string();
+    let mut prev = flow_trace::chain::genesis(&run);
+    events
+        .into_iter()
+        .map(|mut e| match e.as_str() {
+            Some(raw) => raw.to_string(),
+            None => {
+                e["prev"] = json!(prev);
+                let line = e.to_string();
+                prev = flow_trace::chain::link(&line);
+                line
+            }
+        })
+        .collect()
 }
 
 fn copy_tree(from: &Path, to: &Path) {
@@ -182,7 +203,7 @@ fn human_output_names_code_seq_expected_and_actual() {
     let dir = scratch().join("human");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let lines: Vec<String> = trace.iter().map(Value::to_string).collect();
+    let lines = rechained(trace.clone());
     std::fs::write(dir.join("trace.jsonl"), lines.join("\n")).unwrap();
     let out = flow(
         &["trace", "check", dir.join("trace.jsonl").to_str().unwrap(), "--plan", example("research_writer").to_str().unwrap()],

@@ -79,8 +79,8 @@ fn the_tutorial_runs_as_written() {
     assert_eq!(report.status, "violated");
     let steps: Vec<&str> = report.witness.as_ref().unwrap().steps.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(steps, ["draft", "draft", "review", "review", "publish"], "the witness the tutorial shows");
-    let text: String = report.events.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect();
-    std::fs::write(d.join("witness.jsonl"), text).unwrap();
+    // As `flowc verify --witness-dir` writes it: chained.
+    std::fs::write(d.join("witness.jsonl"), flow_trace::chain::to_jsonl(&report.events).unwrap()).unwrap();
     let check = flow(d, &["trace", "check", "witness.jsonl", "--plan", "hello.flow"]);
     assert_eq!(check.status.code(), Some(1));
     assert!(all(&check).contains("T050 seq 12: policy `approved_first` is violated at this event"), "{}", all(&check));

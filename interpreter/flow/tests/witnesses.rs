@@ -25,7 +25,8 @@ fn program(file: &str) -> flow_check::ir::Program {
 
 fn write_jsonl(dir: &Path, name: &str, events: &[flow_trace::Event]) -> PathBuf {
     let path = dir.join(name);
-    let text: String = events.iter().map(|e| serde_json::to_string(e).expect("event JSON") + "\n").collect();
+    // Chained, as `flowc verify --witness-dir` writes witnesses.
+    let text = flow_trace::chain::to_jsonl(events).expect("event JSON");
     std::fs::write(&path, text).expect("write witness");
     path
 }

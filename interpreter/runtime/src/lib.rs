@@ -9,6 +9,8 @@
 //!   content-addressed artifact store.
 //! * [`clock`] — the system clock (the engine's clock trait and fake clock
 //!   re-exported).
+//! * [`signing`] — ed25519 signatures over a trace's chain head
+//!   (`flow run --sign`, `flow trace check --verify-key`).
 //! * [`tracecheck`] — trace check: a trace held against its plan. The
 //!   engine and trace check read the plan through `flow_check::view` and
 //!   `flow_check::index`, as the model checker does.
@@ -25,4 +27,5 @@ pub mod exec;
 pub mod journal;
 pub mod mcp;
 pub mod openai;
+pub mod signing;
 pub mod tracecheck;

@@ -44,6 +44,7 @@ impl Engine {
             producer,
             body,
             time: envelope.time.1.clone(),
+            prev: None,
         });
         if !self.policies.is_empty() {
             self.monitor_last(&event_id);

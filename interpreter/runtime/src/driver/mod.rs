@@ -123,6 +123,9 @@ pub struct Options {
     pub write_trace: bool,
     /// Ctrl-C cancels the run (the CLI); tests and embedders leave it off.
     pub cancel_on_ctrl_c: bool,
+    /// Sign the trace's head when this execution stops (`trace.sig`,
+    /// [`crate::signing`]).
+    pub sign: Option<Arc<ed25519_dalek::SigningKey>>,
 }
 
 impl std::fmt::Debug for Options {
@@ -145,6 +148,7 @@ impl Options {
             observer: None,
             write_trace: true,
             cancel_on_ctrl_c: false,
+            sign: None,
         }
     }
 }
@@ -204,6 +208,9 @@ struct Driver {
     /// The signal that stopped this process mid-run (the run stays
     /// resumable).
     stopped_by: Option<&'static str>,
+    /// The head of the trace's hash chain: the digest of the last line
+    /// written (none in memory).
+    chain: Option<String>,
 }
 
 impl Driver {
@@ -234,17 +241,22 @@ impl Driver {
         fresh.drain(..replayed);
         if !fresh.is_empty() {
             tracing::debug!(first = fresh[0].seq, count = fresh.len(), "persisting events");
-            match &mut self.trace {
-                // Each event is encoded once, for the journal and the trace.
-                Some(trace) => {
-                    let lines = fresh.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>();
-                    let lines = lines.map_err(|e| RunError::Storage(format!("cannot encode an event: {e}")))?;
+            match &mut self.chain {
+                // Each event is linked to the line before it and encoded
+                // once, for the journal and the trace.
+                Some(head) => {
+                    let (lines, next) = flow_trace::chain::link_events(&mut fresh, std::mem::take(head))
+                        .map_err(|e| RunError::Storage(format!("cannot encode an event: {e}")))?;
+                    *head = next;
                     self.journal.append_batch_encoded(&fresh, &lines)?;
-                    for line in &lines {
-                        writeln!(trace, "{line}").map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
+                    if let Some(trace) = &mut self.trace {
+                        for line in &lines {
+                            writeln!(trace, "{line}").map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
+                        }
+                        trace.flush().map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
                     }
-                    trace.flush().map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
                 }
+                // In memory: nothing is kept to be tampered with.
                 None => self.journal.append_batch(&fresh)?,
             }
             if let Some(observer) = &mut self.opts.observer {
@@ -283,6 +295,15 @@ impl Driver {
     fn finish(&mut self) -> Result<(), RunError> {
         if let Some(path) = &self.opts.record {
             self.exec.recorded().save(path).map_err(RunError::Storage)?;
+        }
+        self.sign()
+    }
+
+    /// Signs the head of the trace as this execution leaves it.
+    fn sign(&self) -> Result<(), RunError> {
+        if let (Some(key), Some(head)) = (&self.opts.sign, &self.chain) {
+            let record = crate::signing::sign(key, &self.run_id, self.engine.seq(), head);
+            crate::signing::write(&self.opts.run_dir, &record).map_err(RunError::Storage)?;
         }
         Ok(())
     }
@@ -379,6 +400,7 @@ pub async fn run(
     let (journal, artifacts) = storage(&opts)?;
     let trace = trace_file(&opts, true)?;
     let concurrency = max_concurrency(&program, workflow);
+    let opts_in_memory = opts.in_memory;
     let mut driver = Driver {
         engine,
         journal,
@@ -394,6 +416,7 @@ pub async fn run(
         rates: RateLimiter::default(),
         _lock: lock,
         stopped_by: None,
+        chain: (!opts_in_memory).then(|| flow_trace::chain::genesis(run_id)),
     };
     driver.engine.start(input);
     driver.live(program, concurrency).await?;
@@ -415,6 +438,27 @@ fn rewrite_trace(opts: &Options, recorded: &[Event]) -> Result<Option<std::io::B
     Ok(trace)
 }
 
+/// A signed run is not resumed unsigned: what it adds would not be.
+fn refuse_unsigned(opts: &Options, run_id: &str) -> Result<(), RunError> {
+    if opts.sign.is_none() && opts.run_dir.join(crate::signing::SIGNATURE_FILE).exists() {
+        return Err(RunError::Usage(format!(
+            "run {run_id}'s trace is signed ({}): resume it with --sign KEY, so that what it adds is signed too",
+            crate::signing::SIGNATURE_FILE
+        )));
+    }
+    Ok(())
+}
+
+/// Where the chain goes on from: the digest of the last line the journal
+/// holds (its encoding is the line that was written: the journal compares
+/// them byte for byte), or the run's genesis.
+fn chain_head(recorded: &[Event], run_id: &str) -> Result<String, RunError> {
+    Ok(match recorded.last() {
+        Some(last) => flow_trace::chain::link(&serde_json::to_string(last).map_err(|e| RunError::Storage(e.to_string()))?),
+        None => flow_trace::chain::genesis(run_id),
+    })
+}
+
 /// How far to take a resumed run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResumeMode {
@@ -429,6 +473,9 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
     let journal = open_journal(&opts.run_dir, opts.durable)?;
     let lock = RunLock::acquire(&opts.run_dir)?;
     let run_id = run_id_of(&journal)?;
+    if mode == ResumeMode::Continue {
+        refuse_unsigned(&opts, &run_id)?;
+    }
     let (mut meta, plan) = load_meta(&journal, &run_id)?;
     let recorded = journal.events(&run_id)?;
     let proposals = proposals(&journal, &run_id)?;
@@ -453,6 +500,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
     let exec = Arc::new(executors(program.clone(), &meta.base_dir, &opts.replay, opts.record.is_some())?);
     let last_seq = recorded.len() as u64;
     let concurrency = max_concurrency(&program, meta.workflow.as_deref());
+    let chain = chain_head(&recorded, &run_id)?;
     let mut driver = Driver {
         engine,
         journal: Box::new(journal),
@@ -468,6 +516,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
         rates: RateLimiter::default(),
         _lock: Some(lock),
         stopped_by: None,
+        chain: Some(chain),
     };
     driver.engine.start(meta.input.clone());
     let rest = driver.replay(proposals)?;
@@ -477,6 +526,8 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
         return Ok(driver.outcome(&run_dir));
     }
     if matches!(driver.engine.status(), RunStatus::Terminated { .. }) && rest.is_empty() {
+        // Nothing to add; a head a crash left unsigned is signed now.
+        driver.sign()?;
         let run_dir = driver.opts.run_dir.clone();
         return Ok(driver.outcome(&run_dir));
     }

@@ -10,6 +10,8 @@ pub(super) fn comparable(event: &Event) -> Value {
     if let Some(o) = v.as_object_mut() {
         o.remove("execution_id");
         o.remove("time");
+        // Set as the event is written; replayed events have none yet.
+        o.remove("prev");
         if let Some(p) = o.get_mut("payload").and_then(Value::as_object_mut) {
             p.remove("owner");
             p.remove("expires_at");

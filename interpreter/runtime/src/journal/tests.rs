@@ -15,6 +15,7 @@ fn ev(run: &str, seq: u64, message: &str) -> Event {
         producer: "control".into(),
         body: Body::Warning { schema_version: SCHEMA_VERSION, message: message.into() },
         time: "2026-01-01T00:00:00Z".into(),
+        prev: None,
     }
 }
 

@@ -22,6 +22,7 @@ impl<'a> Checker<'a> {
         }
         let mut checker = Checker {
             program,
+            chain: Default::default(),
             plan: wf.map(|wf| PlanView::new(program, wf)),
             options,
             deviations: Vec::new(),

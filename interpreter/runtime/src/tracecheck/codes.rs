@@ -83,6 +83,12 @@ r#"A `blackboard_appended` appends the output of a node that `writes` that black
 
     TERMINATION = "T060", "termination inconsistent",
 r#"`run_terminated` says why the run ended, and the event it follows from must agree: an end node's target and status (a `success` end may fail under a `success` condition or an `output` type), a `terminate(reason)`, `fallback(reason)`, `halt` or `return_partial` action, a node's failure (`NODE_failed`), a budget exhaustion, a rejected escalation (a run monitor's halt on the way may make the status failure). The status is one of success, failure, partial, escalated, cancelled."#;
+
+    CHAIN = "T080", "hash chain broken",
+r#"Every event carries in `prev` the digest (`sha256:` and 64 hex digits) of the line before it — its JSON exactly as written — and the first event the genesis of its run (the SHA-256 of `flow-trace-chain/1`, a line break and the run id). A line edited (a payload, an outcome, a time, even a space), an event removed, inserted or moved, or events removed from the start break a link: the first event after the change is reported. A trace in which no event has a `prev` (written before Flow chained its traces, or by something else) is reported once: its integrity cannot be checked. What the chain cannot show alone — the last event edited or events cut from the end (no later line holds their digest), or the whole chain recomputed after an edit — a signature shows (T081)."#;
+
+    SIGNATURE = "T081", "signature does not cover the trace",
+r#"With `--verify-key KEY`, the trace's signature (`trace.sig` beside it, written by `flow run --sign`/`flow resume --sign`, or `--signature FILE`) must be an ed25519 signature under that key of this run's id, the `seq` of the trace's last event and the digest of its line (the chain's head). A missing or unreadable signature, one made with another key or edited, one of another run, or one naming another end (events cut from the end or added after it, or the chain recomputed after an edit) is reported."#;
 }
 
 /// The explanation of a code.

@@ -18,6 +18,7 @@
 
 mod boards;
 mod budgets;
+mod chain;
 mod checker;
 pub mod codes;
 mod consistency;
@@ -48,6 +49,7 @@ use std::io::Read;
 // Keys are the trace's own names and ids: a fast hash, no DoS concern.
 type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 type HashSet<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
+pub use chain::{Integrity, SignatureCheck};
 pub use codes::{explain, CodeInfo, CODES};
 use plan::*;
 pub use reader::check_reader;
@@ -155,6 +157,8 @@ pub struct TraceSummary {
     pub state: &'static str,
     pub reason: Option<String>,
     pub status: Option<String>,
+    /// The hash chain and the signature.
+    pub integrity: Integrity,
 }
 
 /// The answer of a check.
@@ -178,11 +182,21 @@ pub struct Options<'a> {
     /// The digest of the plan checked against, to compare with the one the
     /// run recorded.
     pub plan_digest: Option<&'a str>,
+    /// A trace without a hash chain is a deviation (T080), not a note:
+    /// what `flow trace check` asks of the traces Flow writes.
+    pub require_chain: bool,
+    /// Verify the trace's signature (T081).
+    pub signature: Option<SignatureCheck<'a>>,
 }
 
 impl std::fmt::Debug for Options<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Options").field("artifacts", &self.artifacts.is_some()).field("plan_digest", &self.plan_digest).finish()
+        f.debug_struct("Options")
+            .field("artifacts", &self.artifacts.is_some())
+            .field("plan_digest", &self.plan_digest)
+            .field("require_chain", &self.require_chain)
+            .field("signature", &self.signature.is_some())
+            .finish()
     }
 }
 
@@ -195,6 +209,8 @@ pub struct Parsed {
     pub lines: usize,
     /// The `seq` of lines that did not parse but name one.
     pub malformed_seqs: Vec<u64>,
+    /// The digest of each event's line (`digests[i]` of `events[i]`).
+    pub digests: Vec<[u8; 32]>,
 }
 
 /// Parses a JSONL trace, one event per line; a line that does not parse is
@@ -224,6 +240,7 @@ pub fn parse(text: &str) -> Parsed {
     for mut batch in batches {
         parsed.lines += batch.lines;
         parsed.events.append(&mut batch.events);
+        parsed.digests.append(&mut batch.digests);
         for (i, seq, err, text) in batch.malformed {
             parsed.malformed_seqs.extend(seq);
             parsed.deviations.push(malformed_line(line_breaks + i + 1, seq, &err, text));
@@ -244,7 +261,7 @@ pub fn check_text(program: &Program, text: &str, options: &Options) -> Report {
 
 /// Checks events already parsed (from [`parse`]).
 pub fn check_parsed(program: &Program, parsed: Parsed, options: &Options) -> Report {
-    let mut report = run_checks(program, &parsed.events, &parsed.malformed_seqs, options);
+    let mut report = run_checks(program, &parsed.events, Some(&parsed.digests), &parsed.malformed_seqs, options);
     report.trace.lines = parsed.lines;
     let mut deviations = parsed.deviations;
     deviations.append(&mut report.deviations);
@@ -256,7 +273,7 @@ pub fn check_parsed(program: &Program, parsed: Parsed, options: &Options) -> Rep
 
 /// Checks a trace given as events.
 pub fn check(program: &Program, events: &[Event], options: &Options) -> Report {
-    let mut report = run_checks(program, events, &[], options);
+    let mut report = run_checks(program, events, None, &[], options);
     report.trace.lines = events.len();
     sort(&mut report.deviations);
     report.conformant = report.deviations.is_empty();
@@ -288,10 +305,28 @@ fn started_of(events: &[Event]) -> Option<(&str, &str)> {
     })
 }
 
-fn run_checks<'a>(program: &'a Program, events: &[Event], malformed: &[u64], options: &'a Options<'a>) -> Report {
+/// `digests`: of each event's line as read. Events given without their
+/// lines (made in memory) are encoded again for their digests only when
+/// the chain is required; otherwise the chain is not checked.
+fn run_checks<'a>(
+    program: &'a Program,
+    events: &[Event],
+    digests: Option<&[[u8; 32]]>,
+    malformed: &[u64],
+    options: &'a Options<'a>,
+) -> Report {
     let mut checker = Checker::new(program, started_of(events), options);
     checker.malformed.extend(malformed.iter().copied());
-    for event in events {
+    let linked = digests.is_some() || options.require_chain;
+    checker.chain.skip(!linked);
+    for (i, event) in events.iter().enumerate() {
+        if linked {
+            let digest = match digests.and_then(|d| d.get(i)) {
+                Some(d) => *d,
+                None => flow_trace::chain::digest(serde_json::to_string(event).unwrap_or_default().as_bytes()),
+            };
+            checker.link(event, digest);
+        }
         checker.event(event);
     }
     checker.finish()

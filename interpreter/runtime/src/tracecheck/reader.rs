@@ -9,6 +9,8 @@ pub(super) const BLOCK: usize = 1 << 20;
 /// The events of one block of lines, and its lines that are not events.
 pub(super) struct Batch {
     pub(super) events: Vec<Event>,
+    /// The digest of each event's line (the hash chain).
+    pub(super) digests: Vec<[u8; 32]>,
     /// Lines that are not events: (0-based line in the block, seq, why, text).
     pub(super) malformed: Vec<(usize, Option<u64>, String, String)>,
     /// Non-blank lines.
@@ -24,7 +26,8 @@ pub(super) fn parse_block(block: &[u8]) -> Batch {
 
 /// [`parse_block`], appending to `events` (empty; its capacity is reused).
 pub(super) fn parse_block_into(block: &[u8], events: Vec<Event>) -> Batch {
-    let mut batch = Batch { events, malformed: Vec::new(), lines: 0, breaks: 0 };
+    let digests = Vec::with_capacity(events.capacity());
+    let mut batch = Batch { events, digests, malformed: Vec::new(), lines: 0, breaks: 0 };
     let mut count = 0;
     // One UTF-8 check for the whole block (and a fast search for line
     // breaks); a block that is not UTF-8 is read line by line.
@@ -60,7 +63,10 @@ pub(super) fn parse_line(batch: &mut Batch, line: Result<&str, &[u8]>, i: usize)
     };
     batch.lines += 1;
     match parsed {
-        Ok(event) => batch.events.push(event),
+        Ok(event) => {
+            batch.digests.push(flow_trace::chain::digest(text.as_bytes()));
+            batch.events.push(event);
+        }
         Err(err) => {
             let seq = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| v.get("seq").and_then(|s| s.as_u64()));
             batch.malformed.push((i, seq, err, shorten(&text, 120)));
@@ -178,7 +184,8 @@ pub(super) fn check_blocks(program: &Program, reader: impl Read + Send, options:
                 parse_deviations.push(malformed_line(line_breaks + i + 1, seq, &err, text));
             }
             line_breaks += batch.breaks;
-            for event in &batch.events {
+            for (event, digest) in batch.events.iter().zip(&batch.digests) {
+                checker.link(event, *digest);
                 checker.event(event);
             }
             let _ = give_back[turn % PARSERS].send(batch);

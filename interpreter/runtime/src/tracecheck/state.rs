@@ -103,6 +103,8 @@ pub(super) struct PolicyRt {
 
 pub(super) struct Checker<'a> {
     pub(super) program: &'a Program,
+    /// The hash chain as far as read.
+    pub(super) chain: super::chain::ChainCheck,
     pub(super) plan: Option<PlanView<'a>>,
     pub(super) options: &'a Options<'a>,
     pub(super) deviations: Vec<Deviation>,

@@ -140,6 +140,7 @@ impl<'a> Checker<'a> {
         if self.plan.is_none() {
             self.notes.push("the trace names no workflow of the plan: only the envelope and the run's lifecycle were checked".into());
         }
+        let integrity = self.seal();
         let state = match self.run {
             RunPhase::Terminated => "terminated",
             RunPhase::Paused => "paused",
@@ -155,6 +156,7 @@ impl<'a> Checker<'a> {
             state,
             reason: self.terminated.as_ref().map(|(r, _)| r.clone()),
             status: self.terminated.take().map(|(_, s)| s),
+            integrity,
         };
         Report { conformant: self.deviations.is_empty(), trace, deviations: self.deviations, policies, notes: self.notes }
     }

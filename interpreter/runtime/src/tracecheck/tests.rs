@@ -265,7 +265,7 @@ fn handoffs_carry_the_declared_slice_and_payload() {
         let key = if spec[i].0 == "handoff" { "payload" } else { "output" };
         spec[i].1[key] = serde_json::to_value(&wrong).unwrap();
     }
-    let options = Options { artifacts: Some(&store), plan_digest: None };
+    let options = Options { artifacts: Some(&store), plan_digest: None, ..Default::default() };
     let report = check(&program(), &events(&spec), &options);
     assert_eq!(codes_of(&report), ["T031"], "{:#?}", report.deviations);
     assert!(report.deviations[0].actual.as_deref().unwrap_or("").contains("/text"), "{:?}", report.deviations[0]);
@@ -490,4 +490,99 @@ fn a_crossing_past_the_pairs_hop_limit_is_t012() {
     assert!(report.conformant, "{:#?}", report.deviations);
     let report = check(&limited(0), &events(&good()), &Options::default());
     assert_eq!(codes_of(&report), ["T012"], "{:#?}", report.deviations);
+}
+
+#[test]
+fn the_hash_chain_is_checked_the_same_from_lines_and_from_events() {
+    let mut chained = events(&good());
+    let (lines, head) = flow_trace::chain::link_events(&mut chained, flow_trace::chain::genesis("r")).unwrap();
+    let text = lines.join("\n") + "\n";
+    let required = Options { require_chain: true, ..Default::default() };
+    for report in [check(&program(), &chained, &required), check_text(&program(), &text, &required)] {
+        assert!(report.conformant, "{:#?}", report.deviations);
+        assert_eq!(report.trace.integrity, Integrity { chain: "intact", head: Some(head.clone()), signature: "not checked" });
+    }
+    // An edit inside line 5 breaks the link at seq 6, whichever way the
+    // trace comes in; nothing else is wrong with it.
+    let mut edited = lines.clone();
+    edited[4] = edited[4].replace("\"time\":\"2026-01-01T00:00:00Z\"", "\"time\":\"2026-01-01T00:00:01Z\"");
+    assert_ne!(edited[4], lines[4]);
+    let text = edited.join("\n") + "\n";
+    let parsed: Vec<Event> = edited.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for report in
+        [check(&program(), &parsed, &required), check_text(&program(), &text, &required), check_parsed(&program(), parse(&text), &required)]
+    {
+        assert_eq!(codes_of(&report), ["T080"], "{:#?}", report.deviations);
+        assert_eq!(report.deviations[0].seq, Some(6));
+        assert_eq!(report.trace.integrity.chain, "broken");
+    }
+    // Events removed from the start: the first no longer names the genesis.
+    let report = check_text(&program(), &(lines[1..].join("\n") + "\n"), &required);
+    assert!(
+        report.deviations.iter().any(|d| d.code == codes::CHAIN && d.seq == Some(2) && d.message.contains("genesis")),
+        "{:#?}",
+        report.deviations
+    );
+    // A `prev` dropped from one line of a chained trace.
+    let mut bare = chained.clone();
+    bare[3].prev = None;
+    let report = check(&program(), &bare, &required);
+    assert!(
+        report.deviations.iter().any(|d| d.code == codes::CHAIN && d.seq == Some(4) && d.message.contains("no `prev`")),
+        "{:#?}",
+        report.deviations
+    );
+    // No chain at all: a deviation when required, else a note.
+    let plain = events(&good());
+    let report = check(&program(), &plain, &required);
+    assert_eq!(codes_of(&report), ["T080"], "{:#?}", report.deviations);
+    assert_eq!(report.trace.integrity.chain, "absent");
+    let text = plain.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect::<String>();
+    let report = check_text(&program(), &text, &Options::default());
+    assert!(report.conformant);
+    assert!(report.notes.iter().any(|n| n.contains("no hash chain")), "{:?}", report.notes);
+    // Events without their lines, the chain not required: not checked.
+    let report = check(&program(), &bare, &Options::default());
+    assert!(report.conformant, "{:#?}", report.deviations);
+    assert_eq!(report.trace.integrity.chain, "not checked");
+    // Past twenty broken links, one deviation counts the rest.
+    let shuffled: Vec<String> = lines.iter().rev().cloned().collect();
+    let report = check_text(&program(), &(shuffled.join("\n") + "\n"), &required);
+    let chain: Vec<&Deviation> = report.deviations.iter().filter(|d| d.code == codes::CHAIN).collect();
+    assert_eq!(chain.len(), 21.min(lines.len()), "{chain:#?}");
+}
+
+#[test]
+fn a_signature_must_verify_and_cover_the_last_line() {
+    let mut chained = events(&good());
+    let (lines, head) = flow_trace::chain::link_events(&mut chained, flow_trace::chain::genesis("r")).unwrap();
+    let (private, public) = crate::signing::generate().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k"), private).unwrap();
+    std::fs::write(dir.path().join("k.pub"), public).unwrap();
+    let key = crate::signing::load_signing_key(&dir.path().join("k")).unwrap();
+    let public = crate::signing::load_verifying_key(&dir.path().join("k.pub")).unwrap();
+    let last = chained.len() as u64;
+    let checked = |record: Result<&crate::signing::TraceSignature, &str>, lines: &[String]| {
+        let options = Options { require_chain: true, signature: Some(SignatureCheck { key: &public, record }), ..Default::default() };
+        check_text(&program(), &(lines.join("\n") + "\n"), &options)
+    };
+    let good = crate::signing::sign(&key, "r", last, &head);
+    let report = checked(Ok(&good), &lines);
+    assert!(report.conformant, "{:#?}", report.deviations);
+    assert_eq!(report.trace.integrity.signature, "verified");
+    let cut = checked(Ok(&good), &lines[..lines.len() - 1]);
+    assert!(codes_of(&cut).contains(&"T081"), "{:#?}", cut.deviations);
+    assert_eq!(cut.trace.integrity.signature, "failed");
+    for (record, says) in [
+        (crate::signing::sign(&key, "other", last, &head), "another run"),
+        (crate::signing::TraceSignature { seq: last - 1, ..good.clone() }, "edited"),
+        (crate::signing::sign(&key, "r", last - 1, &head), "does not cover"),
+    ] {
+        let report = checked(Ok(&record), &lines);
+        assert_eq!(codes_of(&report), ["T081"], "{says}: {:#?}", report.deviations);
+        assert!(report.deviations[0].message.contains(says), "{says}: {:#?}", report.deviations);
+    }
+    let missing = checked(Err("no trace.sig"), &lines);
+    assert!(missing.deviations[0].message.contains("no trace.sig"), "{:#?}", missing.deviations);
 }

@@ -293,15 +293,7 @@ fn every_example_and_fixture_replays_and_resumes_after_its_ending() {
 /// more often than it did uninterrupted (no effect is duplicated).
 #[test]
 fn every_example_killed_at_any_moment_resumes_to_the_same_ending() {
-    let mut names: Vec<String> = std::fs::read_dir(repo().join("examples"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| repo().join("examples").join(n).join(format!("{n}.flow")).exists())
-        .collect();
-    names.sort();
-    assert!(names.len() >= 6, "{names:?}");
-    for name in names {
+    for name in example_names() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         copy_tree(&repo().join("examples").join(&name), d);
@@ -431,4 +423,76 @@ fn a_call_of_unknown_outcome_is_reconciled_as_happened_run_again_or_not_happened
             }
         }
     }
+}
+
+fn example_names() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(repo().join("examples"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| repo().join("examples").join(n).join(format!("{n}.flow")).exists())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 6, "{names:?}");
+    names
+}
+
+/// The acceptance of "runs that survive anything": `flow run` of any
+/// example, stopped by SIGTERM at a random moment after its run began, is
+/// completed by `flow resume` with the ending of an uninterrupted run, no
+/// node completed more often, and a conformant trace. (The moments come
+/// from the clock; a failure names the example and the delay.)
+#[test]
+fn every_example_stopped_by_sigterm_at_a_random_moment_is_completed_by_resume() {
+    let mut seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
+    let mut stopped = 0;
+    for name in example_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        copy_tree(&repo().join("examples").join(&name), d);
+        let file = format!("{name}.flow");
+        let clean = d.join("clean");
+        let out = flow(&["run", &file, "--run-dir", clean.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], d);
+        assert!(out.status.success(), "{name}: {}", text(&out));
+        let outcome = |replayed: String| -> Vec<String> {
+            let mut lines: Vec<String> = replayed.lines().skip(1).map(str::to_string).collect();
+            lines.sort();
+            lines
+        };
+        let expected = outcome(assert_replays_and_conforms(d, &clean, &file));
+        let completions = |rd: &Path| -> std::collections::BTreeMap<String, usize> {
+            let mut counts = std::collections::BTreeMap::new();
+            for e in events(rd).iter().filter(|e| e["kind"] == "node_completed") {
+                *counts.entry(e["payload"]["node"].as_str().unwrap().to_string()).or_default() += 1;
+            }
+            counts
+        };
+        for j in 0..3 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let delay_us = seed % 20_000;
+            let rd = d.join(format!("term-{j}"));
+            let r = rd.to_str().unwrap();
+            let child = spawn_flow(&["run", &file, "--run-dir", r, "--fake-clock", "-q", "--no-prompt"], d);
+            wait_until("the run to begin", || rd.join("trace.jsonl").exists());
+            std::thread::sleep(std::time::Duration::from_micros(delay_us));
+            signal(&child, "TERM");
+            let out = child.wait_with_output().unwrap();
+            let at = format!("{name}, SIGTERM {delay_us} µs after the run began");
+            match out.status.code() {
+                Some(0) => {}
+                Some(7) => {
+                    stopped += 1;
+                    let resumed = flow(&["resume", r, "--fake-clock", "-q", "--no-prompt"], d);
+                    assert!(resumed.status.success(), "{at}: {}", text(&resumed));
+                }
+                other => panic!("{at}: exit {other:?}: {}", text(&out)),
+            }
+            assert_eq!(outcome(assert_replays_and_conforms(d, &rd, &file)), expected, "{at}: another ending");
+            assert_eq!(completions(&rd), completions(&clean), "{at}: nodes completed another number of times");
+        }
+    }
+    eprintln!("{stopped} of the runs were stopped mid-way (the others had ended)");
+    assert!(stopped > 0, "no run was stopped mid-way: the test tested nothing");
 }

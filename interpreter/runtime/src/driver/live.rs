@@ -15,7 +15,7 @@ impl Driver {
         let mut inflight: JoinSet<Answer> = JoinSet::new();
         let mut parked: Vec<String> = Vec::new();
         let heartbeat = Duration::from_millis(10_000);
-        let mut stop = StopSignals::new(self.opts.cancel_on_ctrl_c);
+        let mut stop = self.signals.take().unwrap_or_else(|| StopSignals::new(self.opts.cancel_on_ctrl_c));
         loop {
             self.flush()?;
             if !matches!(self.engine.status(), RunStatus::Running) {
@@ -58,12 +58,13 @@ impl Driver {
                 _ = tokio::time::sleep(heartbeat), if !self.opts.clock.is_fake() => {
                     self.engine.heartbeat();
                 }
-                _ = tokio::signal::ctrl_c(), if self.opts.cancel_on_ctrl_c => {
-                    tracing::info!("cancelled by SIGINT");
-                    inflight.abort_all();
-                    self.engine.cancel();
-                }
                 signal = stop.recv() => {
+                    if signal == "SIGINT" {
+                        tracing::info!("cancelled by SIGINT");
+                        inflight.abort_all();
+                        self.engine.cancel();
+                        continue;
+                    }
                     // The machine is going down, not the run: stop the work
                     // in flight (its process groups with it) and leave the
                     // run as a crash would, for `flow resume`.
@@ -202,22 +203,33 @@ async fn execute(exec: Arc<Executors>, command: Arc<Command>, delay: u64, timeou
     (command.key.clone(), result)
 }
 
-/// SIGTERM and SIGHUP, when the driver listens for signals (the CLI).
-struct StopSignals {
-    signals: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+/// SIGINT (cancel), SIGTERM and SIGHUP (stop), when the driver listens
+/// for signals (the CLI). Made before the run directory is: from then on a
+/// signal is never lost (it waits for the live loop) and never kills the
+/// process outright.
+pub(super) struct StopSignals {
+    signals: Option<[tokio::signal::unix::Signal; 3]>,
+}
+
+impl std::fmt::Debug for StopSignals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StopSignals").field("listening", &self.signals.is_some()).finish()
+    }
 }
 
 impl StopSignals {
-    fn new(listen: bool) -> StopSignals {
+    pub(super) fn new(listen: bool) -> StopSignals {
         use tokio::signal::unix::{signal, SignalKind};
-        let signals = listen.then(|| Some((signal(SignalKind::terminate()).ok()?, signal(SignalKind::hangup()).ok()?))).flatten();
-        StopSignals { signals }
+        let make =
+            || Some([signal(SignalKind::interrupt()).ok()?, signal(SignalKind::terminate()).ok()?, signal(SignalKind::hangup()).ok()?]);
+        StopSignals { signals: if listen { make() } else { None } }
     }
 
-    /// The name of the next stop signal; never, when not listening.
+    /// The name of the next signal; never, when not listening.
     async fn recv(&mut self) -> &'static str {
         match &mut self.signals {
-            Some((term, hup)) => tokio::select! {
+            Some([int, term, hup]) => tokio::select! {
+                _ = int.recv() => "SIGINT",
                 _ = term.recv() => "SIGTERM",
                 _ = hup.recv() => "SIGHUP",
             },

@@ -211,6 +211,8 @@ struct Driver {
     /// The head of the trace's hash chain: the digest of the last line
     /// written (none in memory).
     chain: Option<String>,
+    /// The signals the live loop answers, listened for from the start.
+    signals: Option<live::StopSignals>,
 }
 
 impl Driver {
@@ -309,6 +311,19 @@ impl Driver {
     }
 }
 
+/// The engine's configuration for execution number `execution` of a run.
+fn run_config(run_id: &str, execution: u32, plan: &Plan, opts: &Options) -> RunConfig {
+    RunConfig {
+        run_id: run_id.to_string(),
+        execution_id: format!("exec-{execution}"),
+        plan_digest: plan.source.digest.clone(),
+        plan_content_digest: Some(plan.content_digest.clone()).filter(|d| !d.is_empty()),
+        clock: opts.clock.clone(),
+        owner: owner(),
+        lease_ttl_ms: 30_000,
+    }
+}
+
 fn owner() -> String {
     format!("pid-{}", std::process::id())
 }
@@ -358,19 +373,13 @@ pub async fn run(
     run_id: &str,
     opts: Options,
 ) -> Result<Outcome, RunError> {
+    // Before the run directory exists: a signal from then on is the run's.
+    let signals = live::StopSignals::new(opts.cancel_on_ctrl_c);
     let program = plan.program.clone();
     if !valid_run_id(run_id) {
         return Err(RunError::Usage(format!("`{run_id}` is not a run id: letters, digits, `.`, `_` and `-` only, not starting with `.`")));
     }
-    let cfg = RunConfig {
-        run_id: run_id.to_string(),
-        execution_id: "exec-1".into(),
-        plan_digest: plan.source.digest.clone(),
-        plan_content_digest: Some(plan.content_digest.clone()).filter(|d| !d.is_empty()),
-        clock: opts.clock.clone(),
-        owner: owner(),
-        lease_ttl_ms: 30_000,
-    };
+    let cfg = run_config(run_id, 1, plan, &opts);
     let engine = Engine::new(program.clone(), workflow, cfg).map_err(RunError::Usage)?;
     // Before anything is written: a key too short to redact stops here, and
     // a key in the input is taken out of it.
@@ -417,6 +426,7 @@ pub async fn run(
         _lock: lock,
         stopped_by: None,
         chain: (!opts_in_memory).then(|| flow_trace::chain::genesis(run_id)),
+        signals: Some(signals),
     };
     driver.engine.start(input);
     driver.live(program, concurrency).await?;
@@ -470,6 +480,7 @@ pub enum ResumeMode {
 
 /// Resumes the run in `opts.run_dir` (or only re-derives its state).
 pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunError> {
+    let signals = live::StopSignals::new(opts.cancel_on_ctrl_c && mode == ResumeMode::Continue);
     let journal = open_journal(&opts.run_dir, opts.durable)?;
     let lock = RunLock::acquire(&opts.run_dir)?;
     let run_id = run_id_of(&journal)?;
@@ -484,15 +495,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
         opts.replay = meta.replay.as_ref().map(|(p, strict)| (p.clone(), if *strict { ReplayMode::Strict } else { ReplayMode::Lenient }));
     }
     let execution = meta.executions + 1;
-    let cfg = RunConfig {
-        run_id: run_id.clone(),
-        execution_id: format!("exec-{execution}"),
-        plan_digest: plan.source.digest.clone(),
-        plan_content_digest: Some(plan.content_digest.clone()).filter(|d| !d.is_empty()),
-        clock: opts.clock.clone(),
-        owner: owner(),
-        lease_ttl_ms: 30_000,
-    };
+    let cfg = run_config(&run_id, execution, &plan, &opts);
     let mut engine = Engine::new(program.clone(), meta.workflow.as_deref(), cfg).map_err(RunError::Usage)?;
     engine.set_start_ms(meta.started_ms);
     let artifacts = DirArtifacts::open(&opts.run_dir.join("artifacts"))?;
@@ -517,6 +520,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
         _lock: Some(lock),
         stopped_by: None,
         chain: Some(chain),
+        signals: Some(signals),
     };
     driver.engine.start(meta.input.clone());
     let rest = driver.replay(proposals)?;

@@ -11,6 +11,17 @@ use crate::ir::{Action, ActionKind, Gate, Handler, HandlerEvent, JoinRule, Node,
 use crate::view::OnFailure;
 use flow_trace::{Decision, TerminationStatus};
 
+/// The builtin functions that compute in memory from their input alone:
+/// the data plane answers their calls at once, and a crash never loses one
+/// (recovery issues the call again instead of expiring its attempt: it had
+/// no effect and costs nothing to ask again).
+pub const PURE_BUILTINS: &[&str] = &["noop", "identity", "word_count"];
+
+/// Whether `decl` is a builtin tool of a [`PURE_BUILTINS`] function.
+pub fn is_pure_builtin(decl: &crate::ir::Decl) -> bool {
+    decl.variant.as_deref() == Some("builtin") && PURE_BUILTINS.contains(&decl.function())
+}
+
 /// The handler of `handlers` for the event named `event` (as a trace or a
 /// decision names it), if one is declared.
 pub fn handler_for<'h>(handlers: &'h [Handler], event: &str) -> Option<&'h Action> {

@@ -58,7 +58,7 @@ impl Engine {
     /// subject has a `timeout`.
     pub fn decision_expires_at(&self, key: &str) -> Option<&str> {
         match self.waiting.by_key.get(key) {
-            Some((_, Waiting::Human { expires_at, .. })) => expires_at.as_deref(),
+            Some((_, _, Waiting::Human { expires_at, .. })) => expires_at.as_deref(),
             _ => None,
         }
     }
@@ -66,7 +66,7 @@ impl Engine {
     /// Sets when the decision `key` times out: a resumed run keeps the
     /// instant its request recorded (the replay runs at a later time).
     pub fn restore_decision_expiry(&mut self, key: &str, at: &str) {
-        if let Some((_, Waiting::Human { expires_at: Some(e), .. })) = self.waiting.by_key.get_mut(key) {
+        if let Some((_, _, Waiting::Human { expires_at: Some(e), .. })) = self.waiting.by_key.get_mut(key) {
             *e = at.to_string();
         }
     }

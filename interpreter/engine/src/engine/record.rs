@@ -98,6 +98,7 @@ impl Engine {
         if outer {
             self.drive();
             self.step_ms = None;
+            self.waiting.end_step(self.seq);
         }
         result
     }

@@ -17,8 +17,11 @@ impl Engine {
         }
         let resumed = self.emit("control", Body::RunResumed { schema_version: V, after_seq }, None);
         let lost = self.waiting.entries();
-        for (key, waiting) in lost {
-            if answered.contains(&key) {
+        for (key, issued_at, waiting) in lost {
+            // Answered already, or issued by a step the journal did not
+            // hold whole (so never dispatched): it goes out now. (A command
+            // issued outside a step has no seq: it may have gone out.)
+            if answered.contains(&key) || (issued_at != u64::MAX && issued_at > after_seq) {
                 continue;
             }
             match waiting {
@@ -28,6 +31,8 @@ impl Engine {
                 Waiting::Turn { attempt, .. } => {
                     self.then(Effect::Expire { key, attempt, unknown_tool: None, cause: resumed.clone() });
                 }
+                // A pure builtin's call had no effect: it is asked again.
+                Waiting::Tool { tool, .. } if self.decl(&tool).is_some_and(flow_check::semantics::is_pure_builtin) => {}
                 Waiting::Tool { attempt, tool, .. } => {
                     let non_idempotent = self.decl(&tool).is_some_and(|d| d.effect() == view::Effect::NonIdempotent);
                     let unknown_tool = non_idempotent.then_some(tool);

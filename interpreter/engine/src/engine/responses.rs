@@ -45,7 +45,7 @@ impl Engine {
     /// `timeout` answer needs a subject with a `timeout` whose deadline has
     /// passed (a replay re-applies a recorded one).
     fn admissible_timeout(&self, key: &str, answer: &HumanAnswer) -> Result<(), String> {
-        let Some((_, Waiting::Human { decision, expires_at, .. })) = self.waiting.by_key.get(key) else { return Ok(()) };
+        let Some((_, _, Waiting::Human { decision, expires_at, .. })) = self.waiting.by_key.get(key) else { return Ok(()) };
         if answer.decision != flow_trace::Decision::Timeout || self.replaying {
             return Ok(());
         }

@@ -95,21 +95,36 @@ pub(super) struct Ctx {
 /// The commands issued and not answered, with what each waits for.
 /// Removal is O(1) (answers come in any order, and a fan-out has many
 /// outstanding); [`Outstanding::entries`] gives them in issue order (for
-/// recovery).
+/// recovery), each with the last `seq` of the step that issued it: the
+/// driver dispatches a command only once that step is durable, so a
+/// journal that ends before it proves the command never left.
 #[derive(Debug, Default)]
 pub(super) struct Outstanding {
-    pub(super) by_key: FxHashMap<String, (u64, Waiting)>,
+    /// Key → (issue order, last seq of the issuing step, what it waits for).
+    pub(super) by_key: FxHashMap<String, (u64, u64, Waiting)>,
     pub(super) issued: u64,
+    /// Keys issued in the step being taken (their seq is set as it ends).
+    this_step: Vec<String>,
 }
 
 impl Outstanding {
     pub(super) fn insert(&mut self, key: String, waiting: Waiting) {
         self.issued += 1;
-        self.by_key.insert(key, (self.issued, waiting));
+        self.this_step.push(key.clone());
+        self.by_key.insert(key, (self.issued, u64::MAX, waiting));
+    }
+
+    /// The step that issued the newest commands ended at `seq`.
+    pub(super) fn end_step(&mut self, seq: u64) {
+        for key in self.this_step.drain(..) {
+            if let Some(entry) = self.by_key.get_mut(&key) {
+                entry.1 = seq;
+            }
+        }
     }
 
     pub(super) fn remove(&mut self, key: &str) -> Option<Waiting> {
-        self.by_key.remove(key).map(|(_, w)| w)
+        self.by_key.remove(key).map(|(_, _, w)| w)
     }
 
     pub(super) fn contains(&self, key: &str) -> bool {
@@ -126,13 +141,15 @@ impl Outstanding {
 
     pub(super) fn clear(&mut self) {
         self.by_key.clear();
+        self.this_step.clear();
     }
 
-    /// Every outstanding command, in issue order.
-    pub(super) fn entries(&self) -> Vec<(String, Waiting)> {
-        let mut all: Vec<(u64, &String, &Waiting)> = self.by_key.iter().map(|(k, (n, w))| (*n, k, w)).collect();
-        all.sort_unstable_by_key(|(n, _, _)| *n);
-        all.into_iter().map(|(_, k, w)| (k.clone(), w.clone())).collect()
+    /// Every outstanding command, in issue order, with the last seq of the
+    /// step that issued it.
+    pub(super) fn entries(&self) -> Vec<(String, u64, Waiting)> {
+        let mut all: Vec<(u64, &String, u64, &Waiting)> = self.by_key.iter().map(|(k, (n, seq, w))| (*n, k, *seq, w)).collect();
+        all.sort_unstable_by_key(|(n, _, _, _)| *n);
+        all.into_iter().map(|(_, k, seq, w)| (k.clone(), seq, w.clone())).collect()
     }
 }
 

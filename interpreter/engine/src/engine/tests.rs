@@ -64,7 +64,7 @@ fn outstanding_commands_leave_in_any_order_and_list_in_issue_order() {
     assert!(!out.contains("a") && out.contains("c"));
     assert!(out.remove("e").is_some());
     out.insert("a".into(), probe(9));
-    let keys: Vec<String> = out.entries().into_iter().map(|(k, _)| k).collect();
+    let keys: Vec<String> = out.entries().into_iter().map(|(k, _, _)| k).collect();
     assert_eq!(keys, ["c", "d", "b", "a"]);
     assert_eq!(out.len(), 4);
     out.clear();

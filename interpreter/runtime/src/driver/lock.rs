@@ -33,7 +33,7 @@ impl RunLock {
             .truncate(false)
             .open(&path)
             .map_err(|e| RunError::Storage(format!("cannot open {}: {e}", path.display())))?;
-        match file.try_lock() {
+        match try_lock_briefly(&file) {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 let holder = std::fs::read_to_string(&path).unwrap_or_default();
@@ -51,6 +51,23 @@ impl RunLock {
         let written = file.set_len(0).and_then(|_| file.write_all(who.as_bytes())).and_then(|_| file.flush());
         written.map_err(|e| RunError::Storage(format!("cannot write {}: {e}", path.display())))?;
         Ok(RunLock { _file: file })
+    }
+}
+
+/// Tries the lock a few times over a quarter of a second: a lock just let
+/// go can still be held for an instant by a child process being started
+/// elsewhere in the same process (it holds a copy of every descriptor
+/// until it executes its program), which is not a driver.
+fn try_lock_briefly(file: &std::fs::File) -> Result<(), TryLockError> {
+    let mut tries = 0;
+    loop {
+        match file.try_lock() {
+            Err(TryLockError::WouldBlock) if tries < 5 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            other => return other,
+        }
     }
 }
 

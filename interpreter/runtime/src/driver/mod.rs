@@ -116,6 +116,9 @@ pub struct Options {
     /// Test hook: abort the process right after event `n` is persisted
     /// (the journal is wrapped in [`crate::journal::CrashAfter`]).
     pub crash_after_seq: Option<u64>,
+    /// With `crash_after_seq`: the crash fails the run with an error
+    /// instead of aborting the process (in-process crash campaigns).
+    pub crash_in_process: bool,
     pub asker: Option<Box<dyn Asker>>,
     /// Called for every persisted event (progress display, logs).
     pub observer: Option<Observer>,
@@ -144,6 +147,7 @@ impl Options {
             record: None,
             replay: None,
             crash_after_seq: None,
+            crash_in_process: false,
             asker: None,
             observer: None,
             write_trace: true,

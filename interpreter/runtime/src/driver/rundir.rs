@@ -83,7 +83,7 @@ pub(super) fn storage(opts: &Options) -> Result<Storage, RunError> {
     let journal: Box<dyn Journal> = Box::new(SqliteJournal::open(&opts.run_dir.join("journal.sqlite"), opts.durable)?);
     // The crash test hook decorates the journal; nothing else knows of it.
     let journal = match opts.crash_after_seq {
-        Some(n) => Box::new(CrashAfter::new(journal, n)),
+        Some(n) => Box::new(CrashAfter::new(journal, n).in_process(opts.crash_in_process)),
         None => journal,
     };
     let artifacts = DirArtifacts::open(&opts.run_dir.join("artifacts"))?;

@@ -13,8 +13,9 @@ pub const BUILTIN_TOOLS: &[(&str, &str)] = &[
 ];
 
 /// The builtin functions that compute in memory from their input alone:
-/// the driver runs their calls at once instead of awaiting them.
-pub const PURE_BUILTINS: &[&str] = &["noop", "identity", "word_count"];
+/// the driver runs their calls at once instead of awaiting them (one list,
+/// shared with the engine's recovery).
+pub use flow_check::semantics::PURE_BUILTINS;
 
 /// The native evaluators behind `builtin` evaluators (declared in
 /// `std.evaluators`): name and what passes.

@@ -113,7 +113,7 @@ impl Executors {
     pub fn execute_now(&self, request: &Request) -> Option<Result<Response, Miss>> {
         let Request::Tool(t) = request else { return None };
         let decl = self.program.decls.get(&t.tool)?;
-        if decl.variant.as_deref() != Some("builtin") || !PURE_BUILTINS.contains(&decl.function()) {
+        if !flow_check::semantics::is_pure_builtin(decl) {
             return None;
         }
         let computed = || self.settle(request, Response::Tool(self.builtin(decl, t)));

@@ -5,10 +5,14 @@
 
 use super::*;
 
-/// A [`Journal`] that persists events up to seq `after` and then aborts.
+/// A [`Journal`] that persists events up to seq `after` and then aborts
+/// (or, [`CrashAfter::in_process`], fails every append from there on: the
+/// driver gives up with an error and its state is dropped, as a crash
+/// would drop it, without ending the test's process).
 pub struct CrashAfter {
     inner: Box<dyn Journal>,
     after: u64,
+    in_process: bool,
 }
 
 impl std::fmt::Debug for CrashAfter {
@@ -20,43 +24,53 @@ impl std::fmt::Debug for CrashAfter {
 impl CrashAfter {
     /// Wraps `inner`: the process aborts once event `after` is appended.
     pub fn new(inner: Box<dyn Journal>, after: u64) -> CrashAfter {
-        CrashAfter { inner, after }
+        CrashAfter { inner, after, in_process: false }
     }
 
-    fn crash_if_reached(&self, last: u64) {
-        if last >= self.after {
-            // Simulates kill -9 at this event boundary.
-            std::process::abort();
+    /// Fails instead of aborting the process.
+    pub fn in_process(mut self, yes: bool) -> CrashAfter {
+        self.in_process = yes;
+        self
+    }
+
+    fn crash_if_reached(&self, last: u64) -> Result<(), JournalError> {
+        if last < self.after {
+            return Ok(());
         }
+        if self.in_process {
+            return Err(JournalError::Storage(format!("crashed after event {} (test hook)", self.after)));
+        }
+        // Simulates kill -9 at this event boundary.
+        std::process::abort();
     }
 }
 
 impl Journal for CrashAfter {
     fn append(&mut self, event: &Event) -> Result<Appended, JournalError> {
         if event.seq > self.after {
-            self.crash_if_reached(event.seq);
+            self.crash_if_reached(event.seq)?;
         }
         let appended = self.inner.append(event)?;
-        self.crash_if_reached(event.seq);
+        self.crash_if_reached(event.seq)?;
         Ok(appended)
     }
 
     fn append_batch(&mut self, events: &[Event]) -> Result<(), JournalError> {
         let kept = events.iter().take_while(|e| e.seq <= self.after).count();
         self.inner.append_batch(&events[..kept])?;
-        if let Some(last) = events.last() {
-            self.crash_if_reached(last.seq);
+        match events.last() {
+            Some(last) => self.crash_if_reached(last.seq),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn append_batch_encoded(&mut self, events: &[Event], json: &[String]) -> Result<(), JournalError> {
         let kept = events.iter().take_while(|e| e.seq <= self.after).count();
         self.inner.append_batch_encoded(&events[..kept], &json[..kept.min(json.len())])?;
-        if let Some(last) = events.last() {
-            self.crash_if_reached(last.seq);
+        match events.last() {
+            Some(last) => self.crash_if_reached(last.seq),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn events(&self, run_id: &str) -> Result<Vec<Event>, JournalError> {

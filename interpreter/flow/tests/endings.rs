@@ -496,3 +496,28 @@ fn every_example_stopped_by_sigterm_at_a_random_moment_is_completed_by_resume() 
     eprintln!("{stopped} of the runs were stopped mid-way (the others had ended)");
     assert!(stopped > 0, "no run was stopped mid-way: the test tested nothing");
 }
+
+/// A run directory is built under a temporary name and renamed into place:
+/// a kill while it is being built (here: what such a kill leaves, a
+/// staging directory holding a plan but no metadata) leaves nothing
+/// `flow status` or `flow resume` would take for a run, and does not stand
+/// in the way of the next `flow run`.
+#[test]
+fn a_run_directory_half_built_by_a_killed_flow_is_never_taken_for_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "nulls.flow", NULL_THEN_DECIDE);
+    let staging = d.join(".run.creating-run-1");
+    std::fs::create_dir(&staging).unwrap();
+    std::fs::write(staging.join("journal.sqlite"), b"").unwrap();
+    let status = flow(&["status", "run"], d);
+    assert_eq!(status.status.code(), Some(2), "no run there yet: {}", text(&status));
+    let resumed = flow(&["resume", "run", "-q"], d);
+    assert_eq!(resumed.status.code(), Some(2), "{}", text(&resumed));
+    assert!(!d.join("run").exists(), "resume made a run directory out of nothing");
+    let out = flow(&["run", "nulls.flow", "--run-dir", "run", "--run-id", "run-1", "-q", "--no-prompt"], d);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(!staging.exists(), "the leftover staging directory of the same run id was cleared");
+    let status = text(&flow(&["status", "run"], d));
+    assert!(status.contains("run run-1"), "{status}");
+}

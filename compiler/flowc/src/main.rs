@@ -86,7 +86,18 @@ enum Command {
     /// Print the JSON Schema of plans (published as stdlib/schemas/plan.schema.json).
     PlanSchema,
     /// Run the language server over stdin/stdout (for editors).
-    Lsp,
+    ///
+    /// Editor clients pass their transport: `--stdio` (what this server
+    /// speaks) is accepted, as is `--clientProcessId=N`; `--socket`,
+    /// `--pipe` and `--node-ipc` are refused with a clear error.
+    Lsp {
+        /// Serve over stdin/stdout (the default, and the only transport).
+        #[arg(long)]
+        stdio: bool,
+        /// What else the client passes (`--clientProcessId=N`, …).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        client_args: Vec<String>,
+    },
     /// Explain a diagnostic code, with a minimal example that triggers it.
     Explain {
         /// The code, e.g. E0101.
@@ -143,13 +154,15 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Explain { code, list } => explain(code.as_deref(), list),
-        Command::Lsp => match flow_lsp::run_stdio() {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("flowc lsp: {error}");
-                ExitCode::from(2)
+        Command::Lsp { stdio: _, client_args } => {
+            match lsp_transport(&client_args).and_then(|()| flow_lsp::run_stdio().map_err(|e| e.to_string())) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("flowc lsp: {error}");
+                    ExitCode::from(2)
+                }
             }
-        },
+        }
     }
 }
 
@@ -498,4 +511,23 @@ fn explain(code: Option<&str>, list: bool) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The transport options an editor client may pass besides `--stdio`:
+/// `--clientProcessId` is ignored; another transport is refused.
+fn lsp_transport(args: &[String]) -> Result<(), String> {
+    for arg in args {
+        let name = arg.split('=').next().unwrap_or(arg);
+        match name {
+            "--stdio" => {}
+            "--clientProcessId" => {}
+            "--socket" | "--pipe" | "--node-ipc" | "--port" => {
+                return Err(format!("`{name}`: this server speaks LSP over stdin/stdout only (`--stdio`)"));
+            }
+            // A process id after `--clientProcessId` given as its own word.
+            _ if arg.chars().all(|c| c.is_ascii_digit()) => {}
+            _ => return Err(format!("unexpected argument `{arg}` (`flowc lsp [--stdio]`)")),
+        }
+    }
+    Ok(())
 }

@@ -433,3 +433,45 @@ fn fmt_check_passes_on_every_example_and_rewrites_in_place() {
     assert!(stderr.contains("syntax errors"));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "agent {");
 }
+
+/// The LSP session an editor opens, framed: initialize, initialized,
+/// shutdown, exit.
+fn lsp_session() -> Vec<u8> {
+    let messages = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"processId":null,"rootUri":null,"capabilities":{}}}"#,
+        r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"shutdown","params":null}"#,
+        r#"{"jsonrpc":"2.0","method":"exit","params":null}"#,
+    ];
+    messages.iter().flat_map(|m| format!("Content-Length: {}\r\n\r\n{m}", m.len()).into_bytes()).collect()
+}
+
+/// vscode-languageclient starts a stdio server as `flowc lsp --stdio`
+/// (and may add `--clientProcessId=N`): the server must start and answer.
+#[test]
+fn lsp_accepts_the_transport_flags_editor_clients_pass() {
+    use std::io::Write;
+    for args in
+        [&["lsp"][..], &["lsp", "--stdio"], &["lsp", "--stdio", "--clientProcessId=4242"], &["lsp", "--clientProcessId", "7", "--stdio"]]
+    {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_flowc"))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&lsp_session()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {} {}", stdout, String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(r#""id":1"#) && stdout.contains("capabilities"), "{args:?}: no answer to initialize: {stdout}");
+    }
+    // Transports this server does not speak are refused, clearly.
+    let (code, _, stderr) = flowc(&["lsp", "--socket=5000"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("stdin/stdout only"), "{stderr}");
+    let (code, _, stderr) = flowc(&["lsp", "--bogus"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("unexpected argument `--bogus`"), "{stderr}");
+}

@@ -28,41 +28,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-fn copy_tree(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for entry in std::fs::read_dir(src).unwrap() {
-        let entry = entry.unwrap();
-        let to = dst.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_tree(&entry.path(), &to);
-        } else {
-            std::fs::copy(entry.path(), &to).unwrap();
-        }
-    }
-}
-
-/// Every example and fixture: (its directory, its name).
-fn flows() -> Vec<(PathBuf, String)> {
-    let mut flows = Vec::new();
-    for entry in std::fs::read_dir(repo().join("examples")).unwrap() {
-        let dir = entry.unwrap().path();
-        let name = dir.file_name().unwrap().to_string_lossy().to_string();
-        if dir.join(format!("{name}.flow")).exists() {
-            flows.push((dir, name));
-        }
-    }
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    for entry in std::fs::read_dir(&fixtures).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "flow") {
-            flows.push((fixtures.clone(), path.file_stem().unwrap().to_string_lossy().to_string()));
-        }
-    }
-    flows.sort();
-    assert!(flows.len() >= 18, "examples or fixtures missing: {flows:?}");
-    flows
-}
-
 /// How a run ended, comparably: the status and every node's output.
 fn ending(outcome: &Outcome) -> (String, BTreeMap<String, String>) {
     let status = match &outcome.status {
@@ -70,14 +35,6 @@ fn ending(outcome: &Outcome) -> (String, BTreeMap<String, String>) {
         other => format!("{other:?}"),
     };
     (status, outcome.outputs.iter().map(|(k, v)| (k.clone(), v.to_string())).collect())
-}
-
-fn completions(run_dir: &Path) -> BTreeMap<String, usize> {
-    let mut counts = BTreeMap::new();
-    for e in events(run_dir).iter().filter(|e| e["kind"] == "node_completed") {
-        *counts.entry(e["payload"]["node"].as_str().unwrap().to_string()).or_default() += 1;
-    }
-    counts
 }
 
 fn options(run_dir: PathBuf, meta: &RunMeta, base: &Path) -> Options {
@@ -202,7 +159,7 @@ async fn a_crash_at_every_event_boundary_of_every_example_and_fixture_resumes_to
         Ok(n) => crashes += n,
         Err(e) => std::panic::resume_unwind(e.into_panic()),
     };
-    for (src, name) in flows() {
+    for (src, name) in examples_and_fixtures() {
         if running.len() == 2 {
             if let Some(done) = running.join_next().await {
                 collect(done);

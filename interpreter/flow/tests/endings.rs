@@ -7,9 +7,7 @@
 mod common;
 use common::*;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 /// A tool that waits for the file `go` (recording its pid and its
 /// grandchild's), then prints `1`; on a second run, when `once` exists, it
@@ -52,38 +50,12 @@ fn write(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap();
 }
 
-/// `flow` started in the background (stdout and stderr kept).
-fn spawn_flow(args: &[&str], cwd: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_flow"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("FLOW_CRASH_AFTER_SEQ")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("flow starts")
-}
-
-/// Waits (at most 30 s) until `ready` holds.
-fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(30);
-    while !ready() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn signal(child: &Child, name: &str) {
-    let ok = Command::new("kill").args([&format!("-{name}"), &child.id().to_string()]).status().expect("kill runs");
-    assert!(ok.success());
-}
-
-/// Whether process `pid` still runs (a zombie has stopped).
-fn running(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()) != Some("Z"),
-        Err(_) => false,
-    }
+/// The ending and every node's output of `flow replay`'s report (in any
+/// order: parallel branches may complete in another order after a redo).
+fn outcome(replayed: &str) -> Vec<String> {
+    let mut lines: Vec<String> = replayed.lines().skip(1).map(str::to_string).collect();
+    lines.sort();
+    lines
 }
 
 /// The run is consistent with its plan when replayed, and its trace holds.
@@ -212,23 +184,6 @@ fn one_process_writes_a_run_directory_at_a_time() {
     assert!(!d.join("../escape").exists() && !d.join(".flow").exists());
 }
 
-/// Copies the tree `src` into `dst` (an example's schemas, cassettes and
-/// tools come with it), leaving out earlier runs.
-fn copy_tree(src: &Path, dst: &Path) {
-    for entry in std::fs::read_dir(src).unwrap() {
-        let entry = entry.unwrap();
-        let (from, to) = (entry.path(), dst.join(entry.file_name()));
-        if from.is_dir() {
-            if entry.file_name() != ".flow" {
-                std::fs::create_dir_all(&to).unwrap();
-                copy_tree(&from, &to);
-            }
-        } else {
-            std::fs::copy(&from, &to).unwrap();
-        }
-    }
-}
-
 /// Every example and every run fixture taken to the ending its script
 /// leads to (success, failure, budget exhausted, a pause for a decision,
 /// a partial result …): `flow replay` re-derives that ending from the
@@ -236,23 +191,7 @@ fn copy_tree(src: &Path, dst: &Path) {
 /// nothing it should not.
 #[test]
 fn every_example_and_fixture_replays_and_resumes_after_its_ending() {
-    let mut flows: Vec<(PathBuf, String)> = Vec::new();
-    for entry in std::fs::read_dir(repo().join("examples")).unwrap() {
-        let dir = entry.unwrap().path();
-        let name = dir.file_name().unwrap().to_string_lossy().to_string();
-        if dir.join(format!("{name}.flow")).exists() {
-            flows.push((dir, name));
-        }
-    }
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    for entry in std::fs::read_dir(&fixtures).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "flow") {
-            flows.push((fixtures.clone(), path.file_stem().unwrap().to_string_lossy().to_string()));
-        }
-    }
-    flows.sort();
-    assert!(flows.len() >= 18, "examples or fixtures missing: {flows:?}");
+    let flows = examples_and_fixtures();
     let mut endings = std::collections::BTreeSet::new();
     for (src, name) in flows {
         let dir = tempfile::tempdir().unwrap();
@@ -304,21 +243,7 @@ fn every_example_killed_at_any_moment_resumes_to_the_same_ending() {
         };
         let out = run(&clean, &[]);
         assert!(out.status.success(), "{name}: {}", text(&out));
-        // The ending and every node's output (in any order: parallel
-        // branches may complete in another order after a redo).
-        let outcome = |replayed: String| -> Vec<String> {
-            let mut lines: Vec<String> = replayed.lines().skip(1).map(str::to_string).collect();
-            lines.sort();
-            lines
-        };
-        let expected = outcome(assert_replays_and_conforms(d, &clean, &file));
-        let completions = |rd: &Path| -> std::collections::BTreeMap<String, usize> {
-            let mut counts = std::collections::BTreeMap::new();
-            for e in events(rd).iter().filter(|e| e["kind"] == "node_completed") {
-                *counts.entry(e["payload"]["node"].as_str().unwrap().to_string()).or_default() += 1;
-            }
-            counts
-        };
+        let expected = outcome(&assert_replays_and_conforms(d, &clean, &file));
         let clean_completions = completions(&clean);
         let total = events(&clean).len();
         for j in 1..=6 {
@@ -339,7 +264,7 @@ fn every_example_killed_at_any_moment_resumes_to_the_same_ending() {
                 resumed = flow(&["resume", r, "--fake-clock", "-q", "--no-prompt"], d);
             }
             assert!(resumed.status.success(), "{name}: crash point {k}: {}", text(&resumed));
-            let state = outcome(assert_replays_and_conforms(d, &rd, &file));
+            let state = outcome(&assert_replays_and_conforms(d, &rd, &file));
             assert_eq!(state, expected, "{name}: crash point {k}: another ending");
             assert_eq!(completions(&rd), clean_completions, "{name}: crash point {k}: nodes completed another number of times");
         }
@@ -425,18 +350,6 @@ fn a_call_of_unknown_outcome_is_reconciled_as_happened_run_again_or_not_happened
     }
 }
 
-fn example_names() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(repo().join("examples"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| repo().join("examples").join(n).join(format!("{n}.flow")).exists())
-        .collect();
-    names.sort();
-    assert!(names.len() >= 6, "{names:?}");
-    names
-}
-
 /// The acceptance of "runs that survive anything": `flow run` of any
 /// example, stopped by SIGTERM at a random moment after its run began, is
 /// completed by `flow resume` with the ending of an uninterrupted run, no
@@ -454,19 +367,7 @@ fn every_example_stopped_by_sigterm_at_a_random_moment_is_completed_by_resume() 
         let clean = d.join("clean");
         let out = flow(&["run", &file, "--run-dir", clean.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], d);
         assert!(out.status.success(), "{name}: {}", text(&out));
-        let outcome = |replayed: String| -> Vec<String> {
-            let mut lines: Vec<String> = replayed.lines().skip(1).map(str::to_string).collect();
-            lines.sort();
-            lines
-        };
-        let expected = outcome(assert_replays_and_conforms(d, &clean, &file));
-        let completions = |rd: &Path| -> std::collections::BTreeMap<String, usize> {
-            let mut counts = std::collections::BTreeMap::new();
-            for e in events(rd).iter().filter(|e| e["kind"] == "node_completed") {
-                *counts.entry(e["payload"]["node"].as_str().unwrap().to_string()).or_default() += 1;
-            }
-            counts
-        };
+        let expected = outcome(&assert_replays_and_conforms(d, &clean, &file));
         for j in 0..3 {
             seed ^= seed << 13;
             seed ^= seed >> 7;
@@ -489,7 +390,7 @@ fn every_example_stopped_by_sigterm_at_a_random_moment_is_completed_by_resume() 
                 }
                 other => panic!("{at}: exit {other:?}: {}", text(&out)),
             }
-            assert_eq!(outcome(assert_replays_and_conforms(d, &rd, &file)), expected, "{at}: another ending");
+            assert_eq!(outcome(&assert_replays_and_conforms(d, &rd, &file)), expected, "{at}: another ending");
             assert_eq!(completions(&rd), completions(&clean), "{at}: nodes completed another number of times");
         }
     }

@@ -14,7 +14,6 @@ use common::*;
 
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const FAULTS: &str = r#"
@@ -102,11 +101,6 @@ fn refused_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
-/// Whether process `pid` is alive (and not a zombie).
-fn alive(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
-}
-
 fn pids(dir: &Path) -> Vec<String> {
     std::fs::read_to_string(dir.join("pids")).unwrap_or_default().split_whitespace().map(str::to_string).collect()
 }
@@ -160,7 +154,7 @@ fn every_fault_of_the_data_plane_is_recorded_handled_and_conformant() {
     let started = pids(d);
     assert_eq!(started.len(), 2, "one grandchild per attempt: {started:?}");
     for pid in &started {
-        assert!(!alive(pid), "the grandchild {pid} of a timed-out command outlived it");
+        assert!(!running(pid), "the grandchild {pid} of a timed-out command outlived it");
     }
     assert_conformant_and_replays(d, &run, "faults.flow");
 }
@@ -186,44 +180,20 @@ workflow fan {
 }
 "#;
 
-fn spawn(args: &[&str], cwd: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_flow"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("FLOW_CRASH_AFTER_SEQ")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn signal(child: &Child, name: &str) {
-    let status = Command::new("kill").args([&format!("-{name}"), &child.id().to_string()]).status().unwrap();
-    assert!(status.success());
-}
-
-fn wait_until(what: &str, test: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !test() {
-        assert!(start.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Runs the fan-out, signals `flow` once all three commands run, and
 /// returns the exit code, the output and the directory.
 fn interrupted(signal_name: &str) -> (tempfile::TempDir, Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("fan.flow"), FANOUT).unwrap();
-    let child = spawn(&["run", "fan.flow", "--run-dir", "run", "--no-prompt"], d);
+    let child = spawn_flow(&["run", "fan.flow", "--run-dir", "run", "--no-prompt"], d);
     wait_until("the three commands to start", || (1..=3).all(|n| d.join(format!("started.{n}")).exists()));
     signal(&child, signal_name);
     let out = child.wait_with_output().unwrap();
     let grandchildren = pids(d);
     assert_eq!(grandchildren.len(), 3, "{grandchildren:?}");
     for pid in &grandchildren {
-        assert!(!alive(pid), "SIG{signal_name}: the grandchild {pid} outlived flow");
+        assert!(!running(pid), "SIG{signal_name}: the grandchild {pid} outlived flow");
     }
     (dir, out.status.code(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }

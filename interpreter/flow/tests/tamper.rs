@@ -220,27 +220,6 @@ fn edit_leaf(value: &mut Value, rng: &mut Rng) -> String {
     }
 }
 
-/// Renumbers `seq` and `event_id` 1…n, pointing parents at their new
-/// numbers (a removed parent is dropped).
-fn renumber(mut events: Vec<Value>) -> Vec<Value> {
-    let run = events[0]["run_id"].as_str().unwrap().to_string();
-    let old: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    for (i, e) in events.iter_mut().enumerate() {
-        e["seq"] = json!(i + 1);
-        e["event_id"] = json!(format!("{run}/{}", i + 1));
-        if let Some(parent) = e.get("parent_event_id").and_then(|p| p.as_str()).map(str::to_string) {
-            let p: u64 = parent.rsplit('/').next().unwrap().parse().unwrap();
-            match old.iter().position(|&s| s == p) {
-                Some(j) => e["parent_event_id"] = json!(format!("{run}/{}", j + 1)),
-                None => {
-                    e.as_object_mut().unwrap().remove("parent_event_id");
-                }
-            }
-        }
-    }
-    events
-}
-
 /// Recomputes every `prev` from the run's genesis, as Flow would have.
 fn rechain(events: Vec<Value>) -> Vec<String> {
     let mut prev = chain::genesis(events[0]["run_id"].as_str().unwrap());
@@ -257,15 +236,7 @@ fn rechain(events: Vec<Value>) -> Vec<String> {
 
 /// One signed offline run of every example: (name, run directory).
 fn signed_runs(root: &Path, key: &Path) -> Vec<(String, PathBuf)> {
-    let mut names: Vec<String> = std::fs::read_dir(repo().join("examples"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| example(n).exists())
-        .collect();
-    names.sort();
-    assert!(names.len() >= 6, "examples missing: {names:?}");
-    names
+    example_names()
         .into_iter()
         .map(|name| {
             let dir = root.join(&name);

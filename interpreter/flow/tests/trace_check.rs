@@ -35,16 +35,7 @@ fn runs() -> &'static Vec<(String, PathBuf)> {
         let root = scratch().join("runs");
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
-        let mut names: Vec<String> = std::fs::read_dir(repo().join("examples"))
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().is_dir())
-            .map(|e| e.file_name().to_string_lossy().to_string())
-            .filter(|n| example(n).exists())
-            .collect();
-        names.sort();
-        assert!(names.len() >= 6, "examples missing: {names:?}");
-        names
+        example_names()
             .into_iter()
             .map(|name| {
                 let dir = root.join(&name);
@@ -102,42 +93,6 @@ fn rechained(events: Vec<Value>) -> Vec<String> {
             }
         })
         .collect()
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-/// Renumbers `seq` and `event_id` 1…n and points every parent at the same
-/// event's new number (a parent that was removed is dropped): the forger
-/// who covers their tracks.
-fn renumber(mut events: Vec<Value>) -> Vec<Value> {
-    let run = events[0]["run_id"].as_str().unwrap().to_string();
-    let old: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    for (i, e) in events.iter_mut().enumerate() {
-        e["seq"] = json!(i + 1);
-        e["event_id"] = json!(format!("{run}/{}", i + 1));
-        let parent = e.get("parent_event_id").and_then(|p| p.as_str()).map(str::to_string);
-        if let Some(parent) = parent {
-            let p: u64 = parent.rsplit('/').next().unwrap().parse().unwrap();
-            match old.iter().position(|&s| s == p) {
-                Some(j) => e["parent_event_id"] = json!(format!("{run}/{}", j + 1)),
-                None => {
-                    e.as_object_mut().unwrap().remove("parent_event_id");
-                }
-            }
-        }
-    }
-    events
 }
 
 fn position(events: &[Value], kind: &str, test: impl Fn(&Value) -> bool) -> usize {

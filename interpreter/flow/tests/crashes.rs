@@ -46,17 +46,6 @@ fn options(run_dir: PathBuf, meta: &RunMeta, base: &Path) -> Options {
     opts
 }
 
-/// The decision the uninterrupted run took on a confirmation of the same
-/// call in another attempt (`confirm.TOOL.NODE#VISIT.` + any attempt).
-fn answered_before(clean: &[serde_json::Value], subject: &str) -> Option<flow_trace::Decision> {
-    let stem = subject.rsplit_once('.').map(|(stem, _)| stem)?;
-    clean
-        .iter()
-        .filter(|e| e["kind"] == "decision_applied")
-        .find(|e| e["payload"]["subject"].as_str().is_some_and(|s| s.rsplit_once('.').is_some_and(|(st, _)| st == stem)))
-        .and_then(|e| serde_json::from_value(e["payload"]["decision"].clone()).ok())
-}
-
 /// Resumes `run_dir` to its end, answering a reconciliation "run it
 /// again" and a confirmation asked again as the uninterrupted run did.
 async fn resume_to_the_end(run_dir: &Path, meta: &RunMeta, base: &Path, clean: &[serde_json::Value], at: &str) -> Outcome {
@@ -67,10 +56,9 @@ async fn resume_to_the_end(run_dir: &Path, meta: &RunMeta, base: &Path, clean: &
         let journal = driver::open_journal(run_dir, false).unwrap();
         let pending = driver::pending_decisions(&journal, &outcome.run_id).unwrap();
         drop(journal);
-        let answer = pending.iter().find_map(|p| match p.subject.split('.').next() {
-            Some("reconcile") => Some((p, flow_trace::Decision::Approve)),
-            Some("confirm") => answered_before(clean, &p.subject).map(|d| (p, d)),
-            _ => None,
+        let answer = pending.iter().find_map(|p| {
+            let decision = answer_as_before(&p.subject, clean)?;
+            Some((p, serde_json::from_value::<flow_trace::Decision>(serde_json::Value::from(decision)).ok()?))
         });
         let Some((pending, decision)) = answer else { return outcome };
         let mut journal = driver::open_journal(run_dir, true).unwrap();

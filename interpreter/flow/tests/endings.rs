@@ -50,6 +50,21 @@ fn write(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap();
 }
 
+/// The example `name` copied to a scratch directory and run there
+/// uninterrupted: the directory, the flow's file name, the run directory
+/// and its [`outcome`].
+fn clean_run(name: &str) -> (tempfile::TempDir, String, std::path::PathBuf, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    copy_tree(&repo().join("examples").join(name), d);
+    let file = format!("{name}.flow");
+    let clean = d.join("clean");
+    let out = flow(&["run", &file, "--run-dir", clean.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], d);
+    assert!(out.status.success(), "{name}: {}", text(&out));
+    let expected = outcome(&assert_replays_and_conforms(d, &clean, &file));
+    (dir, file, clean, expected)
+}
+
 /// The ending and every node's output of `flow replay`'s report (in any
 /// order: parallel branches may complete in another order after a redo).
 fn outcome(replayed: &str) -> Vec<String> {
@@ -233,17 +248,12 @@ fn every_example_and_fixture_replays_and_resumes_after_its_ending() {
 #[test]
 fn every_example_killed_at_any_moment_resumes_to_the_same_ending() {
     for name in example_names() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, file, clean, expected) = clean_run(&name);
         let d = dir.path();
-        copy_tree(&repo().join("examples").join(&name), d);
-        let file = format!("{name}.flow");
-        let clean = d.join("clean");
+        let clean_events = events(&clean);
         let run = |rd: &Path, env: &[(&str, &str)]| {
             flow_env(&["run", &file, "--run-dir", rd.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], d, env)
         };
-        let out = run(&clean, &[]);
-        assert!(out.status.success(), "{name}: {}", text(&out));
-        let expected = outcome(&assert_replays_and_conforms(d, &clean, &file));
         let clean_completions = completions(&clean);
         let total = events(&clean).len();
         for j in 1..=6 {
@@ -251,19 +261,7 @@ fn every_example_killed_at_any_moment_resumes_to_the_same_ending() {
             let rd = d.join(format!("crash-{k}"));
             let crashed = run(&rd, &[("FLOW_CRASH_AFTER_SEQ", &k.to_string())]);
             assert!(!crashed.status.success(), "{name}: crash point {k} did not crash");
-            let r = rd.to_str().unwrap();
-            let mut resumed = flow(&["resume", r, "--fake-clock", "-q", "--no-prompt"], d);
-            if resumed.status.code() == Some(4) {
-                // A non-idempotent call in flight at the kill: its outcome is
-                // unknown. Here it never ran (the cassette answers it): retry.
-                let trace = events(&rd);
-                let rec = trace.iter().find(|e| e["kind"] == "reconciliation_required").expect("paused for reconciliation");
-                let subject = format!("reconcile.{}", rec["payload"]["attempt_id"].as_str().unwrap());
-                let approve = flow(&["approve", r, &subject, "--decision", "approve"], d);
-                assert!(approve.status.success(), "{}", text(&approve));
-                resumed = flow(&["resume", r, "--fake-clock", "-q", "--no-prompt"], d);
-            }
-            assert!(resumed.status.success(), "{name}: crash point {k}: {}", text(&resumed));
+            resume_answering_as(d, &rd, &clean_events, &format!("{name}: crash point {k}"));
             let state = outcome(&assert_replays_and_conforms(d, &rd, &file));
             assert_eq!(state, expected, "{name}: crash point {k}: another ending");
             assert_eq!(completions(&rd), clean_completions, "{name}: crash point {k}: nodes completed another number of times");
@@ -357,22 +355,14 @@ fn a_call_of_unknown_outcome_is_reconciled_as_happened_run_again_or_not_happened
 /// from the clock; a failure names the example and the delay.)
 #[test]
 fn every_example_stopped_by_sigterm_at_a_random_moment_is_completed_by_resume() {
-    let mut seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
+    let mut rng =
+        flow_tests::generate::Rng::new(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
     let mut stopped = 0;
     for name in example_names() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, file, clean, expected) = clean_run(&name);
         let d = dir.path();
-        copy_tree(&repo().join("examples").join(&name), d);
-        let file = format!("{name}.flow");
-        let clean = d.join("clean");
-        let out = flow(&["run", &file, "--run-dir", clean.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], d);
-        assert!(out.status.success(), "{name}: {}", text(&out));
-        let expected = outcome(&assert_replays_and_conforms(d, &clean, &file));
         for j in 0..3 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let delay_us = seed % 20_000;
+            let delay_us = rng.below(20_000) as u64;
             let rd = d.join(format!("term-{j}"));
             let r = rd.to_str().unwrap();
             let child = spawn_flow(&["run", &file, "--run-dir", r, "--fake-clock", "-q", "--no-prompt"], d);
@@ -439,21 +429,7 @@ fn resume_answering_as(d: &Path, run_dir: &Path, clean: &[serde_json::Value], at
         let run_id = flow_runtime::driver::run_id_of(&journal).unwrap();
         let pending = flow_runtime::driver::pending_decisions(&journal, &run_id).unwrap();
         drop(journal);
-        let answered = pending.iter().find_map(|p| {
-            let stem = p.subject.rsplit_once('.').map(|(stem, _)| stem)?;
-            let decision = match p.subject.split('.').next() {
-                Some("reconcile") => "approve".to_string(),
-                Some("confirm") => clean
-                    .iter()
-                    .filter(|e| e["kind"] == "decision_applied")
-                    .find(|e| e["payload"]["subject"].as_str().and_then(|s| s.rsplit_once('.')).is_some_and(|(st, _)| st == stem))?
-                    ["payload"]["decision"]
-                    .as_str()?
-                    .to_string(),
-                _ => return None,
-            };
-            Some((p.subject.clone(), decision))
-        });
+        let answered = pending.iter().find_map(|p| Some((p.subject.clone(), answer_as_before(&p.subject, clean)?)));
         let Some((subject, decision)) = answered else { panic!("{at}: waits on {pending:?}: {}", text(&resumed)) };
         let approve = flow(&["approve", r, &subject, "--decision", &decision], d);
         assert!(approve.status.success(), "{at}: {}", text(&approve));

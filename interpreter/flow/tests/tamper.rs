@@ -13,6 +13,7 @@ use common::*;
 
 use flow_runtime::signing;
 use flow_runtime::tracecheck::{self, Options, SignatureCheck};
+use flow_tests::generate::Rng;
 use flow_trace::chain;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -22,22 +23,6 @@ const PLACES: usize = 20;
 
 fn example(name: &str) -> PathBuf {
     repo().join(format!("examples/{name}/{name}.flow"))
-}
-
-/// A small deterministic generator (xorshift64*): the places are a
-/// function of the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 /// The ten kinds of edit (the classes).
@@ -273,13 +258,11 @@ fn every_kind_of_tampering_is_detected_at_every_place_tried() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1);
     eprintln!("tamper campaign: FLOW_TAMPER_SEED={seed}");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tamper");
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
-    let key = root.join("key.pem");
-    let out = flow(&["key", "generate", "--out", key.to_str().unwrap()], &root);
-    assert!(out.status.success(), "{}", text(&out));
+    let key = generated_key(&root, "key.pem");
     let public = signing::load_verifying_key(&root.join("key.pem.pub")).unwrap();
     let mut tried = [0usize; KINDS.len()];
     let mut misses = Vec::new();
@@ -323,8 +306,7 @@ fn trace_check_verifies_a_signature_from_the_command_line() {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tamper-cli");
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
-    let key = root.join("k.pem");
-    assert!(flow(&["key", "generate", "--out", key.to_str().unwrap()], &root).status.success());
+    let key = generated_key(&root, "k.pem");
     // A key is never overwritten by accident.
     let again = flow(&["key", "generate", "--out", key.to_str().unwrap()], &root);
     assert_eq!(again.status.code(), Some(2), "{}", text(&again));
@@ -345,8 +327,7 @@ fn trace_check_verifies_a_signature_from_the_command_line() {
     assert!(ok.status.success(), "{}", text(&ok));
     assert!(text(&ok).contains("integrity: chain intact, signature verified"), "{}", text(&ok));
     // Another key: the signature fails.
-    let other = root.join("other.pem");
-    assert!(flow(&["key", "generate", "--out", other.to_str().unwrap()], &root).status.success());
+    generated_key(&root, "other.pem");
     let wrong = check(&["--verify-key", root.join("other.pem.pub").to_str().unwrap(), "--format", "json"]);
     assert_eq!(wrong.status.code(), Some(1), "{}", text(&wrong));
     let doc: Value = serde_json::from_slice(&wrong.stdout).unwrap();
@@ -385,8 +366,7 @@ fn a_signed_run_is_resumed_signed_and_the_signature_follows_it() {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tamper-resume");
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
-    let key = root.join("k.pem");
-    assert!(flow(&["key", "generate", "--out", key.to_str().unwrap()], &root).status.success());
+    let key = generated_key(&root, "k.pem");
     // A run that pauses for a human decision.
     std::fs::write(
         root.join("pause.flow"),
@@ -431,6 +411,15 @@ workflow pause {
     let after = signing::read(&run.join(signing::SIGNATURE_FILE)).unwrap();
     assert!(after.seq > paused.seq, "the signature moved with the run: {paused:?} → {after:?}");
     assert!(verify().status.success(), "{}", text(&verify()));
+}
+
+/// `flow key generate --out ROOT/NAME`: the private key's path (the
+/// public key is `NAME.pub` beside it).
+fn generated_key(root: &Path, name: &str) -> PathBuf {
+    let key = root.join(name);
+    let out = flow(&["key", "generate", "--out", key.to_str().unwrap()], root);
+    assert!(out.status.success(), "{}", text(&out));
+    key
 }
 
 /// The subject of the first pending decision of a paused run.

@@ -13,6 +13,7 @@
 //! (PKCS#8 private key; SubjectPublicKeyInfo public key), or made by
 //! `flow key generate`.
 
+use crate::proto::hex;
 use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey};
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
@@ -117,10 +118,6 @@ pub fn write(dir: &Path, record: &TraceSignature) -> Result<(), String> {
 pub fn read(path: &Path) -> Result<TraceSignature, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{} is not a trace signature: {e}", path.display()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {

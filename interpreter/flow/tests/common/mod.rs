@@ -155,3 +155,23 @@ pub fn completions(run_dir: &Path) -> std::collections::BTreeMap<String, usize> 
     }
     counts
 }
+
+/// How a question a crash or a stop left open is answered to reach the
+/// uninterrupted run's ending (`clean`: its events): a reconciliation (a
+/// non-idempotent call in flight; the cassette shows it never ran) "run it
+/// again"; a confirmation asked again for an attempt redone after the stop
+/// (`confirm.TOOL.NODE#V.A`) as the uninterrupted run answered the same
+/// call's confirmation in its attempt. `None` for any other question.
+pub fn answer_as_before(subject: &str, clean: &[Value]) -> Option<String> {
+    let stem = subject.rsplit_once('.').map(|(stem, _)| stem)?;
+    match subject.split('.').next() {
+        Some("reconcile") => Some("approve".to_string()),
+        Some("confirm") => clean
+            .iter()
+            .filter(|e| e["kind"] == "decision_applied")
+            .find(|e| e["payload"]["subject"].as_str().and_then(|s| s.rsplit_once('.')).is_some_and(|(st, _)| st == stem))
+            .and_then(|e| e["payload"]["decision"].as_str())
+            .map(str::to_string),
+        _ => None,
+    }
+}

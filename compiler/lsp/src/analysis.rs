@@ -1,7 +1,7 @@
 //! One analysed document: the compiler's view of it, and the queries the
 //! server answers from it.
 
-use crate::position::{offset, range};
+use crate::position::{range, LineIndex};
 use flow_check::{Checked, SymbolDef};
 use flow_diagnostics::{Diagnostic, FileId, Severity, SourceDb};
 use lsp_types::{
@@ -19,6 +19,8 @@ pub struct Analysis {
     pub checked: Checked,
     /// Checker and verifier diagnostics, sorted.
     pub diagnostics: Vec<Diagnostic>,
+    /// Where the document's lines start (positions in O(log n)).
+    lines: LineIndex,
 }
 
 /// The file-system path of a `file:` URI (percent-decoded), if it is one.
@@ -66,16 +68,29 @@ impl Analysis {
         let name = uri_path(uri).unwrap_or_else(|| uri.as_str().to_string());
         let depth = flow_pipeline::Depth::Static;
         let compiled = flow_pipeline::compile_text(&mut db, &name, text.to_string(), &flow_pipeline::FsLoader, depth, true);
-        Analysis { db, root: compiled.root, checked: compiled.checked, diagnostics: compiled.diagnostics }
+        let lines = LineIndex::new(text);
+        Analysis { db, root: compiled.root, checked: compiled.checked, diagnostics: compiled.diagnostics, lines }
     }
 
     fn text(&self) -> &str {
         self.db.text(self.root)
     }
 
+    /// The range of `start..end` in this document.
+    fn range_here(&self, start: u32, end: u32) -> Range {
+        self.lines.range(self.text(), start, end)
+    }
+
+    /// The byte offset of `position` in this document.
+    fn offset_here(&self, position: Position) -> u32 {
+        self.lines.offset(self.text(), position)
+    }
+
     fn location(&self, uri: &Uri, file: FileId, start: u32, end: u32) -> Option<Location> {
-        let file_uri = if file == self.root { uri.clone() } else { path_uri(self.db.name(file))? };
-        Some(Location { uri: file_uri, range: range(self.db.text(file), start, end) })
+        if file == self.root {
+            return Some(Location { uri: uri.clone(), range: self.range_here(start, end) });
+        }
+        Some(Location { uri: path_uri(self.db.name(file))?, range: range(self.db.text(file), start, end) })
     }
 
     /// The diagnostics as the protocol shows them. Diagnostics located in
@@ -86,7 +101,7 @@ impl Analysis {
             .map(|d| {
                 let primary = d.primary();
                 let (range_here, elsewhere) = match primary {
-                    Some(label) if label.file == self.root => (range(self.text(), label.span.start, label.span.end), None),
+                    Some(label) if label.file == self.root => (self.range_here(label.span.start, label.span.end), None),
                     Some(label) => (Range::default(), Some(self.db.name(label.file).to_string())),
                     None => (Range::default(), None),
                 };
@@ -138,7 +153,7 @@ impl Analysis {
     }
 
     fn key_at(&self, position: Position) -> Option<&str> {
-        let at = offset(self.text(), position);
+        let at = self.offset_here(position);
         self.checked.symbols.key_at(self.root, at)
     }
 
@@ -218,12 +233,12 @@ impl Analysis {
         if def.file != self.root {
             return Err(format!("`{}` is declared in another file ({})", def.name, self.db.name(def.file)));
         }
-        let mut edits = vec![TextEdit { range: range(self.text(), def.span.start, def.span.end), new_text: new_name.to_string() }];
+        let mut edits = vec![TextEdit { range: self.range_here(def.span.start, def.span.end), new_text: new_name.to_string() }];
         edits.extend(
             symbols
                 .uses(key)
                 .filter(|r| r.file == self.root)
-                .map(|r| TextEdit { range: range(self.text(), r.span.start, r.span.end), new_text: new_name.to_string() }),
+                .map(|r| TextEdit { range: self.range_here(r.span.start, r.span.end), new_text: new_name.to_string() }),
         );
         Ok(edits)
     }
@@ -232,7 +247,7 @@ impl Analysis {
     pub fn document_symbols(&self) -> Vec<DocumentSymbol> {
         let symbols = &self.checked.symbols;
         let make = |def: &SymbolDef, children: Option<Vec<DocumentSymbol>>| {
-            let full = range(self.text(), def.span.start, def.span.end);
+            let full = self.range_here(def.span.start, def.span.end);
             DocumentSymbol {
                 name: def.name.clone(),
                 detail: Some(def.detail.clone()),
@@ -261,7 +276,7 @@ impl Analysis {
     }
 
     pub fn completions(&self, position: Position) -> Vec<CompletionItem> {
-        let at = offset(self.text(), position);
+        let at = self.offset_here(position);
         let symbols = &self.checked.symbols;
         // The workflow around the cursor, for its nodes.
         let enclosing = symbols
@@ -304,12 +319,21 @@ impl Analysis {
         use flow_syntax::lexer::TokenKind as T;
         let text = self.text();
         let symbols = &self.checked.symbols;
-        let kind_of_span = |start: u32| -> Option<&str> {
-            symbols.defs.iter().find(|d| d.file == self.root && d.span.start == start).map(|d| d.kind.as_str()).or_else(|| {
-                let r = symbols.refs.iter().find(|r| r.file == self.root && r.span.start == start)?;
-                symbols.def(&r.key).map(|d| d.kind.as_str())
-            })
-        };
+        // What each name in this document declares or refers to, by offset.
+        let mut kinds: HashMap<u32, &str> = HashMap::new();
+        for d in symbols.defs.iter().filter(|d| d.file == self.root) {
+            kinds.entry(d.span.start).or_insert(d.kind.as_str());
+        }
+        let mut def_kinds: HashMap<&str, &str> = HashMap::new();
+        for d in &symbols.defs {
+            def_kinds.entry(d.key.as_str()).or_insert(d.kind.as_str());
+        }
+        for r in symbols.refs.iter().filter(|r| r.file == self.root) {
+            if let Some(kind) = def_kinds.get(r.key.as_str()) {
+                kinds.entry(r.span.start).or_insert(kind);
+            }
+        }
+        let kind_of_span = |start: u32| kinds.get(&start).copied();
         let mut out = Vec::new();
         let (mut last_line, mut last_start) = (0u32, 0u32);
         for token in flow_syntax::lexer::lex(text) {
@@ -334,7 +358,7 @@ impl Analysis {
             let slice = &text[token.span.range()];
             for piece in slice.split_inclusive('\n') {
                 let piece_text = piece.trim_end_matches('\n');
-                let position = crate::position::position(text, start);
+                let position = self.lines.position(text, start);
                 let length = piece_text.encode_utf16().count() as u32;
                 if length > 0 {
                     let delta_line = position.line - last_line;

@@ -1,54 +1,97 @@
 //! Byte offsets ⇄ LSP positions (lines and UTF-16 code units).
+//!
+//! A [`LineIndex`] is built once per document: the start of every line and
+//! whether the line is ASCII. Converting an offset is then a binary search
+//! (O(log lines)) plus, on a line with non-ASCII text, a count of the UTF-16
+//! units before it on that line; on an ASCII line the column is the byte
+//! distance. Nothing scans from the start of the file.
 
 use lsp_types::{Position, Range};
 
-pub fn position(text: &str, offset: u32) -> Position {
-    let offset = (offset as usize).min(text.len());
-    let mut line = 0u32;
-    let mut line_start = 0usize;
-    for (i, b) in text.bytes().enumerate().take(offset) {
-        if b == b'\n' {
-            line += 1;
-            line_start = i + 1;
-        }
-    }
-    let mut end = offset;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let character = text[line_start..end].encode_utf16().count() as u32;
-    Position { line, character }
+/// Where the lines of one text start.
+#[derive(Debug, Clone)]
+pub struct LineIndex {
+    /// The byte offset of the first character of every line.
+    starts: Vec<u32>,
+    /// Whether each line is pure ASCII (byte columns are UTF-16 columns).
+    ascii: Vec<bool>,
+    len: u32,
 }
 
-pub fn range(text: &str, start: u32, end: u32) -> Range {
-    Range { start: position(text, start), end: position(text, end) }
-}
-
-pub fn offset(text: &str, position: Position) -> u32 {
-    let mut line = 0u32;
-    let mut line_start = 0usize;
-    if position.line > 0 {
+impl LineIndex {
+    pub fn new(text: &str) -> LineIndex {
+        let mut starts = vec![0u32];
+        let mut ascii = Vec::new();
+        let mut line_ascii = true;
         for (i, b) in text.bytes().enumerate() {
+            line_ascii &= b.is_ascii();
             if b == b'\n' {
-                line += 1;
-                if line == position.line {
-                    line_start = i + 1;
-                    break;
-                }
+                starts.push(i as u32 + 1);
+                ascii.push(line_ascii);
+                line_ascii = true;
             }
         }
-        if line < position.line {
-            return text.len() as u32;
-        }
+        ascii.push(line_ascii);
+        LineIndex { starts, ascii, len: text.len() as u32 }
     }
-    let mut units = 0u32;
-    for (i, c) in text[line_start..].char_indices() {
-        if units >= position.character || c == '\n' {
-            return (line_start + i) as u32;
-        }
-        units += c.len_utf16() as u32;
+
+    /// The position of byte `offset` of `text` (the text this index was built from).
+    pub fn position(&self, text: &str, offset: u32) -> Position {
+        let offset = offset.min(self.len);
+        let line = self.starts.partition_point(|&start| start <= offset) - 1;
+        let start = self.starts[line];
+        let character = if self.ascii[line] {
+            offset - start
+        } else {
+            let mut end = offset as usize;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text[start as usize..end].encode_utf16().count() as u32
+        };
+        Position { line: line as u32, character }
     }
-    text.len() as u32
+
+    pub fn range(&self, text: &str, start: u32, end: u32) -> Range {
+        Range { start: self.position(text, start), end: self.position(text, end) }
+    }
+
+    /// The byte offset of `position` in `text` (clamped to the line's end
+    /// and to the text's end).
+    pub fn offset(&self, text: &str, position: Position) -> u32 {
+        let Some(&start) = self.starts.get(position.line as usize) else {
+            return self.len;
+        };
+        let end = self.starts.get(position.line as usize + 1).map_or(self.len, |next| next - 1);
+        if self.ascii[position.line as usize] {
+            return (start + position.character).min(end);
+        }
+        let mut units = 0u32;
+        for (i, c) in text[start as usize..end as usize].char_indices() {
+            if units >= position.character {
+                return start + i as u32;
+            }
+            units += c.len_utf16() as u32;
+        }
+        end
+    }
+}
+
+/// The position of `offset` in `text`, for one-off conversions (builds an index).
+#[cfg(test)]
+pub fn position(text: &str, offset: u32) -> Position {
+    LineIndex::new(text).position(text, offset)
+}
+
+/// The range of `start..end` in `text`, for one-off conversions (builds an index).
+pub fn range(text: &str, start: u32, end: u32) -> Range {
+    LineIndex::new(text).range(text, start, end)
+}
+
+/// The offset of `position` in `text`, for one-off conversions (builds an index).
+#[cfg(test)]
+pub fn offset(text: &str, position: Position) -> u32 {
+    LineIndex::new(text).offset(text, position)
 }
 
 #[cfg(test)]
@@ -62,5 +105,32 @@ mod tests {
             assert_eq!(super::offset(text, position(text, offset)), offset, "{offset}");
         }
         assert_eq!(position(text, 7), Position { line: 1, character: 2 });
+    }
+
+    #[test]
+    fn positions_past_a_line_clamp_to_its_end() {
+        let text = "ab\ncd\n";
+        assert_eq!(offset(text, Position { line: 0, character: 9 }), 2);
+        assert_eq!(offset(text, Position { line: 1, character: 1 }), 4);
+        assert_eq!(offset(text, Position { line: 7, character: 0 }), text.len() as u32);
+        assert_eq!(position(text, 99), Position { line: 2, character: 0 });
+    }
+
+    #[test]
+    fn the_index_agrees_with_a_scan_from_the_start() {
+        let text = "x = \"é\u{1F600}\"\n\nabc\r\n\u{1F600}\u{1F600}z\n";
+        let index = LineIndex::new(text);
+        for offset in 0..=text.len() as u32 {
+            if !text.is_char_boundary(offset as usize) {
+                continue;
+            }
+            let before = &text[..offset as usize];
+            let line = before.matches('\n').count() as u32;
+            let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+            let character = before[line_start..].encode_utf16().count() as u32;
+            let expected = Position { line, character };
+            assert_eq!(index.position(text, offset), expected, "{offset}");
+            assert_eq!(index.offset(text, expected), offset, "{offset}");
+        }
     }
 }

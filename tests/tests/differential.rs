@@ -23,6 +23,13 @@ use flow_tests::{corpus, relative};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 
+/// Whether the production parser accepts `source` as grammatical: it found
+/// no error, or only E0004, a file past the implementation's nesting limits
+/// (valid by the grammar, refused to keep every pass within its stack).
+fn grammatical(diagnostics: &[flow_diagnostics::Diagnostic]) -> bool {
+    diagnostics.iter().all(|d| d.code == flow_diagnostics::codes::TOO_DEEP)
+}
+
 fn production_accepts(source: &str) -> bool {
     flow_syntax::parse(FileId(0), source).diagnostics.is_empty()
 }
@@ -30,7 +37,7 @@ fn production_accepts(source: &str) -> bool {
 fn assert_agree(source: &str, origin: impl Display) {
     let pest = flow_grammar::check(source);
     let production = flow_syntax::parse(FileId(0), source);
-    let production_ok = production.diagnostics.is_empty();
+    let production_ok = grammatical(&production.diagnostics);
     assert_eq!(
         pest.is_ok(),
         production_ok,

@@ -415,6 +415,10 @@ impl<'a> Checker<'a> {
 
     /// Lowers a type expression.
     pub fn lower_type(&mut self, expr: &Expr) -> Ty {
+        flow_syntax::stack::guarded(|| self.lower_type_level(expr))
+    }
+
+    fn lower_type_level(&mut self, expr: &Expr) -> Ty {
         match &expr.kind {
             ExprKind::Name(name) => {
                 if let Some(ty) = primitive(name) {
@@ -837,6 +841,10 @@ impl<'a> Checker<'a> {
     // ------------------------------------------------------------ values
 
     pub fn check_value(&mut self, spec: &V, expr: &Expr, scope: &Scope) -> Value {
+        flow_syntax::stack::guarded(|| self.check_value_level(spec, expr, scope))
+    }
+
+    fn check_value_level(&mut self, spec: &V, expr: &Expr, scope: &Scope) -> Value {
         if matches!(expr.kind, ExprKind::Error) {
             return Value::Invalid;
         }

@@ -27,6 +27,10 @@ fn texpr(kind: TExprKind, ty: Ty) -> TExpr {
 
 impl Checker<'_> {
     pub fn type_expr(&mut self, expr: &Expr, scope: &Scope) -> TExpr {
+        flow_syntax::stack::guarded(|| self.type_expr_level(expr, scope))
+    }
+
+    fn type_expr_level(&mut self, expr: &Expr, scope: &Scope) -> TExpr {
         match &expr.kind {
             ExprKind::Error => TExpr::invalid(),
             ExprKind::Number { value, unit } => {

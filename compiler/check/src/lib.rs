@@ -13,6 +13,7 @@ pub mod events;
 mod expr;
 pub mod index;
 pub mod ir;
+pub mod limits;
 pub mod lookup;
 pub mod node;
 pub mod plan;

@@ -91,6 +91,17 @@ impl Plan {
         format!("sha256:{}", hex(&Sha256::digest(&bytes)))
     }
 
+    /// Reads a plan from JSON, within [`crate::limits`] (a plan nested too
+    /// deeply, or too large, is refused with an error saying so).
+    pub fn from_json(text: &str) -> Result<Plan, String> {
+        crate::limits::json_from_str("the plan", text)
+    }
+
+    /// Reads a plan from YAML (`flowc build --emit yaml`), within [`crate::limits`].
+    pub fn from_yaml(text: &str) -> Result<Plan, String> {
+        crate::limits::yaml_from_str("the plan", text)
+    }
+
     /// Records the digest of the plan's content.
     pub fn seal(&mut self) {
         self.content_digest = self.compute_digest();

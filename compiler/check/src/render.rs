@@ -33,6 +33,10 @@ fn literal_is_negative(value: &Value) -> bool {
 }
 
 fn write_expr(out: &mut String, expr: &TExpr, min: u8) {
+    flow_syntax::stack::guarded(|| write_expr_level(out, expr, min))
+}
+
+fn write_expr_level(out: &mut String, expr: &TExpr, min: u8) {
     let parens = precedence(expr) < min;
     if parens {
         out.push('(');

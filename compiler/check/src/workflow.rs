@@ -631,6 +631,10 @@ impl Checker<'_> {
     }
 
     fn lower_formula(&mut self, formula: &ast::Formula, scope: &PolicyScope) -> Option<ir::Formula> {
+        flow_syntax::stack::guarded(|| self.lower_formula_level(formula, scope))
+    }
+
+    fn lower_formula_level(&mut self, formula: &ast::Formula, scope: &PolicyScope) -> Option<ir::Formula> {
         let mut lower = |f: &ast::Formula| self.lower_formula(f, scope).map(Box::new);
         Some(match &formula.kind {
             FormulaKind::Error => return None,

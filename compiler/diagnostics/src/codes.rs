@@ -82,6 +82,25 @@ Example:
 
 Fix: add the matching closing delimiter."#;
 
+    TOO_DEEP = "E0004", "nested too deeply",
+r#"The file is valid by the grammar but past one of Flow's limits on
+nesting, which keep every pass of the compiler and the runtime within its
+stack: brackets and parentheses nest at most 100 deep, and an expression
+or policy formula is at most 256 levels tall. Chains of `and`, `or` and
+`|` may be as long as you like (they count only the logarithm of their
+length); every `+ - * /`, `not`, prefix `-`, `.field`, call, index and
+`?` adds a level.
+
+Example:
+
+    workflow w {
+      start: a
+      a -> b when 1 + 1 + 1 + … (300 terms) > 0
+    }
+
+Fix: split the expression (name its parts as separate nodes' outputs or
+shorter conditions), or remove needless nesting."#;
+
     UNDEFINED_NAME = "E0101", "undefined name",
 r#"A name is used but never declared: an agent, tool, type, node, state or
 any other declaration. When a declared name is close in spelling, the help

@@ -12,6 +12,7 @@
 //! Architecture invariant: this crate does no I/O; sources are handed in
 //! through [`SourceDb`].
 
+pub mod cap;
 pub mod cli;
 pub mod codes;
 pub mod render;
@@ -182,19 +183,35 @@ pub fn sort_diagnostics(diagnostics: &mut [Diagnostic]) {
     });
 }
 
+/// Names longer than this get no "did you mean" (comparing two names costs
+/// the product of their lengths).
+pub const MAX_SUGGESTED_LENGTH: usize = 64;
+
 /// "Did you mean": the candidate closest to `name`, if it is close enough
 /// to be a plausible typo.
 pub fn closest_name<'a, I>(name: &str, candidates: I) -> Option<&'a str>
 where
     I: IntoIterator<Item = &'a str>,
 {
+    let length = name.chars().count();
+    // A typo of a very long name is not worth a quadratic comparison.
+    if length > MAX_SUGGESTED_LENGTH {
+        return None;
+    }
+    let lower = name.to_lowercase();
     let mut best: Option<(usize, &'a str)> = None;
     for candidate in candidates {
-        if candidate == name {
+        if candidate == name || candidate.len() > 4 * MAX_SUGGESTED_LENGTH {
             continue;
         }
-        let distance = edit_distance(&name.to_lowercase(), &candidate.to_lowercase());
-        let limit = (name.chars().count().max(candidate.chars().count()) / 3).max(1);
+        let candidate_length = candidate.chars().count();
+        let limit = (length.max(candidate_length) / 3).max(1);
+        // The distance is at least the difference in length: skip the
+        // comparison when that alone rules the candidate out.
+        if length.abs_diff(candidate_length) > limit {
+            continue;
+        }
+        let distance = edit_distance(&lower, &candidate.to_lowercase());
         if distance <= limit && best.is_none_or(|(d, c)| distance < d || (distance == d && candidate < c)) {
             best = Some((distance, candidate));
         }

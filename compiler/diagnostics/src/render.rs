@@ -95,6 +95,20 @@ pub fn emit(writer: &mut dyn WriteColor, db: &SourceDb, diagnostics: &[Diagnosti
     Ok(())
 }
 
+/// Writes at most `max` diagnostics per file (all when 0), each file's
+/// errors first, then an "and N more" note for each file with more.
+pub fn emit_capped(writer: &mut dyn WriteColor, db: &SourceDb, diagnostics: &[Diagnostic], max: usize) -> std::io::Result<()> {
+    let capped = crate::cap::cap_per_file(diagnostics, max);
+    let config = term::Config::default();
+    for diagnostic in &capped.shown {
+        term::emit_to_write_style(writer, &config, db, &to_codespan(diagnostic, db)).map_err(std::io::Error::other)?;
+    }
+    for note in capped.notes(db, max) {
+        writeln!(writer, "{note}")?;
+    }
+    Ok(())
+}
+
 /// Renders diagnostics as plain text (no colour): the form used by UI test
 /// snapshots and by non-terminal output.
 pub fn render_human(db: &SourceDb, diagnostics: &[Diagnostic]) -> String {
@@ -185,13 +199,21 @@ pub fn witness_json(db: &SourceDb, witness: &crate::Witness) -> Value {
     })
 }
 
-/// The whole `flowc verify --format json` document.
+/// The whole `flowc verify --format json` document, every diagnostic shown.
 pub fn to_json(db: &SourceDb, diagnostics: &[Diagnostic], policies: Vec<Value>, budgets: Vec<Value>) -> Value {
+    to_json_capped(db, diagnostics, policies, budgets, 0)
+}
+
+/// The whole `flowc verify --format json` document with at most `max`
+/// diagnostics per file (all when 0). The summary counts every diagnostic
+/// found; `omitted` says how many are not in the list.
+pub fn to_json_capped(db: &SourceDb, diagnostics: &[Diagnostic], policies: Vec<Value>, budgets: Vec<Value>, max: usize) -> Value {
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    let capped = crate::cap::cap_per_file(diagnostics, max);
     json!({
-        "diagnostics": diagnostics.iter().map(|d| diagnostic_json(db, d)).collect::<Vec<_>>(),
+        "diagnostics": capped.shown.iter().map(|d| diagnostic_json(db, d)).collect::<Vec<_>>(),
         "policies": policies,
         "budgets": budgets,
-        "summary": {"errors": errors, "warnings": diagnostics.len() - errors},
+        "summary": {"errors": errors, "warnings": diagnostics.len() - errors, "omitted": capped.omitted_total()},
     })
 }

@@ -10,7 +10,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
+use codespan_reporting::term::termcolor::{BufferedStandardStream, ColorChoice};
 use flow_diagnostics::{render, sort_diagnostics, Diagnostic, SourceDb};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -54,6 +54,10 @@ enum Command {
         /// beyond it a policy is reported as not decided (W1001).
         #[arg(long, value_name = "N", default_value_t = flow_verify::policies::DEFAULT_MAX_STATES)]
         max_states: usize,
+        /// Show at most N diagnostics per file (errors first), then "and
+        /// M more"; 0 shows all. The summary counts every one.
+        #[arg(long, value_name = "N", default_value_t = flow_diagnostics::cap::DEFAULT_MAX_PER_FILE)]
+        max_diagnostics: usize,
     },
     /// Build a verified plan: the checked, typed IR with source digests,
     /// the source's directory relative to the plan, and a digest of the
@@ -67,12 +71,20 @@ enum Command {
         /// Plan encoding.
         #[arg(long, value_enum, default_value_t = Emit::Json)]
         emit: Emit,
+        /// Show at most N diagnostics per file (errors first), then "and
+        /// M more"; 0 shows all. The summary counts every one.
+        #[arg(long, value_name = "N", default_value_t = flow_diagnostics::cap::DEFAULT_MAX_PER_FILE)]
+        max_diagnostics: usize,
     },
     /// Draw the workflows of a file: gates, guarded edges and loop bounds.
     Graph {
         file: PathBuf,
         #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
         format: GraphFormat,
+        /// Show at most N diagnostics per file (errors first), then "and
+        /// M more"; 0 shows all. The summary counts every one.
+        #[arg(long, value_name = "N", default_value_t = flow_diagnostics::cap::DEFAULT_MAX_PER_FILE)]
+        max_diagnostics: usize,
     },
     /// Format .flow files in place in the one canonical layout (comments
     /// kept). With --check, change nothing: list the files that would
@@ -82,6 +94,10 @@ enum Command {
         files: Vec<PathBuf>,
         #[arg(long)]
         check: bool,
+        /// Show at most N diagnostics per file (errors first), then "and
+        /// M more"; 0 shows all. The summary counts every one.
+        #[arg(long, value_name = "N", default_value_t = flow_diagnostics::cap::DEFAULT_MAX_PER_FILE)]
+        max_diagnostics: usize,
     },
     /// Print the JSON Schema of plans (published as stdlib/schemas/plan.schema.json).
     PlanSchema,
@@ -143,12 +159,13 @@ fn main() -> ExitCode {
     flow_diagnostics::cli::quiet_on_closed_stdout();
     let cli = Cli::parse();
     match cli.command {
-        Command::Verify { files, format, color, obligations, witness_dir, max_states } => {
-            verify(&files, format, color, obligations.as_deref(), witness_dir.as_deref(), max_states)
+        Command::Verify { files, format, color, obligations, witness_dir, max_states, max_diagnostics } => {
+            let outputs = Outputs { obligations: obligations.as_deref(), witness_dir: witness_dir.as_deref() };
+            verify(&files, format, color, outputs, max_states, max_diagnostics)
         }
-        Command::Build { file, output, emit } => build(&file, &output, emit),
-        Command::Graph { file, format } => graph(&file, format),
-        Command::Fmt { files, check } => fmt(&files, check),
+        Command::Build { file, output, emit, max_diagnostics } => build(&file, &output, emit, max_diagnostics),
+        Command::Graph { file, format, max_diagnostics } => graph(&file, format, max_diagnostics),
+        Command::Fmt { files, check, max_diagnostics } => fmt(&files, check, max_diagnostics),
         Command::PlanSchema => {
             println!("{}", serde_json::to_string_pretty(&flow_check::plan::plan_schema()).unwrap_or_default());
             ExitCode::SUCCESS
@@ -197,14 +214,21 @@ fn write_file(path: &Path, contents: &str) -> Result<(), UsageError> {
     std::fs::write(path, contents).map_err(|e| UsageError(format!("cannot write {}: {e}", path.display())))
 }
 
-fn verify(
-    files: &[PathBuf],
-    format: Format,
-    color: Color,
-    obligations: Option<&Path>,
-    witness_dir: Option<&Path>,
-    max_states: usize,
-) -> ExitCode {
+/// The files `flowc verify` writes besides its report.
+struct Outputs<'p> {
+    obligations: Option<&'p Path>,
+    witness_dir: Option<&'p Path>,
+}
+
+/// Writes diagnostics to standard error through one buffer (at most `max`
+/// per file, then "and N more").
+fn report_to_stderr(db: &SourceDb, diagnostics: &[Diagnostic], max: usize) {
+    let mut err = BufferedStandardStream::stderr(color_choice(Color::Auto, std::io::stderr().is_terminal()));
+    let _ = render::emit_capped(&mut err, db, diagnostics, max).and_then(|_| err.flush());
+}
+
+fn verify(files: &[PathBuf], format: Format, color: Color, outputs: Outputs, max_states: usize, max_diagnostics: usize) -> ExitCode {
+    let Outputs { obligations, witness_dir } = outputs;
     let mut db = SourceDb::new();
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     let mut policies = Vec::new();
@@ -240,21 +264,28 @@ fn verify(
     let written = match format {
         Format::Json | Format::Sarif => {
             let document = if format == Format::Json {
-                render::to_json(&db, &diagnostics, policies, budgets.into_iter().map(|(_, json)| json).collect())
+                let budgets = budgets.into_iter().map(|(_, json)| json).collect();
+                render::to_json_capped(&db, &diagnostics, policies, budgets, max_diagnostics)
             } else {
-                flow_diagnostics::sarif::to_sarif(&db, &diagnostics, env!("CARGO_PKG_VERSION"))
+                let capped = flow_diagnostics::cap::cap_per_file(&diagnostics, max_diagnostics);
+                let shown: Vec<Diagnostic> = capped.shown.into_iter().cloned().collect();
+                flow_diagnostics::sarif::to_sarif(&db, &shown, env!("CARGO_PKG_VERSION"))
             };
-            let mut out = stdout.lock();
-            serde_json::to_writer_pretty(&mut out, &document).map_err(std::io::Error::other).and_then(|_| writeln!(out))
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            serde_json::to_writer_pretty(&mut out, &document)
+                .map_err(std::io::Error::other)
+                .and_then(|_| writeln!(out))
+                .and_then(|_| out.flush())
         }
         Format::Human => {
-            let mut out = StandardStream::stdout(color_choice(color, stdout.is_terminal()));
-            render::emit(&mut out, &db, &diagnostics).and_then(|_| {
+            let mut out = BufferedStandardStream::stdout(color_choice(color, stdout.is_terminal()));
+            render::emit_capped(&mut out, &db, &diagnostics, max_diagnostics).and_then(|_| {
                 for (line, _) in &budgets {
                     writeln!(out, "note: {line}")?;
                 }
                 let files = if files.len() == 1 { "1 file".to_string() } else { format!("{} files", files.len()) };
-                writeln!(out, "{}: {}", files, render::summary_line(&diagnostics))
+                writeln!(out, "{}: {}", files, render::summary_line(&diagnostics))?;
+                out.flush()
             })
         }
     };
@@ -271,7 +302,7 @@ fn verify(
     }
 }
 
-fn build(path: &Path, output: &Path, emit: Emit) -> ExitCode {
+fn build(path: &Path, output: &Path, emit: Emit, max_diagnostics: usize) -> ExitCode {
     let mut db = SourceDb::new();
     let compiled = match compile(&mut db, path, flow_verify::policies::DEFAULT_MAX_STATES) {
         Ok(compiled) => compiled,
@@ -279,8 +310,7 @@ fn build(path: &Path, output: &Path, emit: Emit) -> ExitCode {
     };
     let errors = compiled.diagnostics.iter().filter(|d| d.is_error()).count();
     if errors > 0 {
-        let mut err = StandardStream::stderr(color_choice(Color::Auto, std::io::stderr().is_terminal()));
-        let _ = render::emit(&mut err, &db, &compiled.diagnostics);
+        report_to_stderr(&db, &compiled.diagnostics, max_diagnostics);
         eprintln!("flowc: not building {}: {}", path.display(), render::summary_line(&compiled.diagnostics));
         return ExitCode::from(1);
     }
@@ -326,7 +356,7 @@ fn source_dir_from(source: &Path, plan: &Path) -> Option<String> {
     Some(flow_check::plan::relative_dir(&plan_dir, &source_dir))
 }
 
-fn fmt(files: &[PathBuf], check: bool) -> ExitCode {
+fn fmt(files: &[PathBuf], check: bool, max_diagnostics: usize) -> ExitCode {
     let mut db = SourceDb::new();
     let mut failed = false;
     let mut unformatted = 0;
@@ -351,8 +381,7 @@ fn fmt(files: &[PathBuf], check: bool) -> ExitCode {
             }
             Err(flow_fmt::FormatError::Syntax(diagnostics)) => {
                 failed = true;
-                let mut err = StandardStream::stderr(color_choice(Color::Auto, std::io::stderr().is_terminal()));
-                let _ = render::emit(&mut err, &db, &diagnostics);
+                report_to_stderr(&db, &diagnostics, max_diagnostics);
                 eprintln!("flowc: not formatting {}: it has syntax errors", path.display());
             }
             Err(flow_fmt::FormatError::Internal(message)) => {
@@ -374,15 +403,14 @@ fn fmt(files: &[PathBuf], check: bool) -> ExitCode {
     }
 }
 
-fn graph(path: &Path, format: GraphFormat) -> ExitCode {
+fn graph(path: &Path, format: GraphFormat, max_diagnostics: usize) -> ExitCode {
     let mut db = SourceDb::new();
     let compiled = match compile(&mut db, path, flow_verify::policies::DEFAULT_MAX_STATES) {
         Ok(compiled) => compiled,
         Err(error) => return fail(error),
     };
     if compiled.checked.has_errors() {
-        let mut err = StandardStream::stderr(color_choice(Color::Auto, std::io::stderr().is_terminal()));
-        let _ = render::emit(&mut err, &db, &compiled.checked.diagnostics);
+        report_to_stderr(&db, &compiled.checked.diagnostics, max_diagnostics);
         eprintln!("flowc: cannot draw {}: it has errors", path.display());
         return ExitCode::from(1);
     }

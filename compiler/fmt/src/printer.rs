@@ -759,6 +759,10 @@ impl<'s> Printer<'s> {
     /// its context binds tighter than `min`. `trail` is the width that
     /// follows it on the line (for the fits-on-one-line decisions).
     fn expr(&mut self, e: &Expr, min: u8, trail: usize) {
+        flow_syntax::stack::guarded(|| self.expr_level(e, min, trail))
+    }
+
+    fn expr_level(&mut self, e: &Expr, min: u8, trail: usize) {
         self.flush(e.span.start);
         let parens = self.parenthesized(e.span) || expr_prec(e) < min;
         if parens {
@@ -829,12 +833,17 @@ impl<'s> Printer<'s> {
                 }
             },
             ExprKind::Binary { op, lhs, rhs } => {
-                if matches!(op, BinaryOp::Union | BinaryOp::Or | BinaryOp::And) && !self.flat {
-                    let width = self.measure(|p| p.expr_bare(e, 0));
-                    if self.column() + width + trail > MAX_WIDTH {
-                        self.broken_chain(e, *op, trail);
-                        return;
+                if matches!(op, BinaryOp::Union | BinaryOp::Or | BinaryOp::And) {
+                    let operands = self.chain_operands(e, *op);
+                    if !self.flat {
+                        let width = self.measure(|p| p.expr_bare(e, 0));
+                        if self.column() + width + trail > MAX_WIDTH {
+                            self.broken_chain(&operands, *op, trail);
+                            return;
+                        }
                     }
+                    self.inline_chain(&operands, *op, trail);
+                    return;
                 }
                 let (lhs_min, rhs_min) = operand_precs(*op);
                 let rest = if self.flat { 0 } else { self.measure(|p| p.expr(rhs, rhs_min, 0)) + op.as_str().len() + 2 };
@@ -859,26 +868,54 @@ impl<'s> Printer<'s> {
         }
     }
 
+    /// The operands of the chain of `op` rooted at `e`, in order. The parser
+    /// builds these chains balanced; the author's parentheses, if any, end
+    /// the chain (they are printed as written).
+    fn chain_operands<'e>(&self, e: &'e Expr, op: BinaryOp) -> Vec<&'e Expr> {
+        let mut operands = Vec::new();
+        let mut pending = vec![e];
+        while let Some(node) = pending.pop() {
+            match &node.kind {
+                ExprKind::Binary { op: inner, lhs, rhs } if *inner == op && (std::ptr::eq(node, e) || !self.parenthesized(node.span)) => {
+                    pending.push(rhs);
+                    pending.push(lhs);
+                }
+                _ => operands.push(node),
+            }
+        }
+        operands
+    }
+
+    /// A chain `a and b and c` that fits on its line.
+    fn inline_chain(&mut self, operands: &[&Expr], op: BinaryOp, trail: usize) {
+        let (_, min) = operand_precs(op);
+        // What follows each operand on the line: the later operands and
+        // their operators (measured once each, so a long chain stays linear).
+        let mut rests = vec![trail; operands.len()];
+        if !self.flat {
+            for i in (0..operands.len().saturating_sub(1)).rev() {
+                rests[i] = rests[i + 1] + self.measure(|p| p.expr(operands[i + 1], min, 0)) + op.as_str().len() + 2;
+            }
+        }
+        for (i, operand) in operands.iter().enumerate() {
+            if i > 0 {
+                self.write(" ");
+                self.write(op.as_str());
+                self.write(" ");
+            }
+            self.expr(operand, min, rests[i]);
+        }
+    }
+
     /// A chain `a and b and c` (or `or`, `|`) too long for its line: one
     /// operand per line, each continuation line starting with the operator
     /// and indented one level more.
-    fn broken_chain(&mut self, e: &Expr, op: BinaryOp, trail: usize) {
-        let mut operands = Vec::new();
-        let mut left = e;
-        while let ExprKind::Binary { op: inner, lhs, rhs } = &left.kind {
-            if *inner != op || (!std::ptr::eq(left, e) && self.parenthesized(left.span)) {
-                break;
-            }
-            operands.push(&**rhs);
-            left = lhs;
-        }
-        operands.push(left);
-        operands.reverse();
-        let (lhs_min, rhs_min) = operand_precs(op);
+    fn broken_chain(&mut self, operands: &[&Expr], op: BinaryOp, trail: usize) {
+        let (_, min) = operand_precs(op);
         let last = operands.len() - 1;
         for (i, operand) in operands.iter().enumerate() {
             if i == 0 {
-                self.expr(operand, lhs_min, 0);
+                self.expr(operand, min, 0);
                 continue;
             }
             // Comments before the operator end the previous line.
@@ -889,7 +926,7 @@ impl<'s> Printer<'s> {
             self.next_line_indent = Some(self.indent + INDENT);
             self.write(op.as_str());
             self.write(" ");
-            self.expr(operand, rhs_min, if i == last { trail } else { 0 });
+            self.expr(operand, min, if i == last { trail } else { 0 });
         }
     }
 
@@ -918,9 +955,38 @@ impl<'s> Printer<'s> {
         self.formula_in(f, min, false);
     }
 
+    /// A chain of `and` or `or` (built balanced by the parser), printed flat
+    /// in order; the author's parentheses end the chain.
+    fn formula_chain(&mut self, f: &Formula, op: &str, min: u8) {
+        let same = |a: &FormulaKind, b: &FormulaKind| std::mem::discriminant(a) == std::mem::discriminant(b);
+        let mut operands = Vec::new();
+        let mut pending = vec![f];
+        while let Some(node) = pending.pop() {
+            match &node.kind {
+                FormulaKind::And(a, b) | FormulaKind::Or(a, b)
+                    if same(&node.kind, &f.kind) && (std::ptr::eq(node, f) || !self.parenthesized(node.span)) =>
+                {
+                    pending.push(b);
+                    pending.push(a);
+                }
+                _ => operands.push(node),
+            }
+        }
+        for (i, operand) in operands.into_iter().enumerate() {
+            if i > 0 {
+                self.write(op);
+            }
+            self.formula(operand, min);
+        }
+    }
+
     /// `guard_before`: the formula is the body of a `never … before …`, so
     /// an unparenthesised `never` at its right edge would take the `before`.
     fn formula_in(&mut self, f: &Formula, min: u8, guard_before: bool) {
+        flow_syntax::stack::guarded(|| self.formula_in_level(f, min, guard_before))
+    }
+
+    fn formula_in_level(&mut self, f: &Formula, min: u8, guard_before: bool) {
         self.flush(f.span.start);
         let parens = self.parenthesized(f.span) || formula_prec(f) < min || (guard_before && self.open_never(f));
         if parens {
@@ -1004,16 +1070,8 @@ impl<'s> Printer<'s> {
                 self.write(" until ");
                 self.formula(b, fprec::UNARY);
             }
-            FormulaKind::And(a, b) => {
-                self.formula(a, fprec::AND);
-                self.write(" and ");
-                self.formula(b, fprec::UNTIL);
-            }
-            FormulaKind::Or(a, b) => {
-                self.formula(a, fprec::OR);
-                self.write(" or ");
-                self.formula(b, fprec::AND);
-            }
+            FormulaKind::And(..) => self.formula_chain(f, " and ", fprec::UNTIL),
+            FormulaKind::Or(..) => self.formula_chain(f, " or ", fprec::AND),
             FormulaKind::Implies(a, b) => {
                 self.formula(a, fprec::OR);
                 self.write(" => ");

@@ -252,6 +252,10 @@ impl Automaton {
     }
 
     fn lower(&mut self, f: &Formula) -> Result<State, String> {
+        flow_syntax::stack::guarded(|| self.lower_level(f))
+    }
+
+    fn lower_level(&mut self, f: &Formula) -> Result<State, String> {
         Ok(match f {
             Formula::Bool { value } => {
                 if *value {

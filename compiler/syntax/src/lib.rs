@@ -7,7 +7,9 @@
 //! two accept exactly the same files.
 
 pub mod ast;
+mod chain;
 pub mod lexer;
 mod parser;
+pub mod stack;
 
-pub use parser::{parse, Parse};
+pub use parser::{parse, Parse, MAX_TREE_HEIGHT};

@@ -13,6 +13,7 @@
 //! on mutated inputs.
 
 use crate::ast::*;
+use crate::chain;
 use crate::lexer::{Token, TokenKind, Tokens};
 use flow_diagnostics::{codes, Diagnostic, FileId, Label, Span};
 
@@ -54,7 +55,7 @@ pub fn parse(file: FileId, source: &str) -> Parse {
             }
         }
     }
-    let mut parser = Parser { file, source, tokens, at_line_start, pos: 0, diagnostics, depth: 0, partial_entry: None };
+    let mut parser = Parser { file, source, tokens, at_line_start, pos: 0, diagnostics, depth: 0, height: 0, partial_entry: None };
     let file_ast = parser.source_file();
     let mut diagnostics = parser.diagnostics;
     diagnostics.sort_by_key(|d| d.primary().map(|l| l.span.start).unwrap_or(0));
@@ -70,6 +71,15 @@ type PResult<T> = Result<T, Fail>;
 /// Deeper nesting than this is refused rather than risking the stack.
 const MAX_DEPTH: u32 = 100;
 
+/// The tallest expression or formula tree the parser builds. Every later
+/// pass (checker, lowering, verifier, model checker, policy compiler,
+/// evaluator, formatter, language server) walks these trees recursively;
+/// this bound is what keeps each of them within its stack. Chains of the
+/// associative operators (`and`, `or`, `|`) are built balanced, so they add
+/// only the logarithm of their length; `+ - * /` chains, postfix chains
+/// (`a.b.c`, `T??`) and prefix chains add one level per operator.
+pub const MAX_TREE_HEIGHT: u32 = 256;
+
 struct Parser<'s> {
     file: FileId,
     source: &'s str,
@@ -79,6 +89,9 @@ struct Parser<'s> {
     pos: usize,
     diagnostics: Vec<Diagnostic>,
     depth: u32,
+    /// The height of the expression or formula tree the last expression or
+    /// formula function returned (a leaf is 1); see [`MAX_TREE_HEIGHT`].
+    height: u32,
     /// An entry whose header parsed before an error: kept in the tree
     /// (with an `Error` value) so later phases see it was written.
     partial_entry: Option<Entry>,
@@ -240,7 +253,7 @@ impl<'s> Parser<'s> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             let diagnostic =
-                Diagnostic::new(codes::UNEXPECTED_TOKEN, self.file, self.current_span(), format!("nesting deeper than {MAX_DEPTH} levels"))
+                Diagnostic::new(codes::TOO_DEEP, self.file, self.current_span(), format!("nesting deeper than {MAX_DEPTH} levels"))
                     .with_primary_message("too deep")
                     .with_note("Flow limits nesting so that no input can exhaust the parser's stack");
             self.diagnostics.push(diagnostic);
@@ -598,33 +611,61 @@ impl<'s> Parser<'s> {
         Expr { kind: ExprKind::Binary { op, lhs: Box::new(lhs), rhs: Box::new(rhs) }, span }
     }
 
-    fn union(&mut self) -> PResult<Expr> {
-        let mut lhs = self.or_expr()?;
-        while self.eat(TokenKind::Pipe).is_some() {
-            let rhs = self.or_expr()?;
-            lhs = self.binary(BinaryOp::Union, lhs, rhs);
+    /// Records that the tree just built is `height` tall, refusing it if it
+    /// is taller than [`MAX_TREE_HEIGHT`].
+    fn grown(&mut self, height: u32, span: Span) -> PResult<()> {
+        if height > MAX_TREE_HEIGHT {
+            // Point where the limit was passed: the last token of the tree
+            // that grew too tall (not the whole, possibly huge, tree).
+            let span = self.pos.checked_sub(1).map_or(span, |last| self.tokens[last].span);
+            let diagnostic =
+                Diagnostic::new(codes::TOO_DEEP, self.file, span, format!("expression nested deeper than {MAX_TREE_HEIGHT} levels"))
+                    .with_primary_message("too deep")
+                    .with_note(
+                        "chains of `and`, `or` and `|` may be as long as you like, but each `+ - * /`, \
+                 `not`, `.field`, call, index and `?` adds a level; split the expression or name its parts",
+                    );
+            self.diagnostics.push(diagnostic);
+            return Err(Fail);
         }
-        Ok(lhs)
+        self.height = height;
+        Ok(())
+    }
+
+    /// A chain of one associative operator, built as a balanced tree so its
+    /// height grows with the logarithm of its length, not its length.
+    fn assoc_chain(&mut self, op: BinaryOp, operand: fn(&mut Self) -> PResult<Expr>) -> PResult<Expr> {
+        let first = operand(self)?;
+        let mut operands = vec![(first, self.height)];
+        while self.at_chain_operator(op) {
+            self.bump();
+            let next = operand(self)?;
+            operands.push((next, self.height));
+        }
+        let span = operands[0].0.span.to(operands[operands.len() - 1].0.span);
+        let (tree, height) = chain::balanced(operands, &mut |lhs: Expr, rhs: Expr| self.binary(op, lhs, rhs));
+        self.grown(height, span)?;
+        Ok(tree)
+    }
+
+    fn at_chain_operator(&self, op: BinaryOp) -> bool {
+        match op {
+            BinaryOp::Union => self.at(TokenKind::Pipe),
+            BinaryOp::Or => self.at_operator_keyword(TokenKind::KwOr),
+            _ => self.at_operator_keyword(TokenKind::KwAnd),
+        }
+    }
+
+    fn union(&mut self) -> PResult<Expr> {
+        self.assoc_chain(BinaryOp::Union, Self::or_expr)
     }
 
     fn or_expr(&mut self) -> PResult<Expr> {
-        let mut lhs = self.and_expr()?;
-        while self.at_operator_keyword(TokenKind::KwOr) {
-            self.bump();
-            let rhs = self.and_expr()?;
-            lhs = self.binary(BinaryOp::Or, lhs, rhs);
-        }
-        Ok(lhs)
+        self.assoc_chain(BinaryOp::Or, Self::and_expr)
     }
 
     fn and_expr(&mut self) -> PResult<Expr> {
-        let mut lhs = self.not_expr()?;
-        while self.at_operator_keyword(TokenKind::KwAnd) {
-            self.bump();
-            let rhs = self.not_expr()?;
-            lhs = self.binary(BinaryOp::And, lhs, rhs);
-        }
-        Ok(lhs)
+        self.assoc_chain(BinaryOp::And, Self::not_expr)
     }
 
     fn not_expr(&mut self) -> PResult<Expr> {
@@ -634,6 +675,7 @@ impl<'s> Parser<'s> {
             self.leave();
             let operand = operand?;
             let span = not.span.to(operand.span);
+            self.grown(self.height + 1, span)?;
             return Ok(Expr { kind: ExprKind::Unary { op: UnaryOp::Not, operand: Box::new(operand) }, span });
         }
         self.comparison()
@@ -651,9 +693,12 @@ impl<'s> Parser<'s> {
             Some(TokenKind::KwIn) if self.at_operator_keyword(TokenKind::KwIn) => BinaryOp::In,
             _ => return Ok(lhs),
         };
+        let lhs_height = self.height;
         self.bump();
         let rhs = self.sum()?;
-        Ok(self.binary(op, lhs, rhs))
+        let node = self.binary(op, lhs, rhs);
+        self.grown(lhs_height.max(self.height) + 1, node.span)?;
+        Ok(node)
     }
 
     fn sum(&mut self) -> PResult<Expr> {
@@ -664,9 +709,11 @@ impl<'s> Parser<'s> {
                 Some(TokenKind::Minus) => BinaryOp::Sub,
                 _ => return Ok(lhs),
             };
+            let lhs_height = self.height;
             self.bump();
             let rhs = self.product()?;
             lhs = self.binary(op, lhs, rhs);
+            self.grown(lhs_height.max(self.height) + 1, lhs.span)?;
         }
     }
 
@@ -678,9 +725,11 @@ impl<'s> Parser<'s> {
                 Some(TokenKind::Slash) => BinaryOp::Div,
                 _ => return Ok(lhs),
             };
+            let lhs_height = self.height;
             self.bump();
             let rhs = self.negation()?;
             lhs = self.binary(op, lhs, rhs);
+            self.grown(lhs_height.max(self.height) + 1, lhs.span)?;
         }
     }
 
@@ -691,6 +740,7 @@ impl<'s> Parser<'s> {
             self.leave();
             let operand = operand?;
             let span = minus.span.to(operand.span);
+            self.grown(self.height + 1, span)?;
             return Ok(Expr { kind: ExprKind::Unary { op: UnaryOp::Neg, operand: Box::new(operand) }, span });
         }
         self.postfix()
@@ -704,18 +754,22 @@ impl<'s> Parser<'s> {
                     self.bump();
                     let name = self.word("a field name after `.`")?;
                     let span = expr.span.to(name.span);
+                    self.grown(self.height + 1, span)?;
                     expr = Expr { kind: ExprKind::Field { base: Box::new(expr), name }, span };
                 }
                 Some(TokenKind::LParen) => {
                     let open = self.bump();
+                    let mut height = self.height;
                     let mut args = Vec::new();
                     if !self.at(TokenKind::RParen) {
                         args.push(self.argument()?);
+                        height = height.max(self.height);
                         while self.eat(TokenKind::Comma).is_some() {
                             if self.at(TokenKind::RParen) {
                                 break;
                             }
                             args.push(self.argument()?);
+                            height = height.max(self.height);
                         }
                     }
                     if self.peek().is_none() {
@@ -723,18 +777,22 @@ impl<'s> Parser<'s> {
                     }
                     self.expect(TokenKind::RParen, "`,` or `)`")?;
                     let span = self.span_from(expr.span.start);
+                    self.grown(height + 1, span)?;
                     expr = Expr { kind: ExprKind::Call { callee: Box::new(expr), args }, span };
                 }
                 Some(TokenKind::LBracket) => {
+                    let base_height = self.height;
                     self.bump();
                     let index = self.expr()?;
                     self.expect(TokenKind::RBracket, "`]`")?;
                     let span = self.span_from(expr.span.start);
+                    self.grown(base_height.max(self.height) + 1, span)?;
                     expr = Expr { kind: ExprKind::Index { base: Box::new(expr), index: Box::new(index) }, span };
                 }
                 Some(TokenKind::Question) => {
                     let question = self.bump();
                     let span = expr.span.to(question.span);
+                    self.grown(self.height + 1, span)?;
                     expr = Expr { kind: ExprKind::Nullable(Box::new(expr)), span };
                 }
                 _ => return Ok(expr),
@@ -760,6 +818,8 @@ impl<'s> Parser<'s> {
             return Err(self.error_expected("an expression"));
         };
         let token = self.tokens[self.pos];
+        // Leaves are one level tall; the composite arms below say otherwise.
+        self.height = 1;
         let simple = |kind: ExprKind| Ok(Expr { kind, span: token.span });
         match kind {
             TokenKind::Number => {
@@ -800,16 +860,16 @@ impl<'s> Parser<'s> {
                 let var = self.ident("a variable name")?;
                 self.expect(TokenKind::KwIn, "`in`")?;
                 let list = self.expr()?;
+                let list_height = self.height;
                 self.expect(TokenKind::Colon, "`:` and a condition")?;
                 let predicate = self.expr()?;
                 if self.peek().is_none() {
                     return Err(self.unclosed(open, "`)`"));
                 }
                 self.expect(TokenKind::RParen, "`)`")?;
-                Ok(Expr {
-                    kind: ExprKind::Quantified { quantifier, var, list: Box::new(list), predicate: Box::new(predicate) },
-                    span: self.span_from(token.span.start),
-                })
+                let span = self.span_from(token.span.start);
+                self.grown(list_height.max(self.height) + 1, span)?;
+                Ok(Expr { kind: ExprKind::Quantified { quantifier, var, list: Box::new(list), predicate: Box::new(predicate) }, span })
             }
             TokenKind::Ident => {
                 self.bump();
@@ -820,14 +880,20 @@ impl<'s> Parser<'s> {
                 self.enter()?;
                 let items = self.list_items(open);
                 self.leave();
-                Ok(Expr { kind: ExprKind::List(items?), span: self.span_from(open.span.start) })
+                let (items, height) = items?;
+                let span = self.span_from(open.span.start);
+                self.grown(height + 1, span)?;
+                Ok(Expr { kind: ExprKind::List(items), span })
             }
             TokenKind::LBrace => {
                 let open = self.bump();
                 self.enter()?;
                 let fields = self.object_fields(open);
                 self.leave();
-                Ok(Expr { kind: ExprKind::Object(fields?), span: self.span_from(open.span.start) })
+                let (fields, height) = fields?;
+                let span = self.span_from(open.span.start);
+                self.grown(height + 1, span)?;
+                Ok(Expr { kind: ExprKind::Object(fields), span })
             }
             TokenKind::LParen => {
                 let open = self.bump();
@@ -843,40 +909,48 @@ impl<'s> Parser<'s> {
         }
     }
 
-    fn list_items(&mut self, open: Token) -> PResult<Vec<Expr>> {
+    /// The items and the height of the tallest.
+    fn list_items(&mut self, open: Token) -> PResult<(Vec<Expr>, u32)> {
         let mut items = Vec::new();
+        let mut height = 0;
         if !self.at(TokenKind::RBracket) {
             items.push(self.expr()?);
+            height = self.height;
             while self.eat(TokenKind::Comma).is_some() {
                 if self.at(TokenKind::RBracket) {
                     break;
                 }
                 items.push(self.expr()?);
+                height = height.max(self.height);
             }
         }
         if self.peek().is_none() {
             return Err(self.unclosed(open, "`]`"));
         }
         self.expect(TokenKind::RBracket, "`,` or `]`")?;
-        Ok(items)
+        Ok((items, height))
     }
 
-    fn object_fields(&mut self, open: Token) -> PResult<Vec<Field>> {
+    /// The fields and the height of the tallest value.
+    fn object_fields(&mut self, open: Token) -> PResult<(Vec<Field>, u32)> {
         let mut fields = Vec::new();
+        let mut height = 0;
         if !self.at(TokenKind::RBrace) {
             fields.push(self.field()?);
+            height = self.height;
             while self.eat(TokenKind::Comma).is_some() {
                 if self.at(TokenKind::RBrace) {
                     break;
                 }
                 fields.push(self.field()?);
+                height = height.max(self.height);
             }
         }
         if self.peek().is_none() {
             return Err(self.unclosed(open, "`}`"));
         }
         self.expect(TokenKind::RBrace, "`,` or `}`")?;
-        Ok(fields)
+        Ok((fields, height))
     }
 
     fn field(&mut self) -> PResult<Field> {
@@ -906,48 +980,70 @@ impl<'s> Parser<'s> {
         Formula { kind, span: self.span_from(start) }
     }
 
+    /// A formula node `height` tall (refused past [`MAX_TREE_HEIGHT`]).
+    fn f_node(&mut self, kind: FormulaKind, start: u32, height: u32) -> PResult<Formula> {
+        let node = self.formula_node(kind, start);
+        self.grown(height, node.span)?;
+        Ok(node)
+    }
+
     fn implication(&mut self) -> PResult<Formula> {
         let start = self.current_span().start;
         let lhs = self.f_or()?;
         if self.eat(TokenKind::FatArrow).is_some() {
+            let lhs_height = self.height;
             self.enter()?;
             let rhs = self.implication();
             self.leave();
             let rhs = rhs?;
-            return Ok(self.formula_node(FormulaKind::Implies(Box::new(lhs), Box::new(rhs)), start));
+            let node = self.formula_node(FormulaKind::Implies(Box::new(lhs), Box::new(rhs)), start);
+            self.grown(lhs_height.max(self.height) + 1, node.span)?;
+            return Ok(node);
         }
         Ok(lhs)
+    }
+
+    /// A chain of `or` or `and`, built balanced (see [`Parser::assoc_chain`]).
+    fn f_chain(&mut self, keyword: TokenKind, operand: fn(&mut Self) -> PResult<Formula>) -> PResult<Formula> {
+        let first = operand(self)?;
+        let mut operands = vec![(first, self.height)];
+        while self.at_operator_keyword(keyword) {
+            self.bump();
+            let next = operand(self)?;
+            operands.push((next, self.height));
+        }
+        let span = operands[0].0.span.to(operands[operands.len() - 1].0.span);
+        let (tree, height) = chain::balanced(operands, &mut |lhs: Formula, rhs: Formula| {
+            let span = lhs.span.to(rhs.span);
+            let kind = if keyword == TokenKind::KwOr {
+                FormulaKind::Or(Box::new(lhs), Box::new(rhs))
+            } else {
+                FormulaKind::And(Box::new(lhs), Box::new(rhs))
+            };
+            Formula { kind, span }
+        });
+        self.grown(height, span)?;
+        Ok(tree)
     }
 
     fn f_or(&mut self) -> PResult<Formula> {
-        let start = self.current_span().start;
-        let mut lhs = self.f_and()?;
-        while self.at_operator_keyword(TokenKind::KwOr) {
-            self.bump();
-            let rhs = self.f_and()?;
-            lhs = self.formula_node(FormulaKind::Or(Box::new(lhs), Box::new(rhs)), start);
-        }
-        Ok(lhs)
+        self.f_chain(TokenKind::KwOr, Self::f_and)
     }
 
     fn f_and(&mut self) -> PResult<Formula> {
-        let start = self.current_span().start;
-        let mut lhs = self.f_until()?;
-        while self.at_operator_keyword(TokenKind::KwAnd) {
-            self.bump();
-            let rhs = self.f_until()?;
-            lhs = self.formula_node(FormulaKind::And(Box::new(lhs), Box::new(rhs)), start);
-        }
-        Ok(lhs)
+        self.f_chain(TokenKind::KwAnd, Self::f_until)
     }
 
     fn f_until(&mut self) -> PResult<Formula> {
         let start = self.current_span().start;
         let lhs = self.f_unary()?;
         if self.at_operator_keyword(TokenKind::KwUntil) {
+            let lhs_height = self.height;
             self.bump();
             let rhs = self.f_unary()?;
-            return Ok(self.formula_node(FormulaKind::Until(Box::new(lhs), Box::new(rhs)), start));
+            let node = self.formula_node(FormulaKind::Until(Box::new(lhs), Box::new(rhs)), start);
+            self.grown(lhs_height.max(self.height) + 1, node.span)?;
+            return Ok(node);
         }
         Ok(lhs)
     }
@@ -968,28 +1064,31 @@ impl<'s> Parser<'s> {
             TokenKind::KwNot => {
                 self.bump();
                 let body = self.f_unary()?;
-                Ok(self.formula_node(FormulaKind::Not(Box::new(body)), start))
+                self.f_node(FormulaKind::Not(Box::new(body)), start, self.height + 1)
             }
             TokenKind::KwNever => {
                 self.bump();
                 let body = self.f_unary()?;
+                let mut height = self.height;
                 let before = if self.at_operator_keyword(TokenKind::KwBefore) {
                     self.bump();
-                    Some(Box::new(self.f_unary()?))
+                    let before = self.f_unary()?;
+                    height = height.max(self.height);
+                    Some(Box::new(before))
                 } else {
                     None
                 };
-                Ok(self.formula_node(FormulaKind::Never { body: Box::new(body), before }, start))
+                self.f_node(FormulaKind::Never { body: Box::new(body), before }, start, height + 1)
             }
             TokenKind::KwAlways => {
                 self.bump();
                 let body = self.f_unary()?;
-                Ok(self.formula_node(FormulaKind::Always(Box::new(body)), start))
+                self.f_node(FormulaKind::Always(Box::new(body)), start, self.height + 1)
             }
             TokenKind::KwEventually => {
                 self.bump();
                 let body = self.f_unary()?;
-                Ok(self.formula_node(FormulaKind::Eventually(Box::new(body)), start))
+                self.f_node(FormulaKind::Eventually(Box::new(body)), start, self.height + 1)
             }
             TokenKind::KwWithin => {
                 self.bump();
@@ -1004,7 +1103,7 @@ impl<'s> Parser<'s> {
                 let text = self.text(number).replace('_', "");
                 let steps = text.parse::<u64>().ok();
                 let body = self.f_unary()?;
-                Ok(self.formula_node(FormulaKind::Within { steps, steps_span: number.span, body: Box::new(body) }, start))
+                self.f_node(FormulaKind::Within { steps, steps_span: number.span, body: Box::new(body) }, start, self.height + 1)
             }
             TokenKind::LParen => {
                 let open = self.bump();
@@ -1017,7 +1116,7 @@ impl<'s> Parser<'s> {
             }
             TokenKind::KwTrue | TokenKind::KwFalse => {
                 self.bump();
-                Ok(self.formula_node(FormulaKind::Bool(kind == TokenKind::KwTrue), start))
+                self.f_node(FormulaKind::Bool(kind == TokenKind::KwTrue), start, 1)
             }
             TokenKind::Ident => {
                 let name = self.ident("an atom")?;
@@ -1037,6 +1136,7 @@ impl<'s> Parser<'s> {
                 }
                 self.expect(TokenKind::RParen, "`,` or `)`")?;
                 let span = self.span_from(start);
+                self.height = 1;
                 Ok(Formula { kind: FormulaKind::Atom(Atom { name, args, span }), span })
             }
             _ => {

@@ -280,6 +280,10 @@ fn domain(types: &Types<'_>, ty: &Ty) -> Option<IndexSet<String>> {
 
 /// Analyses a guard into (key, cover), when it tests one value.
 fn cover(types: &Types<'_>, guard: &TExpr) -> Option<(String, Ty, Cover)> {
+    flow_syntax::stack::guarded(|| cover_level(types, guard))
+}
+
+fn cover_level(types: &Types<'_>, guard: &TExpr) -> Option<(String, Ty, Cover)> {
     match &guard.kind {
         TExprKind::Binary { op: BinOp::Or, lhs, rhs } => {
             let (k1, t1, c1) = cover(types, lhs)?;

@@ -1861,6 +1861,10 @@ impl<'p> Model<'p> {
     /// A guard's value when the state knows it: comparisons of a human
     /// node's `decision` with a string, and `and`/`or`/`not` of those.
     fn guard(&self, e: &TExpr, st: &St) -> Option<bool> {
+        flow_syntax::stack::guarded(|| self.guard_level(e, st))
+    }
+
+    fn guard_level(&self, e: &TExpr, st: &St) -> Option<bool> {
         match &e.kind {
             TExprKind::Not { operand } => self.guard(operand, st).map(|b| !b),
             TExprKind::Binary { op, lhs, rhs } => match op {
@@ -1916,6 +1920,10 @@ fn literal(e: &TExpr) -> Option<&str> {
 /// The nodes whose outputs an expression reads.
 fn refs_of(e: &TExpr, node_index: &impl Fn(&str) -> Option<NodeId>) -> Vec<NodeId> {
     fn walk(e: &TExpr, node_index: &impl Fn(&str) -> Option<NodeId>, out: &mut Vec<NodeId>, bound: &mut Vec<String>) {
+        flow_syntax::stack::guarded(|| walk_level(e, node_index, out, bound))
+    }
+
+    fn walk_level(e: &TExpr, node_index: &impl Fn(&str) -> Option<NodeId>, out: &mut Vec<NodeId>, bound: &mut Vec<String>) {
         match &e.kind {
             TExprKind::Var { name } => {
                 if !bound.contains(name) {

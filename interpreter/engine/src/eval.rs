@@ -82,6 +82,10 @@ impl<'s> Scope<'s> {
 /// Evaluates `expr`, borrowing from the scope where it can (variables and
 /// paths into them), so guards over large artifacts copy nothing.
 fn eval_in<'s>(expr: &TExpr, scope: &Scope<'s>) -> Result<Cow<'s, Json>> {
+    flow_syntax::stack::guarded(|| eval_in_level(expr, scope))
+}
+
+fn eval_in_level<'s>(expr: &TExpr, scope: &Scope<'s>) -> Result<Cow<'s, Json>> {
     let owned = match &expr.kind {
         TExprKind::Literal { value } => {
             if expr.ty == Ty::Null {

@@ -10,7 +10,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::{Parser, Subcommand};
-use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
+use codespan_reporting::term::termcolor::{BufferedStandardStream, ColorChoice};
 use flow_check::plan::Plan;
 use flow_diagnostics::{render, sort_diagnostics, SourceDb};
 use flow_runtime::clock::{Clock, FakeClock, SystemClock};
@@ -607,8 +607,8 @@ fn compile_with(file: &Path, for_checking: bool, unverified: bool) -> Result<Com
     if matches!(extension, "json" | "yaml" | "yml") {
         // `flowc build` writes plans as JSON, or YAML with `--emit yaml`.
         let parsed = match extension {
-            "json" => serde_json::from_str::<Plan>(&text).map_err(|e| e.to_string()),
-            _ => serde_yaml::from_str::<Plan>(&text).map_err(|e| e.to_string()),
+            "json" => Plan::from_json(&text),
+            _ => Plan::from_yaml(&text),
         };
         let plan = match parsed {
             Ok(plan) if plan.flow_plan_version == flow_check::plan::PLAN_VERSION => plan,
@@ -648,8 +648,9 @@ fn compile_with(file: &Path, for_checking: bool, unverified: bool) -> Result<Com
         );
     }
     if refuse {
-        let mut err = StandardStream::stderr(if std::io::stderr().is_terminal() { ColorChoice::Auto } else { ColorChoice::Never });
-        let _ = render::emit(&mut err, &db, diagnostics);
+        let mut err = BufferedStandardStream::stderr(if std::io::stderr().is_terminal() { ColorChoice::Auto } else { ColorChoice::Never });
+        let max = flow_diagnostics::cap::DEFAULT_MAX_PER_FILE;
+        let _ = render::emit_capped(&mut err, &db, diagnostics, max).and_then(|_| std::io::Write::flush(&mut err));
         eprintln!("flow: not running {}: {}", file.display(), render::summary_line(diagnostics));
         return Err(exit::FAILED);
     }
@@ -760,8 +761,7 @@ async fn run(
     let input_path = input.or_else(|| Some(base.join(format!("{stem}.input.json"))).filter(|p| p.exists()));
     let input = match &input_path {
         Some(path) => {
-            match std::fs::read_to_string(path).map_err(|e| e.to_string()).and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-            {
+            match std::fs::read_to_string(path).map_err(|e| e.to_string()).and_then(|t| flow_check::limits::json_from_str("it", &t)) {
                 Ok(v) => v,
                 Err(e) => {
                     eprintln!("flow: cannot read the input {}: {e}", path.display());

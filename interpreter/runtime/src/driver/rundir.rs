@@ -71,7 +71,7 @@ pub fn load_meta(journal: &dyn Journal, run_id: &str) -> Result<(RunMeta, Plan),
     let meta = journal.meta(run_id, META)?.ok_or_else(|| RunError::Storage("the journal has no run metadata".into()))?;
     let meta: RunMeta = serde_json::from_str(&meta).map_err(|e| RunError::Storage(format!("corrupt run metadata: {e}")))?;
     let plan = journal.meta(run_id, PLAN)?.ok_or_else(|| RunError::Storage("the journal has no plan".into()))?;
-    let plan: Plan = serde_json::from_str(&plan).map_err(|e| RunError::Storage(format!("corrupt plan in the journal: {e}")))?;
+    let plan = Plan::from_json(&plan).map_err(|e| RunError::Storage(format!("corrupt plan in the journal: {e}")))?;
     Ok((meta, plan))
 }
 

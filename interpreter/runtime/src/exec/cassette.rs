@@ -27,7 +27,7 @@ pub struct Cassette {
 impl Cassette {
     pub fn load(path: &Path) -> Result<Cassette, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read cassette {}: {e}", path.display()))?;
-        let mut cassette: Cassette = serde_yaml::from_str(&text).map_err(|e| format!("{} is not a valid cassette: {e}", path.display()))?;
+        let mut cassette: Cassette = flow_check::limits::yaml_from_str(&format!("the cassette {}", path.display()), &text)?;
         for entry in &mut cassette.entries {
             entry.key = entry.request.key();
             entry.kind = entry.request.kind().to_string();

@@ -64,7 +64,7 @@ impl Executors {
         }
         let full = self.base_dir.join(path);
         let text = std::fs::read_to_string(&full).map_err(|e| format!("cannot read the script {}: {e}", full.display()))?;
-        let script: Script = serde_yaml::from_str(&text).map_err(|e| format!("{} is not a valid script: {e}", full.display()))?;
+        let script: Script = flow_check::limits::yaml_from_str(&format!("the script {}", full.display()), &text)?;
         scripts.insert(path.to_string(), script.clone());
         Ok(script)
     }

@@ -335,6 +335,7 @@ impl Analysis {
         }
         let kind_of_span = |start: u32| kinds.get(&start).copied();
         let mut out = Vec::new();
+        let mut cursor = crate::position::Cursor::new(&self.lines);
         let (mut last_line, mut last_start) = (0u32, 0u32);
         for token in flow_syntax::lexer::lex(text) {
             let class = match token.kind {
@@ -358,7 +359,7 @@ impl Analysis {
             let slice = &text[token.span.range()];
             for piece in slice.split_inclusive('\n') {
                 let piece_text = piece.trim_end_matches('\n');
-                let position = self.lines.position(text, start);
+                let position = cursor.position(text, start);
                 let length = piece_text.encode_utf16().count() as u32;
                 if length > 0 {
                     let delta_line = position.line - last_line;

@@ -77,6 +77,47 @@ impl LineIndex {
     }
 }
 
+/// Positions of increasing offsets, each found from the previous one:
+/// converting every token of a line costs one pass over the line, even
+/// when the line is long and not ASCII.
+#[derive(Debug)]
+pub struct Cursor<'i> {
+    index: &'i LineIndex,
+    line: usize,
+    offset: u32,
+    character: u32,
+}
+
+impl<'i> Cursor<'i> {
+    pub fn new(index: &'i LineIndex) -> Cursor<'i> {
+        Cursor { index, line: 0, offset: 0, character: 0 }
+    }
+
+    /// The position of `offset`, which must not be before the last one asked.
+    pub fn position(&mut self, text: &str, offset: u32) -> Position {
+        let offset = offset.min(self.index.len);
+        let line = self.index.starts.partition_point(|&start| start <= offset) - 1;
+        if line != self.line || offset < self.offset {
+            self.line = line;
+            self.offset = self.index.starts[line];
+            self.character = 0;
+        }
+        if self.index.ascii[line] {
+            self.character += offset - self.offset;
+        } else {
+            let mut end = offset as usize;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.character += text[self.offset as usize..end].encode_utf16().count() as u32;
+            self.offset = end as u32;
+            return Position { line: line as u32, character: self.character };
+        }
+        self.offset = offset;
+        Position { line: line as u32, character: self.character }
+    }
+}
+
 /// The position of `offset` in `text`, for one-off conversions (builds an index).
 #[cfg(test)]
 pub fn position(text: &str, offset: u32) -> Position {
@@ -105,6 +146,18 @@ mod tests {
             assert_eq!(super::offset(text, position(text, offset)), offset, "{offset}");
         }
         assert_eq!(position(text, 7), Position { line: 1, character: 2 });
+    }
+
+    #[test]
+    fn a_cursor_agrees_with_the_index() {
+        let text = "a\u{1F600}b é c\nxyz \u{1F600}\n\u{1F600}\u{1F600}q";
+        let index = LineIndex::new(text);
+        let mut cursor = Cursor::new(&index);
+        for offset in 0..=text.len() as u32 {
+            if text.is_char_boundary(offset as usize) {
+                assert_eq!(cursor.position(text, offset), index.position(text, offset), "{offset}");
+            }
+        }
     }
 
     #[test]

@@ -251,3 +251,23 @@ impl Executors {
         Ok(response)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cassette;
+
+    #[test]
+    fn a_cassette_nested_past_the_limit_is_refused_before_parsing() {
+        // 100,000 levels in 200 KB: serde_yaml took 40 s to reject it.
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("deep.cassette.yaml");
+        let deep = format!("entries: {}1{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        std::fs::write(&path, deep).expect("written");
+        let error = Cassette::load(&path).expect_err("refused");
+        assert!(error.contains("nests 100001 levels deep; Flow reads at most 1088"), "{error}");
+        // Within the limit the document is parsed (and found not to be a cassette).
+        std::fs::write(&path, "entries: [[[1]]]\n").expect("written");
+        let error = Cassette::load(&path).expect_err("not a cassette");
+        assert!(!error.contains("levels deep"), "{error}");
+    }
+}

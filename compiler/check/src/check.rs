@@ -785,7 +785,7 @@ impl<'a> Checker<'a> {
                             d = match suggestion {
                                 Some(s) => d.with_help(format!("did you mean `{s}`?")),
                                 None if names.is_empty() => d.with_note("this block takes no properties"),
-                                None => d.with_note(format!("accepted: {}", names.join(", "))),
+                                None => d.with_note(format!("accepted: {}", flow_diagnostics::short_list(&names))),
                             };
                             self.diagnostics.push(d);
                         }
@@ -1368,7 +1368,7 @@ impl<'a> Checker<'a> {
                         .with_primary_message("unknown field");
                         let d = match suggestion {
                             Some(s) => d.with_help(format!("did you mean `{s}`?")),
-                            None => d.with_note(format!("input fields: {}", names.join(", "))),
+                            None => d.with_note(format!("input fields: {}", flow_diagnostics::short_list(&names))),
                         };
                         self.diagnostics.push(d);
                     }

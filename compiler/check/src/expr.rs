@@ -90,7 +90,7 @@ impl Checker<'_> {
                             .with_label(Label::secondary(global.file, global.name_span, format!("`{name}` is {}", global.kind.article())))
                             .with_note("expressions refer to values: nodes (their outputs), `input`, `payload`, `output` or a quantifier's variable");
                     } else if !candidates.is_empty() {
-                        diagnostic = diagnostic.with_note(format!("in scope: {}", candidates.join(", ")));
+                        diagnostic = diagnostic.with_note(format!("in scope: {}", flow_diagnostics::short_list(&candidates)));
                     }
                     self.diagnostics.push(diagnostic);
                     TExpr::invalid()
@@ -139,7 +139,7 @@ impl Checker<'_> {
                             .with_primary_message("unknown field");
                             d = match closest_name(&name.text, names.iter().copied()) {
                                 Some(s) => d.with_help(format!("did you mean `{s}`?")),
-                                None => d.with_note(format!("fields: {}", names.join(", "))),
+                                None => d.with_note(format!("fields: {}", flow_diagnostics::short_list(&names))),
                             };
                             self.diagnostics.push(d);
                             return TExpr::invalid();

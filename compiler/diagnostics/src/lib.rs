@@ -18,6 +18,7 @@ pub mod codes;
 pub mod render;
 pub mod sarif;
 mod source;
+mod window;
 
 pub use codes::{lookup, Code, CodeInfo, CODES};
 pub use source::{FileId, LineCol, SourceDb, Span};
@@ -183,6 +184,29 @@ pub fn sort_diagnostics(diagnostics: &mut [Diagnostic]) {
     });
 }
 
+/// The most names a note lists before "and N more".
+pub const MAX_LISTED: usize = 20;
+
+/// `a, b, c` — or, past [`MAX_LISTED`] names, the first ones and "and N
+/// more": a note that lists what is in scope stays short however much is.
+pub fn short_list<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> String {
+    let mut out = String::new();
+    let mut count = 0usize;
+    for name in names {
+        if count < MAX_LISTED {
+            if count > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(name.as_ref());
+        }
+        count += 1;
+    }
+    if count > MAX_LISTED {
+        out.push_str(&format!(" and {} more", count - MAX_LISTED));
+    }
+    out
+}
+
 /// Names longer than this get no "did you mean" (comparing two names costs
 /// the product of their lengths).
 pub const MAX_SUGGESTED_LENGTH: usize = 64;
@@ -261,6 +285,14 @@ impl DiagnosticMut for &mut Diagnostic {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_lists_stop_at_the_limit() {
+        assert_eq!(short_list(["a", "b"]), "a, b");
+        let many: Vec<String> = (0..25).map(|i| format!("n{i}")).collect();
+        let listed = short_list(&many);
+        assert!(listed.starts_with("n0, n1, ") && listed.ends_with("n19 and 5 more"), "{listed}");
+    }
 
     #[test]
     fn closest_name_finds_typos_and_rejects_far_names() {

@@ -88,20 +88,33 @@ fn to_codespan(diagnostic: &Diagnostic, db: &SourceDb) -> cs::Diagnostic<FileId>
 
 /// Writes diagnostics to a colour-capable writer (a terminal).
 pub fn emit(writer: &mut dyn WriteColor, db: &SourceDb, diagnostics: &[Diagnostic]) -> std::io::Result<()> {
-    let config = term::Config::default();
     for diagnostic in diagnostics {
-        term::emit_to_write_style(writer, &config, db, &to_codespan(diagnostic, db)).map_err(std::io::Error::other)?;
+        emit_one(writer, db, diagnostic)?;
     }
     Ok(())
+}
+
+/// One diagnostic, long lines cut to a window around its labels.
+fn emit_one(writer: &mut dyn WriteColor, db: &SourceDb, diagnostic: &Diagnostic) -> std::io::Result<()> {
+    let config = term::Config::default();
+    let mut rendered = to_codespan(diagnostic, db);
+    let files = crate::window::Windowed::new(db, &mut rendered.labels);
+    if files.cut() {
+        rendered.notes.push(format!("(a line longer than {} bytes is shown in part)", crate::window::MAX_SHOWN_LINE));
+    }
+    term::emit_to_write_style(writer, &config, &files, &rendered).map_err(|error| match error {
+        // Keep the kind (a closed pipe is not an error worth reporting).
+        FilesError::Io(io) => io,
+        other => std::io::Error::other(other),
+    })
 }
 
 /// Writes at most `max` diagnostics per file (all when 0), each file's
 /// errors first, then an "and N more" note for each file with more.
 pub fn emit_capped(writer: &mut dyn WriteColor, db: &SourceDb, diagnostics: &[Diagnostic], max: usize) -> std::io::Result<()> {
     let capped = crate::cap::cap_per_file(diagnostics, max);
-    let config = term::Config::default();
     for diagnostic in &capped.shown {
-        term::emit_to_write_style(writer, &config, db, &to_codespan(diagnostic, db)).map_err(std::io::Error::other)?;
+        emit_one(writer, db, diagnostic)?;
     }
     for note in capped.notes(db, max) {
         writeln!(writer, "{note}")?;

@@ -113,3 +113,21 @@ fn reports_are_capped_per_file_and_say_how_many_are_left_out() {
     let sarif: serde_json::Value = serde_json::from_str(&run.stdout).expect("SARIF");
     assert_eq!(sarif["runs"][0]["results"].as_array().map(Vec::len), Some(10));
 }
+
+#[test]
+fn diagnostics_on_one_long_line_print_a_window_of_it_each() {
+    // 2,000 undefined names on one 20 KB line: 200 of them shown, each with
+    // a window of the line, not all 20 KB of it (that was 4 MB of output).
+    let names: Vec<String> = (0..2_000).map(|i| format!("v{i}.ok")).collect();
+    let source = format!(
+        "provider p: scripted\nagent x {{ provider: p }}\nworkflow w {{\n  start: a\n  node a: agent x {{ output: {{ ok: bool }} }}\n  node b: end ok\n  a -> b when {}\n  a -> b else\n}}\n",
+        names.join(" and ")
+    );
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("long_line.flow");
+    std::fs::write(&file, source).expect("written");
+    let run = holds(&["verify", file.to_str().expect("UTF-8")], 1);
+    assert_eq!(run.stdout.matches("error[E0101]").count(), 200);
+    assert!(run.stdout.len() < 200 * 1_500, "{} bytes", run.stdout.len());
+    assert!(run.stdout.contains("long_line.flow:7:"), "true line numbers");
+}

@@ -5,6 +5,7 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod generate;
+pub mod mutate;
 pub mod refine;
 
 use std::path::{Path, PathBuf};

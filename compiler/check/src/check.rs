@@ -88,7 +88,13 @@ pub(crate) struct Checker<'a> {
     /// Whether to record [`crate::Symbols`] (editors need them; `flowc`
     /// and `flow` do not, and skip the cost).
     pub index_symbols: bool,
+    /// Undefined global names already reported (kind and name), with the
+    /// index of their report: later uses join it instead of repeating it.
+    reported_undefined: HashMap<(String, String), usize>,
 }
+
+/// The most "also used here" labels an undefined name's report collects.
+const MAX_ALSO_USED: usize = 10;
 
 fn loc(file: FileId, span: Span) -> Loc {
     Loc { file: file.0, start: span.start, end: span.end }
@@ -112,6 +118,7 @@ impl<'a> Checker<'a> {
             tool_input: None,
             node_props: HashMap::new(),
             index_symbols: false,
+            reported_undefined: HashMap::new(),
             extra_vars: IndexMap::new(),
             symbols: crate::Symbols::default(),
         }
@@ -362,9 +369,34 @@ impl<'a> Checker<'a> {
     }
 
     pub fn undefined<'n>(&mut self, name: &str, span: Span, what: &str, candidates: impl IntoIterator<Item = &'n str>) {
+        let message = format!("undefined {what} `{name}`");
+        // A global (a type, an agent, …) undefined in several places is
+        // reported once, its other uses as labels: no cascade of repeats.
+        // Nodes and states belong to one workflow or machine: each counts.
+        let key = (what.to_string(), name.to_string());
+        let global = !matches!(what, "node" | "state");
+        if let Some(&i) = self.reported_undefined.get(&key).filter(|_| global) {
+            // `quietly` may have discarded the first report: check it is there.
+            if let Some(first) = self.diagnostics.get_mut(i).filter(|d| d.message == message) {
+                // The same use met again (a type looked at twice) adds nothing.
+                if first.labels.iter().any(|l| l.file == self.file && l.span == span) {
+                    return;
+                }
+                let also = first.labels.iter().filter(|l| !l.primary).count();
+                if also < MAX_ALSO_USED {
+                    first.labels.push(Label::secondary(self.file, span, "also used here"));
+                } else if also == MAX_ALSO_USED {
+                    first.labels.push(Label::secondary(self.file, span, "and used in more places"));
+                }
+                return;
+            }
+        }
+        if global {
+            self.reported_undefined.insert(key, self.diagnostics.len());
+        }
         let candidates: Vec<&str> = candidates.into_iter().collect();
-        let mut diagnostic = Diagnostic::new(codes::UNDEFINED_NAME, self.file, span, format!("undefined {what} `{name}`"))
-            .with_primary_message(format!("no {what} named `{name}`"));
+        let mut diagnostic =
+            Diagnostic::new(codes::UNDEFINED_NAME, self.file, span, message).with_primary_message(format!("no {what} named `{name}`"));
         if let Some(suggestion) = closest_name(name, candidates.iter().copied()) {
             // The typo meant this declaration: do not also call it unused.
             self.used.insert(suggestion.to_string());

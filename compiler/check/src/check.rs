@@ -91,6 +91,9 @@ pub(crate) struct Checker<'a> {
     /// Undefined global names already reported (kind and name), with the
     /// index of their report: later uses join it instead of repeating it.
     reported_undefined: HashMap<(String, String), usize>,
+    /// "Did you mean" for node names: the workflow, its node count when
+    /// built, and the index (built once per workflow, not once per miss).
+    pub node_suggestions: Option<(String, usize, flow_diagnostics::suggest::NameIndex)>,
 }
 
 /// The most "also used here" labels an undefined name's report collects.
@@ -119,6 +122,7 @@ impl<'a> Checker<'a> {
             node_props: HashMap::new(),
             index_symbols: false,
             reported_undefined: HashMap::new(),
+            node_suggestions: None,
             extra_vars: IndexMap::new(),
             symbols: crate::Symbols::default(),
         }
@@ -369,6 +373,14 @@ impl<'a> Checker<'a> {
     }
 
     pub fn undefined<'n>(&mut self, name: &str, span: Span, what: &str, candidates: impl IntoIterator<Item = &'n str>) {
+        let candidates: Vec<&str> = candidates.into_iter().collect();
+        let suggestion = closest_name(name, candidates.iter().copied()).map(str::to_string);
+        self.undefined_with(name, span, what, suggestion, candidates.is_empty());
+    }
+
+    /// Reports an undefined name whose "did you mean" is already found;
+    /// `none_declared`: nothing of its kind is declared.
+    pub fn undefined_with(&mut self, name: &str, span: Span, what: &str, suggestion: Option<String>, none_declared: bool) {
         let message = format!("undefined {what} `{name}`");
         // A global (a type, an agent, …) undefined in several places is
         // reported once, its other uses as labels: no cascade of repeats.
@@ -394,14 +406,13 @@ impl<'a> Checker<'a> {
         if global {
             self.reported_undefined.insert(key, self.diagnostics.len());
         }
-        let candidates: Vec<&str> = candidates.into_iter().collect();
         let mut diagnostic =
             Diagnostic::new(codes::UNDEFINED_NAME, self.file, span, message).with_primary_message(format!("no {what} named `{name}`"));
-        if let Some(suggestion) = closest_name(name, candidates.iter().copied()) {
+        if let Some(suggestion) = suggestion {
             // The typo meant this declaration: do not also call it unused.
-            self.used.insert(suggestion.to_string());
             diagnostic = diagnostic.with_help(format!("did you mean `{suggestion}`?"));
-        } else if candidates.is_empty() {
+            self.used.insert(suggestion);
+        } else if none_declared {
             diagnostic = diagnostic.with_note(format!("no {what} is declared"));
         }
         self.diagnostics.push(diagnostic);

@@ -321,8 +321,14 @@ impl Checker<'_> {
             }
             return true;
         }
-        let candidates: Vec<String> = workflow.nodes.keys().cloned().collect();
-        self.undefined(name, span, "node", candidates.iter().map(String::as_str));
+        let count = workflow.nodes.len();
+        let fresh = matches!(&self.node_suggestions, Some((w, c, _)) if *w == workflow.name && *c == count);
+        if !fresh {
+            let index = flow_diagnostics::suggest::NameIndex::new(workflow.nodes.keys().cloned());
+            self.node_suggestions = Some((workflow.name.clone(), count, index));
+        }
+        let suggestion = self.node_suggestions.as_ref().and_then(|(_, _, index)| index.closest(name)).map(str::to_string);
+        self.undefined_with(name, span, "node", suggestion, count == 0);
         false
     }
 

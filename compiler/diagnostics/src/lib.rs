@@ -18,6 +18,7 @@ pub mod codes;
 pub mod render;
 pub mod sarif;
 mod source;
+pub mod suggest;
 mod window;
 
 pub use codes::{lookup, Code, CodeInfo, CODES};

@@ -2,9 +2,11 @@
 
 use crate::analysis::{Analysis, TOKEN_TYPES};
 use lsp_server::{Connection, Message, Notification, Request, RequestId, Response};
-use lsp_types::notification::{DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Notification as _, PublishDiagnostics};
+use lsp_types::notification::{
+    DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Exit, Notification as _, PublishDiagnostics,
+};
 use lsp_types::request::{
-    Completion, DocumentSymbolRequest, GotoDefinition, HoverRequest, References, Rename, Request as _, SemanticTokensFullRequest,
+    Completion, DocumentSymbolRequest, GotoDefinition, HoverRequest, References, Rename, Request as _, SemanticTokensFullRequest, Shutdown,
 };
 use lsp_types::{
     CompletionOptions, CompletionParams, CompletionResponse, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
@@ -14,7 +16,7 @@ use lsp_types::{
     SemanticTokensResult, SemanticTokensServerCapabilities, ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
     WorkspaceEdit,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 struct Document {
     version: i32,
@@ -53,12 +55,40 @@ pub fn serve(connection: &Connection) -> Result<(), String> {
     let capabilities = serde_json::to_value(capabilities()).map_err(|e| e.to_string())?;
     connection.initialize(capabilities).map_err(|e| e.to_string())?;
     let mut documents: HashMap<String, Document> = HashMap::new();
-    for message in &connection.receiver {
+    // Messages already received but not yet handled: an edit is not
+    // analysed when the next one, for the same document, is already here.
+    let mut queued: VecDeque<Message> = VecDeque::new();
+    loop {
+        let message = match queued.pop_front() {
+            Some(message) => message,
+            None => match connection.receiver.recv() {
+                Ok(message) => message,
+                Err(_) => return Ok(()),
+            },
+        };
+        queued.extend(connection.receiver.try_iter());
+        if superseded(&message, queued.front()) {
+            continue;
+        }
         match message {
-            Message::Request(request) => {
-                if connection.handle_shutdown(&request).map_err(|e| e.to_string())? {
-                    return Ok(());
+            Message::Request(request) if request.method == Shutdown::METHOD => {
+                let response = Response::new_ok(request.id, ());
+                connection.sender.send(Message::Response(response)).map_err(|e| e.to_string())?;
+                // Then the exit notification (perhaps already queued).
+                loop {
+                    let next = match queued.pop_front() {
+                        Some(next) => next,
+                        None => match connection.receiver.recv() {
+                            Ok(next) => next,
+                            Err(_) => return Ok(()),
+                        },
+                    };
+                    if matches!(&next, Message::Notification(n) if n.method == Exit::METHOD) {
+                        return Ok(());
+                    }
                 }
+            }
+            Message::Request(request) => {
                 let response = handle_request(&documents, request);
                 connection.sender.send(Message::Response(response)).map_err(|e| e.to_string())?;
             }
@@ -70,7 +100,22 @@ pub fn serve(connection: &Connection) -> Result<(), String> {
             Message::Response(_) => {}
         }
     }
-    Ok(())
+}
+
+/// Whether `message` is a full-text edit that `next`, another full-text
+/// edit of the same document received right after it, replaces: analysing
+/// it would only delay the analysis of the text the editor now shows.
+fn superseded(message: &Message, next: Option<&Message>) -> bool {
+    let edited = |m: &Message| match m {
+        Message::Notification(n) if n.method == DidChangeTextDocument::METHOD => {
+            n.params.get("textDocument").and_then(|d| d.get("uri")).and_then(|u| u.as_str()).map(str::to_string)
+        }
+        _ => None,
+    };
+    match (edited(message), next.and_then(edited)) {
+        (Some(uri), Some(next_uri)) => uri == next_uri,
+        _ => false,
+    }
 }
 
 fn publish(connection: &Connection, documents: &HashMap<String, Document>, uri: &Uri) -> Result<(), String> {
@@ -191,5 +236,46 @@ fn handle_request(documents: &HashMap<String, Document>, request: Request) -> Re
             Err(e) => invalid(id, e.to_string()),
         },
         other => Response::new_err(id, lsp_server::ErrorCode::MethodNotFound as i32, format!("unsupported request {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn change(version: i32, text: &str) -> Message {
+        let params = json!({
+            "textDocument": { "uri": "file:///w.flow", "version": version },
+            "contentChanges": [{ "text": text }],
+        });
+        Message::Notification(Notification::new(DidChangeTextDocument::METHOD.into(), params))
+    }
+
+    #[test]
+    fn edits_superseded_before_they_are_analysed_are_skipped() {
+        let (server, client) = Connection::memory();
+        let send = |m: Message| client.sender.send(m).expect("the server listens");
+        send(Message::Request(Request::new(1.into(), "initialize".into(), json!({ "capabilities": {} }))));
+        send(Message::Notification(Notification::new("initialized".into(), json!({}))));
+        let open = json!({ "textDocument": { "uri": "file:///w.flow", "languageId": "flow", "version": 1, "text": "agent a {" } });
+        send(Message::Notification(Notification::new(DidOpenTextDocument::METHOD.into(), open)));
+        // Five edits typed faster than they can be analysed, then a query.
+        for version in 2..=6 {
+            send(change(version, &format!("agent a{version} {{")));
+        }
+        send(Message::Request(Request::new(2.into(), Shutdown::METHOD.into(), json!(null))));
+        send(Message::Notification(Notification::new(Exit::METHOD.into(), json!(null))));
+        // Everything is queued before the server starts.
+        serve(&server).expect("the server runs to exit");
+        let versions: Vec<i64> = client
+            .receiver
+            .try_iter()
+            .filter_map(|m| match m {
+                Message::Notification(n) if n.method == PublishDiagnostics::METHOD => n.params["version"].as_i64(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(versions, [1, 6], "the open and the last edit are analysed, the four edits in between are not");
     }
 }

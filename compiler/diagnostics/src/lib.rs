@@ -229,19 +229,27 @@ where
         if candidate == name || candidate.len() > 4 * MAX_SUGGESTED_LENGTH {
             continue;
         }
-        let candidate_length = candidate.chars().count();
-        let limit = (length.max(candidate_length) / 3).max(1);
-        // The distance is at least the difference in length: skip the
-        // comparison when that alone rules the candidate out.
-        if length.abs_diff(candidate_length) > limit {
-            continue;
-        }
-        let distance = edit_distance(&lower, &candidate.to_lowercase());
-        if distance <= limit && best.is_none_or(|(d, c)| distance < d || (distance == d && candidate < c)) {
-            best = Some((distance, candidate));
-        }
+        let Some(limit) = suggestion_limit(length, candidate.chars().count()) else { continue };
+        keep_nearer(&mut best, edit_distance(&lower, &candidate.to_lowercase()), limit, candidate);
     }
     best.map(|(_, candidate)| candidate)
+}
+
+/// The farthest a candidate of `candidate_length` characters may be from a
+/// name of `length` to be suggested: a third of the longer length (at least
+/// one edit). `None` when the difference in length alone rules it out (the
+/// distance is at least that difference), so no comparison is needed.
+pub(crate) fn suggestion_limit(length: usize, candidate_length: usize) -> Option<usize> {
+    let limit = (length.max(candidate_length) / 3).max(1);
+    (length.abs_diff(candidate_length) <= limit).then_some(limit)
+}
+
+/// Keeps `candidate` in `best` if it is within `limit` and nearer (ties go
+/// to the first in order).
+pub(crate) fn keep_nearer<'a>(best: &mut Option<(usize, &'a str)>, distance: usize, limit: usize, candidate: &'a str) {
+    if distance <= limit && best.is_none_or(|(d, c)| distance < d || (distance == d && candidate < c)) {
+        *best = Some((distance, candidate));
+    }
 }
 
 /// Edit distance where a transposition of two neighbours counts as one

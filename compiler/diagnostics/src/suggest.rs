@@ -82,14 +82,8 @@ impl NameIndex {
         if candidate == name {
             return;
         }
-        let limit = (length.max(self.lengths[id]) / 3).max(1);
-        if length.abs_diff(self.lengths[id]) > limit {
-            return;
-        }
-        let distance = strsim::osa_distance(lower, &self.lower[id]);
-        if distance <= limit && best.is_none_or(|(d, c)| distance < d || (distance == d && candidate < c)) {
-            *best = Some((distance, candidate));
-        }
+        let Some(limit) = crate::suggestion_limit(length, self.lengths[id]) else { return };
+        crate::keep_nearer(best, strsim::osa_distance(lower, &self.lower[id]), limit, candidate);
     }
 
     /// The indexed name closest to `name`, as [`crate::closest_name`] would choose.

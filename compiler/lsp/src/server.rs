@@ -59,13 +59,7 @@ pub fn serve(connection: &Connection) -> Result<(), String> {
     // analysed when the next one, for the same document, is already here.
     let mut queued: VecDeque<Message> = VecDeque::new();
     loop {
-        let message = match queued.pop_front() {
-            Some(message) => message,
-            None => match connection.receiver.recv() {
-                Ok(message) => message,
-                Err(_) => return Ok(()),
-            },
-        };
+        let Some(message) = next_message(&mut queued, connection) else { return Ok(()) };
         queued.extend(connection.receiver.try_iter());
         if superseded(&message, queued.front()) {
             continue;
@@ -75,18 +69,12 @@ pub fn serve(connection: &Connection) -> Result<(), String> {
                 let response = Response::new_ok(request.id, ());
                 connection.sender.send(Message::Response(response)).map_err(|e| e.to_string())?;
                 // Then the exit notification (perhaps already queued).
-                loop {
-                    let next = match queued.pop_front() {
-                        Some(next) => next,
-                        None => match connection.receiver.recv() {
-                            Ok(next) => next,
-                            Err(_) => return Ok(()),
-                        },
-                    };
+                while let Some(next) = next_message(&mut queued, connection) {
                     if matches!(&next, Message::Notification(n) if n.method == Exit::METHOD) {
-                        return Ok(());
+                        break;
                     }
                 }
+                return Ok(());
             }
             Message::Request(request) => {
                 let response = handle_request(&documents, request);
@@ -100,6 +88,12 @@ pub fn serve(connection: &Connection) -> Result<(), String> {
             Message::Response(_) => {}
         }
     }
+}
+
+/// The next message: one already read ahead, else the next to arrive
+/// (`None` when the client has gone).
+fn next_message(queued: &mut VecDeque<Message>, connection: &Connection) -> Option<Message> {
+    queued.pop_front().or_else(|| connection.receiver.recv().ok())
 }
 
 /// Whether `message` is a full-text edit that `next`, another full-text

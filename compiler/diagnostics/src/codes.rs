@@ -466,15 +466,17 @@ Example:
 Fix: make the guards disjoint, or drop `exclusive`."#;
 
     FANOUT_WITHOUT_JOIN = "E0406", "fan-out without a join",
-r#"A branch of a `parallel` node never reaches a `join` node: its result is
-never merged, and the parallel step has no defined end.
+r#"A branch of a `parallel` node never reaches a `join` node that lists it
+or a node of the branch: its result is never merged, and the parallel step
+has no defined end. A listed node arrives at its join when it finishes, so
+a branch of several nodes is joined by listing its last node.
 
 Example:
 
     node fan: parallel [a, b]
     node merge: join [a]       // `b` is never joined
 
-Fix: list every branch in a `join`, or route each branch to one."#;
+Fix: list every branch (or the node that ends it) in a `join`."#;
 
     GATE_NOT_ON_EDGE = "E0501", "gate on a boundary that is not an edge",
 r#"A gate guards `from -> to`, but the workflow has no edge from `from` to

@@ -570,7 +570,8 @@ fn exhaustive_gap(types: &Types<'_>, covers: &[Option<(String, Ty, Cover)>]) -> 
     }
 }
 
-/// E0406: every parallel branch must reach a join that lists it.
+/// E0406: every parallel branch must reach a join that lists it or a node
+/// of the branch (a listed node arrives at its join when it finishes).
 fn fanouts(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
     // Graph nodes are in the workflow's node order.
     for (i, (name, node)) in flow.workflow.nodes.iter().enumerate().filter(|(_, (_, n))| n.kind() == NodeKind::Parallel) {
@@ -584,7 +585,8 @@ fn fanouts(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
                 .workflow
                 .nodes
                 .values()
-                .any(|j| j.kind() == NodeKind::Join && j.target.contains(branch) && reaches(flow, b, flow.index[&j.name]));
+                .filter(|j| j.kind() == NodeKind::Join)
+                .any(|j| j.target.iter().any(|x| flow.index.get(x.as_str()).is_some_and(|&x| reaches(flow, b, x))));
             if !joined {
                 let (file, span) = loc_span(node.loc);
                 let mut path = flow.path_to(reached, index);
@@ -592,7 +594,7 @@ fn fanouts(flow: &FlowGraph<'_>, reached: &Parents, out: &mut Vec<Diagnostic>) {
                 out.push(
                     Diagnostic::new(codes::FANOUT_WITHOUT_JOIN, file, span, format!("branch `{branch}` of `{name}` never reaches a join"))
                         .with_primary_message("fan-out here")
-                        .with_help(format!("list `{branch}` in a `join` node that it reaches"))
+                        .with_help(format!("list `{branch}` (or the node that ends its branch) in a `join` node"))
                         .with_witness(flow.witness(&path)),
                 );
             }

@@ -10,10 +10,18 @@ policies: two hold, one is violated), the same workflow is
 Verdicts must agree. Prints time to verdict for both and their ratio,
 product states explored and states per second (Flow) against pan's own
 states per second (pan alone, without spin/gcc), and peak memory (max RSS)
-of Flow's process and of the largest pan run. Machines are shared and noisy:
-read the ratios, not the absolute times.
+of Flow's process and of the largest pan run; then Flow again with the
+dead-variable and cone-of-influence reductions off (`plain`: the checker
+before them), its states, time and memory.
+
+A second table runs Flow alone on generated workflows (`flow-gen NODES`:
+routers, loops, gates, three policies) with `flowc verify`'s bound of
+2,000,000 states per policy, with the reductions and without.
+
+Machines are shared and noisy: read the ratios, not the absolute times.
 
 Usage: bench/mc_vs_spin.py [K:D ...]   (default 2:3 3:4 4:4 4:6 5:5)
+       GEN="300 780 2000" bench/mc_vs_spin.py   (the generated sizes; "" skips them)
 """
 import json
 import os
@@ -47,12 +55,20 @@ def main():
     for tool in ("spin", "gcc"):
         if subprocess.run(["which", tool], capture_output=True).returncode != 0:
             sys.exit(f"{tool} is not installed (apt-get install spin gcc)")
-    header = f"{'K:D':>6} {'states':>10} {'flow s':>8} {'spin+gcc+pan s':>15} {'ratio':>7} {'flow st/s':>11} {'pan st/s':>10} {'rate ratio':>10} {'flow MiB':>9} {'pan MiB':>8}"
+    header = (
+        f"{'K:D':>6} {'states':>10} {'flow s':>8} {'spin+gcc+pan s':>15} {'ratio':>7} {'flow st/s':>11} {'pan st/s':>10} "
+        f"{'rate ratio':>10} {'flow MiB':>9} {'pan MiB':>8} {'plain states':>13} {'plain s':>8} {'plain MiB':>10}"
+    )
     print(header)
     for k, d in sizes:
         flow_s, flow_rss, out = timed([BIN, "flow", str(k), str(d)])
         flow = json.loads(out)
         states = sum(flow["states"].values())
+        plain_s, plain_rss, plain_out = timed([BIN, "flow", str(k), str(d), "plain"])
+        plain = json.loads(plain_out)
+        if plain["verdicts"] != flow["verdicts"]:
+            sys.exit(f"K={k} D={d}: the reductions changed a verdict: {flow['verdicts']} against {plain['verdicts']}")
+        plain_states = sum(plain["states"].values())
         with tempfile.TemporaryDirectory() as work:
             with open(os.path.join(work, "m.pml"), "w") as f:
                 f.write(subprocess.run([BIN, "promela", str(k), str(d)], capture_output=True, text=True, check=True).stdout)
@@ -80,10 +96,30 @@ def main():
         rate_ratio = flow_rate / pan_rate if pan_rate not in (0, float("inf")) else float("nan")
         print(
             f"{k}:{d:<4} {states:>10} {flow_s:>8.3f} {spin_total:>15.3f} {spin_total / flow_s:>6.1f}x "
-            f"{flow_rate:>11.0f} {pan_rate:>10.0f} {rate_ratio:>9.2f}x {flow_rss / 1024:>9.1f} {pan_rss / 1024:>8.1f}"
+            f"{flow_rate:>11.0f} {pan_rate:>10.0f} {rate_ratio:>9.2f}x {flow_rss / 1024:>9.1f} {pan_rss / 1024:>8.1f} "
+            f"{plain_states:>13} {plain_s:>8.3f} {plain_rss / 1024:>10.1f}"
         )
     print("ratio: SPIN end-to-end time / Flow time (above 1: Flow reaches the verdicts faster).")
     print("rate ratio: Flow states/s / pan states/s (pan alone; 0.5 or more is within 2x).")
+    print("plain: Flow without the dead-variable and cone-of-influence reductions.")
+    generated(os.environ.get("GEN", "300 780 2000").split())
+
+
+def generated(sizes):
+    """Flow alone on generated workflows, with and without the reductions."""
+    if not sizes:
+        return
+    print()
+    print(f"{'nodes':>6} {'':>8} {'verdicts':<40} {'states':>10} {'s':>8} {'MiB':>8}")
+    for nodes in sizes:
+        for mode in ("reduced", "plain"):
+            argv = [BIN, "gen", nodes] + (["plain"] if mode == "plain" else [])
+            seconds, rss, out = timed(argv)
+            result = json.loads(out)
+            verdicts = " ".join(v[0].upper() if v != "unknown" else "?" for v in result["verdicts"].values())
+            states = sum(result["states"].values())
+            print(f"{nodes:>6} {mode:>8} {verdicts:<40} {states:>10} {seconds:>8.3f} {rss / 1024:>8.1f}")
+    print("verdicts, one letter per policy: H holds, V violated, ? unknown (past 2,000,000 states).")
 
 
 if __name__ == "__main__":

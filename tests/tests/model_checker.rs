@@ -56,8 +56,10 @@ fn policy_events(report: &flow_verify::policies::PolicyReport) -> usize {
 fn atomic_control_steps_explore_fewer_states_and_refine_the_coarse_model() {
     for (branches, depth) in [(2, 2), (3, 2), (3, 3)] {
         let program = check(&parallel_source(branches, depth));
-        let reduced = flow_verify::policies::check_policies_with(&program, "sha256:t", 5_000_000, true);
-        let full = flow_verify::policies::check_policies_with(&program, "sha256:t", 5_000_000, false);
+        use flow_verify::policies::Reductions;
+        let reduced = flow_verify::policies::check_policies_with(&program, "sha256:t", 5_000_000, Reductions::default());
+        let coarse = Reductions { atomic_control: false, ..Reductions::default() };
+        let full = flow_verify::policies::check_policies_with(&program, "sha256:t", 5_000_000, coarse);
         assert_eq!(reduced.len(), full.len());
         let mut fewer = false;
         for (r, f) in reduced.iter().zip(&full) {

@@ -131,6 +131,27 @@ pub fn value_actions<'p>(program: &'p Program, workflow: &'p Workflow) -> Vec<&'
 /// `switch_model` action the run can take names (the action sends every
 /// agent's further turns there).
 pub fn turn_providers<'p>(program: &'p Program, workflow: &'p Workflow, agent: &'p Decl) -> Vec<&'p str> {
+    turn_providers_given(agent, &switch_models(program, workflow))
+}
+
+/// The providers the `switch_model` actions a run of `workflow` can take
+/// name (computed once per workflow by callers that ask per agent).
+pub fn switch_models<'p>(program: &'p Program, workflow: &'p Workflow) -> Vec<&'p str> {
+    let mut out: Vec<&str> = Vec::new();
+    for action in actions(program, workflow) {
+        if action.name == crate::ir::ActionKind::SwitchModel {
+            if let Some(name) = action.args.first() {
+                if !out.contains(&name.as_str()) {
+                    out.push(name);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// [`turn_providers`], given the workflow's [`switch_models`].
+pub fn turn_providers_given<'p>(agent: &'p Decl, switches: &[&'p str]) -> Vec<&'p str> {
     let mut out: Vec<&str> = Vec::new();
     let mut push = |name: &'p str| {
         if !out.contains(&name) {
@@ -149,13 +170,7 @@ pub fn turn_providers<'p>(program: &'p Program, workflow: &'p Workflow, agent: &
             }
         }
     }
-    for action in actions(program, workflow) {
-        if action.name == crate::ir::ActionKind::SwitchModel {
-            if let Some(name) = action.args.first() {
-                push(name);
-            }
-        }
-    }
+    switches.iter().for_each(|name| push(name));
     out
 }
 
@@ -177,7 +192,12 @@ pub struct TurnBound {
 /// The bound of a turn of `agent` in a run of `workflow`: the largest over
 /// every provider the turn can go to ([`turn_providers`]).
 pub fn turn_bound(program: &Program, workflow: &Workflow, agent: &Decl) -> TurnBound {
-    let providers = turn_providers(program, workflow, agent);
+    turn_bound_given(program, agent, &switch_models(program, workflow))
+}
+
+/// [`turn_bound`], given the workflow's [`switch_models`].
+pub fn turn_bound_given(program: &Program, agent: &Decl, switches: &[&str]) -> TurnBound {
+    let providers = turn_providers_given(agent, switches);
     let mut ceilings: Vec<TurnCeiling> = providers.iter().map(|p| TurnCeiling::of(agent, program.decls.get(*p))).collect();
     if ceilings.is_empty() {
         ceilings.push(TurnCeiling::of(agent, None));

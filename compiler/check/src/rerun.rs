@@ -119,9 +119,16 @@ pub fn rerun(workflow: &Workflow, action: &Action, at: Option<&str>, gate: Optio
     Some(Rerun { scope, entry, nodes })
 }
 
-/// The node a bare `replan` at `gate` (or outside any gate) starts at.
+/// The node a bare `replan` at `gate` (or outside any gate) starts at (as
+/// [`rerun`] finds it, without listing what it supersedes; a one-node
+/// scope is its own entry, found without a search).
 pub fn replan_entry(workflow: &Workflow, gate: Option<&Gate>) -> Option<String> {
-    rerun(workflow, &Action::bare(ActionKind::Replan), None, gate).map(|r| r.entry)
+    let scope = scope_of(workflow, &Action::bare(ActionKind::Replan), None, gate);
+    match scope.as_slice() {
+        [] => None,
+        [only] => Some(only.clone()),
+        _ => scope_entry(workflow, &scope).or(scope.first().map(String::as_str)).map(str::to_string),
+    }
 }
 
 /// The re-run a `revise` (`replan: false`) or `replan` edge from `from`

@@ -92,6 +92,18 @@ fn inputs_that_overflowed_the_stack_are_verified_or_refused_cleanly() {
 }
 
 #[test]
+fn the_generated_workflow_that_exhausted_the_model_checker_is_decided() {
+    let run = holds(&["verify", "--format", "json", "tests/regressions/generated_workflow.flow"], 1);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    let policies = report["policies"].as_array().expect("policies").clone();
+    let status = |name: &str| policies.iter().find(|p| p["name"] == name).map(|p| p["status"].as_str().unwrap_or("").to_string());
+    assert_eq!(status("completes_cleanly").as_deref(), Some("holds"), "{policies:?}");
+    assert_eq!(status("terminates").as_deref(), Some("violated"));
+    assert_eq!(status("no_search_without_agents").as_deref(), Some("violated"));
+    assert!(!run.stdout.contains("W1001"), "no policy is left undecided");
+}
+
+#[test]
 fn reports_are_capped_per_file_and_say_how_many_are_left_out() {
     let file = "tests/regressions/undefined_names.flow";
     let run = holds(&["verify", file], 1);

@@ -264,6 +264,8 @@ struct Bounds<'a, 'p> {
     /// Whether a `retry` action can restart a node (then every visit may
     /// take at least two attempts).
     retry_action: bool,
+    /// The providers the workflow's `switch_model` actions name.
+    switches: Vec<&'p str>,
 }
 
 impl<'a, 'p> Bounds<'a, 'p> {
@@ -278,7 +280,8 @@ impl<'a, 'p> Bounds<'a, 'p> {
                 }
             }
         }
-        Bounds { flow, program, mult: multipliers(flow), reached: flow.reachable(), delegated, retry_action }
+        let switches = ceilings::switch_models(program, workflow);
+        Bounds { flow, program, mult: multipliers(flow), reached: flow.reachable(), delegated, retry_action, switches }
     }
 
     fn attempts(&self, node: &Node) -> f64 {
@@ -292,7 +295,7 @@ impl<'a, 'p> Bounds<'a, 'p> {
 
     /// The bound of a turn of `agent` in this workflow.
     fn turn(&self, agent: &Decl) -> TurnBound {
-        ceilings::turn_bound(self.program, self.flow.workflow, agent)
+        ceilings::turn_bound_given(self.program, agent, &self.switches)
     }
 
     /// One visit of a node (all its attempts), before any cap.

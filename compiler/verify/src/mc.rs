@@ -9,7 +9,9 @@
 //! When the workflow's runs need not be finite (no budget, no deadline), a
 //! reachable cycle of states whose residual keeps an obligation open at every
 //! position is a lasso counterexample. More than `max_states` product states
-//! gives "unknown", never "holds".
+//! gives "unknown", never "holds". A product state is not explored further
+//! once its residual accepts the end and no label that could change it can
+//! be emitted any more (the policy's cone of influence, `model/live.rs`).
 
 use crate::model::{Label, Model, NodeId, DECISIONS, OUTCOMES, ZONES};
 use flow_check::events;
@@ -85,8 +87,22 @@ pub fn check(model: &Model, automaton: &mut Automaton, max_states: usize) -> Out
     parent.push((u32::MAX, None));
     let mut succ = Vec::new();
     let mut idx = 0usize;
+    // The policy's cone of influence: from a state whose threads can no
+    // longer emit a label an atom holds of, every later step leaves a
+    // stable residual as it is; when it also accepts the end, nothing
+    // after this state can violate the policy.
+    let quiet = if model.cone { crate::model::quiet(model, automaton.atoms()) } else { None };
+    let mut stable: FxHashMap<u32, bool> = FxHashMap::default();
     while idx < visited.len() {
         let (st, q) = visited.get_index(idx).cloned().expect("index in range");
+        if let Some(quiet) = &quiet {
+            if crate::model::places(&st).all(|n| quiet[n as usize])
+                && *stable.entry(q).or_insert_with(|| automaton.accepts_end(q) && automaton.step(q, 0) == q)
+            {
+                idx += 1;
+                continue;
+            }
+        }
         if !st.is_final() {
             model.successors(&st, &mut succ);
         } else {

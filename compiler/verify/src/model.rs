@@ -29,6 +29,10 @@ use flow_check::view::{Budget, OnFailure};
 use flow_trace::{Decision, Outcome, TerminationStatus, Via, Zone};
 use indexmap::IndexSet;
 
+mod live;
+pub(crate) use live::places;
+pub use live::{quiet, unexpected_move};
+
 pub type NodeId = u16;
 
 /// An abstract trace event.
@@ -348,6 +352,11 @@ pub struct Model<'p> {
     hop_slots: rustc_hash::FxHashMap<(NodeId, NodeId), (usize, u32)>,
     /// The plan index (`flow_check::index`), as the engine reads it.
     pub(crate) index: flow_check::index::PlanIndex,
+    /// Per node: its bit in the output bitsets (`done_base`,
+    /// `settled_base`), or `u32::MAX`: only the nodes whose output the
+    /// model ever reads (a guard, an `until`, a gate that passes on a valid
+    /// output, a refusal of an unvalidated sender) have one.
+    out_bit: Vec<u32>,
     /// The first slot of the bitset of nodes that have an output.
     done_base: usize,
     /// The first slot of the bitset of nodes whose output is a skipped or
@@ -357,6 +366,17 @@ pub struct Model<'p> {
     /// the engine (on by default; off only in tests, for the coarser model
     /// where every step interleaves).
     pub reduce: bool,
+    /// Which counters and output bits a thread at each node may still
+    /// read (`live.rs`): the rest are cleared, so states that differ only
+    /// in what no future step reads are one state.
+    live: live::Liveness,
+    /// Whether dead counters and bits are cleared (on by default; off only
+    /// in tests, to show the reduction changes no verdict).
+    pub dead_vars: bool,
+    /// Whether the model checker stops exploring a product state from
+    /// which the policy can no longer change (its cone of influence; on by
+    /// default, off only in tests).
+    pub cone: bool,
 }
 
 fn intern(list: &mut IndexSet<String>, name: &str) -> u16 {
@@ -398,9 +418,13 @@ impl<'p> Model<'p> {
             gate_on: Default::default(),
             workflow_on: Vec::new(),
             hop_slots: Default::default(),
+            out_bit: Vec::new(),
             done_base: 0,
             settled_base: 0,
             reduce: true,
+            live: live::Liveness::default(),
+            dead_vars: true,
+            cone: true,
         };
         m.start = workflow.start().and_then(node_index);
         let budget = workflow.budget(program);
@@ -463,6 +487,7 @@ impl<'p> Model<'p> {
             });
         }
         let confirm_of = |tool: &str| program.decls.get(tool).is_some_and(|d| d.confirm());
+        let switches = flow_check::ceilings::switch_models(program, workflow);
         for (i, (name, node)) in workflow.nodes.iter().enumerate() {
             let targets: Vec<NodeId> = node.target.iter().filter_map(|t| node_index(t)).collect();
             let mut info = m.nodes[i].clone();
@@ -473,7 +498,7 @@ impl<'p> Model<'p> {
                         let a = intern(&mut m.agents, agent);
                         info.agent = Some(a);
                         if let Some(decl) = program.decls.get(agent) {
-                            info.input_limited = flow_check::ceilings::turn_providers(program, workflow, decl)
+                            info.input_limited = flow_check::ceilings::turn_providers_given(decl, &switches)
                                 .iter()
                                 .any(|p| flow_check::ceilings::TurnCeiling::of(decl, program.decls.get(*p)).max_input_tokens.is_some());
                             // A turn on private data whose own provider is
@@ -618,11 +643,6 @@ impl<'p> Model<'p> {
                 m.nodes[i].until_refs = refs_of(e, &node_index);
             }
         }
-        m.done_base = m.slots;
-        m.slots += m.nodes.len().div_ceil(32);
-        // Which nodes' latest output came from a skip or a degrade (not validated).
-        m.settled_base = m.slots;
-        m.slots += m.nodes.len().div_ceil(32);
         // The boundaries a handoff crosses, as the plan index finds them.
         for t in &workflow.transfers {
             if let (Some(a), Some(b)) = (node_index(&t.from), node_index(&t.to)) {
@@ -741,7 +761,41 @@ impl<'p> Model<'p> {
             let reason = m.site_reason(s);
             m.reasons.insert(reason);
         }
+        m.output_bits();
+        m.live = live::Liveness::new(&m);
         m
+    }
+
+    /// The nodes whose output the model reads, each given a bit in the
+    /// bitset of nodes that have an output and in the bitset of those whose
+    /// latest output is a skipped or degraded one (not validated).
+    fn output_bits(&mut self) {
+        self.out_bit = vec![u32::MAX; self.nodes.len()];
+        let mut count = 0;
+        for n in self.read_outputs() {
+            if self.out_bit[n as usize] == u32::MAX {
+                self.out_bit[n as usize] = count;
+                count += 1;
+            }
+        }
+        let words = (count as usize).div_ceil(32);
+        self.done_base = self.slots;
+        self.settled_base = self.slots + words;
+        self.slots += 2 * words;
+    }
+
+    /// Every node whose output bits some step reads, with repeats.
+    fn read_outputs(&self) -> Vec<NodeId> {
+        let mut read: Vec<NodeId> = Vec::new();
+        for info in &self.nodes {
+            read.extend(info.edge_refs.iter().flatten());
+            read.extend(&info.until_refs);
+        }
+        read.extend(self.gates.iter().filter(|g| g.pass_on_valid).map(|g| g.from));
+        for refusals in [&self.handoff_refusals, &self.delegation_refusals] {
+            read.extend(refusals.iter().filter(|(_, r)| **r == Refusal::Unvalidated).map(|((from, _), _)| *from));
+        }
+        read
     }
 
     /// The budget scopes with zones, as the engine creates them: the run's
@@ -902,7 +956,18 @@ impl<'p> Model<'p> {
     }
 
     fn has_output(&self, st: &St, n: NodeId) -> bool {
-        st.vars.get(self.done_base + n as usize / 32).is_some_and(|w| w & (1 << (n % 32)) != 0)
+        self.output_bit(st, self.done_base, n)
+    }
+
+    /// Whether `n`'s latest output came from a skip or a degrade.
+    fn settled(&self, st: &St, n: NodeId) -> bool {
+        self.output_bit(st, self.settled_base, n)
+    }
+
+    fn output_bit(&self, st: &St, base: usize, n: NodeId) -> bool {
+        let bit = self.out_bit[n as usize];
+        debug_assert!(bit != u32::MAX, "the output of `{}` is read but has no bit", self.nodes[n as usize].name);
+        bit != u32::MAX && st.vars.get(base + bit as usize / 32).is_some_and(|w| w & (1 << (bit % 32)) != 0)
     }
 
     /// Why this workflow is too large for the model's compact indices
@@ -1101,24 +1166,24 @@ impl<'p> Model<'p> {
         self.mark_outputs(out);
     }
 
-    /// Records which nodes now have an output.
+    /// Records which nodes now have an output, then clears what no thread
+    /// can read any more.
     fn mark_outputs(&self, out: &mut [(Option<Label>, St)]) {
         for (label, s) in out.iter_mut() {
-            let settled = matches!(label, Some(Label::Settled(..)));
             if let Some(Label::Completed(n) | Label::Settled(n, _)) = *label {
-                let n = &n;
-                let bit = 1 << (*n % 32);
-                let slot = self.done_base + *n as usize / 32;
-                if let Some(w) = s.vars.get_mut(slot) {
-                    *w |= bit;
-                }
-                if let Some(w) = s.vars.get_mut(self.settled_base + *n as usize / 32) {
-                    if settled {
-                        *w |= bit;
+                let bit = self.out_bit[n as usize];
+                if bit != u32::MAX {
+                    let (word, mask) = (bit as usize / 32, 1 << (bit % 32));
+                    s.vars[self.done_base + word] |= mask;
+                    if matches!(label, Some(Label::Settled(..))) {
+                        s.vars[self.settled_base + word] |= mask;
                     } else {
-                        *w &= !bit;
+                        s.vars[self.settled_base + word] &= !mask;
                     }
                 }
+            }
+            if self.dead_vars {
+                self.live.clear_dead(s);
             }
         }
     }
@@ -1377,9 +1442,8 @@ impl<'p> Model<'p> {
                     _ => return,
                 };
                 let gate = &self.gates[g as usize];
-                let settled = st.vars.get(self.settled_base + gate.from as usize / 32).is_some_and(|w| w & (1 << (gate.from % 32)) != 0);
                 // Over a validated output such a gate can only pass.
-                let pass_only = gate.pass_on_valid && !settled && self.has_output(st, gate.from);
+                let pass_only = gate.pass_on_valid && !self.settled(st, gate.from) && self.has_output(st, gate.from);
                 // The outcome is the most severe verdict of its evaluators.
                 let allowed = |o: u8| if exact { o == floor } else { o >= floor };
                 for &o in gate.outcomes.iter().filter(|&&o| (!pass_only || o == 0) && allowed(o)) {
@@ -1763,10 +1827,7 @@ impl<'p> Model<'p> {
         match refusals.get(&(n, to)).copied().unwrap_or(Refusal::Never) {
             Refusal::Never => false,
             Refusal::Possible => true,
-            Refusal::Unvalidated => {
-                let settled = st.vars.get(self.settled_base + n as usize / 32).is_some_and(|w| w & (1 << (n % 32)) != 0);
-                settled || !self.has_output(st, n)
-            }
+            Refusal::Unvalidated => self.settled(st, n) || !self.has_output(st, n),
         }
     }
 

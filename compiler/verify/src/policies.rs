@@ -44,17 +44,42 @@ fn model_for<'p>(program: &'p Program, workflow: &'p Workflow, obligations: &[Ob
 
 /// Checks every policy against every workflow it applies to.
 pub fn check_policies(program: &Program, plan_digest: &str, max_states: usize) -> Vec<PolicyReport> {
-    check_policies_with(program, plan_digest, max_states, true)
+    check_policies_with(program, plan_digest, max_states, Reductions::default())
 }
 
-/// [`check_policies`], with the partial-order reduction on or off (off
-/// only to test that the reduction changes no verdict).
-pub fn check_policies_with(program: &Program, plan_digest: &str, max_states: usize, reduce: bool) -> Vec<PolicyReport> {
+/// The model checker's reductions; each is on by default and turned off
+/// only to test that it changes no verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reductions {
+    /// A branch's control steps run without interleaving (`Model::reduce`).
+    pub atomic_control: bool,
+    /// Counters and output bits no thread can read are cleared (`Model::dead_vars`).
+    pub dead_vars: bool,
+    /// A state the policy can no longer be changed from is not explored
+    /// further (`Model::cone`).
+    pub cone: bool,
+}
+
+impl Default for Reductions {
+    fn default() -> Reductions {
+        Reductions { atomic_control: true, dead_vars: true, cone: true }
+    }
+}
+
+impl Reductions {
+    /// Every reduction off.
+    pub const NONE: Reductions = Reductions { atomic_control: false, dead_vars: false, cone: false };
+}
+
+/// [`check_policies`], with chosen reductions.
+pub fn check_policies_with(program: &Program, plan_digest: &str, max_states: usize, reductions: Reductions) -> Vec<PolicyReport> {
     let obligations = crate::obligations::obligations(program);
     let mut out = Vec::new();
     for workflow in program.workflows.values() {
         let mut model = model_for(program, workflow, &obligations);
-        model.reduce = reduce;
+        model.reduce = reductions.atomic_control;
+        model.dead_vars = reductions.dead_vars;
+        model.cone = reductions.cone;
         for policy in applicable(program, workflow) {
             out.push(check_one(&model, policy, plan_digest, max_states));
         }

@@ -1,13 +1,20 @@
 //! The model checker benchmark's workload: `K` parallel branches of `D`
-//! agents each, joined, under a budget (so any agent step may exhaust it),
+//! agents each, joined, under a budget whose duration has no static bound
+//! (so any agent step may exhaust it),
 //! with three policies (two hold and need the whole state space, one is
 //! violated). The same workflow is written as Flow source and as Promela for
 //! SPIN, with the policies as LTL over finite traces (an `alive` flag).
 //!
 //! Usage:
-//!   flow_bench_mc flow K D      # verify in-process; prints one JSON line
-//!   flow_bench_mc source K D    # the .flow source
-//!   flow_bench_mc promela K D   # the Promela model (ltl a, b, c)
+//!   flow_bench_mc flow K D [plain]     # verify in-process; prints one JSON line
+//!   flow_bench_mc source K D           # the .flow source
+//!   flow_bench_mc promela K D          # the Promela model (ltl a, b, c)
+//!   flow_bench_mc gen NODES [plain]    # verify a generated workflow of NODES
+//!                                      # nodes (`flow-gen NODES`) in-process,
+//!                                      # with `flowc verify`'s bound on states
+//!
+//! `plain` turns off the reductions that clear dead counters and stop at a
+//! policy's cone of influence (what the model checker did before them).
 #![allow(clippy::disallowed_methods)]
 
 use std::fmt::Write as _;
@@ -22,7 +29,7 @@ fn node(b: usize, d: usize) -> String {
 }
 
 fn source(k: usize, depth: usize) -> String {
-    let mut s = String::from("provider local: scripted\nagent a { provider: local }\nbudget money { steps: 1000 }\nworkflow w {\n  start: fan\n  budget: money\n");
+    let mut s = String::from("provider local: scripted\nagent a { provider: local }\nbudget money { steps: 1000, duration: 1h }\nworkflow w {\n  start: fan\n  budget: money\n");
     let firsts: Vec<String> = (0..k).map(|b| node(b, 0)).collect();
     let lasts: Vec<String> = (0..k).map(|b| node(b, depth - 1)).collect();
     let _ = writeln!(s, "  node fan: parallel [{}]", firsts.join(", "));
@@ -115,12 +122,39 @@ fn promela(k: usize, depth: usize) -> String {
     p
 }
 
+/// Checks `text` and model-checks every policy; prints one JSON line.
+fn verify(text: String, plain: bool, max_states: usize) {
+    use flow_verify::policies::Reductions;
+    let started = Instant::now();
+    let mut db = flow_diagnostics::SourceDb::new();
+    let root = db.add("bench.flow", text);
+    let checked = flow_check::check_program(&mut db, root, &flow_tests::RepoLoader);
+    if checked.has_errors() {
+        eprintln!("{}", flow_diagnostics::render::render_human(&db, &checked.diagnostics));
+        std::process::exit(1);
+    }
+    let reductions = if plain { Reductions { dead_vars: false, cone: false, ..Reductions::default() } } else { Reductions::default() };
+    let reports = flow_verify::policies::check_policies_with(&checked.program, "sha256:bench", max_states, reductions);
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let verdicts: Vec<String> = reports.iter().map(|r| format!("\"{}\": \"{}\"", r.name, r.status)).collect();
+    let states: Vec<String> = reports.iter().map(|r| format!("\"{}\": {}", r.name, r.states)).collect();
+    println!("{{\"ms\": {ms:.3}, \"verdicts\": {{{}}}, \"states\": {{{}}}}}", verdicts.join(", "), states.join(", "));
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: flow_bench_mc flow|source|promela K D";
-    let (Some(mode), Some(k), Some(d)) =
-        (args.get(1), args.get(2).and_then(|v| v.parse::<usize>().ok()), args.get(3).and_then(|v| v.parse::<usize>().ok()))
-    else {
+    let usage = "usage: flow_bench_mc flow|source|promela K D [plain] | flow_bench_mc gen NODES [plain]";
+    let number = |i: usize| args.get(i).and_then(|v| v.parse::<usize>().ok());
+    if args.get(1).map(String::as_str) == Some("gen") {
+        let Some(nodes) = number(2) else {
+            eprintln!("{usage}");
+            std::process::exit(2);
+        };
+        let plain = args.get(3).map(String::as_str) == Some("plain");
+        verify(flow_tests::generate::workflow(nodes, 2024), plain, flow_verify::policies::DEFAULT_MAX_STATES);
+        return;
+    }
+    let (Some(mode), Some(k), Some(d)) = (args.get(1), number(2), number(3)) else {
         eprintln!("{usage}");
         std::process::exit(2);
     };
@@ -131,22 +165,7 @@ fn main() {
     match mode.as_str() {
         "source" => print!("{}", source(k, d)),
         "promela" => print!("{}", promela(k, d)),
-        "flow" => {
-            let text = source(k, d);
-            let started = Instant::now();
-            let mut db = flow_diagnostics::SourceDb::new();
-            let root = db.add("bench.flow", text);
-            let checked = flow_check::check_program(&mut db, root, &flow_tests::RepoLoader);
-            if checked.has_errors() {
-                eprintln!("{}", flow_diagnostics::render::render_human(&db, &checked.diagnostics));
-                std::process::exit(1);
-            }
-            let reports = flow_verify::policies::check_policies(&checked.program, "sha256:bench", 50_000_000);
-            let ms = started.elapsed().as_secs_f64() * 1000.0;
-            let verdicts: Vec<String> = reports.iter().map(|r| format!("\"{}\": \"{}\"", r.name, r.status)).collect();
-            let states: Vec<String> = reports.iter().map(|r| format!("\"{}\": {}", r.name, r.states)).collect();
-            println!("{{\"ms\": {ms:.3}, \"verdicts\": {{{}}}, \"states\": {{{}}}}}", verdicts.join(", "), states.join(", "));
-        }
+        "flow" => verify(source(k, d), args.get(4).map(String::as_str) == Some("plain"), 50_000_000),
         _ => {
             eprintln!("{usage}");
             std::process::exit(2);

@@ -61,15 +61,22 @@ fn path_uri(path: &str) -> Option<Uri> {
 }
 
 impl Analysis {
-    /// Checks `text` as the document at `uri` (imports and schemas resolve
-    /// relative to its path).
+    /// Checks and verifies `text` as the document at `uri` (imports and
+    /// schemas resolve relative to its path), as `flowc verify` does: the
+    /// static checks and the model checker on every policy.
     pub fn new(uri: &Uri, text: &str) -> Analysis {
+        Analysis::until(uri, text, &flow_verify::Cancel::default()).expect("never cancelled")
+    }
+
+    /// [`Analysis::new`], or `None` once `cancel` is set (the next edit
+    /// replaced the text).
+    pub fn until(uri: &Uri, text: &str, cancel: &flow_verify::Cancel) -> Option<Analysis> {
         let mut db = SourceDb::new();
         let name = uri_path(uri).unwrap_or_else(|| uri.as_str().to_string());
-        let depth = flow_pipeline::Depth::Static;
-        let compiled = flow_pipeline::compile_text(&mut db, &name, text.to_string(), &flow_pipeline::FsLoader, depth, true);
+        let depth = flow_pipeline::Depth::Full { max_states: flow_verify::policies::DEFAULT_MAX_STATES };
+        let compiled = flow_pipeline::compile_text_until(&mut db, &name, text.to_string(), &flow_pipeline::FsLoader, depth, true, cancel)?;
         let lines = LineIndex::new(text);
-        Analysis { db, root: compiled.root, checked: compiled.checked, diagnostics: compiled.diagnostics, lines }
+        Some(Analysis { db, root: compiled.root, checked: compiled.checked, diagnostics: compiled.diagnostics, lines })
     }
 
     fn text(&self) -> &str {

@@ -18,10 +18,11 @@ use std::path::Path;
 /// needs a whole IR, so it runs only when checking found no errors).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Depth {
-    /// The static checks of `flow-verify` (what the editor shows).
+    /// The static checks of `flow-verify` alone.
     Static,
     /// The static checks, then the model checker on every policy of every
-    /// workflow (`flowc verify`, `flow run`), within `max_states`.
+    /// workflow (`flowc verify`, `flow run`, the language server), within
+    /// `max_states`.
     Full { max_states: usize },
 }
 
@@ -72,6 +73,22 @@ pub fn compile_file(db: &mut SourceDb, path: &Path, depth: Depth) -> Result<Comp
 /// `loader`); `indexed` also records every name's declaration and uses
 /// (for editors; the diagnostics and the IR are the same).
 pub fn compile_text(db: &mut SourceDb, name: &str, text: String, loader: &dyn Loader, depth: Depth, indexed: bool) -> Compiled {
+    let never = flow_verify::Cancel::default();
+    compile_text_until(db, name, text, loader, depth, indexed, &never).expect("never cancelled")
+}
+
+/// [`compile_text`], or `None` once `cancel` is set (checked between the
+/// passes and, in the model checker, every few thousand states): the
+/// language server cancels the analysis of a text the next edit replaced.
+pub fn compile_text_until(
+    db: &mut SourceDb,
+    name: &str,
+    text: String,
+    loader: &dyn Loader,
+    depth: Depth,
+    indexed: bool,
+    cancel: &flow_verify::Cancel,
+) -> Option<Compiled> {
     let first = db.len() as u32;
     let root = db.add(name.to_string(), text);
     let checked = if indexed { flow_check::check_program_indexed(db, root, loader) } else { flow_check::check_program(db, root, loader) };
@@ -80,6 +97,9 @@ pub fn compile_text(db: &mut SourceDb, name: &str, text: String, loader: &dyn Lo
     let (digest, _) = flow_check::plan::source_digest(&files);
     let mut diagnostics = checked.diagnostics.clone();
     let (mut policies, mut budgets) = (Vec::new(), Vec::new());
+    if cancel.is_cancelled() {
+        return None;
+    }
     if !checked.has_errors() {
         match depth {
             Depth::Static => {
@@ -88,7 +108,7 @@ pub fn compile_text(db: &mut SourceDb, name: &str, text: String, loader: &dyn Lo
                 budgets = bounds;
             }
             Depth::Full { max_states } => {
-                let verified = flow_verify::verify_all(&checked.program, &digest, max_states);
+                let verified = flow_verify::verify_all_until(&checked.program, &digest, max_states, cancel)?;
                 diagnostics.extend(verified.diagnostics);
                 policies = verified.policies;
                 budgets = verified.budgets;
@@ -96,5 +116,5 @@ pub fn compile_text(db: &mut SourceDb, name: &str, text: String, loader: &dyn Lo
         }
     }
     flow_diagnostics::sort_diagnostics(&mut diagnostics);
-    Compiled { root, checked, diagnostics, policies, budgets, digest, files: (first, last) }
+    Some(Compiled { root, checked, diagnostics, policies, budgets, digest, files: (first, last) })
 }

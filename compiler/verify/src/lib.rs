@@ -22,6 +22,25 @@ mod states;
 mod types;
 
 pub use budgets::{BudgetBound, Status as BudgetStatus};
+
+/// A request to stop a verification whose result is no longer wanted (the
+/// language server's next edit): another thread calls [`Cancel::cancel`],
+/// the model checker sees it within a few thousand states and the
+/// verification returns `None`. Clones share the flag.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Cancel {
+    /// Asks the verification to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether it was asked to stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
 pub use flowgraph::{EdgeKind, FlowGraph};
 
 use flow_check::ir::Program;
@@ -75,11 +94,19 @@ pub struct Verified {
 /// [`verify_with_budgets`] and then the model checker: every policy against
 /// every workflow it applies to (what `flowc verify` runs).
 pub fn verify_all(program: &Program, plan_digest: &str, max_states: usize) -> Verified {
+    verify_all_until(program, plan_digest, max_states, &Cancel::default()).expect("never cancelled")
+}
+
+/// [`verify_all`], or `None` once `cancel` is set.
+pub fn verify_all_until(program: &Program, plan_digest: &str, max_states: usize, cancel: &Cancel) -> Option<Verified> {
     let (mut diagnostics, budgets) = verify_with_budgets(program);
-    let reports = policies::check_policies(program, plan_digest, max_states);
+    if cancel.is_cancelled() {
+        return None;
+    }
+    let reports = policies::check_policies_until(program, plan_digest, max_states, policies::Reductions::default(), cancel)?;
     diagnostics.extend(reports.iter().filter_map(|r| r.diagnostic.clone()));
     flow_diagnostics::sort_diagnostics(&mut diagnostics);
-    Verified { diagnostics, policies: reports, budgets }
+    Some(Verified { diagnostics, policies: reports, budgets })
 }
 
 /// [`verify`] and then the model checker: every policy against every

@@ -39,6 +39,8 @@ pub enum Verdict {
     Violated(Counterexample),
     /// The state space exceeds the bound.
     Unknown(usize),
+    /// The search was cancelled (`Cancel`): no verdict.
+    Cancelled,
 }
 
 /// The outcome of checking one policy against one workflow.
@@ -72,7 +74,7 @@ pub fn obs<'m>(model: &'m Model, label: &Label) -> Option<Obs<'m>> {
 }
 
 /// Checks one policy automaton against a model.
-pub fn check(model: &Model, automaton: &mut Automaton, max_states: usize) -> Outcome {
+pub fn check(model: &Model, automaton: &mut Automaton, max_states: usize, cancel: &crate::Cancel) -> Outcome {
     let mut masks: FxHashMap<Label, Option<Mask>> = FxHashMap::default();
     let mut visited: Visited = IndexSet::with_hasher(FxBuildHasher);
     let mut parent: Vec<(u32, Option<Label>)> = Vec::new();
@@ -94,6 +96,9 @@ pub fn check(model: &Model, automaton: &mut Automaton, max_states: usize) -> Out
     let quiet = if model.cone { crate::model::quiet(model, automaton.atoms()) } else { None };
     let mut stable: FxHashMap<u32, bool> = FxHashMap::default();
     while idx < visited.len() {
+        if idx.is_multiple_of(4096) && cancel.is_cancelled() {
+            return Outcome { verdict: Verdict::Cancelled, states: visited.len() };
+        }
         let (st, q) = visited.get_index(idx).cloned().expect("index in range");
         if let Some(quiet) = &quiet {
             if crate::model::places(&st).all(|n| quiet[n as usize])

@@ -6,6 +6,7 @@ use crate::flowgraph::loc_span;
 use crate::mc::{self, Verdict};
 use crate::model::{Label, Model, DECISIONS, OUTCOMES, ZONES};
 use crate::obligations::Obligation;
+use crate::Cancel;
 use flow_check::ir::TransferKind;
 use flow_check::ir::{Loc, Policy, Program, Workflow};
 use flow_diagnostics::{codes, Diagnostic, Witness, WitnessStep};
@@ -73,6 +74,17 @@ impl Reductions {
 
 /// [`check_policies`], with chosen reductions.
 pub fn check_policies_with(program: &Program, plan_digest: &str, max_states: usize, reductions: Reductions) -> Vec<PolicyReport> {
+    check_policies_until(program, plan_digest, max_states, reductions, &Cancel::default()).expect("never cancelled")
+}
+
+/// [`check_policies_with`], or `None` once `cancel` is set.
+pub fn check_policies_until(
+    program: &Program,
+    plan_digest: &str,
+    max_states: usize,
+    reductions: Reductions,
+    cancel: &Cancel,
+) -> Option<Vec<PolicyReport>> {
     let obligations = crate::obligations::obligations(program);
     let mut out = Vec::new();
     for workflow in program.workflows.values() {
@@ -81,13 +93,13 @@ pub fn check_policies_with(program: &Program, plan_digest: &str, max_states: usi
         model.dead_vars = reductions.dead_vars;
         model.cone = reductions.cone;
         for policy in applicable(program, workflow) {
-            out.push(check_one(&model, policy, plan_digest, max_states));
+            out.push(check_one(&model, policy, plan_digest, max_states, cancel)?);
         }
     }
-    out
+    Some(out)
 }
 
-fn check_one(model: &Model, policy: &Policy, plan_digest: &str, max_states: usize) -> PolicyReport {
+fn check_one(model: &Model, policy: &Policy, plan_digest: &str, max_states: usize, cancel: &Cancel) -> Option<PolicyReport> {
     let workflow = model.workflow.name.clone();
     let mut report = PolicyReport {
         name: policy.name.clone(),
@@ -107,7 +119,7 @@ fn check_one(model: &Model, policy: &Policy, plan_digest: &str, max_states: usiz
                 Diagnostic::new(codes::POLICY_UNKNOWN, file, span, format!("policy `{}` cannot be checked: {why}", policy.name))
                     .with_primary_message("not checked"),
             );
-            return report;
+            return Some(report);
         }
     };
     // W1001: neither proven nor refuted, with why and what to do.
@@ -123,11 +135,12 @@ fn check_one(model: &Model, policy: &Policy, plan_digest: &str, max_states: usiz
     };
     if let Some(why) = model.too_large() {
         report.diagnostic = Some(undecided(&why, "split the workflow into sub-flows; the run monitors still check the policy at run time"));
-        return report;
+        return Some(report);
     }
-    let outcome = mc::check(model, &mut automaton, max_states);
+    let outcome = mc::check(model, &mut automaton, max_states, cancel);
     report.states = outcome.states;
     match outcome.verdict {
+        Verdict::Cancelled => return None,
         Verdict::Holds => report.status = "holds",
         Verdict::Unknown(bound) => {
             report.diagnostic = Some(undecided(
@@ -161,7 +174,7 @@ fn check_one(model: &Model, policy: &Policy, plan_digest: &str, max_states: usiz
             report.witness = Some(witness);
         }
     }
-    report
+    Some(report)
 }
 
 /// The witness as source steps: one per policy event.

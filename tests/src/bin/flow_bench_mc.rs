@@ -6,12 +6,14 @@
 //! SPIN, with the policies as LTL over finite traces (an `alive` flag).
 //!
 //! Usage:
+//! ```text
 //!   flow_bench_mc flow K D [plain]     # verify in-process; prints one JSON line
 //!   flow_bench_mc source K D           # the .flow source
 //!   flow_bench_mc promela K D          # the Promela model (ltl a, b, c)
 //!   flow_bench_mc gen NODES [plain]    # verify a generated workflow of NODES
 //!                                      # nodes (`flow-gen NODES`) in-process,
 //!                                      # with `flowc verify`'s bound on states
+//! ```
 //!
 //! `plain` turns off the reductions that clear dead counters and stop at a
 //! policy's cone of influence (what the model checker did before them).

@@ -249,7 +249,7 @@ fn or_into(set: &mut [u64], other: &[u64]) {
     set.iter_mut().zip(other).for_each(|(a, b)| *a |= b);
 }
 
-/// Checks [`moves`], [`label_node`] and the cone of `atoms` against the
+/// Checks `moves`, `label_node` and the cone of `atoms` against the
 /// model: explores up to `max_states` states and returns the first
 /// transition that puts a thread on a node, or emits a label at a node, not
 /// reachable (by `moves`) from the threads before it, or emits a label an

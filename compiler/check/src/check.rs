@@ -1141,19 +1141,19 @@ impl<'a> Checker<'a> {
 
     /// Every name `scope` defines (for "did you mean" and notes; only
     /// computed when a lookup failed).
-    pub fn scope_names(&self, scope: &Scope) -> Vec<String> {
+    /// The names in scope other than the workflow's nodes (variables,
+    /// `payload`, `input`), and whether the nodes are in scope too.
+    pub fn scope_names(&self, scope: &Scope) -> (Vec<String>, bool) {
         let mut names: Vec<String> = scope.vars.iter().map(|(n, _)| n.clone()).collect();
         names.extend(self.extra_vars.keys().cloned());
         if scope.env == Some(Env::Payload) {
             names.push("payload".into());
         }
-        if matches!(scope.env, Some(Env::Nodes | Env::Payload)) {
-            if let Some(workflow) = &self.workflow {
-                names.push("input".into());
-                names.extend(workflow.nodes.keys().cloned());
-            }
+        let nodes = matches!(scope.env, Some(Env::Nodes | Env::Payload)) && self.workflow.is_some();
+        if nodes {
+            names.push("input".into());
         }
-        names
+        (names, nodes)
     }
 
     fn check_node_ref(&mut self, name: &str, span: Span) -> bool {

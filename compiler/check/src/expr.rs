@@ -79,18 +79,22 @@ impl Checker<'_> {
                     texpr(TExprKind::Var { name: name.clone() }, ty)
                 }
                 None => {
-                    let candidates: Vec<String> = self.scope_names(scope);
+                    let (local, nodes_in_scope) = self.scope_names(scope);
                     let mut diagnostic =
                         Diagnostic::new(codes::UNDEFINED_NAME, self.file, expr.span, format!("undefined name `{name}` in this expression"))
                             .with_primary_message("not in scope");
-                    if let Some(s) = closest_name(name, candidates.iter().map(String::as_str)) {
+                    let near_local = closest_name(name, local.iter().map(String::as_str)).map(str::to_string);
+                    let near_node = if nodes_in_scope { self.closest_node(name) } else { None };
+                    let node_names = || self.workflow.iter().flat_map(|w| w.nodes.keys()).filter(|_| nodes_in_scope);
+                    if let Some(s) = flow_diagnostics::nearer(name, near_local.as_deref(), near_node.as_deref()) {
                         diagnostic = diagnostic.with_help(format!("did you mean `{s}`?"));
                     } else if let Some(global) = self.globals.get(name) {
                         diagnostic = diagnostic
                             .with_label(Label::secondary(global.file, global.name_span, format!("`{name}` is {}", global.kind.article())))
                             .with_note("expressions refer to values: nodes (their outputs), `input`, `payload`, `output` or a quantifier's variable");
-                    } else if !candidates.is_empty() {
-                        diagnostic = diagnostic.with_note(format!("in scope: {}", flow_diagnostics::short_list(&candidates)));
+                    } else if !local.is_empty() || node_names().next().is_some() {
+                        let in_scope = flow_diagnostics::short_list(local.iter().chain(node_names()));
+                        diagnostic = diagnostic.with_note(format!("in scope: {in_scope}"));
                     }
                     self.diagnostics.push(diagnostic);
                     TExpr::invalid()

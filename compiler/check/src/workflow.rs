@@ -322,14 +322,22 @@ impl Checker<'_> {
             return true;
         }
         let count = workflow.nodes.len();
+        let suggestion = self.closest_node(name);
+        self.undefined_with(name, span, "node", suggestion, count == 0);
+        false
+    }
+
+    /// The node of the current workflow nearest to `name`, from an index
+    /// built once per workflow (`NameIndex`), not a scan per miss.
+    pub(crate) fn closest_node(&mut self, name: &str) -> Option<String> {
+        let workflow = self.workflow.as_ref()?;
+        let count = workflow.nodes.len();
         let fresh = matches!(&self.node_suggestions, Some((w, c, _)) if *w == workflow.name && *c == count);
         if !fresh {
             let index = flow_diagnostics::suggest::NameIndex::new(workflow.nodes.keys().cloned());
             self.node_suggestions = Some((workflow.name.clone(), count, index));
         }
-        let suggestion = self.node_suggestions.as_ref().and_then(|(_, _, index)| index.closest(name)).map(str::to_string);
-        self.undefined_with(name, span, "node", suggestion, count == 0);
-        false
+        self.node_suggestions.as_ref().and_then(|(_, _, index)| index.closest(name)).map(str::to_string)
     }
 
     fn check_edge(&mut self, edge: &ast::EdgeStmt, out: &mut Vec<ir::Edge>) {

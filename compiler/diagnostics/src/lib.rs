@@ -244,6 +244,19 @@ pub(crate) fn suggestion_limit(length: usize, candidate_length: usize) -> Option
     (length.abs_diff(candidate_length) <= limit).then_some(limit)
 }
 
+/// The nearer to `name` of two suggestions (each from [`closest_name`] or
+/// a [`suggest::NameIndex`] over part of the candidates), by the rule
+/// [`closest_name`] applies to the whole: the smaller distance, then the
+/// first name in order. Suggestions over parts combine to the suggestion
+/// over their union.
+pub fn nearer<'a>(name: &str, a: Option<&'a str>, b: Option<&'a str>) -> Option<&'a str> {
+    let mut best = None;
+    for candidate in [a, b].into_iter().flatten() {
+        keep_nearer(&mut best, edit_distance(name, candidate), usize::MAX, candidate);
+    }
+    best.map(|(_, c)| c)
+}
+
 /// Keeps `candidate` in `best` if it is within `limit` and nearer (ties go
 /// to the first in order).
 pub(crate) fn keep_nearer<'a>(best: &mut Option<(usize, &'a str)>, distance: usize, limit: usize, candidate: &'a str) {
@@ -310,5 +323,18 @@ mod tests {
         assert_eq!(closest_name("writter", names), Some("writer"));
         assert_eq!(closest_name("zzz", names), None);
         assert_eq!(closest_name("dnoe", ["done"]), Some("done"));
+    }
+
+    #[test]
+    fn suggestions_over_parts_combine_to_the_suggestion_over_the_whole() {
+        let names = ["draft", "drafts", "raft", "review", "reviews", "revise", "input", "item", "items", "payload", "n1", "n2", "n10"];
+        let queries = ["draf", "drat", "reviw", "revie", "inpt", "itme", "paylod", "n3", "n11", "zzzz", "rafts", "x"];
+        for split in 0..=names.len() {
+            let (a, b) = names.split_at(split);
+            for query in queries {
+                let parts = nearer(query, closest_name(query, a.iter().copied()), closest_name(query, b.iter().copied()));
+                assert_eq!(parts, closest_name(query, names), "`{query}` split at {split}");
+            }
+        }
     }
 }

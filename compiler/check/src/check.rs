@@ -94,6 +94,10 @@ pub(crate) struct Checker<'a> {
     /// "Did you mean" for node names: the workflow, its node count when
     /// built, and the index (built once per workflow, not once per miss).
     pub node_suggestions: Option<(String, usize, flow_diagnostics::suggest::NameIndex)>,
+    /// "Did you mean" for globals, per set of kinds looked for: the
+    /// number of globals when built, how many are of the kinds, and the
+    /// index of their names.
+    pub global_suggestions: HashMap<Vec<Kind>, (usize, usize, flow_diagnostics::suggest::NameIndex)>,
 }
 
 /// The most "also used here" labels an undefined name's report collects.
@@ -123,6 +127,7 @@ impl<'a> Checker<'a> {
             index_symbols: false,
             reported_undefined: HashMap::new(),
             node_suggestions: None,
+            global_suggestions: HashMap::new(),
             extra_vars: IndexMap::new(),
             symbols: crate::Symbols::default(),
         }
@@ -363,12 +368,28 @@ impl<'a> Checker<'a> {
                 None
             }
             None => {
-                let candidates: Vec<String> =
-                    self.globals.iter().filter(|(_, g)| kinds.contains(&g.kind)).map(|(n, _)| n.clone()).collect();
                 let what = kinds.first().map(|k| k.as_str()).unwrap_or("name");
-                self.undefined(name, span, what, candidates.iter().map(String::as_str));
+                let (suggestion, none_declared) = self.closest_global(name, kinds);
+                self.undefined_with(name, span, what, suggestion, none_declared);
                 None
             }
+        }
+    }
+
+    /// The global of one of `kinds` nearest to `name`, from an index built
+    /// once per set of kinds (not a scan per miss), and whether no global of
+    /// those kinds exists.
+    fn closest_global(&mut self, name: &str, kinds: &[Kind]) -> (Option<String>, bool) {
+        let count = self.globals.len();
+        let fresh = self.global_suggestions.get(kinds).is_some_and(|(c, _, _)| *c == count);
+        if !fresh {
+            let names: Vec<String> = self.globals.iter().filter(|(_, g)| kinds.contains(&g.kind)).map(|(n, _)| n.clone()).collect();
+            let of_kinds = names.len();
+            self.global_suggestions.insert(kinds.to_vec(), (count, of_kinds, flow_diagnostics::suggest::NameIndex::new(names)));
+        }
+        match self.global_suggestions.get(kinds) {
+            Some((_, of_kinds, index)) => (index.closest(name).map(str::to_string), *of_kinds == 0),
+            None => (None, true),
         }
     }
 

@@ -1,11 +1,13 @@
 //! `flow-fuzz [--seconds N] [--seed N] [--out DIR]`, or `flow-fuzz FILE` to
 //! run the passes on one input (`FLOW_FUZZ_TIMES=1` times each): an in-process mutation
 //! fuzzer over the compiler and the readers. It mutates the repository's
-//! `.flow` files (`flow_tests::mutate`) and its JSON and YAML inputs, and
-//! runs each mutant through the parser, checker, static verifier, model
-//! checker and policy compiler, diagnostics rendering (human, JSON,
-//! SARIF), the formatter, the language server's analysis and requests,
-//! and the bounded JSON/YAML readers. A panic, an input that takes more
+//! `.flow` files (`flow_tests::mutate`), its JSON and YAML inputs, the
+//! examples' plans and the examples' witness traces, and runs each mutant
+//! through the parser, checker, static verifier, model checker and policy
+//! compiler, diagnostics rendering (human, JSON, SARIF), the formatter, the
+//! language server's analysis and requests, the bounded JSON/YAML readers,
+//! the plan reader (`Plan::from_json`, its digest check) and trace check
+//! (`tracecheck::check_text`, against every example's program). A panic, an input that takes more
 //! than 10 s (40 s unoptimised), or a resident size past 2 GiB fails the run (exit 1) and
 //! leaves the input in DIR (default `target/fuzz`) to keep as a regression
 //! file under `tests/regressions/`. A stack overflow aborts the process:
@@ -39,12 +41,16 @@ enum Input {
     Flow(String),
     Json(String),
     Yaml(String),
+    /// A plan as `flowc build` writes it (JSON).
+    Plan(String),
+    /// A JSONL trace, checked against every example's program.
+    Trace(String),
 }
 
 impl Input {
     fn text(&self) -> &str {
         match self {
-            Input::Flow(t) | Input::Json(t) | Input::Yaml(t) => t,
+            Input::Flow(t) | Input::Json(t) | Input::Yaml(t) | Input::Plan(t) | Input::Trace(t) => t,
         }
     }
 
@@ -53,6 +59,8 @@ impl Input {
             Input::Flow(_) => Input::Flow(text),
             Input::Json(_) => Input::Json(text),
             Input::Yaml(_) => Input::Yaml(text),
+            Input::Plan(_) => Input::Plan(text),
+            Input::Trace(_) => Input::Trace(text),
         }
     }
 
@@ -61,6 +69,8 @@ impl Input {
             Input::Flow(_) => "flow",
             Input::Json(_) => "json",
             Input::Yaml(_) => "yaml",
+            Input::Plan(_) => "plan",
+            Input::Trace(_) => "jsonl",
         }
     }
 }
@@ -78,7 +88,65 @@ fn run_passes(input: &Input) -> String {
             Ok(value) => format!("yaml ok {}", value.is_object()),
             Err(_) => "yaml err".to_string(),
         },
+        Input::Plan(text) => match flow_check::plan::Plan::from_json(text) {
+            Ok(plan) => format!("plan ok, digest {}", plan.check_digest().is_ok()),
+            Err(_) => "plan err".to_string(),
+        },
+        Input::Trace(text) => {
+            let options = flow_runtime::tracecheck::Options { artifacts: None, plan_digest: None, require_chain: false, signature: None };
+            let mut codes: Vec<String> = Vec::new();
+            for program in examples() {
+                let report = flow_runtime::tracecheck::check_text(program, text, &options);
+                codes.extend(report.deviations.iter().map(|d| d.code.to_string()));
+            }
+            codes.sort();
+            codes.dedup();
+            format!("trace {}", codes.join(" "))
+        }
     }
+}
+
+/// The examples' programs (each example's main file), compiled once.
+fn examples() -> &'static [flow_check::ir::Program] {
+    static PROGRAMS: std::sync::OnceLock<Vec<flow_check::ir::Program>> = std::sync::OnceLock::new();
+    PROGRAMS.get_or_init(|| example_builds().into_iter().map(|(program, _)| program).collect())
+}
+
+/// Each example's main file (`examples/NAME/NAME.flow`), checked, with its
+/// plan's source files.
+fn example_builds() -> Vec<(flow_check::ir::Program, String)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(flow_tests::repo_root().join("examples")) else { return out };
+    let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    for dir in dirs {
+        let name = dir.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let path = dir.join(format!("{name}.flow"));
+        let mut db = flow_diagnostics::SourceDb::new();
+        let Ok(compiled) = flow_pipeline::compile_file(&mut db, &path, flow_pipeline::Depth::Static) else { continue };
+        if compiled.has_errors() {
+            continue;
+        }
+        let files = compiled.sources(&db);
+        let plan = flow_check::plan::Plan::new(compiled.checked.program.clone(), "flow-fuzz", &files).located(None);
+        out.push((compiled.checked.program, serde_json::to_string_pretty(&plan).unwrap_or_default()));
+    }
+    out
+}
+
+/// Plans and witness traces of the examples: a plan each, and up to eight
+/// positive witnesses each as JSONL.
+fn plan_and_trace_seeds() -> Vec<Input> {
+    let mut out = Vec::new();
+    for (program, plan) in example_builds() {
+        out.push(Input::Plan(plan));
+        let witnesses = flow_verify::policies::positive_witnesses(&program, "sha256:fuzz", 100_000);
+        for events in witnesses.into_iter().filter_map(|(_, events)| events).take(8) {
+            let lines: Vec<String> = events.iter().filter_map(|e| serde_json::to_string(e).ok()).collect();
+            out.push(Input::Trace(lines.join("\n") + "\n"));
+        }
+    }
+    out
 }
 
 fn flow_passes(source: &str) -> String {
@@ -177,6 +245,7 @@ fn seeds() -> Vec<Input> {
             inputs.push(if yaml { Input::Yaml(text) } else { Input::Json(text) });
         }
     }
+    inputs.extend(plan_and_trace_seeds());
     inputs
 }
 
@@ -206,6 +275,8 @@ fn main() {
         let input = match Path::new(&file).extension().and_then(|e| e.to_str()) {
             Some("json") => Input::Json(text),
             Some("yaml") => Input::Yaml(text),
+            Some("plan") => Input::Plan(text),
+            Some("jsonl") => Input::Trace(text),
             _ => Input::Flow(text),
         };
         println!("{}", run_passes(&input));
@@ -277,6 +348,7 @@ fn main() {
     eprintln!("flow-fuzz: {replayed} regression files pass; seed {}, {} s, {} seed inputs", args.seed, args.seconds, seeded);
     let started = Instant::now();
     let (mut executions, mut kept) = (0u64, 0usize);
+    let mut by_kind: std::collections::BTreeMap<&'static str, u64> = Default::default();
     while started.elapsed() < Duration::from_secs(args.seconds) {
         let base = pool[rng.below(pool.len())].clone();
         let donor = pool[rng.below(pool.len())].text().to_string();
@@ -287,6 +359,7 @@ fn main() {
         let input = base.with(text);
         let signature = execute(&input);
         executions += 1;
+        *by_kind.entry(input.extension()).or_default() += 1;
         if input.text().len() <= MAX_POOL_INPUT && seen.insert(format!("{} {signature}", input.extension())) {
             kept += 1;
             if pool.len() < MAX_POOL {
@@ -299,6 +372,8 @@ fn main() {
     }
     let seconds = started.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&current);
+    let kinds: Vec<String> = by_kind.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
+    eprintln!("flow-fuzz: executions by kind: {}", kinds.join(", "));
     println!(
         "flow-fuzz: {executions} executions in {seconds:.0} s ({:.1}/s), {kept} inputs kept (new diagnostic signatures), pool {}, slowest {:.2?}, no failures",
         executions as f64 / seconds,

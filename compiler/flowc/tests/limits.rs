@@ -153,6 +153,25 @@ fn undefined_agents_among_8000_are_suggested_from_an_index() {
 }
 
 #[test]
+fn ten_megabytes_of_random_text_keep_a_bounded_number_of_syntax_errors() {
+    // Random printable text makes a syntax error every few bytes: 525,404
+    // of them once took 3.6 GB. At most MAX_SYNTAX_ERRORS are kept, the
+    // rest counted in a note.
+    let mut state = 7u64;
+    let mut text = String::with_capacity(10 << 20);
+    while text.len() < 10 << 20 {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let c = (state >> 33) % 104;
+        text.push(if c >= 95 { '\n' } else { char::from(b' ' + c as u8) });
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("random.flow");
+    std::fs::write(&path, text).expect("written");
+    let run = holds(&["verify", "--format", "json", path.to_str().expect("UTF-8")], 1);
+    assert!(run.stdout.contains("more syntax errors in this file, not kept"), "the note counts the rest");
+}
+
+#[test]
 fn reports_are_capped_per_file_and_say_how_many_are_left_out() {
     let file = "tests/regressions/undefined_names.flow";
     let run = holds(&["verify", file], 1);

@@ -12,4 +12,4 @@ pub mod lexer;
 mod parser;
 pub mod stack;
 
-pub use parser::{parse, Parse, MAX_TREE_HEIGHT};
+pub use parser::{parse, Parse, MAX_SYNTAX_ERRORS, MAX_TREE_HEIGHT};

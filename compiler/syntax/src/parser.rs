@@ -27,6 +27,7 @@ pub struct Parse {
 /// Parses `source` (the text of `file`). Never fails, never panics.
 pub fn parse(file: FileId, source: &str) -> Parse {
     let mut diagnostics = Vec::new();
+    let mut dropped = 0usize;
     // About one significant token per six bytes of source.
     let mut tokens = Vec::with_capacity(source.len() / 6 + 16);
     // Whether each significant token is the first on its line at column 0;
@@ -45,7 +46,12 @@ pub fn parse(file: FileId, source: &str) -> Parse {
                 } else {
                     format!("invalid character{} `{}`", if text.chars().count() > 1 { "s" } else { "" }, text.escape_debug())
                 };
-                diagnostics.push(Diagnostic::new(codes::INVALID_TOKEN, file, token.span, message).with_primary_message("not a Flow token"));
+                if diagnostics.len() < MAX_SYNTAX_ERRORS {
+                    diagnostics
+                        .push(Diagnostic::new(codes::INVALID_TOKEN, file, token.span, message).with_primary_message("not a Flow token"));
+                } else {
+                    dropped += 1;
+                }
                 line_start = false;
             }
             _ => {
@@ -55,12 +61,27 @@ pub fn parse(file: FileId, source: &str) -> Parse {
             }
         }
     }
-    let mut parser = Parser { file, source, tokens, at_line_start, pos: 0, diagnostics, depth: 0, height: 0, partial_entry: None };
+    let mut parser =
+        Parser { file, source, tokens, at_line_start, pos: 0, diagnostics: Vec::new(), dropped, depth: 0, height: 0, partial_entry: None };
     let file_ast = parser.source_file();
-    let mut diagnostics = parser.diagnostics;
+    let mut dropped = parser.dropped;
+    diagnostics.append(&mut parser.diagnostics);
     diagnostics.sort_by_key(|d| d.primary().map(|l| l.span.start).unwrap_or(0));
+    if diagnostics.len() > MAX_SYNTAX_ERRORS {
+        dropped += diagnostics.len() - MAX_SYNTAX_ERRORS;
+        diagnostics.truncate(MAX_SYNTAX_ERRORS);
+    }
+    // On the first error, which every capped report shows.
+    if let Some(first) = diagnostics.first_mut().filter(|_| dropped > 0) {
+        first.notes.push(format!("and {dropped} more syntax errors in this file, not kept (at most {MAX_SYNTAX_ERRORS} are)"));
+    }
     Parse { file: file_ast, diagnostics }
 }
+
+/// The most syntax errors kept per file (the first by position); the rest
+/// are only counted, in a note on the first. A file of random text
+/// would otherwise hold one diagnostic per few bytes in memory.
+pub const MAX_SYNTAX_ERRORS: usize = 1_000;
 
 /// A syntax error has been reported; unwind to the nearest recovery point.
 #[derive(Debug)]
@@ -87,7 +108,10 @@ struct Parser<'s> {
     tokens: Vec<Token>,
     at_line_start: Vec<bool>,
     pos: usize,
+    /// The parser's own syntax errors (at most [`MAX_SYNTAX_ERRORS`]).
     diagnostics: Vec<Diagnostic>,
+    /// Syntax errors past the limit: counted, not kept.
+    dropped: usize,
     depth: u32,
     /// The height of the expression or formula tree the last expression or
     /// formula function returned (a leaf is 1); see [`MAX_TREE_HEIGHT`].
@@ -206,11 +230,20 @@ impl<'s> Parser<'s> {
         }
     }
 
+    /// Keeps a syntax error, or only counts it past [`MAX_SYNTAX_ERRORS`].
+    fn report(&mut self, diagnostic: Diagnostic) {
+        if self.diagnostics.len() < MAX_SYNTAX_ERRORS {
+            self.diagnostics.push(diagnostic);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
     fn error_expected(&mut self, expected: &str) -> Fail {
         let message = format!("expected {expected}, found {}", self.found());
         let diagnostic = Diagnostic::new(codes::UNEXPECTED_TOKEN, self.file, self.current_span(), message)
             .with_primary_message(format!("expected {expected}"));
-        self.diagnostics.push(diagnostic);
+        self.report(diagnostic);
         Fail
     }
 
@@ -232,7 +265,7 @@ impl<'s> Parser<'s> {
                 Diagnostic::new(codes::UNEXPECTED_TOKEN, self.file, token.span, format!("expected {what}, found keyword `{word}`"))
                     .with_primary_message("reserved word")
                     .with_help(format!("`{word}` is reserved; choose another name such as `{word}_`"));
-            self.diagnostics.push(diagnostic);
+            self.report(diagnostic);
             Err(Fail)
         } else {
             Err(self.error_expected(what))
@@ -256,7 +289,7 @@ impl<'s> Parser<'s> {
                 Diagnostic::new(codes::TOO_DEEP, self.file, self.current_span(), format!("nesting deeper than {MAX_DEPTH} levels"))
                     .with_primary_message("too deep")
                     .with_note("Flow limits nesting so that no input can exhaust the parser's stack");
-            self.diagnostics.push(diagnostic);
+            self.report(diagnostic);
             self.depth -= 1;
             return Err(Fail);
         }
@@ -476,7 +509,7 @@ impl<'s> Parser<'s> {
         let diagnostic = Diagnostic::new(codes::UNCLOSED_DELIMITER, self.file, open.span, format!("unclosed `{}`", self.text(open)))
             .with_primary_message(format!("this is never closed with {closing}"))
             .with_label(Label::secondary(self.file, at, format!("expected {closing} before this")));
-        self.diagnostics.push(diagnostic);
+        self.report(diagnostic);
         Fail
     }
 
@@ -625,7 +658,7 @@ impl<'s> Parser<'s> {
                         "chains of `and`, `or` and `|` may be as long as you like, but each `+ - * /`, \
                  `not`, `.field`, call, index and `?` adds a level; split the expression or name its parts",
                     );
-            self.diagnostics.push(diagnostic);
+            self.report(diagnostic);
             return Err(Fail);
         }
         self.height = height;
@@ -1204,6 +1237,23 @@ fn unescape(token: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn syntax_errors_past_the_limit_are_counted_not_kept() {
+        // 3,000 invalid characters and 3,000 stray words: 6,000 errors.
+        let source = "@\n".repeat(3_000) + &"agent\n".repeat(3_000);
+        let parsed = parse(FileId(0), &source);
+        assert_eq!(parsed.diagnostics.len(), MAX_SYNTAX_ERRORS);
+        let first = parsed.diagnostics[0].primary().map(|l| l.span.start);
+        assert_eq!(first, Some(0), "the first errors by position are kept");
+        let notes = &parsed.diagnostics[0].notes;
+        let counted: usize = notes.iter().find_map(|n| n.strip_prefix("and ")?.split(' ').next()?.parse().ok()).expect("a count");
+        assert!(counted >= 5_000 - MAX_SYNTAX_ERRORS, "{notes:?}");
+        // Under the limit nothing is dropped and no note is added.
+        let few = parse(FileId(0), &"@\n".repeat(10));
+        assert_eq!(few.diagnostics.len(), 10);
+        assert!(few.diagnostics.iter().all(|d| d.notes.is_empty()));
+    }
 
     fn errors(source: &str) -> Vec<String> {
         parse(FileId(0), source).diagnostics.iter().map(|d| format!("{} {}", d.code.0, d.message)).collect()

@@ -45,3 +45,30 @@ fn every_example_has_a_broken_twin_rejected_with_its_code_and_a_witness() {
     }
     assert!(examples >= 6, "expected the six seed examples, found {examples}");
 }
+
+/// The editor sees what `flowc verify` prints: for every example and its
+/// broken twin, the language server's analysis has the same diagnostic
+/// codes, the model checker's (E1001, W1001) included.
+#[test]
+fn the_language_server_reports_what_verify_reports_on_every_example_and_twin() {
+    use std::str::FromStr;
+    let mut compared = 0;
+    for entry in std::fs::read_dir(repo_root().join("examples")).expect("examples/").flatten() {
+        let dir = entry.path();
+        let Some(name) = dir.file_name().map(|n| n.to_string_lossy().into_owned()).filter(|_| dir.is_dir()) else { continue };
+        for file in [format!("{name}.flow"), format!("{name}.broken.flow")] {
+            let path = dir.join(&file);
+            let (checked, _) = check_and_render(&path);
+            let mut cli: Vec<&str> = checked.diagnostics.iter().map(|d| d.code.0).collect();
+            let text = std::fs::read_to_string(&path).expect("readable");
+            let uri = lsp_types::Uri::from_str(&format!("file://{}", path.display())).expect("a file URI");
+            let analysis = flow_lsp::Analysis::new(&uri, &text);
+            let mut editor: Vec<&str> = analysis.diagnostics.iter().map(|d| d.code.0).collect();
+            cli.sort_unstable();
+            editor.sort_unstable();
+            assert_eq!(editor, cli, "examples/{name}/{file}: the editor and flowc verify disagree");
+            compared += 1;
+        }
+    }
+    assert!(compared >= 12);
+}

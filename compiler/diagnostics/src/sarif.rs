@@ -79,11 +79,17 @@ pub fn to_sarif(db: &SourceDb, diagnostics: &[Diagnostic], tool_version: &str) -
     driver.insert("version".into(), Value::from(tool_version));
     driver.insert("rules".into(), Value::Array(rules));
     run.insert("tool".into(), json!({ "driver": Value::Object(driver) }));
+    // Every base a location names is declared (consumers such as code
+    // scanning resolve `%SRCROOT%` to the checkout they analysed).
+    let mut bases = Map::new();
+    if files.iter().any(|&file| file_uri(db.name(file)).1 == Some(SRCROOT)) {
+        bases.insert(SRCROOT.into(), json!({ "description": { "text": "The directory flowc ran in: file names are relative to it." } }));
+    }
     if files.iter().any(|&file| stdlib_module(db.name(file)).is_some()) {
-        run.insert(
-            "originalUriBaseIds".into(),
-            json!({ STDLIB_BASE: { "description": { "text": "Flow's standard library modules, built into flowc." } } }),
-        );
+        bases.insert(STDLIB_BASE.into(), json!({ "description": { "text": "Flow's standard library modules, built into flowc." } }));
+    }
+    if !bases.is_empty() {
+        run.insert("originalUriBaseIds".into(), Value::Object(bases));
     }
     run.insert("artifacts".into(), Value::Array(artifacts));
     run.insert("results".into(), Value::Array(results));
@@ -391,6 +397,22 @@ mod tests {
         assert_eq!(file_uri("<std.consensus>"), ("std.consensus".to_string(), Some(STDLIB_BASE)));
         // A colon in a relative name must not read as a scheme.
         assert_eq!(file_uri("a:b.flow"), ("a%3Ab.flow".to_string(), Some(SRCROOT)));
+    }
+
+    #[test]
+    fn every_uri_base_used_is_declared() {
+        let mut db = SourceDb::new();
+        let file = db.add("examples/a.flow", "x".to_string());
+        let d = Diagnostic::new(crate::codes::UNDEFINED_NAME, file, Span::new(0, 1), "undefined");
+        let log = to_sarif(&db, &[d], "0");
+        let run = &log["runs"][0];
+        assert_eq!(run["artifacts"][0]["location"]["uriBaseId"], SRCROOT);
+        assert!(run["originalUriBaseIds"][SRCROOT]["description"]["text"].is_string(), "{run}");
+        // An absolute path needs no base, so none is declared.
+        let mut db = SourceDb::new();
+        let file = db.add("/abs/a.flow", "x".to_string());
+        let d = Diagnostic::new(crate::codes::UNDEFINED_NAME, file, Span::new(0, 1), "undefined");
+        assert!(to_sarif(&db, &[d], "0")["runs"][0].get("originalUriBaseIds").is_none());
     }
 
     #[test]

@@ -74,12 +74,33 @@ fn summary(r: &PolicyReport) -> (String, String, &'static str, usize) {
 }
 
 #[test]
+fn one_exploration_for_all_policies_changes_no_verdict() {
+    let mut compared = 0;
+    for (name, program) in programs() {
+        let shared = check_policies_with(&program, "sha256:t", 200_000, Reductions::default());
+        let alone = check_policies_with(&program, "sha256:t", 200_000, Reductions { shared: false, ..Reductions::default() });
+        assert_eq!(shared.len(), alone.len(), "{name}");
+        for (s, a) in shared.iter().zip(&alone) {
+            if s.status != "unknown" && a.status != "unknown" {
+                assert_eq!(summary(s), summary(a), "{name}");
+                compared += 1;
+            }
+        }
+    }
+    println!("{compared} verdicts compared");
+}
+
+#[test]
 fn the_reductions_change_no_verdict_and_never_add_states() {
     let (mut fewer, mut compared) = (0, 0);
     for (name, program) in programs() {
-        let reduced = check_policies_with(&program, "sha256:t", 200_000, Reductions::default());
-        let plain =
-            check_policies_with(&program, "sha256:t", 200_000, Reductions { dead_vars: false, cone: false, ..Reductions::default() });
+        let reduced = check_policies_with(&program, "sha256:t", 200_000, Reductions { shared: false, ..Reductions::default() });
+        let plain = check_policies_with(
+            &program,
+            "sha256:t",
+            200_000,
+            Reductions { dead_vars: false, cone: false, shared: false, ..Reductions::default() },
+        );
         assert_eq!(reduced.len(), plain.len(), "{name}");
         for (r, p) in reduced.iter().zip(&plain) {
             assert!(r.states <= p.states, "{name} `{}`: {} states reduced, {} not", r.name, r.states, p.states);
@@ -107,7 +128,7 @@ fn a_generated_workflow_with_routers_is_decided_only_with_the_reductions() {
         let r = reports.iter().find(|r| r.name == "completes_cleanly").expect("the policy is checked").clone();
         (r.status, r.states)
     };
-    let (plain, plain_states) = status(Reductions { dead_vars: false, cone: false, ..Reductions::default() });
+    let (plain, plain_states) = status(Reductions { dead_vars: false, cone: false, shared: false, ..Reductions::default() });
     assert_eq!(plain, "unknown", "{plain_states} states");
     let (dead, dead_states) = status(Reductions { cone: false, ..Reductions::default() });
     assert_eq!(dead, "holds");
@@ -115,4 +136,32 @@ fn a_generated_workflow_with_routers_is_decided_only_with_the_reductions() {
     assert_eq!(both, "holds");
     assert!(both_states < dead_states, "{both_states} >= {dead_states}");
     println!("completes_cleanly on 300 nodes: unknown past {plain_states} states, holds in {dead_states} (dead variables), {both_states} (and cone)");
+}
+
+#[test]
+fn one_exploration_builds_the_states_policies_share_once() {
+    // Three branches of three agents under an exhaustible budget, three
+    // policies over terminations (no cone): each alone explores it all.
+    let mut s = String::from("provider local: scripted\nagent a { provider: local }\nbudget b { steps: 1000, duration: 1h }\n");
+    s += "workflow w {\n  start: fan\n  budget: b\n  node fan: parallel [b0_0, b1_0, b2_0]\n  node merge: join [b0_2, b1_2, b2_2]\n";
+    s += "  node done: end finished\n  merge -> done\n";
+    for b in 0..3 {
+        for d in 0..3 {
+            s += &format!("  node b{b}_{d}: agent a {{ output: {{ ok: bool }} }}\n");
+            if d < 2 {
+                s += &format!("  b{b}_{d} -> b{b}_{}\n", d + 1);
+            }
+        }
+    }
+    s += "  policy p1: never terminated(finished) before completed(merge)\n";
+    s += "  policy p2: never terminated(finished) before completed(b0_2)\n";
+    s += "  policy p3: always (terminated(finished) => not terminated(budget_exhausted))\n}\n";
+    let program = check("shared", s).expect("checks");
+    let shared = check_policies_with(&program, "sha256:t", 1_000_000, Reductions::default());
+    let alone = check_policies_with(&program, "sha256:t", 1_000_000, Reductions { shared: false, ..Reductions::default() });
+    assert!(shared.iter().chain(&alone).all(|r| r.status == "holds"), "{:?}", shared.iter().map(|r| r.status).collect::<Vec<_>>());
+    let built = shared.iter().map(|r| r.states).max().unwrap_or(0);
+    let separately: usize = alone.iter().map(|r| r.states).sum();
+    assert!(built * 2 < separately, "one exploration built {built} states, three built {separately}");
+    println!("three policies: {built} states in one exploration, {separately} in three");
 }

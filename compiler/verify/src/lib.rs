@@ -18,6 +18,7 @@ pub mod obligations;
 mod permissions;
 pub mod policies;
 pub mod render;
+mod shared;
 mod states;
 mod types;
 

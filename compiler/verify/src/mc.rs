@@ -160,7 +160,7 @@ pub fn check(model: &Model, automaton: &mut Automaton, max_states: usize, cancel
     Outcome { verdict: Verdict::Holds, states: visited.len() }
 }
 
-fn path(parent: &[(u32, Option<Label>)], mut i: usize) -> Counterexample {
+pub(crate) fn path(parent: &[(u32, Option<Label>)], mut i: usize) -> Counterexample {
     let mut labels = Vec::new();
     while let Some(&(p, label)) = parent.get(i) {
         if let Some(l) = label {
@@ -184,8 +184,22 @@ fn find_lasso(
     automaton: &mut Automaton,
 ) -> Option<Counterexample> {
     let open: Vec<bool> = visited.iter().map(|(st, q)| !st.is_final() && !automaton.accepts_end(*q)).collect();
-    let mut graph: DiGraph<(), Option<Label>> = DiGraph::with_capacity(visited.len(), edges.len());
-    for _ in 0..visited.len() {
+    let (mut cx, entry) = lasso_through(&open, parent, edges)?;
+    let (_, q) = visited.get_index(entry)?;
+    cx.owed = Some(automaton.residual(*q));
+    Some(cx)
+}
+
+/// The first reachable cycle (by the index of its first state) among the
+/// `open` states, shortest through that state, as prefix + cycle, and the
+/// index of the state where the cycle starts.
+pub(crate) fn lasso_through(
+    open: &[bool],
+    parent: &[(u32, Option<Label>)],
+    edges: &[(u32, u32, Option<Label>)],
+) -> Option<(Counterexample, usize)> {
+    let mut graph: DiGraph<(), Option<Label>> = DiGraph::with_capacity(open.len(), edges.len());
+    for _ in 0..open.len() {
         graph.add_node(());
     }
     for &(a, b, label) in edges {
@@ -239,9 +253,7 @@ fn find_lasso(
     let start = cx.labels.len();
     cx.labels.extend(cycle);
     cx.cycle_start = Some(start);
-    let (_, q) = visited.get_index(entry.index())?;
-    cx.owed = Some(automaton.residual(*q));
-    Some(cx)
+    Some((cx, entry.index()))
 }
 
 /// What a step costs a positive witness: the search prefers the run a

@@ -59,17 +59,19 @@ pub struct Reductions {
     /// A state the policy can no longer be changed from is not explored
     /// further (`Model::cone`).
     pub cone: bool,
+    /// A workflow's policies are checked in one exploration (`shared.rs`).
+    pub shared: bool,
 }
 
 impl Default for Reductions {
     fn default() -> Reductions {
-        Reductions { atomic_control: true, dead_vars: true, cone: true }
+        Reductions { atomic_control: true, dead_vars: true, cone: true, shared: true }
     }
 }
 
 impl Reductions {
     /// Every reduction off.
-    pub const NONE: Reductions = Reductions { atomic_control: false, dead_vars: false, cone: false };
+    pub const NONE: Reductions = Reductions { atomic_control: false, dead_vars: false, cone: false, shared: false };
 }
 
 /// [`check_policies`], with chosen reductions.
@@ -92,14 +94,34 @@ pub fn check_policies_until(
         model.reduce = reductions.atomic_control;
         model.dead_vars = reductions.dead_vars;
         model.cone = reductions.cone;
-        for policy in applicable(program, workflow) {
-            out.push(check_one(&model, policy, plan_digest, max_states, cancel)?);
+        let policies: Vec<&Policy> = applicable(program, workflow).collect();
+        let mut shared: Vec<Option<mc::Outcome>> = vec![None; policies.len()];
+        if reductions.shared && policies.len() > 1 && model.too_large().is_none() {
+            // The policies whose automata compile, in one exploration.
+            let compiled: Vec<(usize, Automaton)> =
+                policies.iter().enumerate().filter_map(|(i, p)| Automaton::new(&p.formula).ok().map(|a| (i, a))).collect();
+            let (which, mut automata): (Vec<usize>, Vec<Automaton>) = compiled.into_iter().unzip();
+            for (i, outcome) in which.into_iter().zip(crate::shared::check_all(&model, &mut automata, max_states, cancel)) {
+                shared[i] = Some(outcome);
+            }
+        }
+        for (policy, outcome) in policies.into_iter().zip(shared) {
+            out.push(check_one(&model, policy, plan_digest, max_states, cancel, outcome)?);
         }
     }
     Some(out)
 }
 
-fn check_one(model: &Model, policy: &Policy, plan_digest: &str, max_states: usize, cancel: &Cancel) -> Option<PolicyReport> {
+/// One policy's report; `shared` is its outcome in the workflow's shared
+/// exploration, if it had one (an `Unknown` there is checked again alone).
+fn check_one(
+    model: &Model,
+    policy: &Policy,
+    plan_digest: &str,
+    max_states: usize,
+    cancel: &Cancel,
+    shared: Option<mc::Outcome>,
+) -> Option<PolicyReport> {
     let workflow = model.workflow.name.clone();
     let mut report = PolicyReport {
         name: policy.name.clone(),
@@ -137,7 +159,10 @@ fn check_one(model: &Model, policy: &Policy, plan_digest: &str, max_states: usiz
         report.diagnostic = Some(undecided(&why, "split the workflow into sub-flows; the run monitors still check the policy at run time"));
         return Some(report);
     }
-    let outcome = mc::check(model, &mut automaton, max_states, cancel);
+    let outcome = match shared {
+        Some(outcome) if !matches!(outcome.verdict, Verdict::Unknown(_)) => outcome,
+        _ => mc::check(model, &mut automaton, max_states, cancel),
+    };
     report.states = outcome.states;
     match outcome.verdict {
         Verdict::Cancelled => return None,

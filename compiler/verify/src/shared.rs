@@ -22,8 +22,25 @@ use rustc_hash::{FxBuildHasher, FxHashMap};
 /// A component whose policy no longer needs the product.
 const RETIRED: u32 = u32::MAX;
 
-/// Checks every automaton against the model in one exploration.
+/// The most policies one exploration carries: their residuals are stored
+/// inline in each product state (no allocation per state).
+const GROUP: usize = 8;
+
+/// The residuals of a group's policies in one product state.
+type Qs = [u32; GROUP];
+
+/// Checks every automaton against the model, in one exploration per
+/// group of [`GROUP`].
 pub fn check_all(model: &Model, automata: &mut [Automaton], max_states: usize, cancel: &Cancel) -> Vec<Outcome> {
+    let mut out = Vec::with_capacity(automata.len());
+    for group in automata.chunks_mut(GROUP) {
+        out.extend(check_group(model, group, max_states, cancel));
+    }
+    out
+}
+
+/// Checks at most [`GROUP`] automata against the model in one exploration.
+fn check_group(model: &Model, automata: &mut [Automaton], max_states: usize, cancel: &Cancel) -> Vec<Outcome> {
     let n = automata.len();
     let mut verdicts: Vec<Option<Verdict>> = vec![None; n];
     // How many states had been explored when each policy was decided.
@@ -32,11 +49,14 @@ pub fn check_all(model: &Model, automata: &mut [Automaton], max_states: usize, c
         automata.iter().map(|a| if model.cone { crate::model::quiet(model, a.atoms()) } else { None }).collect();
     let mut stable: Vec<FxHashMap<u32, bool>> = vec![FxHashMap::default(); n];
     let mut masks: FxHashMap<Label, Box<[Option<Mask>]>> = FxHashMap::default();
-    let mut visited: IndexSet<(St, Box<[u32]>), FxBuildHasher> = IndexSet::with_hasher(FxBuildHasher);
+    let mut visited: IndexSet<(St, Qs), FxBuildHasher> = IndexSet::with_hasher(FxBuildHasher);
     let mut parent: Vec<(u32, Option<Label>)> = Vec::new();
     let mut edges: Vec<(u32, u32, Option<Label>)> = Vec::new();
     let lasso = !model.finite_runs;
-    let q0: Box<[u32]> = automata.iter().map(|a| a.init()).map(|q| if Automaton::is_true(q) { RETIRED } else { q }).collect();
+    let mut q0: Qs = [RETIRED; GROUP];
+    for (q, a) in q0.iter_mut().zip(automata.iter()) {
+        *q = if Automaton::is_true(a.init()) { RETIRED } else { a.init() };
+    }
     visited.insert((model.initial(), q0));
     parent.push((u32::MAX, None));
     let mut succ = Vec::new();
@@ -45,8 +65,7 @@ pub fn check_all(model: &Model, automata: &mut [Automaton], max_states: usize, c
         if idx.is_multiple_of(4096) && cancel.is_cancelled() {
             return vec![Outcome { verdict: Verdict::Cancelled, states: visited.len() }; n];
         }
-        let (st, stored) = visited.get_index(idx).cloned().expect("index in range");
-        let mut qs = stored.into_vec();
+        let (st, mut qs) = visited.get_index(idx).cloned().expect("index in range");
         for i in 0..n {
             if qs[i] == RETIRED {
                 continue;
@@ -81,7 +100,7 @@ pub fn check_all(model: &Model, automata: &mut [Automaton], max_states: usize, c
         for (label, next) in succ.drain(..) {
             let stepped: Option<&[Option<Mask>]> =
                 label.map(|l| &**masks.entry(l).or_insert_with(|| automata.iter().map(|a| obs(model, &l).map(|o| a.mask(&o))).collect()));
-            let mut q2 = qs.clone();
+            let mut q2 = qs;
             for i in 0..n {
                 if q2[i] == RETIRED {
                     continue;
@@ -102,7 +121,7 @@ pub fn check_all(model: &Model, automata: &mut [Automaton], max_states: usize, c
             if q2.iter().all(|&q| q == RETIRED) {
                 continue;
             }
-            let (j, new) = visited.insert_full((next, q2.into_boxed_slice()));
+            let (j, new) = visited.insert_full((next, q2));
             if new {
                 parent.push((idx as u32, label));
                 if visited.len() > max_states {

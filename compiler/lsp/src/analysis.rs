@@ -71,9 +71,15 @@ impl Analysis {
     /// [`Analysis::new`], or `None` once `cancel` is set (the next edit
     /// replaced the text).
     pub fn until(uri: &Uri, text: &str, cancel: &flow_verify::Cancel) -> Option<Analysis> {
+        Analysis::bounded(uri, text, flow_verify::policies::DEFAULT_MAX_STATES, cancel)
+    }
+
+    /// [`Analysis::until`], with the model checker's bound on states per
+    /// policy (the fuzzer keeps it small so one input stays quick).
+    pub fn bounded(uri: &Uri, text: &str, max_states: usize, cancel: &flow_verify::Cancel) -> Option<Analysis> {
         let mut db = SourceDb::new();
         let name = uri_path(uri).unwrap_or_else(|| uri.as_str().to_string());
-        let depth = flow_pipeline::Depth::Full { max_states: flow_verify::policies::DEFAULT_MAX_STATES };
+        let depth = flow_pipeline::Depth::Full { max_states };
         let compiled = flow_pipeline::compile_text_until(&mut db, &name, text.to_string(), &flow_pipeline::FsLoader, depth, true, cancel)?;
         let lines = LineIndex::new(text);
         Some(Analysis { db, root: compiled.root, checked: compiled.checked, diagnostics: compiled.diagnostics, lines })

@@ -296,9 +296,7 @@ impl<'a> Checker<'a> {
                 if !self.index_symbols {
                     continue;
                 }
-                let text = self.db.text(file);
-                let line_start = text[..name.span.start as usize].rfind('\n').map(|i| i + 1).unwrap_or(0);
-                let line_end = text[name.span.start as usize..].find('\n').map(|i| i + name.span.start as usize).unwrap_or(text.len());
+                let detail = declaration_line(self.db.text(file), name.span);
                 self.symbols.defs.push(crate::SymbolDef {
                     key: name.text.clone(),
                     name: name.text.clone(),
@@ -306,7 +304,7 @@ impl<'a> Checker<'a> {
                     file,
                     span: name.span,
                     container: None,
-                    detail: text[line_start..line_end].trim().to_string(),
+                    detail,
                 });
             }
         }
@@ -1584,4 +1582,65 @@ fn validate_schema(value: &serde_json::Value) -> Result<(), (String, String)> {
         return Err((String::new(), "a schema must be an object or a boolean".into()));
     }
     jsonschema::meta::validate(value).map_err(|error| (error.instance_path().to_string(), error.to_string()))
+}
+
+/// The most bytes of a declaration's line kept on either side of its name.
+const DETAIL_REACH: usize = 80;
+
+/// The line declaring the name at `span`, trimmed, for hovers and symbol
+/// lists: at most [`DETAIL_REACH`] bytes either side of the name, so that a
+/// file of one long line does not copy that line into every symbol.
+fn declaration_line(text: &str, span: Span) -> String {
+    let (start, end) = (span.start as usize, span.end as usize);
+    let mut from = start.saturating_sub(DETAIL_REACH);
+    while !text.is_char_boundary(from) {
+        from += 1;
+    }
+    let mut to = end.saturating_add(DETAIL_REACH).min(text.len());
+    while !text.is_char_boundary(to) {
+        to -= 1;
+    }
+    let (before, after) = (&text[from..start], &text[start..to]);
+    let (line_start, clipped_left) = match before.rfind('\n') {
+        Some(i) => (from + i + 1, false),
+        None => (from, from > 0),
+    };
+    let (line_end, clipped_right) = match after.find('\n') {
+        Some(i) => (start + i, false),
+        None => (to, to < text.len()),
+    };
+    let mut line = text[line_start..line_end].trim().to_string();
+    if clipped_left {
+        line.insert_str(0, "… ");
+    }
+    if clipped_right {
+        line.push_str(" …");
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::declaration_line;
+    use flow_diagnostics::Span;
+
+    fn span_of(text: &str, name: &str) -> Span {
+        let start = text.find(name).expect("the name") as u32;
+        Span { start, end: start + name.len() as u32 }
+    }
+
+    #[test]
+    fn a_short_line_is_kept_whole() {
+        let text = "x\n  agent writer { provider: local }  \ny";
+        assert_eq!(declaration_line(text, span_of(text, "writer")), "agent writer { provider: local }");
+    }
+
+    #[test]
+    fn a_long_line_is_clipped_around_the_name() {
+        let text = format!("{}agent writer {{ provider: local }}{}", "é".repeat(500), " x".repeat(500));
+        let detail = declaration_line(&text, span_of(&text, "writer"));
+        assert!(detail.starts_with("… ") && detail.ends_with(" …"), "{detail}");
+        assert!(detail.contains("agent writer { provider: local }"), "{detail}");
+        assert!(detail.len() < 2 * super::DETAIL_REACH + 20, "{}", detail.len());
+    }
 }

@@ -56,11 +56,11 @@ fn to_codespan(diagnostic: &Diagnostic, db: &SourceDb) -> cs::Diagnostic<FileId>
             let len = db.text(label.file).len();
             let start = (label.span.start as usize).min(len);
             let end = (label.span.end as usize).clamp(start, len);
-            cs::Label::new(style, label.file, start..end).with_message(label.message.clone())
+            cs::Label::new(style, label.file, start..end).with_message(clip(&label.message))
         })
         .collect();
     let mut labels: Vec<cs::Label<FileId>> = labels;
-    let mut notes = diagnostic.notes.clone();
+    let mut notes: Vec<String> = diagnostic.notes.iter().map(|n| clip(n)).collect();
     if let Some(witness) = &diagnostic.witness {
         // Steps as numbered secondary labels, the path as a compact note.
         for (i, step) in witness.steps.iter().enumerate() {
@@ -71,19 +71,32 @@ fn to_codespan(diagnostic: &Diagnostic, db: &SourceDb) -> cs::Diagnostic<FileId>
             labels.push(cs::Label::new(cs::LabelStyle::Secondary, step.file, start..end).with_message(format!(
                 "step {}: {}{cycle}",
                 i + 1,
-                step.message
+                clip(&step.message)
             )));
         }
-        notes.push(format!("witness: {}", witness.compact()));
+        notes.push(clip(&format!("witness: {}", witness.compact())));
     }
     if let Some(help) = &diagnostic.help {
-        notes.push(format!("help: {help}"));
+        notes.push(clip(&format!("help: {help}")));
     }
-    cs::Diagnostic::new(severity)
-        .with_code(diagnostic.code.0)
-        .with_message(diagnostic.message.clone())
-        .with_labels(labels)
-        .with_notes(notes)
+    cs::Diagnostic::new(severity).with_code(diagnostic.code.0).with_message(clip(&diagnostic.message)).with_labels(labels).with_notes(notes)
+}
+
+/// The most bytes of one message, label or note a terminal report shows
+/// (a message quoting a megabyte-long name would otherwise print it whole;
+/// JSON and SARIF keep every message whole).
+pub const MAX_SHOWN_MESSAGE: usize = 1_000;
+
+/// `text`, cut after [`MAX_SHOWN_MESSAGE`] bytes with a count of the rest.
+fn clip(text: &str) -> String {
+    if text.len() <= MAX_SHOWN_MESSAGE {
+        return text.to_string();
+    }
+    let mut end = MAX_SHOWN_MESSAGE;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &text[..end], text.len() - end)
 }
 
 /// Writes diagnostics to a colour-capable writer (a terminal).
@@ -229,4 +242,20 @@ pub fn to_json_capped(db: &SourceDb, diagnostics: &[Diagnostic], policies: Vec<V
         "budgets": budgets,
         "summary": {"errors": errors, "warnings": diagnostics.len() - errors, "omitted": capped.omitted_total()},
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{clip, MAX_SHOWN_MESSAGE};
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary_with_a_count() {
+        assert_eq!(clip("short"), "short");
+        let long = format!("undefined agent `{}`", "é".repeat(MAX_SHOWN_MESSAGE));
+        let shown = clip(&long);
+        assert!(shown.len() < MAX_SHOWN_MESSAGE + 40, "{}", shown.len());
+        let kept = shown.split("… (").next().expect("the kept part");
+        assert!(long.starts_with(kept));
+        assert!(shown.ends_with(&format!("({} more bytes)", long.len() - kept.len())), "{shown}");
+    }
 }

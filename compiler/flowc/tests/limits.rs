@@ -211,3 +211,202 @@ fn diagnostics_on_one_long_line_print_a_window_of_it_each() {
     assert!(run.stdout.len() < 200 * 1_500, "{} bytes", run.stdout.len());
     assert!(run.stdout.contains("long_line.flow:7:"), "true line numbers");
 }
+
+/// One LSP message as the protocol frames it.
+fn frame(message: serde_json::Value) -> Vec<u8> {
+    let body = message.to_string();
+    format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+}
+
+/// Reads framed messages from a server's stdout until it closes.
+fn read_messages(mut from: impl std::io::BufRead, to: std::sync::mpsc::Sender<serde_json::Value>) {
+    loop {
+        let mut length = None;
+        loop {
+            let mut line = String::new();
+            if from.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(n) = line.strip_prefix("Content-Length: ") {
+                length = n.trim().parse::<usize>().ok();
+            }
+        }
+        let mut body = vec![0; length.expect("a Content-Length header")];
+        if from.read_exact(&mut body).is_err() {
+            return;
+        }
+        let _ = to.send(serde_json::from_slice(&body).expect("a JSON message"));
+    }
+}
+
+/// A session with `flowc lsp --stdio` on the file at `path`: opens it, sends
+/// `requests` (numbered from 2) and waits for every answer and the
+/// diagnostics, then shuts the server down. Asserts that the server answers
+/// within the hang guard, stays under 200 MB and exits cleanly; returns the
+/// messages it sent and the document's text.
+fn lsp_session(path: &std::path::Path, requests: &[(&str, serde_json::Value)]) -> (Vec<serde_json::Value>, String) {
+    use serde_json::json;
+    use std::io::Write;
+    let text = std::fs::read_to_string(path).expect("the file");
+    let uri = format!("file://{}", path.canonicalize().expect("a path").display());
+    let mut opening = vec![
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "capabilities": {} } }),
+        json!({ "jsonrpc": "2.0", "method": "initialized", "params": {} }),
+        json!({ "jsonrpc": "2.0", "method": "textDocument/didOpen", "params": { "textDocument": { "uri": uri, "languageId": "flow", "version": 1, "text": text } } }),
+    ];
+    for (i, (method, params)) in requests.iter().enumerate() {
+        let mut params = params.clone();
+        params["textDocument"] = json!({ "uri": uri });
+        opening.push(json!({ "jsonrpc": "2.0", "id": i + 2, "method": method, "params": params }));
+    }
+    let last_id = requests.len() + 1;
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flowc"))
+        .args(["lsp", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("flowc lsp starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let (sender, received) = std::sync::mpsc::channel();
+    let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let reader = std::thread::spawn(move || read_messages(stdout, sender));
+    for message in opening {
+        stdin.write_all(&frame(message)).expect("the server reads its input");
+    }
+    let mut messages = Vec::new();
+    let mut peak = 0;
+    let complete = |messages: &[serde_json::Value]| {
+        messages.iter().any(|m| m["method"] == "textDocument/publishDiagnostics")
+            && (2..=last_id).all(|id| messages.iter().any(|m| m["id"] == id))
+    };
+    while !complete(&messages) {
+        peak = peak.max(peak_kib(child.id()).unwrap_or(0));
+        // Not a speed target (the machines are shared): a guard against hangs.
+        assert!(started.elapsed() < Duration::from_secs(60), "the server did not answer in 60 s");
+        match received.recv_timeout(Duration::from_millis(2)) {
+            Ok(message) => messages.push(message),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(e) => panic!("the server closed its output: {e}"),
+        }
+    }
+    let elapsed = started.elapsed();
+    for message in [json!({ "jsonrpc": "2.0", "id": 0, "method": "shutdown" }), json!({ "jsonrpc": "2.0", "method": "exit" })] {
+        stdin.write_all(&frame(message)).expect("the server reads its input");
+    }
+    let status = child.wait().expect("flowc can be waited for");
+    reader.join().expect("the reader");
+    eprintln!("flowc lsp on {}: {status:?}, {peak} KiB, answered in {elapsed:.2?}", path.display());
+    assert_eq!((status.code(), status.signal()), (Some(0), None), "the server exits cleanly after `exit`");
+    assert!(peak < PEAK_KIB, "the server peaked at {peak} KiB");
+    (messages, text)
+}
+
+/// The answer to request `id` of a session.
+fn answer(messages: &[serde_json::Value], id: usize) -> &serde_json::Value {
+    messages.iter().find(|m| m["id"] == id).unwrap_or_else(|| panic!("no answer to request {id}"))
+}
+
+/// The diagnostics a session published.
+fn published(messages: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    messages
+        .iter()
+        .find(|m| m["method"] == "textDocument/publishDiagnostics")
+        .map(|m| m["params"]["diagnostics"].as_array().expect("a list").clone())
+        .expect("diagnostics published")
+}
+
+#[test]
+fn the_language_server_answers_on_a_long_non_ascii_line_with_thousands_of_diagnostics() {
+    // One 134 KB line of 4,000 agents with undefined, non-ASCII providers
+    // (5,000 diagnostics): every diagnostic's range used to be counted from
+    // the line's start, and every symbol copied the whole line (24 s in a
+    // debug build). The server shows 200 and says how many more.
+    use serde_json::json;
+    let path = repo_root().join("tests/regressions/lsp_long_line_diagnostics.flow");
+    let text = std::fs::read_to_string(&path).expect("the regression file");
+    // The last agent's name, 130 KB into the line, in UTF-16 units.
+    let last = text.find("agent a3999 ").expect("the last agent") + "agent ".len();
+    let last_units = text[..last].encode_utf16().count();
+    assert!(last_units < last, "the line is not ASCII before it");
+    let at = json!({ "position": { "line": 0, "character": 7 } });
+    let far = json!({ "position": { "line": 0, "character": last_units + 2 } });
+    let (messages, _) = lsp_session(
+        &path,
+        &[
+            ("textDocument/semanticTokens/full", json!({})),
+            ("textDocument/documentSymbol", json!({})),
+            ("textDocument/completion", at.clone()),
+            ("textDocument/hover", at),
+            ("textDocument/definition", far),
+        ],
+    );
+    let diagnostics = published(&messages);
+    assert_eq!(diagnostics.len(), 201, "200 shown and a note");
+    let note = diagnostics.last().expect("the note")["message"].as_str().expect("a message").to_string();
+    assert!(note.starts_with("and 4801 more diagnostics"), "{note}");
+    // Ranges count UTF-16 units: every invalid character is an `é`.
+    let units: Vec<u16> = text.encode_utf16().collect();
+    let invalid: Vec<&serde_json::Value> = diagnostics.iter().filter(|d| d["code"] == "E0001").collect();
+    assert_eq!(invalid.len(), 100, "the invalid characters among the 200 errors shown");
+    for d in invalid {
+        let character = d["range"]["start"]["character"].as_u64().expect("a column") as usize;
+        assert_eq!(units.get(character), Some(&('é' as u16)), "{d}");
+    }
+    let definition = &answer(&messages, 6)["result"]["range"];
+    assert_eq!(definition["start"], json!({ "line": 0, "character": last_units }), "a position far into the line");
+    assert_eq!(definition["end"]["character"], last_units + "a3999".len());
+    assert!(answer(&messages, 2)["result"]["data"].as_array().is_some_and(|d| d.len() > 5 * 4_000), "semantic tokens");
+    assert_eq!(answer(&messages, 3)["result"].as_array().map(Vec::len), Some(4_000), "a symbol per agent");
+    assert!(answer(&messages, 4)["result"].as_array().is_some_and(|items| items.len() > 4_000), "completions");
+    let hover = answer(&messages, 5)["result"]["contents"]["value"].as_str().expect("a hover").to_string();
+    assert!(hover.contains("agent a0 { provider: zé0 }") && hover.len() < 1_000, "{hover}");
+}
+
+#[test]
+fn the_language_server_colours_a_long_non_ascii_line() {
+    // A 80 KB line of operators found by the fuzzer: semantic tokens took
+    // seconds when each token's column was counted from the line's start.
+    use serde_json::json;
+    let path = repo_root().join("tests/regressions/lsp_long_unicode_line.flow");
+    let (messages, text) = lsp_session(&path, &[("textDocument/semanticTokens/full", json!({}))]);
+    let data = answer(&messages, 2)["result"]["data"].as_array().expect("tokens").clone();
+    // Every token: (delta line, delta start, length, type, modifiers).
+    let (mut line, mut column, mut count) = (0u64, 0u64, 0usize);
+    let lines: Vec<Vec<u16>> = text.split('\n').map(|l| l.encode_utf16().collect()).collect();
+    for token in data.chunks(5) {
+        let delta_line = token[0].as_u64().expect("a number");
+        column = if delta_line == 0 { column + token[1].as_u64().expect("a number") } else { token[1].as_u64().expect("a number") };
+        line += delta_line;
+        let length = token[2].as_u64().expect("a number");
+        assert!(column + length <= lines[line as usize].len() as u64, "a token past its line's end");
+        count += 1;
+    }
+    assert!(count > 10_000, "{count} tokens");
+}
+
+#[test]
+fn two_names_of_a_megabyte_are_not_compared_character_by_character() {
+    // An agent named by 1 MB of `a` and a use of a name one letter off:
+    // "did you mean" compared the two with a quadratic edit distance (> 10 s).
+    use serde_json::json;
+    let declared = "a".repeat(1 << 20);
+    let used = format!("{}b", &declared[1..]);
+    let source = format!(
+        "provider p: scripted\nagent {declared} {{ provider: p }}\nworkflow w {{\n  start: x\n  node x: agent {used}\n  node y: end ok\n  x -> y\n}}\n"
+    );
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("long_names.flow");
+    std::fs::write(&file, source).expect("written");
+    let run = holds(&["verify", file.to_str().expect("UTF-8")], 1);
+    assert!(run.stdout.contains("error[E0101]: undefined agent"), "{}", &run.stdout[..run.stdout.len().min(2_000)]);
+    assert!(run.stdout.len() < 20_000, "the names are shown in part: {} bytes", run.stdout.len());
+    let (messages, _) = lsp_session(&file, &[("textDocument/hover", json!({ "position": { "line": 1, "character": 10 } }))]);
+    assert!(published(&messages).iter().any(|d| d["code"] == "E0101"));
+    let hover = answer(&messages, 2)["result"]["contents"]["value"].as_str().expect("a hover").to_string();
+    assert!(hover.contains("agent `aaaa"), "{}", &hover[..hover.len().min(200)]);
+}

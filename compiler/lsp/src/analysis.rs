@@ -8,8 +8,9 @@ use lsp_types::{
     CompletionItem, CompletionItemKind, DiagnosticRelatedInformation, DiagnosticSeverity, DocumentSymbol, Location, NumberOrString,
     Position, Range, SemanticToken, SymbolKind, TextEdit, Uri,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
+use std::sync::OnceLock;
 
 /// A document checked and verified as `flowc verify` would.
 #[derive(Debug)]
@@ -21,6 +22,9 @@ pub struct Analysis {
     pub diagnostics: Vec<Diagnostic>,
     /// Where the document's lines start (positions in O(log n)).
     lines: LineIndex,
+    /// The same for the other files (imports, schemas), built when first
+    /// needed.
+    other_lines: Vec<OnceLock<LineIndex>>,
 }
 
 /// The file-system path of a `file:` URI (percent-decoded), if it is one.
@@ -82,7 +86,8 @@ impl Analysis {
         let depth = flow_pipeline::Depth::Full { max_states };
         let compiled = flow_pipeline::compile_text_until(&mut db, &name, text.to_string(), &flow_pipeline::FsLoader, depth, true, cancel)?;
         let lines = LineIndex::new(text);
-        Some(Analysis { db, root: compiled.root, checked: compiled.checked, diagnostics: compiled.diagnostics, lines })
+        let other_lines = (0..db.len()).map(|_| OnceLock::new()).collect();
+        Some(Analysis { db, root: compiled.root, checked: compiled.checked, diagnostics: compiled.diagnostics, lines, other_lines })
     }
 
     fn text(&self) -> &str {
@@ -103,13 +108,21 @@ impl Analysis {
         if file == self.root {
             return Some(Location { uri: uri.clone(), range: self.range_here(start, end) });
         }
-        Some(Location { uri: path_uri(self.db.name(file))?, range: range(self.db.text(file), start, end) })
+        let text = self.db.text(file);
+        let range = match self.other_lines.get(file.0 as usize) {
+            Some(lines) => lines.get_or_init(|| LineIndex::new(text)).range(text, start, end),
+            None => range(text, start, end),
+        };
+        Some(Location { uri: path_uri(self.db.name(file))?, range })
     }
 
     /// The diagnostics as the protocol shows them. Diagnostics located in
     /// other files (an import, a schema) are shown at the top of this one.
     pub fn lsp_diagnostics(&self, uri: &Uri) -> Vec<lsp_types::Diagnostic> {
-        self.diagnostics
+        let max = flow_diagnostics::cap::DEFAULT_MAX_PER_FILE;
+        let capped = flow_diagnostics::cap::cap_per_file(&self.diagnostics, max);
+        let mut shown: Vec<lsp_types::Diagnostic> = capped
+            .shown
             .iter()
             .map(|d| {
                 let primary = d.primary();
@@ -162,7 +175,17 @@ impl Analysis {
                     ..Default::default()
                 }
             })
-            .collect()
+            .collect();
+        // "and N more", as `flowc verify` prints it, at the top of the document.
+        for note in capped.notes(&self.db, max) {
+            shown.push(lsp_types::Diagnostic {
+                severity: Some(DiagnosticSeverity::INFORMATION),
+                source: Some("flowc".into()),
+                message: note.trim_start_matches("note: ").to_string(),
+                ..Default::default()
+            });
+        }
+        shown
     }
 
     fn key_at(&self, position: Position) -> Option<&str> {
@@ -272,18 +295,20 @@ impl Analysis {
                 children,
             }
         };
+        // A workflow's nodes and gates, gathered in one pass.
+        let mut members: HashMap<&str, Vec<DocumentSymbol>> = HashMap::new();
+        for c in symbols.defs.iter().filter(|c| c.file == self.root) {
+            if let Some(container) = &c.container {
+                members.entry(container.as_str()).or_default().push(make(c, None));
+            }
+        }
         symbols
             .defs
             .iter()
             .filter(|d| d.file == self.root && d.container.is_none())
             .map(|def| {
-                let children: Vec<DocumentSymbol> = symbols
-                    .defs
-                    .iter()
-                    .filter(|c| c.file == self.root && c.container.as_deref() == Some(def.name.as_str()) && def.kind == "workflow")
-                    .map(|c| make(c, None))
-                    .collect();
-                make(def, (!children.is_empty()).then_some(children))
+                let children = if def.kind == "workflow" { members.remove(def.name.as_str()) } else { None };
+                make(def, children.filter(|c| !c.is_empty()))
             })
             .collect()
     }
@@ -298,11 +323,11 @@ impl Analysis {
             .filter(|d| d.kind == "workflow" && d.file == self.root && d.span.start <= at)
             .max_by_key(|d| d.span.start)
             .map(|d| d.name.clone());
-        let mut seen: HashMap<String, ()> = HashMap::new();
-        let mut items = Vec::new();
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut items = Vec::with_capacity(symbols.defs.len() + flow_syntax::lexer::KEYWORDS.len() + flow_check::types::PRIMITIVES.len());
         for def in &symbols.defs {
             let in_scope = def.container.is_none() || def.container == enclosing;
-            if !in_scope || seen.insert(def.name.clone(), ()).is_some() {
+            if !in_scope || !seen.insert(def.name.as_str()) {
                 continue;
             }
             items.push(CompletionItem {
@@ -316,7 +341,7 @@ impl Analysis {
             items.push(CompletionItem { label: keyword.to_string(), kind: Some(CompletionItemKind::KEYWORD), ..Default::default() });
         }
         for primitive in flow_check::types::PRIMITIVES {
-            if seen.insert(primitive.to_string(), ()).is_none() {
+            if seen.insert(primitive) {
                 items.push(CompletionItem {
                     label: primitive.to_string(),
                     kind: Some(CompletionItemKind::TYPE_PARAMETER),
@@ -348,7 +373,6 @@ impl Analysis {
         }
         let kind_of_span = |start: u32| kinds.get(&start).copied();
         let mut out = Vec::new();
-        let mut cursor = crate::position::Cursor::new(&self.lines);
         let (mut last_line, mut last_start) = (0u32, 0u32);
         for token in flow_syntax::lexer::lex(text) {
             let class = match token.kind {
@@ -372,7 +396,7 @@ impl Analysis {
             let slice = &text[token.span.range()];
             for piece in slice.split_inclusive('\n') {
                 let piece_text = piece.trim_end_matches('\n');
-                let position = cursor.position(text, start);
+                let position = self.lines.position(text, start);
                 let length = piece_text.encode_utf16().count() as u32;
                 if length > 0 {
                     let delta_line = position.line - last_line;

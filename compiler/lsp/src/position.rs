@@ -1,12 +1,19 @@
 //! Byte offsets ⇄ LSP positions (lines and UTF-16 code units).
 //!
-//! A [`LineIndex`] is built once per document: the start of every line and
-//! whether the line is ASCII. Converting an offset is then a binary search
-//! (O(log lines)) plus, on a line with non-ASCII text, a count of the UTF-16
-//! units before it on that line; on an ASCII line the column is the byte
-//! distance. Nothing scans from the start of the file.
+//! A [`LineIndex`] is built once per document: the start of every line,
+//! whether the line is ASCII and, for a text that is not all ASCII, marks
+//! every [`STRIDE`] bytes that say how many UTF-16 units precede them.
+//! Converting an offset is then a binary search (O(log n)) plus, on a line
+//! with non-ASCII text, a count of the UTF-16 units since the nearest mark
+//! (at most [`STRIDE`] bytes); on an ASCII line the column is the byte
+//! distance. Nothing scans from the start of the file or of a long line, so
+//! converting every position of a document is linear in its size, in any
+//! order.
 
 use lsp_types::{Position, Range};
+
+/// The most bytes between two marks of UTF-16 counts.
+pub const STRIDE: u32 = 64;
 
 /// Where the lines of one text start.
 #[derive(Debug, Clone)]
@@ -15,6 +22,12 @@ pub struct LineIndex {
     starts: Vec<u32>,
     /// Whether each line is pure ASCII (byte columns are UTF-16 columns).
     ascii: Vec<bool>,
+    /// UTF-16 units before the start of every line (empty for ASCII text).
+    line_units: Vec<u32>,
+    /// `(byte offset, UTF-16 units before it)` at character boundaries, in
+    /// increasing order, at most [`STRIDE`] bytes apart past the first
+    /// (empty for ASCII text).
+    marks: Vec<(u32, u32)>,
     len: u32,
 }
 
@@ -32,13 +45,29 @@ impl LineIndex {
             }
         }
         ascii.push(line_ascii);
-        LineIndex { starts, ascii, len: text.len() as u32 }
+        let (line_units, marks) = if text.is_ascii() { (Vec::new(), Vec::new()) } else { utf16_marks(text, starts.len()) };
+        LineIndex { starts, ascii, line_units, marks, len: text.len() as u32 }
+    }
+
+    /// The line holding byte `offset` (clamped to the text).
+    fn line_of(&self, offset: u32) -> usize {
+        self.starts.partition_point(|&start| start <= offset) - 1
+    }
+
+    /// The nearest known `(offset, UTF-16 units)` at or before `offset` on `line`.
+    fn mark_before(&self, line: usize, offset: u32) -> (u32, u32) {
+        let start = self.starts[line];
+        let k = self.marks.partition_point(|&(at, _)| at <= offset);
+        match k.checked_sub(1).map(|k| self.marks[k]) {
+            Some(mark) if mark.0 >= start => mark,
+            _ => (start, self.line_units[line]),
+        }
     }
 
     /// The position of byte `offset` of `text` (the text this index was built from).
     pub fn position(&self, text: &str, offset: u32) -> Position {
         let offset = offset.min(self.len);
-        let line = self.starts.partition_point(|&start| start <= offset) - 1;
+        let line = self.line_of(offset);
         let start = self.starts[line];
         let character = if self.ascii[line] {
             offset - start
@@ -47,7 +76,8 @@ impl LineIndex {
             while !text.is_char_boundary(end) {
                 end -= 1;
             }
-            text[start as usize..end].encode_utf16().count() as u32
+            let (at, units) = self.mark_before(line, end as u32);
+            units + text[at as usize..end].encode_utf16().count() as u32 - self.line_units[line]
         };
         Position { line: line as u32, character }
     }
@@ -59,17 +89,24 @@ impl LineIndex {
     /// The byte offset of `position` in `text` (clamped to the line's end
     /// and to the text's end).
     pub fn offset(&self, text: &str, position: Position) -> u32 {
-        let Some(&start) = self.starts.get(position.line as usize) else {
+        let line = position.line as usize;
+        let Some(&start) = self.starts.get(line) else {
             return self.len;
         };
-        let end = self.starts.get(position.line as usize + 1).map_or(self.len, |next| next - 1);
-        if self.ascii[position.line as usize] {
+        let end = self.starts.get(line + 1).map_or(self.len, |next| next - 1);
+        if self.ascii[line] {
             return (start + position.character).min(end);
         }
-        let mut units = 0u32;
-        for (i, c) in text[start as usize..end as usize].char_indices() {
-            if units >= position.character {
-                return start + i as u32;
+        let target = self.line_units[line].saturating_add(position.character);
+        // The last mark on this line at or before the target.
+        let k = self.marks.partition_point(|&(at, units)| at <= end && units <= target);
+        let (from, mut units) = match k.checked_sub(1).map(|k| self.marks[k]) {
+            Some(mark) if mark.0 >= start => mark,
+            _ => (start, self.line_units[line]),
+        };
+        for (i, c) in text[from as usize..end as usize].char_indices() {
+            if units >= target {
+                return from + i as u32;
             }
             units += c.len_utf16() as u32;
         }
@@ -77,45 +114,25 @@ impl LineIndex {
     }
 }
 
-/// Positions of increasing offsets, each found from the previous one:
-/// converting every token of a line costs one pass over the line, even
-/// when the line is long and not ASCII.
-#[derive(Debug)]
-pub struct Cursor<'i> {
-    index: &'i LineIndex,
-    line: usize,
-    offset: u32,
-    character: u32,
-}
-
-impl<'i> Cursor<'i> {
-    pub fn new(index: &'i LineIndex) -> Cursor<'i> {
-        Cursor { index, line: 0, offset: 0, character: 0 }
-    }
-
-    /// The position of `offset`, which must not be before the last one asked.
-    pub fn position(&mut self, text: &str, offset: u32) -> Position {
-        let offset = offset.min(self.index.len);
-        let line = self.index.starts.partition_point(|&start| start <= offset) - 1;
-        if line != self.line || offset < self.offset {
-            self.line = line;
-            self.offset = self.index.starts[line];
-            self.character = 0;
+/// UTF-16 units before every line start, and marks every [`STRIDE`] bytes.
+fn utf16_marks(text: &str, lines: usize) -> (Vec<u32>, Vec<(u32, u32)>) {
+    let mut line_units = Vec::with_capacity(lines);
+    line_units.push(0);
+    let mut marks = vec![(0u32, 0u32)];
+    let mut units = 0u32;
+    let mut next_mark = STRIDE;
+    for (i, c) in text.char_indices() {
+        let i = i as u32;
+        if i >= next_mark {
+            marks.push((i, units));
+            next_mark = i + STRIDE;
         }
-        if self.index.ascii[line] {
-            self.character += offset - self.offset;
-        } else {
-            let mut end = offset as usize;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            self.character += text[self.offset as usize..end].encode_utf16().count() as u32;
-            self.offset = end as u32;
-            return Position { line: line as u32, character: self.character };
+        units += c.len_utf16() as u32;
+        if c == '\n' {
+            line_units.push(units);
         }
-        self.offset = offset;
-        Position { line: line as u32, character: self.character }
     }
+    (line_units, marks)
 }
 
 /// The position of `offset` in `text`, for one-off conversions (builds an index).
@@ -149,14 +166,20 @@ mod tests {
     }
 
     #[test]
-    fn a_cursor_agrees_with_the_index() {
-        let text = "a\u{1F600}b é c\nxyz \u{1F600}\n\u{1F600}\u{1F600}q";
-        let index = LineIndex::new(text);
-        let mut cursor = Cursor::new(&index);
-        for offset in 0..=text.len() as u32 {
-            if text.is_char_boundary(offset as usize) {
-                assert_eq!(cursor.position(text, offset), index.position(text, offset), "{offset}");
-            }
+    fn a_long_non_ascii_line_converts_in_any_order() {
+        // Marks every STRIDE bytes: positions far into one line, asked out
+        // of order, agree with a count from the line's start.
+        let line: String = (0..500).map(|i| if i % 3 == 0 { "é\u{1F600}" } else { "ab" }).collect();
+        let text = format!("x\n{line}\ny");
+        let index = LineIndex::new(&text);
+        let offsets: Vec<u32> = (0..=text.len() as u32).rev().filter(|&o| text.is_char_boundary(o as usize)).collect();
+        for offset in offsets {
+            let before = &text[..offset as usize];
+            let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+            let expected =
+                Position { line: before.matches('\n').count() as u32, character: before[line_start..].encode_utf16().count() as u32 };
+            assert_eq!(index.position(&text, offset), expected, "{offset}");
+            assert_eq!(index.offset(&text, expected), offset, "{offset}");
         }
     }
 

@@ -108,11 +108,7 @@ pub fn check(model: &Model, automaton: &mut Automaton, max_states: usize, cancel
                 continue;
             }
         }
-        if !st.is_final() {
-            model.successors(&st, &mut succ);
-        } else {
-            succ.clear();
-        }
+        model.steps_from(&st, &mut succ);
         if succ.is_empty() {
             // The run ends here: the residual must accept the end.
             if !automaton.accepts_end(q) {

@@ -1122,6 +1122,17 @@ impl<'p> Model<'p> {
         St { threads, vars: vec![0; self.slots], done: false }
     }
 
+    /// The transitions a search follows from `st`: none from a final state
+    /// (the run has ended), else every one of [`Model::successors`]. An
+    /// empty `out` means the run ends at `st`.
+    pub fn steps_from(&self, st: &St, out: &mut Vec<(Option<Label>, St)>) {
+        if st.is_final() {
+            out.clear();
+        } else {
+            self.successors(st, out);
+        }
+    }
+
     /// Every transition from `st`: the label it emits (if any) and the
     /// next state.
     pub fn successors(&self, st: &St, out: &mut Vec<(Option<Label>, St)>) {

@@ -81,11 +81,7 @@ fn check_group(model: &Model, automata: &mut [Automaton], max_states: usize, can
             idx += 1;
             continue;
         }
-        if !st.is_final() {
-            model.successors(&st, &mut succ);
-        } else {
-            succ.clear();
-        }
+        model.steps_from(&st, &mut succ);
         if succ.is_empty() {
             // The run ends here: each residual must accept the end.
             for (i, a) in automata.iter_mut().enumerate() {

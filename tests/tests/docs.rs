@@ -98,6 +98,9 @@ fn reference_lists_every_code_and_every_property() {
     let reference = std::fs::read_to_string(repo_root().join("docs/reference.md")).unwrap();
     for info in flow_diagnostics::CODES {
         assert!(reference.contains(&format!("| {} | {} |", info.code.0, info.title)), "docs/reference.md lacks a row for {}", info.code.0);
+        // SARIF's helpUri points at this anchor.
+        let anchor = format!("| {} | {} | <a id=\"{}\"></a>", info.code.0, info.title, info.code.0.to_ascii_lowercase());
+        assert!(reference.contains(&anchor), "docs/reference.md's row for {} lacks its anchor", info.code.0);
     }
     let mut specs: Vec<&[flow_check::spec::P]> = Vec::new();
     for decl in flow_check::spec::ALL_DECLS {

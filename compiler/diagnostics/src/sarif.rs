@@ -35,15 +35,51 @@ pub const STDLIB_BASE: &str = "FLOW_STDLIB";
 /// The key of Flow's entry in `partialFingerprints`.
 pub const FINGERPRINT_KEY: &str = "flowDiagnosticHash/v1";
 
+/// How one run of `flowc` is described in its SARIF log: where its file
+/// names start, what `%SRCROOT%` stands for, where the reference lives and
+/// what kept it from checking an input. The shell fills it in (the core
+/// reads no working directory).
+#[derive(Debug, Clone, Default)]
+pub struct SarifRun {
+    pub tool_version: String,
+    /// The absolute directory relative file names start from (flowc's
+    /// working directory); `None`: they are taken as relative to the root.
+    pub cwd: Option<String>,
+    /// The absolute directory `%SRCROOT%` stands for (the repository root
+    /// or `--sarif-root`); `None`: the working directory. Files under it
+    /// are written relative to it; files elsewhere as `file://` URIs.
+    pub root: Option<String>,
+    /// The reference's address: the driver's `informationUri`, and each
+    /// rule's `helpUri` (with `#` and the code in lower case).
+    pub docs: Option<String>,
+    /// Problems that kept the tool from checking an input (a file it could
+    /// not read): `invocations[0].toolExecutionNotifications`, and
+    /// `executionSuccessful` false.
+    pub errors: Vec<String>,
+}
+
+impl SarifRun {
+    /// A run described only by its tool version (names relative to the root).
+    pub fn new(tool_version: &str) -> SarifRun {
+        SarifRun { tool_version: tool_version.to_string(), ..SarifRun::default() }
+    }
+}
+
 /// The whole `flowc verify --format sarif` document: a SARIF 2.1.0 log with
 /// one run.
 pub fn to_sarif(db: &SourceDb, diagnostics: &[Diagnostic], tool_version: &str) -> Value {
+    to_sarif_run(db, diagnostics, &SarifRun::new(tool_version))
+}
+
+/// [`to_sarif`] for a run described by `run`.
+pub fn to_sarif_run(db: &SourceDb, diagnostics: &[Diagnostic], described: &SarifRun) -> Value {
+    let uris = Uris { cwd: described.cwd.as_deref(), root: described.root.as_deref() };
     // Rules: the codes used, in registry order (unknown codes after, sorted).
     let mut used: Vec<&'static str> = diagnostics.iter().map(|d| d.code.0).collect();
     used.sort_by_key(|code| (CODES.iter().position(|info| info.code.0 == *code).unwrap_or(usize::MAX), *code));
     used.dedup();
     let rule_index: BTreeMap<&str, usize> = used.iter().enumerate().map(|(i, code)| (*code, i)).collect();
-    let rules: Vec<Value> = used.iter().map(|code| rule_json(code)).collect();
+    let rules: Vec<Value> = used.iter().map(|code| rule_json(code, described.docs.as_deref())).collect();
 
     // Artifacts: every file referenced, in FileId order.
     let mut files: Vec<FileId> = Vec::new();
@@ -61,7 +97,7 @@ pub fn to_sarif(db: &SourceDb, diagnostics: &[Diagnostic], tool_version: &str) -
         .iter()
         .map(|&file| {
             let mut artifact = Map::new();
-            artifact.insert("location".into(), artifact_location(db, file, None));
+            artifact.insert("location".into(), artifact_location(db, &uris, file, None));
             artifact.insert("length".into(), Value::from(db.text(file).len()));
             if let Some(language) = source_language(db.name(file)) {
                 artifact.insert("sourceLanguage".into(), Value::from(language));
@@ -71,19 +107,23 @@ pub fn to_sarif(db: &SourceDb, diagnostics: &[Diagnostic], tool_version: &str) -
         .collect();
 
     let results: Vec<Value> =
-        diagnostics.iter().map(|diagnostic| result_json(db, diagnostic, rule_index[diagnostic.code.0], &artifact_index)).collect();
+        diagnostics.iter().map(|diagnostic| result_json(db, &uris, diagnostic, rule_index[diagnostic.code.0], &artifact_index)).collect();
 
     let mut run = Map::new();
     let mut driver = Map::new();
     driver.insert("name".into(), Value::from("flowc"));
-    driver.insert("version".into(), Value::from(tool_version));
+    driver.insert("version".into(), Value::from(described.tool_version.as_str()));
+    if let Some(docs) = &described.docs {
+        driver.insert("informationUri".into(), Value::from(docs.as_str()));
+    }
     driver.insert("rules".into(), Value::Array(rules));
     run.insert("tool".into(), json!({ "driver": Value::Object(driver) }));
     // Every base a location names is declared (consumers such as code
     // scanning resolve `%SRCROOT%` to the checkout they analysed).
     let mut bases = Map::new();
-    if files.iter().any(|&file| file_uri(db.name(file)).1 == Some(SRCROOT)) {
-        bases.insert(SRCROOT.into(), json!({ "description": { "text": "The directory flowc ran in: file names are relative to it." } }));
+    if files.iter().any(|&file| uris.of(db.name(file)).1 == Some(SRCROOT)) {
+        let text = "The source root: the repository flowc ran in (or --sarif-root); file names are relative to it.";
+        bases.insert(SRCROOT.into(), json!({ "description": { "text": text } }));
     }
     if files.iter().any(|&file| stdlib_module(db.name(file)).is_some()) {
         bases.insert(STDLIB_BASE.into(), json!({ "description": { "text": "Flow's standard library modules, built into flowc." } }));
@@ -91,6 +131,14 @@ pub fn to_sarif(db: &SourceDb, diagnostics: &[Diagnostic], tool_version: &str) -
     if !bases.is_empty() {
         run.insert("originalUriBaseIds".into(), Value::Object(bases));
     }
+    let notifications: Vec<Value> =
+        described.errors.iter().map(|error| json!({ "level": "error", "message": { "text": error } })).collect();
+    let mut invocation = Map::new();
+    invocation.insert("executionSuccessful".into(), Value::from(notifications.is_empty()));
+    if !notifications.is_empty() {
+        invocation.insert("toolExecutionNotifications".into(), Value::Array(notifications));
+    }
+    run.insert("invocations".into(), json!([Value::Object(invocation)]));
     run.insert("artifacts".into(), Value::Array(artifacts));
     run.insert("results".into(), Value::Array(results));
     run.insert("columnKind".into(), Value::from("unicodeCodePoints"));
@@ -110,9 +158,9 @@ fn level(severity: Severity) -> &'static str {
 }
 
 /// The reporting descriptor of one code.
-fn rule_json(code: &'static str) -> Value {
+fn rule_json(code: &'static str, docs: Option<&str>) -> Value {
     let default_level = if code.starts_with('W') { "warning" } else { "error" };
-    match CODES.iter().find(|info| info.code.0 == code) {
+    let mut rule = match CODES.iter().find(|info| info.code.0 == code) {
         Some(info) => json!({
             "id": code,
             "name": pascal_case(info.title),
@@ -125,7 +173,11 @@ fn rule_json(code: &'static str) -> Value {
             "id": code,
             "defaultConfiguration": { "level": default_level },
         }),
+    };
+    if let Some(docs) = docs {
+        rule["helpUri"] = Value::from(format!("{docs}#{}", code.to_ascii_lowercase()));
     }
+    rule
 }
 
 /// `undefined name` → `UndefinedName`: SARIF's rule `name` is an
@@ -144,7 +196,7 @@ fn pascal_case(title: &str) -> String {
         .collect()
 }
 
-fn result_json(db: &SourceDb, diagnostic: &Diagnostic, rule_index: usize, artifacts: &BTreeMap<FileId, usize>) -> Value {
+fn result_json(db: &SourceDb, uris: &Uris, diagnostic: &Diagnostic, rule_index: usize, artifacts: &BTreeMap<FileId, usize>) -> Value {
     let mut text = diagnostic.message.clone();
     for note in &diagnostic.notes {
         text.push_str("\nnote: ");
@@ -170,7 +222,7 @@ fn result_json(db: &SourceDb, diagnostic: &Diagnostic, rule_index: usize, artifa
     let primary_at = diagnostic.labels.iter().position(|label| label.primary).or(if diagnostic.labels.is_empty() { None } else { Some(0) });
     let primary = primary_at.map(|i| &diagnostic.labels[i]).filter(|label| (label.file.0 as usize) < db.len());
     if let Some(label) = primary {
-        result.insert("locations".into(), json!([location_json(db, label.file, label.span, &label.message, artifacts, None)]));
+        result.insert("locations".into(), json!([location_json(db, uris, label.file, label.span, &label.message, artifacts, None)]));
     }
 
     let related: Vec<Value> = diagnostic
@@ -179,7 +231,7 @@ fn result_json(db: &SourceDb, diagnostic: &Diagnostic, rule_index: usize, artifa
         .enumerate()
         .filter(|(i, label)| Some(*i) != primary_at && (label.file.0 as usize) < db.len())
         .enumerate()
-        .map(|(n, (_, label))| location_json(db, label.file, label.span, &label.message, artifacts, Some(n + 1)))
+        .map(|(n, (_, label))| location_json(db, uris, label.file, label.span, &label.message, artifacts, Some(n + 1)))
         .collect();
     if !related.is_empty() {
         result.insert("relatedLocations".into(), Value::Array(related));
@@ -195,7 +247,7 @@ fn result_json(db: &SourceDb, diagnostic: &Diagnostic, rule_index: usize, artifa
                 let cycle = if witness.cycle_start == Some(i) { " (the cycle starts here)" } else { "" };
                 let message = format!("step {}: {}: {}{cycle}", i + 1, step.name, step.message);
                 json!({
-                    "location": location_json(db, step.file, step.span, &message, artifacts, None),
+                    "location": location_json(db, uris, step.file, step.span, &message, artifacts, None),
                     "executionOrder": i + 1,
                 })
             })
@@ -209,14 +261,24 @@ fn result_json(db: &SourceDb, diagnostic: &Diagnostic, rule_index: usize, artifa
         result.insert("codeFlows".into(), json!([Value::Object(code_flow)]));
     }
 
-    let file = primary.map(|label| db.name(label.file)).unwrap_or("");
-    result.insert("partialFingerprints".into(), json!({ FINGERPRINT_KEY: fingerprint(diagnostic.code.0, file, &diagnostic.message) }));
+    // The file as the log names it (relative to the root), so that the
+    // fingerprint does not depend on the directory flowc ran in.
+    let file = primary.map(|label| uris.of(db.name(label.file)).0).unwrap_or_default();
+    result.insert("partialFingerprints".into(), json!({ FINGERPRINT_KEY: fingerprint(diagnostic.code.0, &file, &diagnostic.message) }));
     Value::Object(result)
 }
 
 /// A `location` with a physical location (file and region), an optional
 /// message and, for related locations, an id.
-fn location_json(db: &SourceDb, file: FileId, span: Span, message: &str, artifacts: &BTreeMap<FileId, usize>, id: Option<usize>) -> Value {
+fn location_json(
+    db: &SourceDb,
+    uris: &Uris,
+    file: FileId,
+    span: Span,
+    message: &str,
+    artifacts: &BTreeMap<FileId, usize>,
+    id: Option<usize>,
+) -> Value {
     let mut location = Map::new();
     if let Some(id) = id {
         location.insert("id".into(), Value::from(id));
@@ -224,7 +286,7 @@ fn location_json(db: &SourceDb, file: FileId, span: Span, message: &str, artifac
     location.insert(
         "physicalLocation".into(),
         json!({
-            "artifactLocation": artifact_location(db, file, artifacts.get(&file).copied()),
+            "artifactLocation": artifact_location(db, uris, file, artifacts.get(&file).copied()),
             "region": region_json(db, file, span),
         }),
     );
@@ -250,8 +312,8 @@ fn region_json(db: &SourceDb, file: FileId, span: Span) -> Value {
     })
 }
 
-fn artifact_location(db: &SourceDb, file: FileId, index: Option<usize>) -> Value {
-    let (uri, base) = file_uri(db.name(file));
+fn artifact_location(db: &SourceDb, uris: &Uris, file: FileId, index: Option<usize>) -> Value {
+    let (uri, base) = uris.of(db.name(file));
     let mut location = Map::new();
     location.insert("uri".into(), Value::from(uri));
     if let Some(base) = base {
@@ -268,26 +330,79 @@ fn stdlib_module(name: &str) -> Option<&str> {
     name.strip_prefix('<').and_then(|rest| rest.strip_suffix('>'))
 }
 
+/// How file names become URIs in one log.
+struct Uris<'a> {
+    cwd: Option<&'a str>,
+    root: Option<&'a str>,
+}
+
+impl Uris<'_> {
+    /// `name` (as in the [`SourceDb`]) as a SARIF URI and its base.
+    fn of(&self, name: &str) -> (String, Option<&'static str>) {
+        file_uri_under(name, self.cwd, self.root)
+    }
+}
+
 /// A file name as in the [`SourceDb`] as a SARIF URI and its base:
 /// relative names are relative to `%SRCROOT%`, absolute paths become
 /// `file://` URIs, stdlib modules are relative to [`STDLIB_BASE`]. Every
 /// character outside RFC 3986's unreserved set (and `/`) is
 /// percent-encoded, so the URI is valid whatever the file is called.
 pub fn file_uri(name: &str) -> (String, Option<&'static str>) {
+    file_uri_under(name, None, None)
+}
+
+/// [`file_uri`] for a tool that ran in `cwd` with `%SRCROOT%` at `root`
+/// (both absolute; the root defaults to `cwd`): a relative name is read from `cwd`, and a file under
+/// `root` is written relative to it, whichever way it was named; other
+/// files are `file://` URIs.
+pub fn file_uri_under(name: &str, cwd: Option<&str>, root: Option<&str>) -> (String, Option<&'static str>) {
     if let Some(module) = stdlib_module(name) {
         return (percent_encode(module, false), Some(STDLIB_BASE));
     }
     let path = name.replace('\\', "/");
     let bytes = path.as_bytes();
-    if bytes.len() >= 3 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' && bytes[2] == b'/' {
+    let drive = bytes.len() >= 3 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' && bytes[2] == b'/';
+    let absolute = drive || path.starts_with('/');
+    let full = match (absolute, cwd) {
+        (true, _) => normalize(&path),
+        (false, Some(cwd)) => normalize(&format!("{}/{path}", cwd.replace('\\', "/"))),
+        (false, None) => return (percent_encode(&normalize(&path), false), Some(SRCROOT)),
+    };
+    if let Some(root) = root.or(cwd).map(|r| normalize(&r.replace('\\', "/"))) {
+        let prefix = if root.ends_with('/') { root.clone() } else { format!("{root}/") };
+        if let Some(relative) = full.strip_prefix(&prefix) {
+            return (percent_encode(relative, false), Some(SRCROOT));
+        }
+    }
+    if full.as_bytes().get(1) == Some(&b':') {
         // A Windows drive path: `C:/x` → `file:///C:/x`.
-        let (drive, rest) = path.split_at(2);
+        let (drive, rest) = full.split_at(2);
         return (format!("file:///{drive}{}", percent_encode(rest, true)), None);
     }
-    if path.starts_with('/') {
-        return (format!("file://{}", percent_encode(&path, true)), None);
+    (format!("file://{}", percent_encode(&full, true)), None)
+}
+
+/// `a/./b/../c` → `a/c`, lexically (a leading `/` and leading `..` of a
+/// relative path are kept).
+fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|last| *last != "..") => {
+                parts.pop();
+            }
+            ".." if path.starts_with('/') => {}
+            _ => parts.push(part),
+        }
     }
-    (percent_encode(&path, false), Some(SRCROOT))
+    let joined = parts.join("/");
+    if path.starts_with('/') {
+        format!("/{joined}")
+    } else {
+        joined
+    }
 }
 
 /// Percent-encodes everything but unreserved characters and `/` (and `:`
@@ -397,6 +512,39 @@ mod tests {
         assert_eq!(file_uri("<std.consensus>"), ("std.consensus".to_string(), Some(STDLIB_BASE)));
         // A colon in a relative name must not read as a scheme.
         assert_eq!(file_uri("a:b.flow"), ("a%3Ab.flow".to_string(), Some(SRCROOT)));
+    }
+
+    #[test]
+    fn files_are_named_from_the_root_whatever_the_working_directory() {
+        let (root, sub) = (Some("/repo"), Some("/repo/examples/x"));
+        let expected = ("examples/a.flow".to_string(), Some(SRCROOT));
+        assert_eq!(file_uri_under("../a.flow", sub, root), expected);
+        assert_eq!(file_uri_under("/repo/examples/a.flow", sub, root), expected);
+        assert_eq!(file_uri_under("examples/./b/../a.flow", Some("/repo"), root), expected);
+        assert_eq!(file_uri_under("a.flow", Some("/repo/examples"), None), ("a.flow".to_string(), Some(SRCROOT)));
+        // Outside the root: an absolute URI.
+        assert_eq!(file_uri_under("../../../elsewhere/a.flow", sub, root), ("file:///elsewhere/a.flow".to_string(), None));
+        assert_eq!(file_uri_under("/repository2/a.flow", sub, root), ("file:///repository2/a.flow".to_string(), None));
+        assert_eq!(file_uri_under("<std.consensus>", sub, root), ("std.consensus".to_string(), Some(STDLIB_BASE)));
+    }
+
+    #[test]
+    fn a_run_says_whether_it_checked_everything_and_where_the_reference_is() {
+        let mut db = SourceDb::new();
+        let file = db.add("examples/a.flow", "x".to_string());
+        let d = Diagnostic::new(crate::codes::UNDEFINED_NAME, file, Span::new(0, 1), "undefined");
+        let run = SarifRun { docs: Some("https://example.org/reference.md".into()), ..SarifRun::new("0") };
+        let log = to_sarif_run(&db, std::slice::from_ref(&d), &run);
+        let run_json = &log["runs"][0];
+        assert_eq!(run_json["invocations"][0]["executionSuccessful"], true);
+        assert_eq!(run_json["tool"]["driver"]["informationUri"], "https://example.org/reference.md");
+        assert_eq!(run_json["tool"]["driver"]["rules"][0]["helpUri"], "https://example.org/reference.md#e0101");
+        let failed = SarifRun { errors: vec!["cannot read b.flow: not found".into()], ..SarifRun::new("0") };
+        let log = to_sarif_run(&db, &[d], &failed);
+        let invocation = &log["runs"][0]["invocations"][0];
+        assert_eq!(invocation["executionSuccessful"], false);
+        assert_eq!(invocation["toolExecutionNotifications"][0]["message"]["text"], "cannot read b.flow: not found");
+        assert_eq!(invocation["toolExecutionNotifications"][0]["level"], "error");
     }
 
     #[test]

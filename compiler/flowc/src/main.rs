@@ -58,6 +58,12 @@ enum Command {
         /// M more"; 0 shows all. The summary counts every one.
         #[arg(long, value_name = "N", default_value_t = flow_diagnostics::cap::DEFAULT_MAX_PER_FILE)]
         max_diagnostics: usize,
+        /// With `--format sarif`: the directory `%SRCROOT%` stands for
+        /// (files under it are named relative to it). Default: the
+        /// repository around the working directory (the nearest directory
+        /// holding `.git`), else the working directory.
+        #[arg(long, value_name = "DIR")]
+        sarif_root: Option<PathBuf>,
     },
     /// Build a verified plan: the checked, typed IR with source digests,
     /// the source's directory relative to the plan, and a digest of the
@@ -159,8 +165,9 @@ fn main() -> ExitCode {
     flow_diagnostics::cli::quiet_on_closed_stdout();
     let cli = Cli::parse();
     match cli.command {
-        Command::Verify { files, format, color, obligations, witness_dir, max_states, max_diagnostics } => {
-            let outputs = Outputs { obligations: obligations.as_deref(), witness_dir: witness_dir.as_deref() };
+        Command::Verify { files, format, color, obligations, witness_dir, max_states, max_diagnostics, sarif_root } => {
+            let outputs =
+                Outputs { obligations: obligations.as_deref(), witness_dir: witness_dir.as_deref(), sarif_root: sarif_root.as_deref() };
             verify(&files, format, color, outputs, max_states, max_diagnostics)
         }
         Command::Build { file, output, emit, max_diagnostics } => build(&file, &output, emit, max_diagnostics),
@@ -218,6 +225,30 @@ fn write_file(path: &Path, contents: &str) -> Result<(), UsageError> {
 struct Outputs<'p> {
     obligations: Option<&'p Path>,
     witness_dir: Option<&'p Path>,
+    sarif_root: Option<&'p Path>,
+}
+
+/// The reference, as SARIF's `informationUri` and rules' `helpUri` name it.
+const REFERENCE_URL: &str = concat!(env!("CARGO_PKG_REPOSITORY"), "/blob/main/docs/reference.md");
+
+/// How this run is described in a SARIF log: the working directory, the
+/// source root (`--sarif-root`, else the repository around the working
+/// directory, else the working directory) and the reference's address.
+fn sarif_run(root: Option<&Path>, errors: Vec<String>) -> Result<flow_diagnostics::sarif::SarifRun, UsageError> {
+    let cwd = std::env::current_dir()
+        .and_then(|d| d.canonicalize())
+        .map_err(|e| UsageError(format!("cannot read the working directory: {e}")))?;
+    let root = match root {
+        Some(root) => root.canonicalize().map_err(|e| UsageError(format!("--sarif-root {}: {e}", root.display())))?,
+        None => cwd.ancestors().find(|dir| dir.join(".git").exists()).unwrap_or(&cwd).to_path_buf(),
+    };
+    Ok(flow_diagnostics::sarif::SarifRun {
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        cwd: Some(cwd.to_string_lossy().into_owned()),
+        root: Some(root.to_string_lossy().into_owned()),
+        docs: Some(REFERENCE_URL.to_string()),
+        errors,
+    })
 }
 
 /// Writes diagnostics to standard error through one buffer (at most `max`
@@ -228,7 +259,13 @@ fn report_to_stderr(db: &SourceDb, diagnostics: &[Diagnostic], max: usize) {
 }
 
 fn verify(files: &[PathBuf], format: Format, color: Color, outputs: Outputs, max_states: usize, max_diagnostics: usize) -> ExitCode {
-    let Outputs { obligations, witness_dir } = outputs;
+    let Outputs { obligations, witness_dir, sarif_root } = outputs;
+    // With SARIF, a file that cannot be read becomes a notification in the
+    // log (and exit 2), not an empty output.
+    let mut unread: Vec<String> = Vec::new();
+    if sarif_root.is_some() && format != Format::Sarif {
+        return fail(UsageError("--sarif-root applies to --format sarif only".into()));
+    }
     let mut db = SourceDb::new();
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     let mut policies = Vec::new();
@@ -237,6 +274,11 @@ fn verify(files: &[PathBuf], format: Format, color: Color, outputs: Outputs, max
     for path in files {
         let compiled = match compile(&mut db, path, max_states) {
             Ok(compiled) => compiled,
+            Err(error) if format == Format::Sarif => {
+                eprintln!("flowc: {}", error.0);
+                unread.push(error.0);
+                continue;
+            }
             Err(error) => return fail(error),
         };
         policies.extend(policy_statuses(&db, &compiled));
@@ -259,6 +301,7 @@ fn verify(files: &[PathBuf], format: Format, color: Color, outputs: Outputs, max
             return fail(error);
         }
     }
+    let incomplete = !unread.is_empty();
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let stdout = std::io::stdout();
     let written = match format {
@@ -269,7 +312,10 @@ fn verify(files: &[PathBuf], format: Format, color: Color, outputs: Outputs, max
             } else {
                 let capped = flow_diagnostics::cap::cap_per_file(&diagnostics, max_diagnostics);
                 let shown: Vec<Diagnostic> = capped.shown.into_iter().cloned().collect();
-                flow_diagnostics::sarif::to_sarif(&db, &shown, env!("CARGO_PKG_VERSION"))
+                match sarif_run(sarif_root, std::mem::take(&mut unread)) {
+                    Ok(run) => flow_diagnostics::sarif::to_sarif_run(&db, &shown, &run),
+                    Err(error) => return fail(error),
+                }
             };
             let mut out = std::io::BufWriter::new(stdout.lock());
             serde_json::to_writer_pretty(&mut out, &document)
@@ -294,6 +340,9 @@ fn verify(files: &[PathBuf], format: Format, color: Color, outputs: Outputs, max
             eprintln!("flowc: cannot write output: {error}");
             return ExitCode::from(2);
         }
+    }
+    if incomplete {
+        return ExitCode::from(2);
     }
     if errors > 0 {
         ExitCode::from(1)

@@ -3,7 +3,7 @@
 // Tests read the repository's files: the pure-core lint does not apply.
 #![allow(clippy::disallowed_methods)]
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -341,6 +341,64 @@ fn sarif_output_validates_against_the_sarif_schema() {
     let with_flow = log["runs"][0]["results"].as_array().unwrap().iter().find(|r| r["ruleId"] == "E0705").expect("E0705");
     let steps = with_flow["codeFlows"][0]["threadFlows"][0]["locations"].as_array().expect("code flow");
     assert_eq!(steps.len(), 5);
+}
+
+#[test]
+fn sarif_names_files_from_the_source_root_whatever_the_working_directory() {
+    // A repository (a directory holding `.git`) with a broken flow in
+    // `flows/`, checked from a sibling folder by relative and by absolute
+    // path: both name it `flows/broken.flow` under %SRCROOT%, with the same
+    // fingerprints; `--sarif-root` moves the root.
+    let schema = sarif_schema();
+    let validator = jsonschema::options().should_validate_formats(true).build(&schema).expect("SARIF schema compiles");
+    let tmp = temp_dir("sarif-root");
+    let repo = tmp.path().canonicalize().expect("a path");
+    std::fs::create_dir_all(repo.join(".git")).expect(".git");
+    std::fs::create_dir_all(repo.join("flows")).expect("flows");
+    std::fs::create_dir_all(repo.join("ci/sub")).expect("ci/sub");
+    let broken = std::fs::read_to_string(repo_root().join("examples/harness/harness.broken.flow")).expect("the example");
+    std::fs::write(repo.join("flows/broken.flow"), broken).expect("written");
+    let run = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_flowc")).args(args).current_dir(repo.join("ci/sub")).output().expect("flowc runs");
+        let log: Value = serde_json::from_slice(&output.stdout).expect("SARIF is JSON");
+        let errors: Vec<String> = validator.iter_errors(&log).map(|e| format!("{e} at {}", e.instance_path())).take(5).collect();
+        assert!(errors.is_empty(), "{args:?}: SARIF does not validate:\n{}", errors.join("\n"));
+        (output.status.code(), log)
+    };
+    let absolute = repo.join("flows/broken.flow");
+    let (code, relative_log) = run(&["verify", "--format", "sarif", "../../flows/broken.flow"]);
+    assert_eq!(code, Some(1));
+    let (_, absolute_log) = run(&["verify", "--format", "sarif", absolute.to_str().expect("UTF-8")]);
+    for log in [&relative_log, &absolute_log] {
+        let run = &log["runs"][0];
+        assert_eq!(run["artifacts"][0]["location"], json!({ "uri": "flows/broken.flow", "uriBaseId": "%SRCROOT%" }));
+        assert!(run["originalUriBaseIds"]["%SRCROOT%"]["description"]["text"].is_string());
+        assert_eq!(run["invocations"][0]["executionSuccessful"], true);
+        let rules = run["tool"]["driver"]["rules"].as_array().expect("rules");
+        assert!(rules.iter().all(|r| r["helpUri"]
+            .as_str()
+            .is_some_and(|u| u.ends_with(&format!("docs/reference.md#{}", r["id"].as_str().unwrap_or("").to_lowercase())))));
+        assert!(run["tool"]["driver"]["informationUri"].as_str().is_some_and(|u| u.starts_with("https://")));
+    }
+    let fingerprints = |log: &Value| -> Vec<Value> {
+        log["runs"][0]["results"].as_array().expect("results").iter().map(|r| r["partialFingerprints"].clone()).collect()
+    };
+    assert_eq!(fingerprints(&relative_log), fingerprints(&absolute_log));
+    let flows = repo.join("flows");
+    let (_, rooted) = run(&["verify", "--format", "sarif", "--sarif-root", flows.to_str().expect("UTF-8"), "../../flows/broken.flow"]);
+    assert_eq!(rooted["runs"][0]["artifacts"][0]["location"]["uri"], "broken.flow");
+    // A file that cannot be read: a log that says so, and exit 2.
+    let (code, log) = run(&["verify", "--format", "sarif", "../../flows/broken.flow", "missing.flow"]);
+    assert_eq!(code, Some(2));
+    let invocation = &log["runs"][0]["invocations"][0];
+    assert_eq!(invocation["executionSuccessful"], false);
+    let text = invocation["toolExecutionNotifications"][0]["message"]["text"].as_str().expect("a notification").to_string();
+    assert!(text.contains("cannot read missing.flow"), "{text}");
+    assert!(!log["runs"][0]["results"].as_array().expect("results").is_empty(), "the readable file is still checked");
+    // The flag belongs to SARIF.
+    let (code, _, stderr) = flowc(&["verify", "--sarif-root", ".", "examples/harness/harness.flow"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--sarif-root applies to --format sarif only"), "{stderr}");
 }
 
 #[test]

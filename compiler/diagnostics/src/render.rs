@@ -225,6 +225,11 @@ pub fn witness_json(db: &SourceDb, witness: &crate::Witness) -> Value {
     })
 }
 
+/// The version of the `flowc verify --format json` report, whose JSON
+/// Schema is `stdlib/schemas/verify-report.schema.json`: raised when a
+/// field is removed or changes type (new fields may appear within one).
+pub const JSON_REPORT_VERSION: u32 = 1;
+
 /// The whole `flowc verify --format json` document, every diagnostic shown.
 pub fn to_json(db: &SourceDb, diagnostics: &[Diagnostic], policies: Vec<Value>, budgets: Vec<Value>) -> Value {
     to_json_capped(db, diagnostics, policies, budgets, 0)
@@ -237,6 +242,7 @@ pub fn to_json_capped(db: &SourceDb, diagnostics: &[Diagnostic], policies: Vec<V
     let errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let capped = crate::cap::cap_per_file(diagnostics, max);
     json!({
+        "version": JSON_REPORT_VERSION,
         "diagnostics": capped.shown.iter().map(|d| diagnostic_json(db, d)).collect::<Vec<_>>(),
         "policies": policies,
         "budgets": budgets,

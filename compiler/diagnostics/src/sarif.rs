@@ -327,7 +327,7 @@ fn artifact_location(db: &SourceDb, uris: &Uris, file: FileId, index: Option<usi
 
 /// `<std.consensus>` → `std.consensus`: the SourceDb name of a stdlib module.
 fn stdlib_module(name: &str) -> Option<&str> {
-    name.strip_prefix('<').and_then(|rest| rest.strip_suffix('>'))
+    name.strip_prefix('<').and_then(|rest| rest.strip_suffix('>')).filter(|module| module.starts_with("std."))
 }
 
 /// How file names become URIs in one log.
@@ -510,6 +510,8 @@ mod tests {
         assert_eq!(file_uri("/tmp/a.flow"), ("file:///tmp/a.flow".to_string(), None));
         assert_eq!(file_uri("C:\\src\\a.flow"), ("file:///C:/src/a.flow".to_string(), None));
         assert_eq!(file_uri("<std.consensus>"), ("std.consensus".to_string(), Some(STDLIB_BASE)));
+        // The standard input is not a stdlib module.
+        assert_eq!(file_uri("<stdin>"), ("%3Cstdin%3E".to_string(), Some(SRCROOT)));
         // A colon in a relative name must not read as a scheme.
         assert_eq!(file_uri("a:b.flow"), ("a%3Ab.flow".to_string(), Some(SRCROOT)));
     }

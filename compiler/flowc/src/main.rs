@@ -32,7 +32,8 @@ enum Command {
     /// Exit status: 0 when no errors were found (warnings allowed), 1 when
     /// errors were found, 2 on a usage or I/O problem.
     Verify {
-        /// The files to check; each is checked as its own program.
+        /// The files to check; each is checked as its own program (`-`: the
+        /// standard input, named `<stdin>`).
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Output format.
@@ -70,6 +71,7 @@ enum Command {
     /// plan's own content (`flow run` refuses a plan edited since).
     /// Refuses (exit 1) when the program has errors.
     Build {
+        /// The flow to build (`-`: the standard input).
         file: PathBuf,
         /// Where to write the plan.
         #[arg(short, long, value_name = "PLAN")]
@@ -84,6 +86,7 @@ enum Command {
     },
     /// Draw the workflows of a file: gates, guarded edges and loop bounds.
     Graph {
+        /// The flow to draw (`-`: the standard input).
         file: PathBuf,
         #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
         format: GraphFormat,
@@ -94,12 +97,17 @@ enum Command {
     },
     /// Format .flow files in place in the one canonical layout (comments
     /// kept). With --check, change nothing: list the files that would
-    /// change and exit 1 if there are any.
+    /// change and exit 1 if there are any. `-` formats the standard input
+    /// to the standard output (what editors call).
     Fmt {
+        /// The files to format (`-`: the standard input).
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        #[arg(long)]
+        #[arg(long, conflicts_with = "stdout")]
         check: bool,
+        /// Print the formatted text instead of writing it back.
+        #[arg(long)]
+        stdout: bool,
         /// Show at most N diagnostics per file (errors first), then "and
         /// M more"; 0 shows all. The summary counts every one.
         #[arg(long, value_name = "N", default_value_t = flow_diagnostics::cap::DEFAULT_MAX_PER_FILE)]
@@ -119,6 +127,13 @@ enum Command {
         /// What else the client passes (`--clientProcessId=N`, …).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
         client_args: Vec<String>,
+    },
+    /// Print a completion script for a shell, e.g.
+    /// `flowc completions bash > ~/.local/share/bash-completion/completions/flowc`
+    /// or `flowc completions zsh > ~/.zfunc/_flowc`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
     /// Explain a diagnostic code, with a minimal example that triggers it.
     Explain {
@@ -159,7 +174,10 @@ enum Color {
     Never,
 }
 
-use flow_pipeline::{normalize, Compiled};
+use flow_pipeline::Compiled;
+
+mod fmt;
+mod input;
 
 fn main() -> ExitCode {
     flow_diagnostics::cli::quiet_on_closed_stdout();
@@ -172,12 +190,23 @@ fn main() -> ExitCode {
         }
         Command::Build { file, output, emit, max_diagnostics } => build(&file, &output, emit, max_diagnostics),
         Command::Graph { file, format, max_diagnostics } => graph(&file, format, max_diagnostics),
-        Command::Fmt { files, check, max_diagnostics } => fmt(&files, check, max_diagnostics),
+        Command::Fmt { files, check, stdout, max_diagnostics } => {
+            let mode = match (check, stdout) {
+                (true, _) => fmt::Mode::Check,
+                (false, true) => fmt::Mode::Stdout,
+                (false, false) => fmt::Mode::InPlace,
+            };
+            fmt::fmt(&files, mode, max_diagnostics)
+        }
         Command::PlanSchema => {
             println!("{}", serde_json::to_string_pretty(&flow_check::plan::plan_schema()).unwrap_or_default());
             ExitCode::SUCCESS
         }
         Command::Explain { code, list } => explain(code.as_deref(), list),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "flowc", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
         Command::Lsp { stdio: _, client_args } => {
             match lsp_transport(&client_args).and_then(|()| flow_lsp::run_stdio().map_err(|e| e.to_string())) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -193,15 +222,7 @@ fn main() -> ExitCode {
 /// A usage or I/O problem: reported on stderr, exit status 2.
 struct UsageError(String);
 
-fn read_source(path: &Path) -> Result<String, UsageError> {
-    flow_pipeline::read_source(path).map_err(UsageError)
-}
-
-/// One file checked and, when checking found no errors, verified (the
-/// static checks, then the model checker), through the one pipeline.
-fn compile(db: &mut SourceDb, path: &Path, max_states: usize) -> Result<Compiled, UsageError> {
-    flow_pipeline::compile_file(db, path, flow_pipeline::Depth::Full { max_states }).map_err(UsageError)
-}
+use input::compile;
 
 fn fail(error: UsageError) -> ExitCode {
     eprintln!("flowc: {}", error.0);
@@ -263,6 +284,9 @@ fn verify(files: &[PathBuf], format: Format, color: Color, outputs: Outputs, max
     // With SARIF, a file that cannot be read becomes a notification in the
     // log (and exit 2), not an empty output.
     let mut unread: Vec<String> = Vec::new();
+    if let Err(error) = input::at_most_one_stdin(files) {
+        return fail(error);
+    }
     if sarif_root.is_some() && format != Format::Sarif {
         return fail(UsageError("--sarif-root applies to --format sarif only".into()));
     }
@@ -403,53 +427,6 @@ fn source_dir_from(source: &Path, plan: &Path) -> Option<String> {
     let source_dir = std::fs::canonicalize(dir_of(source)).ok()?;
     let plan_dir = std::fs::canonicalize(dir_of(plan)).ok()?;
     Some(flow_check::plan::relative_dir(&plan_dir, &source_dir))
-}
-
-fn fmt(files: &[PathBuf], check: bool, max_diagnostics: usize) -> ExitCode {
-    let mut db = SourceDb::new();
-    let mut failed = false;
-    let mut unformatted = 0;
-    for path in files {
-        let source = match read_source(path) {
-            Ok(source) => source,
-            Err(error) => return fail(error),
-        };
-        let file = db.add(normalize(path), source.clone());
-        match flow_fmt::format_file(file, &source) {
-            Ok(text) if text == source => {}
-            Ok(text) if check => {
-                unformatted += 1;
-                println!("would reformat {}", path.display());
-                let _ = text;
-            }
-            Ok(text) => {
-                if let Err(error) = write_file(path, &text) {
-                    return fail(error);
-                }
-                println!("formatted {}", path.display());
-            }
-            Err(flow_fmt::FormatError::Syntax(diagnostics)) => {
-                failed = true;
-                report_to_stderr(&db, &diagnostics, max_diagnostics);
-                eprintln!("flowc: not formatting {}: it has syntax errors", path.display());
-            }
-            Err(flow_fmt::FormatError::Internal(message)) => {
-                failed = true;
-                eprintln!(
-                    "flowc: not formatting {}: the formatter would change its meaning ({message}); please report this",
-                    path.display()
-                );
-            }
-        }
-    }
-    if check && unformatted > 0 {
-        eprintln!("flowc: {unformatted} of {} files would be reformatted", files.len());
-    }
-    if failed || unformatted > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
 }
 
 fn graph(path: &Path, format: GraphFormat, max_diagnostics: usize) -> ExitCode {

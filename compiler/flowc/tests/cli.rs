@@ -533,3 +533,138 @@ fn lsp_accepts_the_transport_flags_editor_clients_pass() {
     assert_eq!(code, 2);
     assert!(stderr.contains("unexpected argument `--bogus`"), "{stderr}");
 }
+
+/// Runs flowc in the repository with `input` on its standard input.
+fn flowc_with_stdin(args: &[&str], input: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flowc"))
+        .args(args)
+        .current_dir(repo_root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("flowc runs");
+    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("written");
+    let output = child.wait_with_output().expect("flowc finishes");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_dash_reads_the_flow_from_the_standard_input() {
+    let broken = std::fs::read_to_string(repo_root().join("examples/harness/harness.broken.flow")).expect("the example");
+    let (code, stdout, _) = flowc_with_stdin(&["verify", "--color", "never", "-"], &broken);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("┌─ <stdin>:"), "{stdout}");
+    let (_, file_out, _) = flowc(&["verify", "--color", "never", "examples/harness/harness.broken.flow"]);
+    assert_eq!(stdout.replace("<stdin>", "examples/harness/harness.broken.flow"), file_out, "the same report as for the file");
+    // Imports resolve from the working directory.
+    let (code, stdout, stderr) = flowc_with_stdin(&["verify", "--format", "json", "-"], "import \"examples/harness/harness.flow\"\n");
+    assert!(code == 0 || code == 1, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert!(report["diagnostics"].as_array().expect("a list").iter().all(|d| d["code"] != "E0004"), "{stdout}");
+    // A plan from the standard input.
+    let tmp = temp_dir("stdin-plan");
+    let plan = tmp.path().join("plan.json");
+    let ok = std::fs::read_to_string(repo_root().join("examples/harness/harness.flow")).expect("the example");
+    let (code, _, stderr) = flowc_with_stdin(&["build", "-", "-o", plan.to_str().expect("UTF-8")], &ok);
+    assert_eq!(code, 0, "{stderr}");
+    let plan: Value = serde_json::from_str(&std::fs::read_to_string(&plan).expect("the plan")).expect("JSON");
+    assert!(plan["content_digest"].as_str().is_some_and(|d| d.starts_with("sha256:")));
+    // Only once.
+    let (code, _, stderr) = flowc_with_stdin(&["verify", "-", "-"], "");
+    assert_eq!(code, 2);
+    assert!(stderr.contains("can be given once"), "{stderr}");
+}
+
+#[test]
+fn fmt_prints_to_standard_output_for_a_dash_or_with_stdout() {
+    let (code, stdout, stderr) = flowc_with_stdin(&["fmt", "-"], "agent   x {provider: p}\n");
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, "agent x { provider: p }\n");
+    // Already formatted: printed all the same (an editor replaces its buffer with it).
+    let (_, again, _) = flowc_with_stdin(&["fmt", "-"], &stdout);
+    assert_eq!(again, stdout);
+    let (code, stdout, _) = flowc_with_stdin(&["fmt", "--check", "-"], "agent   x {provider: p}\n");
+    assert_eq!(code, 1);
+    assert_eq!(stdout, "would reformat <stdin>\n");
+    let (code, _, stderr) = flowc_with_stdin(&["fmt", "-"], "agent x {\n");
+    assert_eq!(code, 1);
+    assert!(stderr.contains("not formatting <stdin>: it has syntax errors"), "{stderr}");
+    // --stdout leaves the file as it was.
+    let tmp = temp_dir("fmt-stdout");
+    let file = tmp.path().join("x.flow");
+    std::fs::write(&file, "agent   x {provider: p}\n").expect("written");
+    let (code, stdout, _) = flowc(&["fmt", "--stdout", file.to_str().expect("UTF-8")]);
+    assert_eq!(code, 0);
+    assert_eq!(stdout, "agent x { provider: p }\n");
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "agent   x {provider: p}\n");
+}
+
+#[test]
+fn completion_scripts_complete_in_a_real_bash() {
+    let (code, script, _) = flowc(&["completions", "bash"]);
+    assert_eq!(code, 0);
+    let tmp = temp_dir("completions");
+    let path = tmp.path().join("flowc.bash");
+    std::fs::write(&path, script).expect("written");
+    // Ask bash's completion function (called as bash calls it: command,
+    // word, previous word) what completes `flowc ver` and `flowc verify --for`.
+    let probe = format!(
+        "source {}; COMP_WORDS=(flowc ver); COMP_CWORD=1; _flowc flowc ver flowc; echo \"${{COMPREPLY[@]}}\"; COMP_WORDS=(flowc verify --for); COMP_CWORD=2; _flowc flowc --for verify; echo \"${{COMPREPLY[@]}}\"",
+        path.display()
+    );
+    let output = Command::new("bash").args(["-c", &probe]).output().expect("bash runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.first().copied(), Some("verify"), "{text}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(lines.get(1).copied(), Some("--format"), "{text}");
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let (code, script, _) = flowc(&["completions", shell]);
+        assert_eq!(code, 0, "{shell}");
+        assert!(script.contains("verify") && script.contains("max-diagnostics"), "{shell}");
+    }
+}
+
+#[test]
+fn the_json_report_has_a_version_and_matches_its_published_schema() {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("stdlib/schemas/verify-report.schema.json")).expect("the published schema"),
+    )
+    .expect("schema JSON");
+    let validator = jsonschema::options().should_validate_formats(true).build(&schema).expect("the schema compiles");
+    // Every example and every UI case: clean files, errors, witnesses, budgets, policies.
+    let mut files: Vec<PathBuf> = Vec::new();
+    for dir in ["examples", "tests/ui"] {
+        let mut stack = vec![repo_root().join(dir)];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).expect("a directory").flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "flow") {
+                    files.push(path);
+                }
+            }
+        }
+    }
+    files.sort();
+    assert!(files.len() > 80, "{} files", files.len());
+    let (mut with_witness, mut with_budgets, mut with_policies) = (0, 0, 0);
+    for file in &files {
+        let (code, stdout, stderr) = flowc(&["verify", "--format", "json", file.to_str().expect("UTF-8")]);
+        assert!(code == 0 || code == 1, "{}: exit {code}: {stderr}", file.display());
+        let report: Value = serde_json::from_str(&stdout).expect("JSON");
+        let errors: Vec<String> = validator.iter_errors(&report).map(|e| format!("{e} at {}", e.instance_path())).take(5).collect();
+        assert!(errors.is_empty(), "{}: the report does not match its schema:\n{}", file.display(), errors.join("\n"));
+        assert_eq!(report["version"], 1);
+        with_witness += usize::from(report["diagnostics"].as_array().expect("a list").iter().any(|d| !d["witness"].is_null()));
+        with_budgets += usize::from(!report["budgets"].as_array().expect("a list").is_empty());
+        with_policies += usize::from(!report["policies"].as_array().expect("a list").is_empty());
+    }
+    assert!(with_witness > 0 && with_budgets > 0 && with_policies > 0, "{with_witness} {with_budgets} {with_policies}");
+}

@@ -173,6 +173,13 @@ enum Command {
         #[command(subcommand)]
         command: KeyCommand,
     },
+    /// Print a completion script for a shell, e.g.
+    /// `flow completions bash > ~/.local/share/bash-completion/completions/flow`
+    /// or `flow completions zsh > ~/.zfunc/_flow`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Measure how much of a plan's coverage obligations a set of traces exercises.
     ///
     /// The obligations are the verifier's: every reachable agent, every
@@ -369,6 +376,10 @@ async fn dispatch(cli: Cli) -> u8 {
         Command::Trace { command: TraceCommand::Explain { code } } => trace_explain(code.as_deref()),
         Command::Key { command: KeyCommand::Generate { out, force } } => signing_keys::generate(&out, force),
         Command::Coverage { traces, plan, format } => coverage(&traces, &plan, format),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "flow", &mut std::io::stdout());
+            exit::SUCCESS
+        }
         Command::Replay { run } => {
             let dir = match run_dir_of(&run) {
                 Ok(d) => d,

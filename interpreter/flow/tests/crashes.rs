@@ -37,20 +37,18 @@ fn ending(outcome: &Outcome) -> (String, BTreeMap<String, String>) {
     (status, outcome.outputs.iter().map(|(k, v)| (k.clone(), v.to_string())).collect())
 }
 
-fn options(run_dir: PathBuf, meta: &RunMeta, base: &Path) -> Options {
+fn options(run_dir: PathBuf, meta: &RunMeta) -> Options {
     let mut opts = Options::new(run_dir, Arc::new(FakeClock::new(FakeClock::DEFAULT_START)));
-    opts.replay = meta.replay.as_ref().map(|(path, strict)| {
-        let path = if path.is_relative() { base.join(path) } else { path.clone() };
-        (path, if *strict { ReplayMode::Strict } else { ReplayMode::Lenient })
-    });
+    // The cassette as the run directory records it (relative to it).
+    opts.replay = meta.replay_in(&opts.run_dir).map(|(path, strict)| (path, if strict { ReplayMode::Strict } else { ReplayMode::Lenient }));
     opts
 }
 
 /// Resumes `run_dir` to its end, answering a reconciliation "run it
 /// again" and a confirmation asked again as the uninterrupted run did.
-async fn resume_to_the_end(run_dir: &Path, meta: &RunMeta, base: &Path, clean: &[serde_json::Value], at: &str) -> Outcome {
+async fn resume_to_the_end(run_dir: &Path, meta: &RunMeta, clean: &[serde_json::Value], at: &str) -> Outcome {
     for _ in 0..4 {
-        let outcome = driver::resume(options(run_dir.to_path_buf(), meta, base), ResumeMode::Continue)
+        let outcome = driver::resume(options(run_dir.to_path_buf(), meta), ResumeMode::Continue)
             .await
             .unwrap_or_else(|e| panic!("{at}: resume failed: {e}"));
         let journal = driver::open_journal(run_dir, false).unwrap();
@@ -87,7 +85,7 @@ async fn crash_at(clean: Arc<Clean>, k: u64, total: u64) {
     let (name, d, meta, plan) = (&clean.name, clean.dir.as_path(), &clean.meta, &clean.plan);
     let at = format!("{name}, crash after event {k} of {total}");
     let run_dir = d.join(format!("crash-{k}"));
-    let mut opts = options(run_dir.clone(), meta, d);
+    let mut opts = options(run_dir.clone(), meta);
     opts.crash_after_seq = Some(k);
     opts.crash_in_process = true;
     let crashed = driver::run(plan, meta.workflow.as_deref(), meta.input.clone(), &meta.base_dir, &format!("crash-{k}"), opts).await;
@@ -95,7 +93,7 @@ async fn crash_at(clean: Arc<Clean>, k: u64, total: u64) {
         Err(e) if e.to_string().contains("crashed after event") => {}
         other => panic!("{at}: did not crash: {other:?}"),
     }
-    let resumed = resume_to_the_end(&run_dir, meta, d, &clean.events, &at).await;
+    let resumed = resume_to_the_end(&run_dir, meta, &clean.events, &at).await;
     assert_eq!(ending(&resumed), clean.ending, "{at}: another ending");
     assert_eq!(completions(&run_dir), clean.completions, "{at}: nodes completed another number of times");
     let text = std::fs::read_to_string(run_dir.join("trace.jsonl")).unwrap();
@@ -127,7 +125,7 @@ async fn campaign(src: PathBuf, name: String) -> u64 {
     let run_id = driver::run_id_of(&journal).unwrap();
     let (meta, plan) = driver::load_meta(&journal, &run_id).unwrap();
     drop(journal);
-    let ending = ending(&driver::resume(options(clean_dir.clone(), &meta, d), ResumeMode::DeriveOnly).await.unwrap());
+    let ending = ending(&driver::resume(options(clean_dir.clone(), &meta), ResumeMode::DeriveOnly).await.unwrap());
     let events = events(&clean_dir);
     let total = events.len() as u64;
     let clean = Arc::new(Clean { name, dir: d.to_path_buf(), meta, plan, ending, completions: completions(&clean_dir), events });

@@ -777,3 +777,29 @@ fn a_replay_provider_answers_from_its_own_cassette_and_fails_a_turn_it_does_not_
     assert_ne!(missed.status.code(), Some(0), "{}", text(&missed));
     assert!(text(&missed).contains("replay miss"), "{}", text(&missed));
 }
+
+#[test]
+fn a_run_records_its_cassette_and_sources_from_its_directory_so_it_resumes_from_anywhere() {
+    // Run an example with its cassette from one directory, then re-derive
+    // and resume the run from another: the run directory names the
+    // cassette and the sources relative to itself.
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&repo().join("examples/research_writer"), &dir.path().join("project/flows"));
+    let project = dir.path().join("project");
+    let out = flow(&["run", "flows/research_writer.flow", "--run-dir", "runs/one", "--fake-clock", "-q", "--no-prompt"], &project);
+    assert!(out.status.success(), "{}", text(&out));
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let run_dir = project.join("runs/one");
+    let rd = run_dir.to_str().unwrap();
+    let replayed = flow(&["replay", rd], &elsewhere);
+    assert!(replayed.status.success(), "{}", text(&replayed));
+    assert!(text(&replayed).contains("the journal is consistent with the plan"), "{}", text(&replayed));
+    let resumed = flow(&["resume", rd, "--fake-clock", "-q", "--no-prompt"], &elsewhere);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    // The whole project moved: still found, relative to the run directory.
+    let moved = dir.path().join("moved");
+    std::fs::rename(&project, &moved).unwrap();
+    let replayed = flow(&["replay", moved.join("runs/one").to_str().unwrap()], &elsewhere);
+    assert!(replayed.status.success(), "{}", text(&replayed));
+}

@@ -400,7 +400,9 @@ pub async fn run(
         started_ms: engine.start_ms(),
         executions: 1,
         replay: opts.replay.as_ref().map(|(p, m)| (p.clone(), *m == ReplayMode::Strict)),
-    };
+        paths_from_run_dir: false,
+    }
+    .with_paths_from(&opts.run_dir);
     // The directory appears whole (plan and metadata in it) and locked.
     let lock = match opts.in_memory {
         true => None,
@@ -496,7 +498,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
     let proposals = proposals(&journal, &run_id)?;
     let program = plan.program.clone();
     if opts.replay.is_none() {
-        opts.replay = meta.replay.as_ref().map(|(p, strict)| (p.clone(), if *strict { ReplayMode::Strict } else { ReplayMode::Lenient }));
+        opts.replay = meta.replay_in(&opts.run_dir).map(|(p, strict)| (p, if strict { ReplayMode::Strict } else { ReplayMode::Lenient }));
     }
     let execution = meta.executions + 1;
     let cfg = run_config(&run_id, execution, &plan, &opts);
@@ -504,7 +506,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
     engine.set_start_ms(meta.started_ms);
     let artifacts = DirArtifacts::open(&opts.run_dir.join("artifacts"))?;
     let trace = if mode == ResumeMode::Continue { rewrite_trace(&opts, &recorded)? } else { None };
-    let exec = Arc::new(executors(program.clone(), &meta.base_dir, &opts.replay, opts.record.is_some())?);
+    let exec = Arc::new(executors(program.clone(), &meta.base_dir_in(&opts.run_dir), &opts.replay, opts.record.is_some())?);
     let last_seq = recorded.len() as u64;
     let concurrency = max_concurrency(&program, meta.workflow.as_deref());
     let chain = chain_head(&recorded, &run_id)?;

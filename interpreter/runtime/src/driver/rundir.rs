@@ -14,6 +14,72 @@ pub struct RunMeta {
     pub executions: u32,
     #[serde(default)]
     pub replay: Option<(PathBuf, bool)>,
+    /// Whether `base_dir` and the cassette are relative to the run
+    /// directory (so `flow resume` and `flow replay` work from any working
+    /// directory); false in runs recorded before, whose paths are relative
+    /// to the directory they were started from.
+    #[serde(default)]
+    pub paths_from_run_dir: bool,
+}
+
+impl RunMeta {
+    /// The metadata as recorded in `run_dir`: the source directory and the
+    /// cassette relative to it (lexically, from absolute paths).
+    pub fn with_paths_from(mut self, run_dir: &Path) -> RunMeta {
+        let Ok(run_dir) = std::path::absolute(run_dir) else { return self };
+        let relative = |path: &Path| -> Option<PathBuf> {
+            let path = std::path::absolute(path).ok()?;
+            Some(PathBuf::from(flow_check::plan::relative_dir(&normalized(&run_dir), &normalized(&path))))
+        };
+        let Some(base_dir) = relative(&self.base_dir) else { return self };
+        let replay = match &self.replay {
+            Some((path, strict)) => match relative(path) {
+                Some(path) => Some((path, *strict)),
+                None => return self,
+            },
+            None => None,
+        };
+        self.base_dir = base_dir;
+        self.replay = replay;
+        self.paths_from_run_dir = true;
+        self
+    }
+
+    /// The run's source directory, for a run in `run_dir`.
+    pub fn base_dir_in(&self, run_dir: &Path) -> PathBuf {
+        if self.paths_from_run_dir {
+            normalized(&run_dir.join(&self.base_dir))
+        } else {
+            self.base_dir.clone()
+        }
+    }
+
+    /// The run's cassette and whether its replay is strict, for a run in `run_dir`.
+    pub fn replay_in(&self, run_dir: &Path) -> Option<(PathBuf, bool)> {
+        let (path, strict) = self.replay.as_ref()?;
+        let path = if self.paths_from_run_dir { normalized(&run_dir.join(path)) } else { path.clone() };
+        Some((path, *strict))
+    }
+}
+
+/// `a/./b/../c` → `a/c`, lexically (`..` past the start is kept).
+fn normalized(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir if matches!(out.components().next_back(), Some(Component::Normal(_))) => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        out
+    }
 }
 
 /// A recorded data-plane response.
@@ -144,4 +210,44 @@ pub fn pending_decisions(journal: &dyn Journal, run_id: &str) -> Result<Vec<Pend
         out.clear();
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(base_dir: &str, cassette: Option<&str>) -> RunMeta {
+        RunMeta {
+            run_id: "r".into(),
+            workflow: None,
+            base_dir: PathBuf::from(base_dir),
+            input: Value::Null,
+            started_ms: 0,
+            executions: 1,
+            replay: cassette.map(|c| (PathBuf::from(c), false)),
+            paths_from_run_dir: false,
+        }
+    }
+
+    #[test]
+    fn paths_are_recorded_relative_to_the_run_directory_and_read_back_from_it() {
+        let recorded = meta("/p/flows", Some("/p/flows/a.cassette.yaml")).with_paths_from(Path::new("/p/.flow/runs/r1"));
+        assert!(recorded.paths_from_run_dir);
+        assert_eq!(recorded.base_dir, PathBuf::from("../../../flows"));
+        assert_eq!(recorded.replay, Some((PathBuf::from("../../../flows/a.cassette.yaml"), false)));
+        // Read back from wherever the run directory now is.
+        assert_eq!(recorded.base_dir_in(Path::new("/q/.flow/runs/r1")), PathBuf::from("/q/flows"));
+        assert_eq!(recorded.replay_in(Path::new("/q/.flow/runs/r1")), Some((PathBuf::from("/q/flows/a.cassette.yaml"), false)));
+    }
+
+    #[test]
+    fn metadata_recorded_before_keeps_its_paths() {
+        let old: RunMeta = serde_json::from_str(
+            r#"{"run_id":"r","workflow":null,"base_dir":"examples/x","input":null,"started_ms":0,"executions":1,"replay":["examples/x/x.cassette.yaml",true]}"#,
+        )
+        .expect("an old record");
+        assert!(!old.paths_from_run_dir);
+        assert_eq!(old.base_dir_in(Path::new("/anywhere/run")), PathBuf::from("examples/x"));
+        assert_eq!(old.replay_in(Path::new("/anywhere/run")), Some((PathBuf::from("examples/x/x.cassette.yaml"), true)));
+    }
 }

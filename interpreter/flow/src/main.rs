@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod report;
 mod signing_keys;
 mod witness;
 
@@ -152,11 +153,19 @@ enum Command {
     Status {
         /// A run directory or run id.
         run: String,
+        /// `json`: one document (`version`, `state`, `status`, `reason`,
+        /// `nodes_completed`, `used`, `pending_decisions`, …).
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
     },
     /// A readable timeline of a run.
     Show {
         /// A run directory or run id.
         run: String,
+        /// `json`: every event as the trace records it, each with the line
+        /// the timeline shows (`summary`).
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
     },
     /// Re-derive a run's state from its journal alone, checking it against the plan.
     Replay {
@@ -252,7 +261,7 @@ enum KeyCommand {
     },
 }
 
-/// Output format of `flow trace check` and `flow coverage`.
+/// Output format of `flow trace check`, `flow coverage`, `flow status` and `flow show`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum Format {
     /// Readable text.
@@ -368,8 +377,8 @@ async fn dispatch(cli: Cli) -> u8 {
             report(driver::resume(opts, ResumeMode::Continue).await, common.quiet)
         }
         Command::Approve { run, subject, decision, by, comment, output } => approve(&run, &subject, &decision, by, comment, output),
-        Command::Status { run } => status(&run),
-        Command::Show { run } => show(&run),
+        Command::Status { run, format } => report::status(&run, format),
+        Command::Show { run, format } => report::show(&run, format),
         Command::Trace { command: TraceCommand::Check { trace, plan, format, verify_key, signature } } => {
             trace_check(&trace, &plan, format, verify_key.as_deref(), signature.as_deref())
         }
@@ -920,125 +929,6 @@ fn load(run: &str) -> Result<Loaded, RunError> {
     let run_id = driver::run_id_of(&journal)?;
     let events = journal.events(&run_id)?;
     Ok((dir, run_id, events, Box::new(journal)))
-}
-
-fn status(run: &str) -> u8 {
-    let (dir, run_id, events, journal) = match load(run) {
-        Ok(x) => x,
-        Err(e) => return fail(e),
-    };
-    println!("run {run_id} ({})", dir.display());
-    let mut state = "running or stopped mid-way (`flow resume` continues it)".to_string();
-    let mut code = exit::SUCCESS;
-    let mut done = Vec::new();
-    let mut failed = Vec::new();
-    let mut tokens = 0;
-    let mut tool_calls = 0;
-    let mut cost = 0.0;
-    for event in &events {
-        match &event.body {
-            Body::RunStarted { workflow, plan_digest, plan_content_digest, .. } => match plan_content_digest {
-                Some(content) => println!("workflow {workflow} (plan {content}, sources {plan_digest})"),
-                None => println!("workflow {workflow} (sources {plan_digest})"),
-            },
-            Body::NodeCompleted { node, .. } => done.push(node.clone()),
-            Body::NodeFailed { node, error_code, .. } => failed.push(format!("{node} ({error_code})")),
-            Body::AgentTurn { usage, .. } => {
-                tokens += usage.tokens;
-                cost += usage.cost;
-            }
-            Body::ToolCallCompleted { .. } => tool_calls += 1,
-            Body::RunPaused { reason, waiting_on, .. } => {
-                state = format!("paused: {reason} ({waiting_on})");
-                code = exit::AWAITING_DECISION;
-            }
-            Body::RunResumed { .. } => state = "running or stopped mid-way (`flow resume` continues it)".into(),
-            Body::RunTerminated { reason, status, .. } => {
-                state = format!("terminated: {status} ({reason})");
-                code = if *status == flow_trace::TerminationStatus::Success { exit::SUCCESS } else { exit::FAILED };
-            }
-            _ => {}
-        }
-    }
-    println!("state: {state}");
-    println!("events: {}", events.len());
-    println!("nodes completed ({}): {}", done.len(), done.join(", "));
-    if !failed.is_empty() {
-        println!("nodes failed: {}", failed.join(", "));
-    }
-    println!("used: {tokens} tokens, {tool_calls} tool calls, ${cost:.4}");
-    if let Ok(pending) = driver::pending_decisions(journal.as_ref(), &run_id) {
-        for p in pending {
-            let mut deadline = p.expires_at.as_deref().map(|at| format!("; times out at {at}")).unwrap_or_default();
-            if !p.contacts.is_empty() {
-                deadline.push_str(&format!("; reach {}", p.contacts.join(", ")));
-            }
-            println!(
-                "waiting for a decision on `{}`: {} (deciders: {}{deadline})",
-                p.subject,
-                flow_trace::join(&p.decisions, "/"),
-                p.deciders.join(", ")
-            );
-        }
-    }
-    code
-}
-
-fn show(run: &str) -> u8 {
-    let (dir, run_id, events, _) = match load(run) {
-        Ok(x) => x,
-        Err(e) => return fail(e),
-    };
-    println!("run {run_id} ({}): {} events", dir.display(), events.len());
-    for event in &events {
-        let detail = match &event.body {
-            Body::RunStarted { workflow, .. } => format!("run started: workflow {workflow}"),
-            Body::RunResumed { after_seq, .. } => format!("run resumed after event {after_seq} ({})", event.execution_id),
-            Body::RunPaused { reason, waiting_on, .. } => format!("run paused: {reason} ({waiting_on})"),
-            Body::RunTerminated { reason, status, .. } => format!("run terminated: {status} ({reason})"),
-            Body::NodeStarted { node, node_kind, visit, .. } => format!("▶ {node} ({node_kind}, visit {visit})"),
-            Body::NodeCompleted { node, status, .. } => format!("✓ {node} {status}"),
-            Body::NodeFailed { node, error_code, message, .. } => format!("✗ {node} failed: {error_code}: {message}"),
-            Body::AttemptStarted { attempt_id, trigger_reason, .. } => format!("  attempt {attempt_id} ({trigger_reason})"),
-            Body::AttemptFailed { attempt_id, error_code, message, .. } => {
-                format!("  attempt {attempt_id} failed: {error_code}: {message}")
-            }
-            Body::AgentTurn { agent, usage, error, .. } => {
-                format!("  {agent}: turn, {} tokens{}", usage.tokens, error.as_ref().map(|e| format!(" — {e}")).unwrap_or_default())
-            }
-            Body::ToolCallStarted { tool, .. } => format!("  call {tool}"),
-            Body::ToolCallRefused { tool, reason, .. } => format!("  {tool} refused: {reason}"),
-            Body::ToolCallCompleted { tool, ok, error, .. } => {
-                format!("  {tool} {}{}", if *ok { "ok" } else { "failed" }, error.as_ref().map(|e| format!(": {e}")).unwrap_or_default())
-            }
-            Body::GateRecorded { gate, outcome, reason, evaluators, .. } => {
-                let mut s = format!("◆ gate {gate}: {outcome}{}", reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default());
-                for e in evaluators {
-                    s.push_str(&format!("\n      {}: {}", e.evaluator, e.outcome));
-                }
-                s
-            }
-            Body::DecisionRequested { subject, decisions, .. } => format!("? decision on {subject}: {}", flow_trace::join(decisions, "/")),
-            Body::DecisionApplied { subject, decision, by, action, .. } => format!("! {by} decided {decision} on {subject} → {action}"),
-            Body::Handoff { from, to, accepted, .. } => format!("  handoff {from} → {to}{}", if *accepted { "" } else { " REFUSED" }),
-            Body::DeadLetter { message_type, from, to, reason, .. } => format!("✉ dead letter {message_type} {from} → {to}: {reason}"),
-            Body::EdgeTaken { from, to, via, .. } => format!("  {from} → {to} ({via})"),
-            Body::ActionTaken { event, scope, action, .. } => format!("  on {event} in {scope}: {action}"),
-            Body::Rerun { trigger, entry, superseded, .. } => format!("↺ {trigger} from {entry}: supersedes {}", superseded.join(", ")),
-            Body::BudgetZoneChanged { scope, from, to, .. } => format!("  budget {scope}: {from} → {to}"),
-            Body::BudgetExhausted { scope, limit, .. } => format!("  budget {scope}: {limit} exhausted"),
-            Body::LeaseExpired { attempt_id, .. } => format!("  lease of {attempt_id} expired"),
-            Body::ReconciliationRequired { attempt_id, tool, .. } => format!("  reconciliation: {tool} in {attempt_id}"),
-            Body::StateChanged { machine, from, to, .. } => format!("  {machine}: {from} → {to}"),
-            Body::Warning { message, .. } => format!("  warning: {message}"),
-            Body::PolicyViolated { policy, response, offending, message, .. } => {
-                format!("‼ policy {policy} violated by {offending} ({response}): {message}")
-            }
-            _ => continue,
-        };
-        println!("{:>5} {}  {detail}", event.seq, &event.time.get(11..23).unwrap_or(""));
-    }
-    exit::SUCCESS
 }
 
 /// A trace given as a file or a run directory: the trace file and, when

@@ -803,3 +803,38 @@ fn a_run_records_its_cassette_and_sources_from_its_directory_so_it_resumes_from_
     let replayed = flow(&["replay", moved.join("runs/one").to_str().unwrap()], &elsewhere);
     assert!(replayed.status.success(), "{}", text(&replayed));
 }
+
+#[test]
+fn status_and_show_print_one_json_document_for_scripts() {
+    let dir = fixtures();
+    let run_dir = dir.path().join("run");
+    let rd = run_dir.to_str().unwrap();
+    let out = flow_env(&["run", "decide.flow", "--run-dir", rd, "--fake-clock", "--no-prompt"], dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(4), "awaiting decision: {}", text(&out));
+    let status = flow(&["status", rd, "--format", "json"], dir.path());
+    assert_eq!(status.status.code(), Some(4), "the same exit status as the text form");
+    let document: Value = serde_json::from_slice(&status.stdout).expect("one JSON document");
+    assert_eq!(document["version"], 1);
+    assert_eq!(document["state"], "paused");
+    assert_eq!(document["events"], events(&run_dir).len());
+    let pending = &document["pending_decisions"][0];
+    assert_eq!(pending["subject"], "review");
+    assert_eq!(pending["decisions"], serde_json::json!(["approve", "revise", "reject"]));
+    assert!(document["nodes_completed"].as_array().is_some_and(|n| !n.is_empty()), "{document}");
+    let show = flow(&["show", rd, "--format", "json"], dir.path());
+    assert!(show.status.success(), "{}", text(&show));
+    let document: Value = serde_json::from_slice(&show.stdout).expect("one JSON document");
+    let listed = document["events"].as_array().expect("events");
+    assert_eq!(listed.len(), events(&run_dir).len(), "every event");
+    assert_eq!(listed[0]["kind"], "run_started");
+    assert!(listed[0]["summary"].as_str().is_some_and(|s| s.starts_with("run started")), "{}", listed[0]);
+    assert!(listed.windows(2).all(|w| w[0]["seq"].as_u64() < w[1]["seq"].as_u64()));
+    // The text form shows the same lines.
+    let text_form = String::from_utf8_lossy(&flow(&["show", rd], dir.path()).stdout).into_owned();
+    for summary in listed.iter().filter_map(|e| e["summary"].as_str()) {
+        assert!(text_form.contains(summary.lines().next().unwrap_or("")), "{summary}");
+    }
+    let completions = flow(&["completions", "bash"], dir.path());
+    assert!(completions.status.success());
+    assert!(String::from_utf8_lossy(&completions.stdout).contains("complete -F _flow"), "a bash completion script");
+}

@@ -2,7 +2,10 @@
 
 Opens a broken file and expects diagnostics with the CLI's codes and
 ranges; then hover, go to definition, references, document symbols,
-completion, rename and semantic tokens on a clean file. Run by
+completion, rename (prepared, and refused onto a taken name), semantic
+tokens, formatting (whole and range), quick fixes, highlights, folding and
+workspace symbols; and, for a client that takes progress, the checks'
+diagnostics first and the model checker's after a progress report. Run by
 `tests/lsp/run.sh` (CI), which builds flowc and installs pygls.
 
 Usage: python3 test_lsp.py PATH/TO/flowc
@@ -42,6 +45,17 @@ workflow w {
   node done: end ok
   draft -> done when len(draft.sections) > 0
   draft -> done else
+}
+"""
+
+VIOLATED = """provider p: scripted
+agent a { provider: p }
+workflow w {
+  start: n
+  node n: agent a { output: string }
+  node done: end ok
+  n -> done
+  policy never_done: never completed(done)
 }
 """
 
@@ -155,6 +169,57 @@ class FlowLsp(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(len(edits), 2)
         self.assertTrue(all(e.new_text == "Article" for e in edits))
 
+    async def test_rename_is_prepared_and_refused_onto_a_taken_name(self):
+        uri = await self.open("prepare.flow", CLEAN)
+        doc = lsp.TextDocumentIdentifier(uri=uri)
+        self.assertTrue(self.capabilities.rename_provider.prepare_provider)
+        prepared = await self.client.text_document_prepare_rename_async(
+            lsp.PrepareRenameParams(text_document=doc, position=position_of(CLEAN, "Draft", occurrence=1))
+        )
+        self.assertEqual(prepared.placeholder, "Draft")
+        self.assertEqual(prepared.range.start, position_of(CLEAN, "Draft", occurrence=1))
+        with self.assertRaises(Exception) as refused:
+            await self.client.text_document_rename_async(lsp.RenameParams(text_document=doc, position=position_of(CLEAN, "Draft"), new_name="writer"))
+        self.assertIn("already the name of agent `writer`", str(refused.exception))
+
+    async def test_formatting_code_actions_highlights_folds_workspace_symbols(self):
+        messy = CLEAN.replace("agent writer { provider: local }", "agent   writer {provider: local}")
+        uri = await self.open("messy.flow", messy)
+        doc = lsp.TextDocumentIdentifier(uri=uri)
+        options = lsp.FormattingOptions(tab_size=2, insert_spaces=True)
+        edits = await self.client.text_document_formatting_async(lsp.DocumentFormattingParams(text_document=doc, options=options))
+        self.assertEqual(len(edits), 1, edits)
+        self.assertEqual(edits[0].range.start.line, 1)
+        self.assertEqual(edits[0].new_text, "agent writer { provider: local }\n")
+        # A range elsewhere: nothing to format there.
+        elsewhere = lsp.Range(start=lsp.Position(line=6, character=0), end=lsp.Position(line=6, character=4))
+        edits = await self.client.text_document_range_formatting_async(
+            lsp.DocumentRangeFormattingParams(text_document=doc, range=elsewhere, options=options)
+        )
+        self.assertFalse(edits, edits)
+        # The broken file's "did you mean" as a quick fix.
+        broken = await self.open("fixable.flow", BROKEN)
+        at = position_of(BROKEN, "reseacher")
+        actions = await self.client.text_document_code_action_async(
+            lsp.CodeActionParams(
+                text_document=lsp.TextDocumentIdentifier(uri=broken),
+                range=lsp.Range(start=at, end=at),
+                context=lsp.CodeActionContext(diagnostics=list(self.diagnostics[broken])),
+            )
+        )
+        self.assertEqual([a.title for a in actions], ["Replace `reseacher` with `researcher`"])
+        self.assertEqual(actions[0].kind, lsp.CodeActionKind.QuickFix)
+        self.assertEqual([e.new_text for e in actions[0].edit.changes[broken]], ["researcher"])
+        highlights = await self.client.text_document_document_highlight_async(
+            lsp.DocumentHighlightParams(text_document=doc, position=position_of(messy, "draft", occurrence=0, offset=0))
+        )
+        self.assertEqual(len(highlights), 5, highlights)
+        folds = await self.client.text_document_folding_range_async(lsp.FoldingRangeParams(text_document=doc))
+        workflow_line = messy[: messy.index("workflow w")].count("\n")
+        self.assertIn(workflow_line, [f.start_line for f in folds])
+        symbols = await self.client.workspace_symbol_async(lsp.WorkspaceSymbolParams(query="WRIT"))
+        self.assertIn("writer", [s.name for s in symbols])
+
     async def test_symbols_completion_tokens(self):
         uri = await self.open("symbols.flow", CLEAN)
         doc = lsp.TextDocumentIdentifier(uri=uri)
@@ -195,6 +260,47 @@ class FlowLsp(unittest.IsolatedAsyncioTestCase):
         answered = time.perf_counter() - started
         self.assertIsNotNone(hover)
         print(f"\n2,000-line file: diagnostics in {opened * 1000:.1f} ms, hover in {answered * 1000:.1f} ms", file=sys.stderr)
+
+
+class FlowLspPolicies(unittest.IsolatedAsyncioTestCase):
+    """A client that takes progress reports: the checks' diagnostics first,
+    then, between a progress begin and end, the model checker's."""
+
+    async def test_policies_arrive_after_the_checks_with_progress(self):
+        client = LanguageClient("flow-lsp-progress-test", "1.0")
+        seen = []
+        done = asyncio.Event()
+
+        @client.feature(lsp.WINDOW_WORK_DONE_PROGRESS_CREATE)
+        def on_create(params: lsp.WorkDoneProgressCreateParams):
+            seen.append("create")
+            return None
+
+        @client.feature(lsp.PROGRESS)
+        def on_progress(params: lsp.ProgressParams):
+            kind = params.value.get("kind") if isinstance(params.value, dict) else getattr(params.value, "kind", "?")
+            seen.append(f"progress {kind}")
+
+        @client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        def on_diagnostics(params: lsp.PublishDiagnosticsParams):
+            codes = " ".join(str(d.code) for d in params.diagnostics)
+            seen.append(f"diagnostics {codes}".strip())
+            if "E1001" in codes:
+                done.set()
+
+        await client.start_io(FLOWC, "lsp")
+        capabilities = lsp.ClientCapabilities(window=lsp.WindowClientCapabilities(work_done_progress=True))
+        await client.initialize_async(lsp.InitializeParams(capabilities=capabilities, root_uri=ROOT.as_uri(), process_id=os.getpid()))
+        client.initialized(lsp.InitializedParams())
+        uri = (ROOT / "target" / "violated.flow").as_uri()
+        client.text_document_did_open(
+            lsp.DidOpenTextDocumentParams(text_document=lsp.TextDocumentItem(uri=uri, language_id="flow", version=1, text=VIOLATED))
+        )
+        await asyncio.wait_for(done.wait(), timeout=20)
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+        self.assertEqual(seen, ["create", "progress begin", "diagnostics", "progress end", "diagnostics E1001"])
 
 
 if __name__ == "__main__":

@@ -234,6 +234,7 @@ impl<'a> Checker<'a> {
                                     .error(codes::MODULE_NOT_FOUND, import.span, format!("no stdlib module `{name}`"))
                                     .with_note(format!("stdlib modules: {}", known.join(", ")));
                                 if let Some(s) = suggestion {
+                                    // The label covers the whole import: a hint, not a replacement.
                                     diagnostic.with_help(format!("did you mean `{s}`?"));
                                 }
                                 None
@@ -429,7 +430,7 @@ impl<'a> Checker<'a> {
             Diagnostic::new(codes::UNDEFINED_NAME, self.file, span, message).with_primary_message(format!("no {what} named `{name}`"));
         if let Some(suggestion) = suggestion {
             // The typo meant this declaration: do not also call it unused.
-            diagnostic = diagnostic.with_help(format!("did you mean `{suggestion}`?"));
+            diagnostic = diagnostic.with_suggestion(&suggestion);
             self.used.insert(suggestion);
         } else if none_declared {
             diagnostic = diagnostic.with_note(format!("no {what} is declared"));
@@ -700,7 +701,7 @@ impl<'a> Checker<'a> {
                     .error(codes::UNKNOWN_VARIANT, v.span, format!("unknown {} kind `{}`", decl.keyword.as_str(), v.text))
                     .with_note(format!("{} kinds: {}", decl.keyword.as_str(), variant_names.join(", ")));
                 if let Some(h) = help {
-                    d.with_help(format!("did you mean `{h}`?"));
+                    d.with_suggestion(h);
                 }
                 None
             }
@@ -845,7 +846,7 @@ impl<'a> Checker<'a> {
                             )
                             .with_primary_message("unknown property");
                             d = match suggestion {
-                                Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                                Some(s) => d.with_suggestion(s),
                                 None if names.is_empty() => d.with_note("this block takes no properties"),
                                 None => d.with_note(format!("accepted: {}", flow_diagnostics::short_list(&names))),
                             };
@@ -1010,7 +1011,7 @@ impl<'a> Checker<'a> {
                         .error(codes::INVALID_VALUE, expr.span, format!("`{name}` is not one of {}", words.join(", ")))
                         .with_primary_message("not an accepted value");
                     if let Some(s) = suggestion {
-                        d.with_help(format!("did you mean `{s}`?"));
+                        d.with_suggestion(s);
                     }
                     Value::Invalid
                 }
@@ -1237,7 +1238,7 @@ impl<'a> Checker<'a> {
                 .with_primary_message("not an action")
                 .with_note(format!("actions: {}", names.join(", ")));
             let d = match suggestion {
-                Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                Some(s) => d.with_suggestion(s),
                 None => d,
             };
             self.diagnostics.push(d);
@@ -1429,7 +1430,7 @@ impl<'a> Checker<'a> {
                         )
                         .with_primary_message("unknown field");
                         let d = match suggestion {
-                            Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                            Some(s) => d.with_suggestion(s),
                             None => d.with_note(format!("input fields: {}", flow_diagnostics::short_list(&names))),
                         };
                         self.diagnostics.push(d);

@@ -87,7 +87,7 @@ impl Checker<'_> {
                     let near_node = if nodes_in_scope { self.closest_node(name) } else { None };
                     let node_names = || self.workflow.iter().flat_map(|w| w.nodes.keys()).filter(|_| nodes_in_scope);
                     if let Some(s) = flow_diagnostics::nearer(name, near_local.as_deref(), near_node.as_deref()) {
-                        diagnostic = diagnostic.with_help(format!("did you mean `{s}`?"));
+                        diagnostic = diagnostic.with_suggestion(s);
                     } else if let Some(global) = self.globals.get(name) {
                         diagnostic = diagnostic
                             .with_label(Label::secondary(global.file, global.name_span, format!("`{name}` is {}", global.kind.article())))
@@ -142,7 +142,7 @@ impl Checker<'_> {
                             )
                             .with_primary_message("unknown field");
                             d = match closest_name(&name.text, names.iter().copied()) {
-                                Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                                Some(s) => d.with_suggestion(s),
                                 None => d.with_note(format!("fields: {}", flow_diagnostics::short_list(&names))),
                             };
                             self.diagnostics.push(d);
@@ -391,7 +391,7 @@ impl Checker<'_> {
                 .with_primary_message("not a function")
                 .with_note(format!("functions: {}", names.join(", ")));
             if let Some(s) = closest_name(name, names.iter().copied()) {
-                d = d.with_help(format!("did you mean `{s}`?"));
+                d = d.with_suggestion(s);
             }
             self.diagnostics.push(d);
             return TExpr::invalid();

@@ -238,7 +238,7 @@ impl Checker<'_> {
                     .with_primary_message("not a node kind")
                     .with_note(format!("node kinds: {}", kinds.join(", ")));
             if let Some(s) = closest_name(&node.kind.text, kinds.iter().copied()) {
-                d = d.with_help(format!("did you mean `{s}`?"));
+                d = d.with_suggestion(s);
             }
             self.diagnostics.push(d);
             let props = ir::NameMap::default();
@@ -555,7 +555,7 @@ impl Checker<'_> {
                     .with_primary_message("unknown event")
                     .with_note(format!("events here: {}", events.join(", ")));
                 if let Some(s) = closest_name(&event.text, events.iter().copied()) {
-                    d = d.with_help(format!("did you mean `{s}`?"));
+                    d = d.with_suggestion(s);
                 }
                 self.diagnostics.push(d);
             }
@@ -700,7 +700,7 @@ impl Checker<'_> {
                 .with_primary_message("not an atom")
                 .with_note(format!("atoms: {}", names.join(", ")));
             if let Some(s) = closest_name(name, names.iter().copied()) {
-                d = d.with_help(format!("did you mean `{s}`?"));
+                d = d.with_suggestion(s);
             }
             self.diagnostics.push(d);
             return None;
@@ -783,7 +783,7 @@ impl Checker<'_> {
         let mut d = Diagnostic::new(codes::INVALID_VALUE, self.file, span, format!("`{word}` is not one of {}", words.join(", ")))
             .with_primary_message("not an accepted value");
         if let Some(s) = closest_name(word, words.iter().copied()) {
-            d = d.with_help(format!("did you mean `{s}`?"));
+            d = d.with_suggestion(s);
         }
         self.diagnostics.push(d);
         false

@@ -68,6 +68,9 @@ pub struct Diagnostic {
     /// A concrete path or run showing why the finding holds, when it is
     /// about a path.
     pub witness: Option<Witness>,
+    /// A replacement for the text at the primary label that fixes it (a
+    /// "did you mean"): editors offer it as a quick fix.
+    pub suggestion: Option<String>,
 }
 
 /// A witness: the ordered steps of a path through a workflow (from its
@@ -134,6 +137,7 @@ impl Diagnostic {
             labels: vec![Label::primary(file, span, "")],
             notes: Vec::new(),
             help: None,
+            suggestion: None,
             witness: None,
         }
     }
@@ -164,6 +168,31 @@ impl Diagnostic {
     pub fn with_help(mut self, help: impl Into<String>) -> Diagnostic {
         self.help = Some(help.into());
         self
+    }
+
+    /// "did you mean `name`?", with `name` as the replacement of the text
+    /// at the primary label (a quick fix in editors).
+    pub fn with_suggestion(mut self, name: &str) -> Diagnostic {
+        self.help = Some(format!("did you mean `{name}`?"));
+        self.suggestion = Some(name.to_string());
+        self
+    }
+
+    /// The edits that apply [`Diagnostic::suggestion`]: the text at the
+    /// primary label, and at every other label holding the same text (the
+    /// other uses of a name reported once), replaced by the suggestion.
+    pub fn suggested_edits(&self, db: &SourceDb) -> Vec<(FileId, Span)> {
+        let (Some(_), Some(primary)) = (&self.suggestion, self.primary()) else { return Vec::new() };
+        let text_of = |label: &Label| {
+            let text = db.text(label.file);
+            text.get(label.span.start as usize..label.span.end as usize).map(str::to_string)
+        };
+        let Some(wrong) = text_of(primary) else { return Vec::new() };
+        let mut edits: Vec<(FileId, Span)> =
+            self.labels.iter().filter(|l| text_of(l).as_deref() == Some(wrong.as_str())).map(|l| (l.file, l.span)).collect();
+        edits.sort_by_key(|(file, span)| (file.0, span.start));
+        edits.dedup();
+        edits
     }
 
     /// The primary location: file and span of the first label.
@@ -275,6 +304,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// to a list (`checker.error(…).with_help(…)`).
 pub trait DiagnosticMut {
     fn with_help(self, help: impl Into<String>) -> Self;
+    /// See [`Diagnostic::with_suggestion`].
+    fn with_suggestion(self, name: &str) -> Self;
     fn with_note(self, note: impl Into<String>) -> Self;
     fn with_label(self, label: Label) -> Self;
     fn with_primary_message(self, message: impl Into<String>) -> Self;
@@ -283,6 +314,12 @@ pub trait DiagnosticMut {
 impl DiagnosticMut for &mut Diagnostic {
     fn with_help(self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
+        self
+    }
+
+    fn with_suggestion(self, name: &str) -> Self {
+        self.help = Some(format!("did you mean `{name}`?"));
+        self.suggestion = Some(name.to_string());
         self
     }
 

@@ -25,6 +25,8 @@ pub struct Analysis {
     /// The same for the other files (imports, schemas), built when first
     /// needed.
     other_lines: Vec<OnceLock<LineIndex>>,
+    /// The digest of the program's sources (the model checker's plan digest).
+    digest: String,
 }
 
 /// The file-system path of a `file:` URI (percent-decoded), if it is one.
@@ -79,28 +81,78 @@ impl Analysis {
     }
 
     /// [`Analysis::until`], with the model checker's bound on states per
-    /// policy (the fuzzer keeps it small so one input stays quick).
+    /// policy (the fuzzer keeps it small so one input stays quick): the
+    /// two phases the server runs one after the other, at once.
     pub fn bounded(uri: &Uri, text: &str, max_states: usize, cancel: &flow_verify::Cancel) -> Option<Analysis> {
+        let mut analysis = Analysis::structural(uri, text, cancel)?;
+        let found = analysis.policy_diagnostics(max_states, cancel)?;
+        analysis.add_policy_diagnostics(found);
+        Some(analysis)
+    }
+
+    /// The first phase: the document checked and verified as `flowc verify`
+    /// does, but for the model checker (quick: the editor shows it at once).
+    pub fn structural(uri: &Uri, text: &str, cancel: &flow_verify::Cancel) -> Option<Analysis> {
         let mut db = SourceDb::new();
         let name = uri_path(uri).unwrap_or_else(|| uri.as_str().to_string());
-        let depth = flow_pipeline::Depth::Full { max_states };
+        let depth = flow_pipeline::Depth::Static;
         let compiled = flow_pipeline::compile_text_until(&mut db, &name, text.to_string(), &flow_pipeline::FsLoader, depth, true, cancel)?;
         let lines = LineIndex::new(text);
         let other_lines = (0..db.len()).map(|_| OnceLock::new()).collect();
-        Some(Analysis { db, root: compiled.root, checked: compiled.checked, diagnostics: compiled.diagnostics, lines, other_lines })
+        Some(Analysis {
+            db,
+            root: compiled.root,
+            checked: compiled.checked,
+            diagnostics: compiled.diagnostics,
+            lines,
+            other_lines,
+            digest: compiled.digest,
+        })
+    }
+
+    /// Whether the second phase has work: policies to model-check in a
+    /// program without errors (`flowc verify` runs the model checker only then).
+    pub fn has_policies_to_check(&self) -> bool {
+        let program = &self.checked.program;
+        !self.checked.has_errors() && (!program.policies.is_empty() || program.workflows.values().any(|w| !w.policies.is_empty()))
+    }
+
+    /// The second phase: what the model checker finds (E1001, W1001), as
+    /// `flowc verify` reports it; `None` once `cancel` is set.
+    pub fn policy_diagnostics(&self, max_states: usize, cancel: &flow_verify::Cancel) -> Option<Vec<Diagnostic>> {
+        if !self.has_policies_to_check() {
+            return Some(Vec::new());
+        }
+        let reductions = flow_verify::policies::Reductions::default();
+        let reports = flow_verify::policies::check_policies_until(&self.checked.program, &self.digest, max_states, reductions, cancel)?;
+        Some(reports.into_iter().filter_map(|r| r.diagnostic).collect())
+    }
+
+    /// Adds the second phase's diagnostics (kept sorted, as `flowc verify` sorts).
+    pub fn add_policy_diagnostics(&mut self, found: Vec<Diagnostic>) {
+        if found.is_empty() {
+            return;
+        }
+        self.diagnostics.extend(found);
+        flow_diagnostics::sort_diagnostics(&mut self.diagnostics);
     }
 
     fn text(&self) -> &str {
         self.db.text(self.root)
     }
 
+    /// The document's text, as analysed.
+    pub fn source(&self) -> &str {
+        self.text()
+    }
+
     /// The range of `start..end` in this document.
-    fn range_here(&self, start: u32, end: u32) -> Range {
+    pub(crate) fn range_here(&self, start: u32, end: u32) -> Range {
         self.lines.range(self.text(), start, end)
     }
 
     /// The byte offset of `position` in this document.
-    fn offset_here(&self, position: Position) -> u32 {
+    pub(crate) fn offset_here(&self, position: Position) -> u32 {
         self.lines.offset(self.text(), position)
     }
 
@@ -119,8 +171,24 @@ impl Analysis {
     /// The diagnostics as the protocol shows them. Diagnostics located in
     /// other files (an import, a schema) are shown at the top of this one.
     pub fn lsp_diagnostics(&self, uri: &Uri) -> Vec<lsp_types::Diagnostic> {
+        self.lsp_diagnostics_with(uri, &[])
+    }
+
+    /// [`Analysis::lsp_diagnostics`] with `more` (the model checker's,
+    /// found after this analysis) among them, sorted as `flowc verify` sorts.
+    pub fn lsp_diagnostics_with(&self, uri: &Uri, more: &[Diagnostic]) -> Vec<lsp_types::Diagnostic> {
+        let merged;
+        let all: &[Diagnostic] = if more.is_empty() {
+            &self.diagnostics
+        } else {
+            let mut together = self.diagnostics.clone();
+            together.extend_from_slice(more);
+            flow_diagnostics::sort_diagnostics(&mut together);
+            merged = together;
+            &merged
+        };
         let max = flow_diagnostics::cap::DEFAULT_MAX_PER_FILE;
-        let capped = flow_diagnostics::cap::cap_per_file(&self.diagnostics, max);
+        let capped = flow_diagnostics::cap::cap_per_file(all, max);
         let mut shown: Vec<lsp_types::Diagnostic> = capped
             .shown
             .iter()
@@ -188,7 +256,7 @@ impl Analysis {
         shown
     }
 
-    fn key_at(&self, position: Position) -> Option<&str> {
+    pub(crate) fn key_at(&self, position: Position) -> Option<&str> {
         let at = self.offset_here(position);
         self.checked.symbols.key_at(self.root, at)
     }
@@ -268,6 +336,9 @@ impl Analysis {
         let def = symbols.def(key).ok_or("no declaration for this name")?;
         if def.file != self.root {
             return Err(format!("`{}` is declared in another file ({})", def.name, self.db.name(def.file)));
+        }
+        if let Some(why) = self.rename_collision(position, new_name) {
+            return Err(why);
         }
         let mut edits = vec![TextEdit { range: self.range_here(def.span.start, def.span.end), new_text: new_name.to_string() }];
         edits.extend(

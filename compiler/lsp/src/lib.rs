@@ -12,7 +12,9 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod analysis;
+mod edits;
 mod position;
+mod requests;
 mod server;
 
 pub use analysis::Analysis;

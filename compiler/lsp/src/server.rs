@@ -1,28 +1,31 @@
 //! The message loop: documents in, answers and diagnostics out.
 
 use crate::analysis::{Analysis, TOKEN_TYPES};
+use crate::requests::handle_request;
 use crossbeam_channel::{Receiver, Sender};
+use flow_diagnostics::Diagnostic;
 use flow_verify::Cancel;
 use lsp_server::{Connection, Message, Notification, Request, RequestId, Response};
 use lsp_types::notification::{
-    DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Exit, Notification as _, PublishDiagnostics,
+    DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Exit, Notification as _, Progress, PublishDiagnostics,
 };
-use lsp_types::request::{
-    Completion, DocumentSymbolRequest, GotoDefinition, HoverRequest, References, Rename, Request as _, SemanticTokensFullRequest, Shutdown,
-};
+use lsp_types::request::{Request as _, Shutdown, WorkDoneProgressCreate};
 use lsp_types::{
-    CompletionOptions, CompletionParams, CompletionResponse, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
-    DidOpenTextDocumentParams, DocumentSymbolParams, DocumentSymbolResponse, GotoDefinitionParams, GotoDefinitionResponse, Hover,
-    HoverContents, HoverParams, HoverProviderCapability, MarkupContent, MarkupKind, OneOf, PublishDiagnosticsParams, ReferenceParams,
-    RenameParams, SemanticTokens, SemanticTokensFullOptions, SemanticTokensLegend, SemanticTokensOptions, SemanticTokensParams,
-    SemanticTokensResult, SemanticTokensServerCapabilities, ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
-    WorkspaceEdit,
+    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions, DidChangeTextDocumentParams,
+    DidCloseTextDocumentParams, DidOpenTextDocumentParams, FoldingRangeProviderCapability, HoverProviderCapability, NumberOrString, OneOf,
+    ProgressParams, ProgressParamsValue, PublishDiagnosticsParams, RenameOptions, SemanticTokensFullOptions, SemanticTokensLegend,
+    SemanticTokensOptions, SemanticTokensServerCapabilities, ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
+    WorkDoneProgress, WorkDoneProgressBegin, WorkDoneProgressCreateParams, WorkDoneProgressEnd,
 };
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
-struct Document {
-    version: i32,
-    analysis: Analysis,
+/// An open document's latest analysis.
+pub(crate) struct Document {
+    pub(crate) version: i32,
+    pub(crate) analysis: Arc<Analysis>,
+    /// What the model checker found, once it has run (empty before).
+    pub(crate) policies: Vec<Diagnostic>,
 }
 
 /// Serves LSP over stdin/stdout until the client shuts the server down.
@@ -40,7 +43,16 @@ fn capabilities() -> ServerCapabilities {
         definition_provider: Some(OneOf::Left(true)),
         references_provider: Some(OneOf::Left(true)),
         document_symbol_provider: Some(OneOf::Left(true)),
-        rename_provider: Some(OneOf::Left(true)),
+        rename_provider: Some(OneOf::Right(RenameOptions { prepare_provider: Some(true), work_done_progress_options: Default::default() })),
+        document_formatting_provider: Some(OneOf::Left(true)),
+        document_range_formatting_provider: Some(OneOf::Left(true)),
+        code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+            code_action_kinds: Some(vec![CodeActionKind::QUICKFIX]),
+            ..Default::default()
+        })),
+        document_highlight_provider: Some(OneOf::Left(true)),
+        folding_range_provider: Some(FoldingRangeProviderCapability::Simple(true)),
+        workspace_symbol_provider: Some(OneOf::Left(true)),
         completion_provider: Some(CompletionOptions { trigger_characters: Some(vec![".".into(), ":".into()]), ..Default::default() }),
         semantic_tokens_provider: Some(SemanticTokensServerCapabilities::SemanticTokensOptions(SemanticTokensOptions {
             legend: SemanticTokensLegend { token_types: TOKEN_TYPES.iter().map(|t| (*t).into()).collect(), token_modifiers: Vec::new() },
@@ -53,18 +65,30 @@ fn capabilities() -> ServerCapabilities {
 }
 
 /// What a session did (for tests): analyses that landed and analyses
-/// cancelled because a later edit replaced their text.
+/// cancelled because a later edit replaced their text (either phase), and
+/// analyses answered from the cache.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Served {
     pub analysed: usize,
     pub cancelled: usize,
+    pub cached: usize,
 }
 
-/// A finished (or cancelled: `None`) analysis of one version of a document.
+/// What one phase of the analysis of one version of a document produced.
+enum Phase {
+    /// The checks and the static verification (`None`: cancelled).
+    Structural(Option<Arc<Analysis>>),
+    /// The model checker's diagnostics (`None`: cancelled).
+    Policies(Option<Vec<Diagnostic>>),
+}
+
+/// A phase finished on a worker thread.
 struct Done {
     uri: Uri,
     version: i32,
-    analysis: Option<Box<Analysis>>,
+    phase: Phase,
+    /// The thread's last message.
+    last: bool,
 }
 
 /// Whatever the loop handles next.
@@ -73,32 +97,84 @@ enum Event {
     Done(Done),
 }
 
+/// The analysis of one version of a document, under way.
+struct Running {
+    version: i32,
+    cancel: Cancel,
+    /// The first phase has landed: requests are answered, the model
+    /// checker runs.
+    structural: bool,
+    /// The progress token shown while the model checker runs, if the client
+    /// takes progress.
+    progress: Option<String>,
+}
+
 /// The server's state between messages.
 struct Server<'c> {
     connection: &'c Connection,
     documents: HashMap<String, Document>,
-    /// Analyses running on worker threads: per URI, the version and how to
-    /// cancel it. A newer edit cancels the older analysis.
-    running: HashMap<String, (i32, Cancel)>,
-    /// Requests about a document whose analysis is running: answered when
-    /// it lands, against the text they were sent for.
+    /// Analyses running on worker threads, per URI. A newer edit cancels
+    /// the older analysis.
+    running: HashMap<String, Running>,
+    /// Requests about a document whose first phase is running: answered
+    /// when it lands, against the text they were sent for.
     waiting: Vec<Request>,
     done: (Sender<Done>, Receiver<Done>),
-    /// Analysis threads started and not yet heard from.
+    /// Analysis threads started and not yet finished.
     in_flight: usize,
+    /// Finished analyses by the hash of their document's URI and text.
+    cache: Cache,
+    /// Whether the client shows `$/progress` (`window.workDoneProgress`).
+    progress: bool,
+    /// Progress tokens handed out.
+    tokens: u64,
     served: Served,
+}
+
+/// The most finished analyses kept for texts seen again (an undo, a
+/// reopened file).
+const CACHED: usize = 16;
+
+/// Finished analyses (both phases) by content hash, oldest first out.
+#[derive(Default)]
+struct Cache {
+    entries: VecDeque<(u64, Arc<Analysis>, Vec<Diagnostic>)>,
+}
+
+impl Cache {
+    fn key(uri: &Uri, text: &str) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (uri.as_str(), text).hash(&mut hasher);
+        hasher.finish()
+    }
+
+    fn get(&self, key: u64) -> Option<(Arc<Analysis>, Vec<Diagnostic>)> {
+        self.entries.iter().find(|(k, _, _)| *k == key).map(|(_, a, p)| (a.clone(), p.clone()))
+    }
+
+    fn put(&mut self, key: u64, analysis: Arc<Analysis>, policies: Vec<Diagnostic>) {
+        self.entries.retain(|(k, _, _)| *k != key);
+        if self.entries.len() == CACHED {
+            self.entries.pop_front();
+        }
+        self.entries.push_back((key, analysis, policies));
+    }
 }
 
 /// Runs the server on a connection (stdio, or in memory for tests).
 ///
-/// Documents are analysed on worker threads, as `flowc verify` would (the
-/// model checker included); the loop stays free to read the next message.
-/// An edit cancels the analysis of the text it replaces, and an edit whose
+/// Documents are analysed on worker threads in two phases: the checks and
+/// the static verification first (published at once), then the model
+/// checker (published when it lands, with a progress notification if the
+/// client takes them); the loop stays free to read the next message. An
+/// edit cancels the analysis of the text it replaces, and an edit whose
 /// next message is already another edit of the same document is not
-/// analysed at all.
+/// analysed at all. A text analysed before is answered from a cache.
 pub fn serve(connection: &Connection) -> Result<Served, String> {
     let capabilities = serde_json::to_value(capabilities()).map_err(|e| e.to_string())?;
-    connection.initialize(capabilities).map_err(|e| e.to_string())?;
+    let client = connection.initialize(capabilities).map_err(|e| e.to_string())?;
+    let progress = client.pointer("/capabilities/window/workDoneProgress").and_then(|v| v.as_bool()).unwrap_or(false);
     let mut server = Server {
         connection,
         documents: HashMap::new(),
@@ -106,6 +182,9 @@ pub fn serve(connection: &Connection) -> Result<Served, String> {
         waiting: Vec::new(),
         done: crossbeam_channel::unbounded(),
         in_flight: 0,
+        cache: Cache::default(),
+        progress,
+        tokens: 0,
         served: Served::default(),
     };
     // Messages already received but not yet handled.
@@ -137,7 +216,7 @@ pub fn serve(connection: &Connection) -> Result<Served, String> {
 
 impl Server<'_> {
     /// The next event: a message already read ahead, else whichever comes
-    /// first, a message or a finished analysis (`None` when the client has
+    /// first, a message or a finished phase (`None` when the client has
     /// gone).
     fn next_event(&self, queued: &mut VecDeque<Message>) -> Option<Event> {
         if let Some(message) = queued.pop_front() {
@@ -150,43 +229,111 @@ impl Server<'_> {
     }
 
     /// Starts analysing `text` as `version` of `uri`, cancelling the
-    /// analysis of an older version.
+    /// analysis of an older version (or answers from the cache).
     fn analyse(&mut self, uri: Uri, version: i32, text: String) -> Result<(), String> {
-        let cancel = Cancel::default();
-        if let Some((_, older)) = self.running.insert(uri.as_str().to_string(), (version, cancel.clone())) {
-            older.cancel();
+        let key = uri.as_str().to_string();
+        if let Some(older) = self.running.remove(&key) {
+            older.cancel.cancel();
+            self.end_progress(older.progress)?;
         }
+        let hash = Cache::key(&uri, &text);
+        if let Some((analysis, policies)) = self.cache.get(hash) {
+            self.served.cached += 1;
+            self.documents.insert(key.clone(), Document { version, analysis, policies });
+            publish(self.connection, &self.documents, &uri)?;
+            return self.answer_waiting(&key);
+        }
+        let cancel = Cancel::default();
+        self.running.insert(key, Running { version, cancel: cancel.clone(), structural: false, progress: None });
         let sender = self.done.0.clone();
         self.in_flight += 1;
         std::thread::Builder::new()
             .name("flow-lsp-analysis".into())
             .stack_size(16 << 20)
-            .spawn(move || {
-                let analysis = Analysis::until(&uri, &text, &cancel).map(Box::new);
-                // The server may have shut down meanwhile: nothing to tell.
-                let _ = sender.send(Done { uri, version, analysis });
-            })
+            .spawn(move || analyse_in_two_phases(uri, version, &text, &cancel, &sender))
             .map(drop)
             .map_err(|e| format!("cannot start an analysis thread: {e}"))
     }
 
-    /// A finished analysis: kept and published if it is of the latest
+    /// A finished phase: kept and published if it is of the latest
     /// version; then the requests that waited for it are answered.
     fn land(&mut self, done: Done) -> Result<(), String> {
-        self.in_flight -= 1;
-        let key = done.uri.as_str().to_string();
-        let Some(analysis) = done.analysis else {
-            self.served.cancelled += 1;
-            return Ok(());
-        };
-        if self.running.get(&key).map(|(v, _)| *v) != Some(done.version) {
-            return Ok(()); // a later edit or a close replaced it
+        if done.last {
+            self.in_flight -= 1;
         }
-        self.running.remove(&key);
-        self.served.analysed += 1;
-        self.documents.insert(key.clone(), Document { version: done.version, analysis: *analysis });
-        publish(self.connection, &self.documents, &done.uri)?;
-        self.answer_waiting(&key)
+        let key = done.uri.as_str().to_string();
+        let current = self.running.get(&key).is_some_and(|r| r.version == done.version);
+        match done.phase {
+            Phase::Structural(None) | Phase::Policies(None) => {
+                self.served.cancelled += 1;
+                Ok(())
+            }
+            // A later edit or a close replaced it.
+            _ if !current => Ok(()),
+            Phase::Structural(Some(analysis)) => {
+                self.served.analysed += 1;
+                let more = analysis.has_policies_to_check();
+                if more {
+                    let token = self.begin_progress()?;
+                    if let Some(running) = self.running.get_mut(&key) {
+                        running.structural = true;
+                        running.progress = token;
+                    }
+                } else {
+                    self.running.remove(&key);
+                    self.cache.put(Cache::key(&done.uri, analysis.source()), analysis.clone(), Vec::new());
+                }
+                self.documents.insert(key.clone(), Document { version: done.version, analysis, policies: Vec::new() });
+                publish(self.connection, &self.documents, &done.uri)?;
+                self.answer_waiting(&key)
+            }
+            Phase::Policies(Some(found)) => {
+                let running = self.running.remove(&key);
+                self.end_progress(running.and_then(|r| r.progress))?;
+                if let Some(doc) = self.documents.get_mut(&key) {
+                    doc.policies = found;
+                    self.cache.put(Cache::key(&done.uri, doc.analysis.source()), doc.analysis.clone(), doc.policies.clone());
+                }
+                publish(self.connection, &self.documents, &done.uri)
+            }
+        }
+    }
+
+    /// Shows "checking policies" in a client that takes progress: asks for
+    /// a token, then begins the report.
+    fn begin_progress(&mut self) -> Result<Option<String>, String> {
+        if !self.progress {
+            return Ok(None);
+        }
+        self.tokens += 1;
+        let token = format!("flow-policies-{}", self.tokens);
+        let create = Request::new(
+            RequestId::from(format!("create-{token}")),
+            WorkDoneProgressCreate::METHOD.into(),
+            WorkDoneProgressCreateParams { token: NumberOrString::String(token.clone()) },
+        );
+        self.connection.sender.send(Message::Request(create)).map_err(|e| e.to_string())?;
+        let begin = WorkDoneProgress::Begin(WorkDoneProgressBegin {
+            title: "Flow: model checking the policies".into(),
+            cancellable: Some(false),
+            message: None,
+            percentage: None,
+        });
+        self.send_progress(&token, begin)?;
+        Ok(Some(token))
+    }
+
+    fn end_progress(&mut self, token: Option<String>) -> Result<(), String> {
+        match token {
+            Some(token) => self.send_progress(&token, WorkDoneProgress::End(WorkDoneProgressEnd { message: None })),
+            None => Ok(()),
+        }
+    }
+
+    fn send_progress(&self, token: &str, value: WorkDoneProgress) -> Result<(), String> {
+        let params = ProgressParams { token: NumberOrString::String(token.to_string()), value: ProgressParamsValue::WorkDone(value) };
+        let notification = Notification::new(Progress::METHOD.into(), params);
+        self.connection.sender.send(Message::Notification(notification)).map_err(|e| e.to_string())
     }
 
     /// Answers the requests that waited for `key`'s analysis.
@@ -199,7 +346,7 @@ impl Server<'_> {
 
     fn request(&mut self, request: Request) -> Result<(), String> {
         match request_uri(&request) {
-            Some(uri) if self.running.contains_key(&uri) => {
+            Some(uri) if self.running.get(&uri).is_some_and(|r| !r.structural) => {
                 self.waiting.push(request);
                 Ok(())
             }
@@ -217,8 +364,9 @@ impl Server<'_> {
             Some(Change::Text { uri, version, text }) => self.analyse(uri, version, text),
             Some(Change::Closed(uri)) => {
                 let key = uri.as_str().to_string();
-                if let Some((_, cancel)) = self.running.remove(&key) {
-                    cancel.cancel();
+                if let Some(running) = self.running.remove(&key) {
+                    running.cancel.cancel();
+                    self.end_progress(running.progress)?;
                 }
                 self.documents.remove(&key);
                 publish(self.connection, &self.documents, &uri)?;
@@ -233,13 +381,13 @@ impl Server<'_> {
     /// analysis thread is waited for, then the exit notification (perhaps
     /// already queued) ends the loop.
     fn shut_down(&mut self, request: Request, queued: &mut VecDeque<Message>) -> Result<(), String> {
-        for (_, (_, cancel)) in self.running.drain() {
-            cancel.cancel();
+        for (_, running) in self.running.drain() {
+            running.cancel.cancel();
         }
         while self.in_flight > 0 {
             let Ok(done) = self.done.1.recv() else { break };
-            self.in_flight -= 1;
-            self.served.cancelled += usize::from(done.analysis.is_none());
+            self.in_flight -= usize::from(done.last);
+            self.served.cancelled += usize::from(matches!(done.phase, Phase::Structural(None) | Phase::Policies(None)));
         }
         for request in std::mem::take(&mut self.waiting) {
             self.answer(request)?;
@@ -253,6 +401,24 @@ impl Server<'_> {
                 None => return Ok(()),
             }
         }
+    }
+}
+
+/// A worker thread's work: the first phase, sent at once, then the model
+/// checker's (only for a program with policies and no errors).
+fn analyse_in_two_phases(uri: Uri, version: i32, text: &str, cancel: &Cancel, sender: &Sender<Done>) {
+    // The server may have shut down meanwhile: nothing to tell, hence the
+    // ignored send results.
+    let Some(analysis) = Analysis::structural(&uri, text, cancel).map(Arc::new) else {
+        let _ = sender.send(Done { uri, version, phase: Phase::Structural(None), last: true });
+        return;
+    };
+    let more = analysis.has_policies_to_check();
+    let _ = sender.send(Done { uri: uri.clone(), version, phase: Phase::Structural(Some(analysis.clone())), last: !more });
+    if more {
+        let found = analysis.policy_diagnostics(flow_verify::policies::DEFAULT_MAX_STATES, cancel);
+        drop(analysis);
+        let _ = sender.send(Done { uri, version, phase: Phase::Policies(found), last: true });
     }
 }
 
@@ -279,7 +445,7 @@ fn superseded(message: &Message, next: Option<&Message>) -> bool {
 
 fn publish(connection: &Connection, documents: &HashMap<String, Document>, uri: &Uri) -> Result<(), String> {
     let (diagnostics, version) = match documents.get(uri.as_str()) {
-        Some(doc) => (doc.analysis.lsp_diagnostics(uri), Some(doc.version)),
+        Some(doc) => (doc.analysis.lsp_diagnostics_with(uri, &doc.policies), Some(doc.version)),
         None => (Vec::new(), None),
     };
     let params = PublishDiagnosticsParams { uri: uri.clone(), diagnostics, version };
@@ -319,93 +485,10 @@ fn handle_notification(notification: Notification) -> Option<Change> {
     }
 }
 
-fn ok<T: serde::Serialize>(id: RequestId, value: T) -> Response {
-    Response::new_ok(id, value)
-}
-
-fn invalid(id: RequestId, message: String) -> Response {
-    Response::new_err(id, lsp_server::ErrorCode::InvalidParams as i32, message)
-}
-
-fn handle_request(documents: &HashMap<String, Document>, request: Request) -> Response {
-    let id = request.id.clone();
-    let doc_of = |uri: &Uri| documents.get(uri.as_str()).map(|d| &d.analysis);
-    match request.method.as_str() {
-        HoverRequest::METHOD => match serde_json::from_value::<HoverParams>(request.params) {
-            Ok(params) => {
-                let at = params.text_document_position_params;
-                let hover = doc_of(&at.text_document.uri).and_then(|a| a.hover(at.position)).map(|text| Hover {
-                    contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: text }),
-                    range: None,
-                });
-                ok(id, hover)
-            }
-            Err(e) => invalid(id, e.to_string()),
-        },
-        GotoDefinition::METHOD => match serde_json::from_value::<GotoDefinitionParams>(request.params) {
-            Ok(params) => {
-                let at = params.text_document_position_params;
-                let uri = at.text_document.uri;
-                let location = doc_of(&uri).and_then(|a| a.definition(&uri, at.position));
-                ok(id, location.map(GotoDefinitionResponse::Scalar))
-            }
-            Err(e) => invalid(id, e.to_string()),
-        },
-        References::METHOD => match serde_json::from_value::<ReferenceParams>(request.params) {
-            Ok(params) => {
-                let at = params.text_document_position;
-                let uri = at.text_document.uri;
-                let locations =
-                    doc_of(&uri).map(|a| a.references(&uri, at.position, params.context.include_declaration)).unwrap_or_default();
-                ok(id, locations)
-            }
-            Err(e) => invalid(id, e.to_string()),
-        },
-        DocumentSymbolRequest::METHOD => match serde_json::from_value::<DocumentSymbolParams>(request.params) {
-            Ok(params) => {
-                let symbols = doc_of(&params.text_document.uri).map(|a| a.document_symbols()).unwrap_or_default();
-                ok(id, DocumentSymbolResponse::Nested(symbols))
-            }
-            Err(e) => invalid(id, e.to_string()),
-        },
-        Completion::METHOD => match serde_json::from_value::<CompletionParams>(request.params) {
-            Ok(params) => {
-                let at = params.text_document_position;
-                let items = doc_of(&at.text_document.uri).map(|a| a.completions(at.position)).unwrap_or_default();
-                ok(id, CompletionResponse::Array(items))
-            }
-            Err(e) => invalid(id, e.to_string()),
-        },
-        Rename::METHOD => match serde_json::from_value::<RenameParams>(request.params) {
-            Ok(params) => {
-                let at = params.text_document_position;
-                let uri = at.text_document.uri;
-                match doc_of(&uri).map(|a| a.rename(at.position, &params.new_name)) {
-                    Some(Ok(edits)) => {
-                        #[allow(clippy::mutable_key_type)] // `Uri` is the protocol's key type.
-                        let changes: HashMap<Uri, Vec<lsp_types::TextEdit>> = HashMap::from([(uri, edits)]);
-                        ok(id, WorkspaceEdit { changes: Some(changes), ..Default::default() })
-                    }
-                    Some(Err(why)) => invalid(id, why),
-                    None => invalid(id, "the document is not open".into()),
-                }
-            }
-            Err(e) => invalid(id, e.to_string()),
-        },
-        SemanticTokensFullRequest::METHOD => match serde_json::from_value::<SemanticTokensParams>(request.params) {
-            Ok(params) => {
-                let data = doc_of(&params.text_document.uri).map(|a| a.semantic_tokens()).unwrap_or_default();
-                ok(id, SemanticTokensResult::Tokens(SemanticTokens { result_id: None, data }))
-            }
-            Err(e) => invalid(id, e.to_string()),
-        },
-        other => Response::new_err(id, lsp_server::ErrorCode::MethodNotFound as i32, format!("unsupported request {other}")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lsp_types::request::HoverRequest;
     use serde_json::json;
 
     const URI: &str = "file:///w.flow";
@@ -428,9 +511,14 @@ mod tests {
     /// A server on an in-memory connection, initialized, with `first`
     /// queued before it starts; returns the client's end and the server.
     fn start(first: Vec<Message>) -> (Connection, std::thread::JoinHandle<Served>) {
+        start_with(json!({}), first)
+    }
+
+    /// [`start`] for a client with `capabilities`.
+    fn start_with(capabilities: serde_json::Value, first: Vec<Message>) -> (Connection, std::thread::JoinHandle<Served>) {
         let (server, client) = Connection::memory();
         let send = |m: Message| client.sender.send(m).expect("the server listens");
-        send(Message::Request(Request::new(1.into(), "initialize".into(), json!({ "capabilities": {} }))));
+        send(Message::Request(Request::new(1.into(), "initialize".into(), json!({ "capabilities": capabilities }))));
         send(notify("initialized", json!({})));
         first.into_iter().for_each(send);
         let handle = std::thread::spawn(move || serve(&server).expect("the server runs to exit"));
@@ -486,7 +574,7 @@ mod tests {
         assert!(codes.iter().any(|c| c.starts_with('E')), "the unfinished text has errors: {codes:?}");
         let served = stop(client, handle);
         // Versions 2 to 5 were never analysed; version 1 was cancelled.
-        assert_eq!(served, Served { analysed: 1, cancelled: 1 });
+        assert_eq!(served, Served { analysed: 1, cancelled: 1, cached: 0 });
     }
 
     #[test]
@@ -505,13 +593,71 @@ mod tests {
         stop(client, handle);
     }
 
+    const VIOLATED: &str = "provider p: scripted\nagent a { provider: p }\nworkflow w {\n  start: n\n  node n: agent a { output: string }\n  node done: end ok\n  n -> done\n  policy never_done: never completed(done)\n}\n";
+
     #[test]
-    fn the_editor_shows_what_the_model_checker_finds() {
-        let text = "provider p: scripted\nagent a { provider: p }\nworkflow w {\n  start: n\n  node n: agent a { output: string }\n  node done: end ok\n  n -> done\n  policy never_done: never completed(done)\n}\n";
-        let (client, handle) = start(vec![open(text)]);
-        let (version, codes) = published(&client);
-        assert_eq!(version, 1);
-        assert_eq!(codes, ["E1001"], "the policy is violated");
+    fn the_editor_shows_the_structural_diagnostics_then_what_the_model_checker_finds() {
+        let (client, handle) = start(vec![open(VIOLATED)]);
+        assert_eq!(published(&client), (1, vec![]), "the checks first: nothing wrong");
+        assert_eq!(published(&client), (1, vec!["E1001".to_string()]), "then the model checker: the policy is violated");
+        stop(client, handle);
+    }
+
+    #[test]
+    fn an_edit_during_model_checking_cancels_it() {
+        let (client, handle) = start(vec![open(&slow())]);
+        let (version, _) = published(&client);
+        assert_eq!(version, 1, "the checks of version 1");
+        // The model checker now runs on version 1 (seconds); an edit replaces it.
+        client.sender.send(change(2, &format!("{}// edited\n", slow()))).expect("sent");
+        assert_eq!(published(&client).0, 2, "version 1's policies are never published");
+        let served = stop(client, handle);
+        // Version 1's model checking by the edit, version 2's by the shutdown.
+        assert_eq!(served, Served { analysed: 2, cancelled: 2, cached: 0 });
+    }
+
+    #[test]
+    fn a_text_seen_before_is_answered_from_the_cache() {
+        let fixed = VIOLATED.replace("never completed(done)", "never completed(n) before started(n)");
+        let (client, handle) = start(vec![open(VIOLATED)]);
+        assert_eq!(published(&client), (1, vec![]));
+        assert_eq!(published(&client), (1, vec!["E1001".to_string()]));
+        client.sender.send(change(2, &fixed)).expect("sent");
+        assert_eq!(published(&client), (2, vec![]));
+        assert_eq!(published(&client), (2, vec![]), "the fixed policy holds");
+        // Undo: the first text again, both phases at once from the cache.
+        client.sender.send(change(3, VIOLATED)).expect("sent");
+        assert_eq!(published(&client), (3, vec!["E1001".to_string()]));
+        let served = stop(client, handle);
+        assert_eq!(served, Served { analysed: 2, cancelled: 0, cached: 1 });
+    }
+
+    #[test]
+    fn model_checking_is_reported_as_progress_to_a_client_that_takes_it() {
+        let capabilities = json!({ "window": { "workDoneProgress": true } });
+        let (client, handle) = start_with(capabilities, vec![open(VIOLATED)]);
+        let mut seen: Vec<String> = Vec::new();
+        let mut token = None;
+        while !seen.iter().any(|s| s == "diagnostics E1001") {
+            match client.receiver.recv().expect("the server answers") {
+                Message::Request(r) if r.method == WorkDoneProgressCreate::METHOD => {
+                    token = r.params["token"].as_str().map(str::to_string);
+                    seen.push("create".into());
+                    client.sender.send(Message::Response(Response::new_ok(r.id, ()))).expect("sent");
+                }
+                Message::Notification(n) if n.method == Progress::METHOD => {
+                    assert_eq!(n.params["token"].as_str(), token.as_deref(), "the token asked for");
+                    seen.push(format!("progress {}", n.params["value"]["kind"].as_str().unwrap_or("?")));
+                }
+                Message::Notification(n) if n.method == PublishDiagnostics::METHOD => {
+                    let codes: Vec<&str> =
+                        n.params["diagnostics"].as_array().into_iter().flatten().filter_map(|d| d["code"].as_str()).collect();
+                    seen.push(format!("diagnostics {}", codes.join(" ")).trim().to_string());
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(seen, ["create", "progress begin", "diagnostics", "progress end", "diagnostics E1001"]);
         stop(client, handle);
     }
 }

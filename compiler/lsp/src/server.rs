@@ -1,6 +1,7 @@
 //! The message loop: documents in, answers and diagnostics out.
 
 use crate::analysis::{Analysis, TOKEN_TYPES};
+use crate::position::LineIndex;
 use crate::requests::handle_request;
 use crossbeam_channel::{Receiver, Sender};
 use flow_diagnostics::Diagnostic;
@@ -14,8 +15,9 @@ use lsp_types::{
     CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions, DidChangeTextDocumentParams,
     DidCloseTextDocumentParams, DidOpenTextDocumentParams, FoldingRangeProviderCapability, HoverProviderCapability, NumberOrString, OneOf,
     ProgressParams, ProgressParamsValue, PublishDiagnosticsParams, RenameOptions, SemanticTokensFullOptions, SemanticTokensLegend,
-    SemanticTokensOptions, SemanticTokensServerCapabilities, ServerCapabilities, TextDocumentSyncCapability, TextDocumentSyncKind, Uri,
-    WorkDoneProgress, WorkDoneProgressBegin, WorkDoneProgressCreateParams, WorkDoneProgressEnd,
+    SemanticTokensOptions, SemanticTokensServerCapabilities, ServerCapabilities, TextDocumentContentChangeEvent,
+    TextDocumentSyncCapability, TextDocumentSyncKind, Uri, WorkDoneProgress, WorkDoneProgressBegin, WorkDoneProgressCreateParams,
+    WorkDoneProgressEnd,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -38,7 +40,7 @@ pub fn run_stdio() -> Result<(), String> {
 
 fn capabilities() -> ServerCapabilities {
     ServerCapabilities {
-        text_document_sync: Some(TextDocumentSyncCapability::Kind(TextDocumentSyncKind::FULL)),
+        text_document_sync: Some(TextDocumentSyncCapability::Kind(TextDocumentSyncKind::INCREMENTAL)),
         hover_provider: Some(HoverProviderCapability::Simple(true)),
         definition_provider: Some(OneOf::Left(true)),
         references_provider: Some(OneOf::Left(true)),
@@ -113,6 +115,8 @@ struct Running {
 struct Server<'c> {
     connection: &'c Connection,
     documents: HashMap<String, Document>,
+    /// The text of every open document, edits applied.
+    texts: HashMap<String, String>,
     /// Analyses running on worker threads, per URI. A newer edit cancels
     /// the older analysis.
     running: HashMap<String, Running>,
@@ -178,6 +182,7 @@ pub fn serve(connection: &Connection) -> Result<Served, String> {
     let mut server = Server {
         connection,
         documents: HashMap::new(),
+        texts: HashMap::new(),
         running: HashMap::new(),
         waiting: Vec::new(),
         done: crossbeam_channel::unbounded(),
@@ -199,16 +204,16 @@ pub fn serve(connection: &Connection) -> Result<Served, String> {
             Some(Event::Message(message)) => message,
         };
         queued.extend(connection.receiver.try_iter());
-        if superseded(&message, queued.front()) {
-            continue;
-        }
+        // An edit followed at once by another of the same document is
+        // applied but not analysed.
+        let skip = superseded(&message, queued.front());
         match message {
             Message::Request(request) if request.method == Shutdown::METHOD => {
                 server.shut_down(request, &mut queued)?;
                 return Ok(server.served);
             }
             Message::Request(request) => server.request(request)?,
-            Message::Notification(notification) => server.notification(notification)?,
+            Message::Notification(notification) => server.notification(notification, skip)?,
             Message::Response(_) => {}
         }
     }
@@ -359,11 +364,26 @@ impl Server<'_> {
         self.connection.sender.send(Message::Response(response)).map_err(|e| e.to_string())
     }
 
-    fn notification(&mut self, notification: Notification) -> Result<(), String> {
+    fn notification(&mut self, notification: Notification, skip: bool) -> Result<(), String> {
         match handle_notification(notification) {
-            Some(Change::Text { uri, version, text }) => self.analyse(uri, version, text),
+            Some(Change::Opened { uri, version, text }) => {
+                self.texts.insert(uri.as_str().to_string(), text.clone());
+                self.analyse(uri, version, text)
+            }
+            Some(Change::Edited { uri, version, changes }) => {
+                let Some(text) = self.texts.get_mut(uri.as_str()) else { return Ok(()) };
+                for change in changes {
+                    apply_change(text, change);
+                }
+                if skip {
+                    return Ok(());
+                }
+                let text = text.clone();
+                self.analyse(uri, version, text)
+            }
             Some(Change::Closed(uri)) => {
                 let key = uri.as_str().to_string();
+                self.texts.remove(&key);
                 if let Some(running) = self.running.remove(&key) {
                     running.cancel.cancel();
                     self.end_progress(running.progress)?;
@@ -427,9 +447,9 @@ fn request_uri(request: &Request) -> Option<String> {
     request.params.get("textDocument")?.get("uri")?.as_str().map(str::to_string)
 }
 
-/// Whether `message` is a full-text edit that `next`, another full-text
-/// edit of the same document received right after it, replaces: analysing
-/// it would only delay the analysis of the text the editor now shows.
+/// Whether `message` is an edit that `next`, another edit of the same
+/// document received right after it, follows: analysing its text would only
+/// delay the analysis of the text the editor now shows.
 fn superseded(message: &Message, next: Option<&Message>) -> bool {
     let edited = |m: &Message| match m {
         Message::Notification(n) if n.method == DidChangeTextDocument::METHOD => {
@@ -454,11 +474,16 @@ fn publish(connection: &Connection, documents: &HashMap<String, Document>, uri: 
 
 /// What a document notification changes.
 enum Change {
-    /// A new text to analyse (opened or edited).
-    Text {
+    Opened {
         uri: Uri,
         version: i32,
         text: String,
+    },
+    /// Edits, in order (a range each, or the whole text).
+    Edited {
+        uri: Uri,
+        version: i32,
+        changes: Vec<TextDocumentContentChangeEvent>,
     },
     Closed(Uri),
 }
@@ -469,19 +494,31 @@ fn handle_notification(notification: Notification) -> Option<Change> {
         DidOpenTextDocument::METHOD => {
             let params: DidOpenTextDocumentParams = serde_json::from_value(notification.params).ok()?;
             let doc = params.text_document;
-            Some(Change::Text { uri: doc.uri, version: doc.version, text: doc.text })
+            Some(Change::Opened { uri: doc.uri, version: doc.version, text: doc.text })
         }
         DidChangeTextDocument::METHOD => {
             let params: DidChangeTextDocumentParams = serde_json::from_value(notification.params).ok()?;
-            // Full sync: the last change holds the whole text.
-            let text = params.content_changes.into_iter().last()?.text;
-            Some(Change::Text { uri: params.text_document.uri, version: params.text_document.version, text })
+            Some(Change::Edited { uri: params.text_document.uri, version: params.text_document.version, changes: params.content_changes })
         }
         DidCloseTextDocument::METHOD => {
             let params: DidCloseTextDocumentParams = serde_json::from_value(notification.params).ok()?;
             Some(Change::Closed(params.text_document.uri))
         }
         _ => None,
+    }
+}
+
+/// Applies one change to `text`: its range replaced (positions in UTF-16,
+/// clamped to the text), or the whole text without one.
+fn apply_change(text: &mut String, change: TextDocumentContentChangeEvent) {
+    match change.range {
+        None => *text = change.text,
+        Some(range) => {
+            let lines = LineIndex::new(text);
+            let start = lines.offset(text, range.start) as usize;
+            let end = (lines.offset(text, range.end) as usize).max(start);
+            text.replace_range(start..end, &change.text);
+        }
     }
 }
 
@@ -614,6 +651,34 @@ mod tests {
         let served = stop(client, handle);
         // Version 1's model checking by the edit, version 2's by the shutdown.
         assert_eq!(served, Served { analysed: 2, cancelled: 2, cached: 0 });
+    }
+
+    /// An incremental edit: `text` at the range from `(l1, c1)` to `(l2, c2)`.
+    fn edit(version: i32, (l1, c1): (u32, u32), (l2, c2): (u32, u32), text: &str) -> serde_json::Value {
+        let range = json!({ "start": { "line": l1, "character": c1 }, "end": { "line": l2, "character": c2 } });
+        json!({ "textDocument": { "uri": URI, "version": version }, "contentChanges": [{ "range": range, "text": text }] })
+    }
+
+    #[test]
+    fn incremental_edits_are_applied_in_order_even_when_not_analysed() {
+        // `reseacher` misspelt after a non-ASCII comment: columns count UTF-16 units.
+        let text = "// é😀\nprovider p: scripted\nagent researcher { provider: p }\nworkflow w {\n  start: r\n  node r: agent reseacher { output: string }\n  node done: end ok\n  r -> done\n}\n";
+        let (client, handle) = start(vec![open(text)]);
+        assert_eq!(published(&client), (1, vec!["E0101".to_string()]));
+        // Two edits sent together: the first is applied, not analysed; the
+        // second edits the text the first produced. `reseacher` is at
+        // line 5, columns 16 to 25: the missing `r` goes at column 21.
+        let first = notify(DidChangeTextDocument::METHOD, edit(2, (5, 21), (5, 21), "r"));
+        let second = notify(DidChangeTextDocument::METHOD, edit(3, (0, 3), (0, 6), "x"));
+        client.sender.send(first).expect("sent");
+        client.sender.send(second).expect("sent");
+        let (version, codes) = published(&client);
+        assert_eq!((version, codes), (3, vec![]), "`researcher` now, and the comment edited past its emoji");
+        // A whole-text change still replaces everything.
+        client.sender.send(change(4, "agent a {")).expect("sent");
+        assert!(published(&client).1.iter().any(|c| c.starts_with('E')));
+        let served = stop(client, handle);
+        assert_eq!(served.analysed, 3, "versions 1, 3 and 4: {served:?}");
     }
 
     #[test]

@@ -228,12 +228,18 @@ class FlowLsp(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(names, ["local", "writer", "Draft", "w"])
         workflow = symbols[-1]
         self.assertEqual([c.name for c in workflow.children], ["draft", "done"])
-        completion = await self.client.text_document_completion_async(
-            lsp.CompletionParams(text_document=doc, position=position_of(CLEAN, "draft -> done when"))
-        )
-        items = completion if isinstance(completion, list) else completion.items
-        labels = {item.label for item in items}
-        self.assertTrue({"writer", "Draft", "draft", "done", "workflow"} <= labels, labels)
+        async def labels_at(position):
+            completion = await self.client.text_document_completion_async(lsp.CompletionParams(text_document=doc, position=position))
+            items = completion if isinstance(completion, list) else completion.items
+            return [item.label for item in items]
+
+        # By context: a node's fields after `draft.`, an agent after `agent`,
+        # the workflow's properties and nodes where an entry goes.
+        self.assertEqual(await labels_at(position_of(CLEAN, "draft.sections", offset=len("draft."))), ["title", "sections"])
+        self.assertEqual(await labels_at(position_of(CLEAN, "writer { output", offset=0)), ["writer"])
+        entry = await labels_at(position_of(CLEAN, "draft -> done when"))
+        self.assertTrue({"draft", "done", "node", "deadline"} <= set(entry), entry)
+        self.assertNotIn("writer", entry)
         tokens = await self.client.text_document_semantic_tokens_full_async(lsp.SemanticTokensParams(text_document=doc))
         self.assertEqual(len(tokens.data) % 5, 0)
         self.assertGreater(len(tokens.data) // 5, 20)

@@ -5,10 +5,10 @@ use crate::position::{range, LineIndex};
 use flow_check::{Checked, SymbolDef};
 use flow_diagnostics::{Diagnostic, FileId, Severity, SourceDb};
 use lsp_types::{
-    CompletionItem, CompletionItemKind, DiagnosticRelatedInformation, DiagnosticSeverity, DocumentSymbol, Location, NumberOrString,
-    Position, Range, SemanticToken, SymbolKind, TextEdit, Uri,
+    DiagnosticRelatedInformation, DiagnosticSeverity, DocumentSymbol, Location, NumberOrString, Position, Range, SemanticToken, SymbolKind,
+    TextEdit, Uri,
 };
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
@@ -384,45 +384,6 @@ impl Analysis {
             .collect()
     }
 
-    pub fn completions(&self, position: Position) -> Vec<CompletionItem> {
-        let at = self.offset_here(position);
-        let symbols = &self.checked.symbols;
-        // The workflow around the cursor, for its nodes.
-        let enclosing = symbols
-            .defs
-            .iter()
-            .filter(|d| d.kind == "workflow" && d.file == self.root && d.span.start <= at)
-            .max_by_key(|d| d.span.start)
-            .map(|d| d.name.clone());
-        let mut seen: HashSet<&str> = HashSet::new();
-        let mut items = Vec::with_capacity(symbols.defs.len() + flow_syntax::lexer::KEYWORDS.len() + flow_check::types::PRIMITIVES.len());
-        for def in &symbols.defs {
-            let in_scope = def.container.is_none() || def.container == enclosing;
-            if !in_scope || !seen.insert(def.name.as_str()) {
-                continue;
-            }
-            items.push(CompletionItem {
-                label: def.name.clone(),
-                kind: Some(completion_kind(&def.kind)),
-                detail: Some(def.detail.clone()),
-                ..Default::default()
-            });
-        }
-        for (keyword, _) in flow_syntax::lexer::KEYWORDS {
-            items.push(CompletionItem { label: keyword.to_string(), kind: Some(CompletionItemKind::KEYWORD), ..Default::default() });
-        }
-        for primitive in flow_check::types::PRIMITIVES {
-            if seen.insert(primitive) {
-                items.push(CompletionItem {
-                    label: primitive.to_string(),
-                    kind: Some(CompletionItemKind::TYPE_PARAMETER),
-                    ..Default::default()
-                });
-            }
-        }
-        items
-    }
-
     /// Semantic tokens from the lexer, names classified by the symbol index.
     pub fn semantic_tokens(&self) -> Vec<SemanticToken> {
         use flow_syntax::lexer::TokenKind as T;
@@ -508,18 +469,6 @@ fn symbol_kind(kind: &str) -> SymbolKind {
         "policy" => SymbolKind::INTERFACE,
         "budget" | "contract" => SymbolKind::OBJECT,
         _ => SymbolKind::CONSTANT,
-    }
-}
-
-fn completion_kind(kind: &str) -> CompletionItemKind {
-    match kind {
-        "type" => CompletionItemKind::STRUCT,
-        "agent" => CompletionItemKind::CLASS,
-        "tool" | "evaluator" => CompletionItemKind::FUNCTION,
-        "node" => CompletionItemKind::VARIABLE,
-        "gate" => CompletionItemKind::EVENT,
-        "workflow" => CompletionItemKind::MODULE,
-        _ => CompletionItemKind::REFERENCE,
     }
 }
 

@@ -12,6 +12,7 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod analysis;
+mod complete;
 mod edits;
 mod position;
 mod requests;

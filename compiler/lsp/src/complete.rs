@@ -1,0 +1,400 @@
+//! Completion by context: the fields of a node's output after `node.`, the
+//! properties a block accepts (with their docs) where a property goes, the
+//! names of the right kind where a reference goes (an agent after
+//! `node x: agent`, a provider after `provider:`, a node after `->`), and
+//! every name and keyword elsewhere.
+
+use crate::analysis::Analysis;
+use flow_check::spec::{self, Kind, Target, P, V};
+use flow_check::types::{Ty, PRIMITIVES};
+use flow_syntax::lexer::TokenKind as T;
+use lsp_types::{CompletionItem, CompletionItemKind, Documentation, MarkupContent, MarkupKind, Position};
+use std::collections::HashSet;
+
+/// A block open at the cursor, as its header says.
+#[derive(Debug, Clone)]
+enum Block {
+    /// A declaration (`agent a {`), with its variant (`tool t: command {`).
+    Decl(Kind, Option<String>),
+    /// A node of a kind (`node n: agent a {`).
+    Node(String),
+    Gate,
+    Policy,
+    /// A transfer (`handoff a -> b {`, `delegate …`).
+    Transfer(String),
+    /// A record value of a property of the enclosing block (`retry: {`).
+    Record(&'static [P]),
+    /// A block this completion does not know.
+    Other,
+}
+
+impl Block {
+    /// The properties the block accepts.
+    fn props(&self) -> Vec<&'static P> {
+        match self {
+            Block::Decl(kind, variant) => {
+                let Some(decl) = spec::ALL_DECLS.iter().find(|d| d.kind == *kind) else { return Vec::new() };
+                let variant = variant.as_deref().or(decl.default_variant);
+                let extra = decl.variants.iter().filter(|(name, _)| Some(*name) == variant).flat_map(|(_, props)| props.iter());
+                decl.block.props.iter().chain(extra).collect()
+            }
+            Block::Node(kind) => spec::node_spec(kind).map(|s| s.props.iter().chain(spec::NODE_COMMON).collect()).unwrap_or_default(),
+            Block::Gate => spec::GATE_BLOCK.props.iter().collect(),
+            Block::Policy => spec::POLICY_BLOCK.props.iter().collect(),
+            Block::Transfer(kind) if kind == "delegate" => spec::DELEGATE_BLOCK.props.iter().collect(),
+            Block::Transfer(_) => spec::HANDOFF_BLOCK.props.iter().collect(),
+            Block::Record(props) => props.iter().collect(),
+            Block::Other => Vec::new(),
+        }
+    }
+}
+
+/// The declaration kind a keyword starts.
+fn decl_kind(word: &str) -> Option<Kind> {
+    spec::ALL_DECLS.iter().map(|d| d.kind).find(|k| k.as_str() == word)
+}
+
+/// The blocks open at `offset`, outermost first, from the lexer (so a
+/// document with errors still has them): each `{` classified by the words
+/// before it on its line.
+fn open_blocks(text: &str, offset: usize) -> Vec<Block> {
+    let mut stack: Vec<Block> = Vec::new();
+    let mut header: Vec<String> = Vec::new();
+    for token in flow_syntax::lexer::lex(text) {
+        if token.span.start as usize >= offset {
+            break;
+        }
+        let word = &text[token.span.range()];
+        match token.kind {
+            T::Whitespace if word.contains('\n') => header.clear(),
+            T::Whitespace | T::LineComment | T::BlockComment => {}
+            T::LBrace => {
+                let block = classify(&header, stack.last());
+                stack.push(block);
+                header.clear();
+            }
+            T::RBrace => {
+                stack.pop();
+                header.clear();
+            }
+            T::Comma => header.clear(),
+            _ => header.push(word.to_string()),
+        }
+    }
+    stack
+}
+
+/// What a block is, from the words before its `{` and its parent.
+fn classify(header: &[String], parent: Option<&Block>) -> Block {
+    let words: Vec<&str> = header.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["node", _, ":", kind, ..] => Block::Node(kind.to_string()),
+        ["gate", ..] => Block::Gate,
+        ["policy", ..] => Block::Policy,
+        [kind @ ("handoff" | "delegate"), ..] => Block::Transfer(kind.to_string()),
+        [first, _, ":", variant, ..] if decl_kind(first).is_some() => {
+            Block::Decl(decl_kind(first).expect("a kind"), Some(variant.to_string()))
+        }
+        [first, ..] if decl_kind(first).is_some() => Block::Decl(decl_kind(first).expect("a kind"), None),
+        [.., name, ":"] => {
+            let prop = parent.map(Block::props).unwrap_or_default().into_iter().find(|p| p.name == *name);
+            match prop.map(|p| p.value) {
+                Some(V::Record(props)) => Block::Record(props),
+                Some(V::Budget) => Block::Record(spec::BUDGET_PROPS),
+                _ => Block::Other,
+            }
+        }
+        _ => Block::Other,
+    }
+}
+
+/// The last name being typed in `prefix` (letters, digits, `_`) and what
+/// comes before it.
+fn split_word(prefix: &str) -> (&str, &str) {
+    let start =
+        prefix.rfind(|c: char| !(c.is_alphanumeric() || c == '_')).map_or(0, |i| i + prefix[i..].chars().next().map_or(1, char::len_utf8));
+    (&prefix[..start], &prefix[start..])
+}
+
+impl Analysis {
+    /// What may be written at `position`, by context (see the module docs).
+    pub fn completions(&self, position: Position) -> Vec<CompletionItem> {
+        let text = self.source();
+        let at = (self.offset_here(position) as usize).min(text.len());
+        let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+        let prefix = &text[line_start..at];
+        let (before, _typed) = split_word(prefix);
+        let blocks = open_blocks(text, at);
+        let workflow = self.enclosing_workflow(at as u32);
+        if let Some(chain) = before.strip_suffix('.') {
+            return self.fields_after(chain, workflow.as_deref());
+        }
+        let trimmed = before.trim_start();
+        // `node x: KIND TARGET`: the kinds, then the target's declarations.
+        let words: Vec<&str> = trimmed.split(|c: char| c.is_whitespace() || c == ':').filter(|w| !w.is_empty()).collect();
+        if trimmed.starts_with("node ") && trimmed.contains(':') && !trimmed.contains('{') {
+            return match words.as_slice() {
+                ["node", _] => spec::NODE_KINDS.iter().map(|k| item(k.kind, CompletionItemKind::KEYWORD, Some(k.doc))).collect(),
+                ["node", _, kind] => match spec::node_spec(kind).map(|s| s.target) {
+                    Some(Target::Decl(kind)) => self.globals_of(&[kind]),
+                    Some(Target::Node | Target::Nodes) => self.nodes_of(workflow.as_deref()),
+                    _ => Vec::new(),
+                },
+                _ => Vec::new(),
+            };
+        }
+        if trimmed.ends_with("->") || trimmed.ends_with("-> ") || trimmed.ends_with("goto(") {
+            return self.nodes_of(workflow.as_deref());
+        }
+        let block = blocks.last();
+        // What follows the last `{` or `,` of the line: `prop: …` or a property being named.
+        let local = trimmed.rsplit(['{', ',']).next().unwrap_or("").trim_start();
+        // `prop: …`: the values of the property's form.
+        if let Some((name, _)) = local.split_once(':') {
+            let name = name.trim();
+            if let Some(prop) = block.map(Block::props).unwrap_or_default().into_iter().find(|p| p.name == name) {
+                return self.values_of(&prop.value, workflow.as_deref());
+            }
+        }
+        // Where a property goes: the block's properties not yet written.
+        if local.is_empty() {
+            if let Some(block) = block.filter(|b| !matches!(b, Block::Other)) {
+                let written = self.written_props(text, at);
+                let mut items: Vec<CompletionItem> = block
+                    .props()
+                    .into_iter()
+                    .filter(|p| !written.contains(p.name))
+                    .map(|p| CompletionItem {
+                        insert_text: Some(format!("{}: ", p.name)),
+                        ..item(p.name, CompletionItemKind::PROPERTY, Some(p.doc))
+                    })
+                    .collect();
+                if matches!(block, Block::Decl(Kind::Workflow, _)) {
+                    items.extend(
+                        ["node", "gate", "handoff", "delegate", "policy", "on"].map(|k| item(k, CompletionItemKind::KEYWORD, None)),
+                    );
+                    items.extend(self.nodes_of(workflow.as_deref()));
+                }
+                return items;
+            }
+        }
+        self.everything(workflow.as_deref())
+    }
+
+    /// The workflow whose declaration precedes `at` most closely.
+    fn enclosing_workflow(&self, at: u32) -> Option<String> {
+        let symbols = &self.checked.symbols;
+        symbols
+            .defs
+            .iter()
+            .filter(|d| d.kind == "workflow" && d.file == self.root && d.span.start <= at)
+            .max_by_key(|d| d.span.start)
+            .map(|d| d.name.clone())
+    }
+
+    /// Property names already written in the innermost block around `at`.
+    fn written_props(&self, text: &str, at: usize) -> HashSet<String> {
+        let mut depth = 0usize;
+        let mut start = 0;
+        for (i, c) in text[..at].char_indices().rev() {
+            match c {
+                '}' => depth += 1,
+                '{' if depth == 0 => {
+                    start = i + 1;
+                    break;
+                }
+                '{' => depth -= 1,
+                _ => {}
+            }
+        }
+        let end = text[at..].find('}').map_or(text.len(), |i| at + i);
+        text[start..end]
+            .lines()
+            .filter_map(|l| l.trim_start().split_once(':').map(|(name, _)| name.trim().to_string()))
+            .filter(|n| n.chars().all(|c| c.is_alphanumeric() || c == '_'))
+            .collect()
+    }
+
+    /// The fields after `chain.` (`draft.`, `draft.meta.`): `chain` starts
+    /// with a node of the workflow, whose output type is followed.
+    fn fields_after(&self, chain: &str, workflow: Option<&str>) -> Vec<CompletionItem> {
+        let (_, last) = split_word(chain);
+        let start = chain.len() - last.len();
+        // The whole dotted chain before the cursor.
+        let dotted_start = chain[..start].rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')).map_or(0, |i| i + 1);
+        let names: Vec<&str> = chain[dotted_start..].split('.').collect();
+        let program = &self.checked.program;
+        let Some(node) = workflow.and_then(|w| program.workflows.get(w)).and_then(|w| w.nodes.get(names[0])) else { return Vec::new() };
+        let mut ty = &node.output;
+        for field in &names[1..] {
+            let Some(next) = self.record_fields(ty).and_then(|fields| fields.get(*field)) else { return Vec::new() };
+            ty = &next.ty;
+        }
+        self.record_fields(ty)
+            .map(|fields| {
+                fields
+                    .iter()
+                    .map(|(name, f)| CompletionItem { detail: Some(f.ty.to_string()), ..item(name, CompletionItemKind::FIELD, None) })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The fields of a record type (through names and nullables).
+    fn record_fields<'t>(&'t self, ty: &'t Ty) -> Option<&'t indexmap::IndexMap<String, flow_check::types::FieldTy>> {
+        match ty {
+            Ty::Record { fields } => Some(fields),
+            Ty::Nullable { inner } => self.record_fields(inner),
+            Ty::Named { name } => self.checked.program.types.get(name).and_then(|t| self.record_fields(&t.ty)),
+            _ => None,
+        }
+    }
+
+    /// The declarations of `kinds`.
+    fn globals_of(&self, kinds: &[Kind]) -> Vec<CompletionItem> {
+        let symbols = &self.checked.symbols;
+        let mut seen = HashSet::new();
+        symbols
+            .defs
+            .iter()
+            .filter(|d| d.container.is_none() && kinds.iter().any(|k| k.as_str() == d.kind) && seen.insert(d.name.as_str()))
+            .map(|d| CompletionItem { detail: Some(d.detail.clone()), ..item(&d.name, completion_kind(&d.kind), None) })
+            .collect()
+    }
+
+    /// The nodes of `workflow`.
+    fn nodes_of(&self, workflow: Option<&str>) -> Vec<CompletionItem> {
+        let symbols = &self.checked.symbols;
+        symbols
+            .defs
+            .iter()
+            .filter(|d| d.kind == "node" && d.container.as_deref() == workflow && workflow.is_some())
+            .map(|d| CompletionItem { detail: Some(d.detail.clone()), ..item(&d.name, CompletionItemKind::VARIABLE, None) })
+            .collect()
+    }
+
+    /// What a property of form `value` may be.
+    fn values_of(&self, value: &V, workflow: Option<&str>) -> Vec<CompletionItem> {
+        match value {
+            V::Ref(kinds) => self.globals_of(kinds),
+            V::Node => self.nodes_of(workflow),
+            V::Word(words) => words.iter().map(|w| item(w, CompletionItemKind::ENUM_MEMBER, None)).collect(),
+            V::Bool => ["true", "false"].map(|w| item(w, CompletionItemKind::KEYWORD, None)).to_vec(),
+            V::Type => {
+                let mut items = self.globals_of(&[Kind::Type]);
+                items.extend(PRIMITIVES.iter().map(|p| item(p, CompletionItemKind::TYPE_PARAMETER, None)));
+                items
+            }
+            V::Budget => self.globals_of(&[Kind::Budget]),
+            V::List(inner) => self.values_of(inner, workflow),
+            V::OneOf(forms) => forms.iter().flat_map(|f| self.values_of(f, workflow)).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Every name in scope, every keyword and every primitive type.
+    fn everything(&self, workflow: Option<&str>) -> Vec<CompletionItem> {
+        let symbols = &self.checked.symbols;
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut items = Vec::with_capacity(symbols.defs.len() + flow_syntax::lexer::KEYWORDS.len() + PRIMITIVES.len());
+        for def in &symbols.defs {
+            let in_scope = def.container.is_none() || def.container.as_deref() == workflow;
+            if !in_scope || !seen.insert(def.name.as_str()) {
+                continue;
+            }
+            items.push(CompletionItem { detail: Some(def.detail.clone()), ..item(&def.name, completion_kind(&def.kind), None) });
+        }
+        for (keyword, _) in flow_syntax::lexer::KEYWORDS {
+            items.push(item(keyword, CompletionItemKind::KEYWORD, None));
+        }
+        for primitive in PRIMITIVES {
+            if seen.insert(primitive) {
+                items.push(item(primitive, CompletionItemKind::TYPE_PARAMETER, None));
+            }
+        }
+        items
+    }
+}
+
+fn item(label: &str, kind: CompletionItemKind, doc: Option<&str>) -> CompletionItem {
+    CompletionItem {
+        label: label.to_string(),
+        kind: Some(kind),
+        documentation: doc.map(|d| Documentation::MarkupContent(MarkupContent { kind: MarkupKind::Markdown, value: d.to_string() })),
+        ..Default::default()
+    }
+}
+
+pub(crate) fn completion_kind(kind: &str) -> CompletionItemKind {
+    match kind {
+        "type" => CompletionItemKind::STRUCT,
+        "agent" | "principal" => CompletionItemKind::CLASS,
+        "tool" | "evaluator" => CompletionItemKind::FUNCTION,
+        "provider" | "budget" | "contract" | "blackboard" => CompletionItemKind::MODULE,
+        "workflow" | "machine" => CompletionItemKind::MODULE,
+        "node" | "gate" => CompletionItemKind::VARIABLE,
+        "policy" => CompletionItemKind::INTERFACE,
+        _ => CompletionItemKind::TEXT,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    /// The labels offered where `|` is in `marked` (the marker removed).
+    fn offered(marked: &str) -> Vec<String> {
+        let at = marked.find('|').expect("a cursor");
+        let text = marked.replacen('|', "", 1);
+        let uri = lsp_types::Uri::from_str("file:///complete.flow").expect("a URI");
+        let analysis = Analysis::new(&uri, &text);
+        let line = text[..at].matches('\n').count() as u32;
+        let character = text[..at].rsplit('\n').next().unwrap_or("").encode_utf16().count() as u32;
+        analysis.completions(Position { line, character }).into_iter().map(|i| i.label).collect()
+    }
+
+    const HEAD: &str = "provider p: scripted\nprovider q: scripted\nagent writer { provider: p }\nagent critic { provider: q }\ntool search: builtin { output: string }\ntype Meta = { words: int, lang: string }\ntype Draft = { title: string, meta: Meta, tags: [string] }\nbudget small { steps: 10 }\n";
+
+    fn flow(body: &str) -> String {
+        format!("{HEAD}workflow w {{\n  start: draft\n  node draft: agent writer {{ output: Draft }}\n  node done: end ok\n{body}\n}}\n")
+    }
+
+    #[test]
+    fn fields_follow_a_node_and_its_record_types() {
+        assert_eq!(offered(&flow("  draft -> done when draft.|")), ["title", "meta", "tags"]);
+        assert_eq!(offered(&flow("  draft -> done when draft.meta.|")), ["words", "lang"]);
+        assert_eq!(offered(&flow("  draft -> done when draft.meta.wo|")), ["words", "lang"], "the client filters by the typed prefix");
+        assert!(offered(&flow("  draft -> done when nothing.|")).is_empty(), "no node, no fields");
+    }
+
+    #[test]
+    fn a_block_offers_its_properties_not_yet_written() {
+        let in_agent = offered(&format!("{HEAD}agent third {{\n  provider: p\n  |\n}}\n"));
+        assert!(in_agent.contains(&"tools".to_string()) && in_agent.contains(&"budget".to_string()), "{in_agent:?}");
+        assert!(!in_agent.contains(&"provider".to_string()), "already written: {in_agent:?}");
+        assert!(!in_agent.contains(&"writer".to_string()), "no names where a property goes: {in_agent:?}");
+        let in_node = offered(&flow("  node other: agent critic {\n    |\n  }"));
+        assert!(in_node.contains(&"output".to_string()) && in_node.contains(&"retry".to_string()), "{in_node:?}");
+        let in_retry = offered(&flow("  node other: agent critic {\n    output: string\n    retry: {\n      |\n    }\n  }"));
+        assert_eq!(in_retry, ["attempts", "backoff", "max_backoff"], "a record property's own keys");
+        let in_workflow = offered(&flow("  |"));
+        assert!(in_workflow.contains(&"node".to_string()) && in_workflow.contains(&"deadline".to_string()), "{in_workflow:?}");
+        assert!(!in_workflow.contains(&"start".to_string()), "already written: {in_workflow:?}");
+    }
+
+    #[test]
+    fn a_reference_offers_the_names_of_its_kind() {
+        let providers = offered(&format!("{HEAD}agent third {{\n  provider: |\n}}\n"));
+        assert_eq!(providers, ["p", "q"]);
+        assert_eq!(offered(&flow("  node other: agent |")), ["writer", "critic"]);
+        assert_eq!(offered(&flow("  node other: tool |")), ["search"]);
+        let kinds = offered(&flow("  node other: |"));
+        assert!(kinds.contains(&"agent".to_string()) && kinds.contains(&"parallel".to_string()), "{kinds:?}");
+        assert_eq!(offered(&flow("  draft -> |")), ["draft", "done"]);
+        let types = offered(&flow("  node other: agent critic { output: | }"));
+        assert!(types.contains(&"Draft".to_string()) && types.contains(&"string".to_string()), "{types:?}");
+        let budgets = offered(&flow("  node other: agent critic {\n    output: string\n    budget: |\n  }"));
+        assert_eq!(budgets, ["small"]);
+    }
+}

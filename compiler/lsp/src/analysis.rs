@@ -146,6 +146,15 @@ impl Analysis {
         self.text()
     }
 
+    /// Whether a change to the file at `path` can change this analysis: a
+    /// file it imported (or a schema it read), or any file when an import
+    /// was not found (the file may be the one that was missing).
+    pub fn reads(&self, path: &str) -> bool {
+        let wanted = flow_pipeline::normalize(std::path::Path::new(path));
+        let imported = (0..self.db.len() as u32).map(FileId).any(|f| f != self.root && self.db.name(f) == wanted);
+        imported || self.diagnostics.iter().any(|d| d.code == flow_diagnostics::codes::MODULE_NOT_FOUND)
+    }
+
     /// The range of `start..end` in this document.
     pub(crate) fn range_here(&self, start: u32, end: u32) -> Range {
         self.lines.range(self.text(), start, end)

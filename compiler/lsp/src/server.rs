@@ -1,6 +1,6 @@
 //! The message loop: documents in, answers and diagnostics out.
 
-use crate::analysis::{Analysis, TOKEN_TYPES};
+use crate::analysis::{uri_path, Analysis, TOKEN_TYPES};
 use crate::position::LineIndex;
 use crate::requests::handle_request;
 use crossbeam_channel::{Receiver, Sender};
@@ -8,16 +8,18 @@ use flow_diagnostics::Diagnostic;
 use flow_verify::Cancel;
 use lsp_server::{Connection, Message, Notification, Request, RequestId, Response};
 use lsp_types::notification::{
-    DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Exit, Notification as _, Progress, PublishDiagnostics,
+    DidChangeTextDocument, DidChangeWatchedFiles, DidCloseTextDocument, DidOpenTextDocument, DidSaveTextDocument, Exit, Notification as _,
+    Progress, PublishDiagnostics,
 };
-use lsp_types::request::{Request as _, Shutdown, WorkDoneProgressCreate};
+use lsp_types::request::{RegisterCapability, Request as _, Shutdown, WorkDoneProgressCreate};
 use lsp_types::{
     CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions, DidChangeTextDocumentParams,
-    DidCloseTextDocumentParams, DidOpenTextDocumentParams, FoldingRangeProviderCapability, HoverProviderCapability, NumberOrString, OneOf,
-    ProgressParams, ProgressParamsValue, PublishDiagnosticsParams, RenameOptions, SemanticTokensFullOptions, SemanticTokensLegend,
-    SemanticTokensOptions, SemanticTokensServerCapabilities, ServerCapabilities, TextDocumentContentChangeEvent,
-    TextDocumentSyncCapability, TextDocumentSyncKind, Uri, WorkDoneProgress, WorkDoneProgressBegin, WorkDoneProgressCreateParams,
-    WorkDoneProgressEnd,
+    DidChangeWatchedFilesParams, DidChangeWatchedFilesRegistrationOptions, DidCloseTextDocumentParams, DidOpenTextDocumentParams,
+    DidSaveTextDocumentParams, FileSystemWatcher, FoldingRangeProviderCapability, GlobPattern, HoverProviderCapability, NumberOrString,
+    OneOf, ProgressParams, ProgressParamsValue, PublishDiagnosticsParams, Registration, RegistrationParams, RenameOptions,
+    SemanticTokensFullOptions, SemanticTokensLegend, SemanticTokensOptions, SemanticTokensServerCapabilities, ServerCapabilities,
+    TextDocumentContentChangeEvent, TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions, TextDocumentSyncSaveOptions,
+    Uri, WorkDoneProgress, WorkDoneProgressBegin, WorkDoneProgressCreateParams, WorkDoneProgressEnd,
 };
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -40,7 +42,12 @@ pub fn run_stdio() -> Result<(), String> {
 
 fn capabilities() -> ServerCapabilities {
     ServerCapabilities {
-        text_document_sync: Some(TextDocumentSyncCapability::Kind(TextDocumentSyncKind::INCREMENTAL)),
+        text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
+            open_close: Some(true),
+            change: Some(TextDocumentSyncKind::INCREMENTAL),
+            save: Some(TextDocumentSyncSaveOptions::Supported(true)),
+            ..Default::default()
+        })),
         hover_provider: Some(HoverProviderCapability::Simple(true)),
         definition_provider: Some(OneOf::Left(true)),
         references_provider: Some(OneOf::Left(true)),
@@ -179,6 +186,10 @@ pub fn serve(connection: &Connection) -> Result<Served, String> {
     let capabilities = serde_json::to_value(capabilities()).map_err(|e| e.to_string())?;
     let client = connection.initialize(capabilities).map_err(|e| e.to_string())?;
     let progress = client.pointer("/capabilities/window/workDoneProgress").and_then(|v| v.as_bool()).unwrap_or(false);
+    let watches = client.pointer("/capabilities/workspace/didChangeWatchedFiles/dynamicRegistration").and_then(|v| v.as_bool());
+    if watches == Some(true) {
+        watch_sources(connection)?;
+    }
     let mut server = Server {
         connection,
         documents: HashMap::new(),
@@ -381,6 +392,7 @@ impl Server<'_> {
                 let text = text.clone();
                 self.analyse(uri, version, text)
             }
+            Some(Change::Files(paths)) => self.files_changed(&paths),
             Some(Change::Closed(uri)) => {
                 let key = uri.as_str().to_string();
                 self.texts.remove(&key);
@@ -395,6 +407,24 @@ impl Server<'_> {
             }
             None => Ok(()),
         }
+    }
+
+    /// Files changed on disk (or saved): every open document that reads one
+    /// of them is analysed again, its cached analyses forgotten.
+    fn files_changed(&mut self, paths: &[String]) -> Result<(), String> {
+        self.cache.entries.clear();
+        let mut stale: Vec<(String, i32)> = self
+            .documents
+            .iter()
+            .filter(|(_, doc)| paths.iter().any(|p| doc.analysis.reads(p)))
+            .map(|(key, doc)| (key.clone(), doc.version))
+            .collect();
+        stale.sort();
+        for (key, version) in stale {
+            let (Some(text), Ok(uri)) = (self.texts.get(&key).cloned(), key.parse::<Uri>()) else { continue };
+            self.analyse(uri, version, text)?;
+        }
+        Ok(())
     }
 
     /// Answers `shutdown`: running analyses are cancelled and every
@@ -422,6 +452,22 @@ impl Server<'_> {
             }
         }
     }
+}
+
+/// Asks the client to report changes to Flow sources and JSON files (the
+/// imports and schemas an open document may read).
+fn watch_sources(connection: &Connection) -> Result<(), String> {
+    let watchers =
+        ["**/*.flow", "**/*.json"].map(|glob| FileSystemWatcher { glob_pattern: GlobPattern::String(glob.into()), kind: None }).to_vec();
+    let options = serde_json::to_value(DidChangeWatchedFilesRegistrationOptions { watchers }).map_err(|e| e.to_string())?;
+    let registration =
+        Registration { id: "flow-sources".into(), method: DidChangeWatchedFiles::METHOD.into(), register_options: Some(options) };
+    let request = Request::new(
+        RequestId::from("register-flow-sources".to_string()),
+        RegisterCapability::METHOD.into(),
+        RegistrationParams { registrations: vec![registration] },
+    );
+    connection.sender.send(Message::Request(request)).map_err(|e| e.to_string())
 }
 
 /// A worker thread's work: the first phase, sent at once, then the model
@@ -486,6 +532,8 @@ enum Change {
         changes: Vec<TextDocumentContentChangeEvent>,
     },
     Closed(Uri),
+    /// Files changed on disk, by path (watched, or a document saved).
+    Files(Vec<String>),
 }
 
 /// Reads a document notification.
@@ -503,6 +551,14 @@ fn handle_notification(notification: Notification) -> Option<Change> {
         DidCloseTextDocument::METHOD => {
             let params: DidCloseTextDocumentParams = serde_json::from_value(notification.params).ok()?;
             Some(Change::Closed(params.text_document.uri))
+        }
+        DidChangeWatchedFiles::METHOD => {
+            let params: DidChangeWatchedFilesParams = serde_json::from_value(notification.params).ok()?;
+            Some(Change::Files(params.changes.iter().filter_map(|c| uri_path(&c.uri)).collect()))
+        }
+        DidSaveTextDocument::METHOD => {
+            let params: DidSaveTextDocumentParams = serde_json::from_value(notification.params).ok()?;
+            Some(Change::Files(uri_path(&params.text_document.uri).into_iter().collect()))
         }
         _ => None,
     }
@@ -677,6 +733,47 @@ mod tests {
         let served = stop(client, handle);
         // Version 1 was cancelled, or finished first and was dropped.
         assert_eq!(served.analysed, 2, "versions 3 and 4: {served:?}");
+    }
+
+    #[test]
+    fn a_change_to_an_imported_file_on_disk_refreshes_the_diagnostics() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let lib = dir.path().join("lib.flow");
+        std::fs::write(&lib, "provider p: scripted\nagent writer { provider: p }\n").expect("written");
+        let main = dir.path().join("main.flow");
+        let uri = format!("file://{}", main.display());
+        let lib_uri = format!("file://{}", lib.display());
+        let text = "import \"lib.flow\"\nworkflow w {\n  start: n\n  node n: agent writer { output: string }\n  node done: end ok\n  n -> done\n}\n";
+        let open = notify(
+            DidOpenTextDocument::METHOD,
+            json!({ "textDocument": { "uri": uri, "languageId": "flow", "version": 1, "text": text } }),
+        );
+        let capabilities = json!({ "workspace": { "didChangeWatchedFiles": { "dynamicRegistration": true } } });
+        let (client, handle) = start_with(capabilities, vec![open]);
+        // The server asks to watch Flow and JSON files.
+        let registration = loop {
+            match client.receiver.recv().expect("the server speaks") {
+                Message::Request(r) if r.method == RegisterCapability::METHOD => break r,
+                _ => continue,
+            }
+        };
+        let watchers = &registration.params["registrations"][0]["registerOptions"]["watchers"];
+        assert_eq!(watchers[0]["globPattern"], "**/*.flow");
+        client.sender.send(Message::Response(Response::new_ok(registration.id, ()))).expect("sent");
+        assert_eq!(published(&client), (1, vec![]));
+        // The agent is renamed in the imported file: the document now refers to nothing.
+        std::fs::write(&lib, "provider p: scripted\nagent author { provider: p }\n").expect("written");
+        let changed = json!({ "changes": [{ "uri": lib_uri, "type": 2 }] });
+        client.sender.send(notify(DidChangeWatchedFiles::METHOD, changed)).expect("sent");
+        assert_eq!(published(&client), (1, vec!["E0101".to_string()]));
+        // A file the document does not read changes nothing; saving the import refreshes again.
+        std::fs::write(&lib, "provider p: scripted\nagent writer { provider: p }\n").expect("written");
+        let other = json!({ "changes": [{ "uri": format!("file://{}", dir.path().join("other.flow").display()), "type": 1 }] });
+        client.sender.send(notify(DidChangeWatchedFiles::METHOD, other)).expect("sent");
+        client.sender.send(notify(DidSaveTextDocument::METHOD, json!({ "textDocument": { "uri": lib_uri } }))).expect("sent");
+        assert_eq!(published(&client), (1, vec![]), "the next publication is the save's");
+        let served = stop(client, handle);
+        assert_eq!(served.analysed, 3, "{served:?}");
     }
 
     #[test]

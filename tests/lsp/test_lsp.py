@@ -220,6 +220,21 @@ class FlowLsp(unittest.IsolatedAsyncioTestCase):
         symbols = await self.client.workspace_symbol_async(lsp.WorkspaceSymbolParams(query="WRIT"))
         self.assertIn("writer", [s.name for s in symbols])
 
+    async def test_inlay_hints(self):
+        text = (
+            "provider p: scripted { max_tokens: 1k, max_input_tokens: 1k }\nagent a { provider: p }\n"
+            'tool t: builtin { description: "Looks up", input: { q: string }, output: { hits: int } }\n'
+            "budget small { steps: 10, tokens: 1k }\nworkflow w {\n  start: n\n  budget: small\n"
+            "  node n: agent a { output: string }\n  node look: tool t { args: { q: n } }\n  node done: end ok\n"
+            "  n -> look\n  look -> done\n}\n"
+        )
+        uri = await self.open("hints.flow", text)
+        whole = lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=20, character=0))
+        hints = await self.client.text_document_inlay_hint_async(lsp.InlayHintParams(text_document=lsp.TextDocumentIdentifier(uri=uri), range=whole))
+        labels = {(h.position.line, h.label) for h in hints}
+        self.assertIn((8, ": { hits: int }"), labels)
+        self.assertIn((3, "worst case: 2/10 steps, 16000/1000 tokens (exceeds)"), labels)
+
     async def test_symbols_completion_tokens(self):
         uri = await self.open("symbols.flow", CLEAN)
         doc = lsp.TextDocumentIdentifier(uri=uri)

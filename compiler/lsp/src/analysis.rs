@@ -27,6 +27,8 @@ pub struct Analysis {
     other_lines: Vec<OnceLock<LineIndex>>,
     /// The digest of the program's sources (the model checker's plan digest).
     digest: String,
+    /// The static budget bounds (inlay hints).
+    pub(crate) budgets: Vec<flow_verify::BudgetBound>,
 }
 
 /// The file-system path of a `file:` URI (percent-decoded), if it is one.
@@ -107,6 +109,7 @@ impl Analysis {
             lines,
             other_lines,
             digest: compiled.digest,
+            budgets: compiled.budgets,
         })
     }
 

@@ -14,6 +14,7 @@
 pub mod analysis;
 mod complete;
 mod edits;
+mod hints;
 mod position;
 mod requests;
 mod server;

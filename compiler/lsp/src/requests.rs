@@ -6,8 +6,8 @@ use crate::server::Document;
 use lsp_server::{Request, Response};
 use lsp_types::request::{
     CodeActionRequest, Completion, DocumentHighlightRequest, DocumentSymbolRequest, FoldingRangeRequest, Formatting, GotoDefinition,
-    HoverRequest, PrepareRenameRequest, RangeFormatting, References, Rename, Request as LspRequest, SemanticTokensFullRequest,
-    WorkspaceSymbolRequest,
+    HoverRequest, InlayHintRequest, PrepareRenameRequest, RangeFormatting, References, Rename, Request as LspRequest,
+    SemanticTokensFullRequest, WorkspaceSymbolRequest,
 };
 use lsp_types::{
     CodeActionOrCommand, CompletionResponse, DocumentSymbolResponse, GotoDefinitionResponse, Hover, HoverContents, Location, MarkupContent,
@@ -103,6 +103,9 @@ pub(crate) fn handle_request(documents: &HashMap<String, Document>, request: Req
             };
             json(actions.into_iter().map(CodeActionOrCommand::CodeAction).collect::<Vec<_>>())
         }),
+        InlayHintRequest::METHOD => {
+            with::<InlayHintRequest>(request, |p| json(analysis(&p.text_document.uri).map(|a| a.inlay_hints(p.range)).unwrap_or_default()))
+        }
         SemanticTokensFullRequest::METHOD => with::<SemanticTokensFullRequest>(request, |p| {
             let data = analysis(&p.text_document.uri).map(Analysis::semantic_tokens).unwrap_or_default();
             json(SemanticTokensResult::Tokens(SemanticTokens { result_id: None, data }))

@@ -224,11 +224,85 @@ pub fn input_token_bound(request: &AgentRequest) -> u64 {
     bound
 }
 
-/// The schema sent to the model: `schema` with every object closed
+/// The schema sent to the model: `schema` self-contained (its `$ref`s to
+/// `$defs` inlined, see [`inline_refs`]), with every object closed
 /// (`additionalProperties: false`) and every property required, and no
 /// `$schema`. What satisfies it satisfies `schema`, and it is what strict
 /// structured output needs.
 pub fn tighten(schema: &Value) -> Value {
+    close(&inline_refs(schema))
+}
+
+/// The most bytes an inlined schema may have: past it (types reused many
+/// times over) the `$ref`s are kept.
+const MAX_INLINED_SCHEMA: usize = 64 * 1024;
+
+/// `schema` with every `{"$ref": "#/$defs/Name"}` replaced by the
+/// definition, so that servers whose grammar ignores `$ref` (llama.cpp's
+/// did) still constrain the whole output. A type that refers to itself
+/// keeps its `$ref` (and `$defs` keeps what is still referred to); so does
+/// a schema that would grow past [`MAX_INLINED_SCHEMA`].
+pub fn inline_refs(schema: &Value) -> Value {
+    let Some(Value::Object(defs)) = schema.get("$defs") else { return schema.clone() };
+    let mut kept: std::collections::BTreeSet<String> = Default::default();
+    let mut body = schema.clone();
+    if let Value::Object(map) = &mut body {
+        map.remove("$defs");
+    }
+    let inlined = inline_within(&body, defs, &mut Vec::new(), &mut kept);
+    if inlined.to_string().len() > MAX_INLINED_SCHEMA {
+        return schema.clone();
+    }
+    let mut out = inlined;
+    if !kept.is_empty() {
+        // The definitions still referred to, themselves inlined but for the cycles.
+        let mut still: Map<String, Value> = Map::new();
+        let mut queue: Vec<String> = kept.iter().cloned().collect();
+        while let Some(name) = queue.pop() {
+            if still.contains_key(&name) {
+                continue;
+            }
+            let Some(def) = defs.get(&name) else { continue };
+            let mut more = Default::default();
+            still.insert(name.clone(), inline_within(def, defs, &mut vec![name.clone()], &mut more));
+            queue.extend(more);
+        }
+        if let Value::Object(map) = &mut out {
+            map.insert("$defs".into(), Value::Object(still));
+        }
+    }
+    out
+}
+
+/// [`inline_refs`] below one schema: `path` holds the definitions being
+/// inlined (a `$ref` to one of them is a cycle, kept and noted in `kept`).
+fn inline_within(
+    schema: &Value,
+    defs: &Map<String, Value>,
+    path: &mut Vec<String>,
+    kept: &mut std::collections::BTreeSet<String>,
+) -> Value {
+    match schema {
+        Value::Object(map) => {
+            if let Some(name) = map.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) {
+                if let (Some(def), false) = (defs.get(name), path.iter().any(|p| p == name)) {
+                    path.push(name.to_string());
+                    let inlined = inline_within(def, defs, path, kept);
+                    path.pop();
+                    return inlined;
+                }
+                kept.insert(name.to_string());
+                return schema.clone();
+            }
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), inline_within(v, defs, path, kept))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| inline_within(v, defs, path, kept)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// [`tighten`] without the inlining: objects closed, properties required.
+fn close(schema: &Value) -> Value {
     match schema {
         Value::Object(map) => {
             let mut out: Map<String, Value> =
@@ -246,7 +320,7 @@ pub fn tighten(schema: &Value) -> Value {
             }
             Value::Object(out)
         }
-        Value::Array(items) => Value::Array(items.iter().map(tighten).collect()),
+        Value::Array(items) => Value::Array(items.iter().map(close).collect()),
         other => other.clone(),
     }
 }
@@ -256,16 +330,46 @@ pub fn tighten(schema: &Value) -> Value {
 fn tighten_within(key: &str, value: &Value) -> Value {
     match (key, value) {
         ("properties" | "$defs" | "definitions" | "patternProperties", Value::Object(map)) => {
-            Value::Object(map.iter().map(|(k, v)| (k.clone(), tighten(v))).collect())
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), close(v))).collect())
         }
         ("enum" | "const" | "required" | "default" | "examples", _) => value.clone(),
-        _ => tighten(value),
+        _ => close(value),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn named_types_are_inlined_and_a_recursive_one_keeps_its_ref() {
+        let schema = json!({
+            "$ref": "#/$defs/Report",
+            "$defs": {
+                "Report": { "type": "object", "properties": { "title": { "type": "string" }, "findings": { "type": "array", "items": { "$ref": "#/$defs/Finding" } } } },
+                "Finding": { "type": "object", "properties": { "claim": { "type": "string" }, "citation": { "$ref": "#/$defs/Citation" } } },
+                "Citation": { "type": "object", "properties": { "id": { "type": "string" } } },
+                "Unused": { "type": "string" }
+            }
+        });
+        let inlined = inline_refs(&schema);
+        assert!(!inlined.to_string().contains("$ref") && inlined.get("$defs").is_none(), "{inlined}");
+        assert_eq!(inlined["properties"]["findings"]["items"]["properties"]["citation"]["properties"]["id"], json!({ "type": "string" }));
+        // Sent closed all the way down.
+        let tight = tighten(&schema);
+        assert_eq!(tight["properties"]["findings"]["items"]["properties"]["citation"]["additionalProperties"], json!(false));
+        // A tree refers to itself: the cycle stays a `$ref`, its definition kept.
+        let tree = json!({
+            "$ref": "#/$defs/Tree",
+            "$defs": { "Tree": { "type": "object", "properties": { "label": { "type": "string" }, "children": { "type": "array", "items": { "$ref": "#/$defs/Tree" } } } } }
+        });
+        let inlined = inline_refs(&tree);
+        assert_eq!(inlined["properties"]["children"]["items"], json!({ "$ref": "#/$defs/Tree" }));
+        assert_eq!(inlined["$defs"]["Tree"]["properties"]["children"]["items"], json!({ "$ref": "#/$defs/Tree" }));
+        // Without definitions: as it was.
+        let plain = json!({ "type": "string" });
+        assert_eq!(inline_refs(&plain), plain);
+    }
     use crate::proto::ToolSpec;
 
     fn request() -> AgentRequest {

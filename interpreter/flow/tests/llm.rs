@@ -13,7 +13,7 @@ use common::*;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/llm/local_llm.flow")
@@ -104,6 +104,12 @@ fn a_real_model_runs_the_workflow_and_the_recording_replays_offline() {
     assert!(field("title")["title"].is_string());
     assert!(["happy", "sad", "scary"].contains(&field("mood")["mood"].as_str().unwrap_or_default()));
     assert!(field("keywords")["words"].as_array().is_some_and(|w| w.iter().all(Value::is_string)));
+    // The named, nested type: valid at the first reply (`repair: 0`).
+    let tagged = field("tagged");
+    assert!(["cat", "sky", "wings"].contains(&tagged["tag"]["name"].as_str().unwrap_or_default()), "{tagged}");
+    assert!(["low", "high"].contains(&tagged["rating"].as_str().unwrap_or_default()), "{tagged}");
+    let tagged_turns = turns.iter().filter(|t| t["payload"]["node"] == "tagged").count();
+    assert_eq!(tagged_turns, 1, "one turn, no repair");
 
     // 2. Replayed from the cassette with no server reachable (port 9,
     //    discard): the same final state.

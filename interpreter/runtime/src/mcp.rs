@@ -3,7 +3,8 @@
 //! A server is a program started with its command line (never through a
 //! shell) that speaks JSON-RPC 2.0 on its stdin and stdout, one JSON message
 //! per line. The client sends `initialize` (protocol version
-//! [`PROTOCOL_VERSION`], no client capabilities), then the
+//! [`PROTOCOL_VERSION`], no client capabilities), refuses a server that
+//! answers with a version not in [`SUPPORTED_VERSIONS`], then sends the
 //! `notifications/initialized` notification, and afterwards `tools/list`
 //! (following `nextCursor`) and `tools/call`.
 //!
@@ -31,10 +32,13 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-/// The protocol version the client asks for. Servers answer with the
-/// version they speak; the client accepts any (it uses only `tools/*`,
-/// which every version has).
-pub const PROTOCOL_VERSION: &str = "2025-06-18";
+/// The protocol version the client asks for: the latest it speaks.
+pub const PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// The protocol versions the client speaks (it uses `tools/*`, the same in
+/// each). A server answers `initialize` with the version it will speak; any
+/// other is refused with an error naming both sides, as the protocol asks.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// How long a server may take to start and answer `initialize` (and
 /// `tools/list`): `npx` may download the server first.
@@ -325,7 +329,14 @@ impl Server {
             }
             Err(Failure::Other(message)) => return Err(message),
         };
-        let protocol = init.get("protocolVersion").and_then(Value::as_str).unwrap_or("?").to_string();
+        let protocol = init.get("protocolVersion").and_then(Value::as_str).unwrap_or("(none)").to_string();
+        if !SUPPORTED_VERSIONS.contains(&protocol.as_str()) {
+            return Err(format!(
+                "the MCP server `{}` speaks protocol version `{protocol}`, which flow does not: it speaks {}",
+                server.label,
+                SUPPORTED_VERSIONS.join(", ")
+            ));
+        }
         let info = init.get("serverInfo").map(Value::to_string).unwrap_or_default();
         tracing::debug!(target: "flow::mcp", server = %server.label, %protocol, %info, "MCP server initialized");
         server.notify("notifications/initialized");
@@ -616,7 +627,8 @@ while True:
     if method == "initialize":
         init = m["params"]
         sys.stdout.write("some chatter that is not JSON\n")
-        result(id, {"protocolVersion": init["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "fake", "version": "1"}})
+        version = os.environ.get("FAKE_MCP_VERSION") or init["protocolVersion"]
+        result(id, {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": {"name": "fake", "version": "1"}})
     elif method == "notifications/initialized":
         initialized = True
     elif method == "tools/list":
@@ -683,6 +695,20 @@ while True:
         let seen = pool.call(&server, "handshake", json!({}), Some(5000)).await.unwrap();
         assert_eq!(seen, json!({ "protocolVersion": PROTOCOL_VERSION, "client": "flow", "initialized": true }));
         assert!(format!("{pool:?}").contains("fake_server.py"));
+    }
+
+    #[tokio::test]
+    async fn a_server_speaking_an_older_version_is_used_and_an_unknown_one_refused() {
+        let (dir, pool, _) = fake();
+        // The server's environment picks its answer (`env` runs it).
+        let speaking = |version: &str| vec!["env".into(), format!("FAKE_MCP_VERSION={version}"), "python3".into(), "fake_server.py".into()];
+        let older = speaking("2025-06-18");
+        assert!(pool.tools(&older).await.is_ok(), "an older version flow speaks");
+        let unknown = speaking("1999-01-01");
+        let refused = pool.tools(&unknown).await.expect_err("a version flow does not speak");
+        assert!(refused.contains("speaks protocol version `1999-01-01`, which flow does not"), "{refused}");
+        assert!(refused.contains("2025-11-25"), "{refused}");
+        drop(dir);
     }
 
     #[tokio::test]

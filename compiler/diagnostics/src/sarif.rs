@@ -12,6 +12,8 @@
 //!   `relatedLocations`, and a stable `partialFingerprints` entry;
 //! - a witness becomes one `codeFlow` with one `threadFlow` whose locations
 //!   are the steps in order (the first step of a lasso's cycle is marked);
+//! - a "did you mean" becomes a `fix`: the suggestion replacing the
+//!   misspelled name at every use the diagnostic labels;
 //! - `artifacts` lists every file referenced, in [`FileId`] order.
 //!
 //! Regions are 1-based; columns count Unicode code points (the run's
@@ -259,6 +261,30 @@ fn result_json(db: &SourceDb, uris: &Uris, diagnostic: &Diagnostic, rule_index: 
             code_flow.insert("properties".into(), json!({ "cycleStart": start }));
         }
         result.insert("codeFlows".into(), json!([Value::Object(code_flow)]));
+    }
+
+    // A suggestion ("did you mean") as a fix: its replacement at every
+    // label holding the misspelled text.
+    let edits = diagnostic.suggested_edits(db);
+    if let (Some(replacement), false) = (&diagnostic.suggestion, edits.is_empty()) {
+        let mut by_file: BTreeMap<FileId, Vec<Value>> = BTreeMap::new();
+        for (file, span) in edits {
+            by_file
+                .entry(file)
+                .or_default()
+                .push(json!({ "deletedRegion": region_json(db, file, span), "insertedContent": { "text": replacement } }));
+        }
+        let changes: Vec<Value> = by_file
+            .into_iter()
+            .map(|(file, replacements)| {
+                json!({ "artifactLocation": artifact_location(db, uris, file, artifacts.get(&file).copied()), "replacements": replacements })
+            })
+            .collect();
+        let wrong = primary.map(|l| db.text(l.file).get(l.span.start as usize..l.span.end as usize).unwrap_or("")).unwrap_or("");
+        result.insert(
+            "fixes".into(),
+            json!([{ "description": { "text": format!("Replace `{wrong}` with `{replacement}`") }, "artifactChanges": changes }]),
+        );
     }
 
     // The file as the log names it (relative to the root), so that the

@@ -335,6 +335,20 @@ fn sarif_output_validates_against_the_sarif_schema() {
         let results = log["runs"][0]["results"].as_array().expect("results");
         assert!(!results.is_empty());
     }
+    // A "did you mean" becomes a fix, valid against the schema, at each use.
+    let (_, stdout, _) = flowc(&["verify", "--format", "sarif", "tests/ui/resolve/undefined_once.flow"]);
+    let log: Value = serde_json::from_str(&stdout).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&log).map(|e| format!("{e} at {}", e.instance_path())).take(5).collect();
+    assert!(errors.is_empty(), "fixes do not validate:\n{}", errors.join("\n"));
+    let results = log["runs"][0]["results"].as_array().expect("results");
+    let fixed =
+        results.iter().find(|r| r["message"]["text"].as_str().is_some_and(|m| m.starts_with("undefined node `gone`"))).expect("E0101");
+    let fix = &fixed["fixes"][0];
+    assert_eq!(fix["description"]["text"], "Replace `gone` with `done`");
+    let replacement = &fix["artifactChanges"][0]["replacements"][0];
+    assert_eq!(replacement["insertedContent"]["text"], "done");
+    assert_eq!(replacement["deletedRegion"]["startColumn"], 8);
+    assert_eq!(replacement["deletedRegion"]["endColumn"], 12);
     // Witnesses become code flows.
     let (_, stdout, _) = flowc(&["verify", "--format", "sarif", "examples/harness/harness.broken.flow"]);
     let log: Value = serde_json::from_str(&stdout).unwrap();

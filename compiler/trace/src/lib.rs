@@ -236,6 +236,13 @@ pub enum Body {
         /// The key of the request (sha256 of its canonical JSON), as in cassettes.
         request_key: String,
         usage: Usage,
+        /// The tokens of the request and of the reply, as the provider
+        /// counted them (`usage.tokens` is their sum); absent in traces
+        /// recorded before they were split.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input_tokens: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_tokens: Option<u64>,
         /// The reply, when it parsed as JSON.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply: Option<ArtifactRef>,

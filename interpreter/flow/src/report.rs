@@ -22,6 +22,9 @@ struct Summary {
     done: Vec<String>,
     failed: Vec<(String, String)>,
     tokens: u64,
+    /// The split of `tokens` the providers reported.
+    input_tokens: u64,
+    output_tokens: u64,
     tool_calls: u64,
     cost: f64,
     code: u8,
@@ -39,6 +42,8 @@ fn summarize(events: &[Event]) -> Summary {
         done: Vec::new(),
         failed: Vec::new(),
         tokens: 0,
+        input_tokens: 0,
+        output_tokens: 0,
         tool_calls: 0,
         cost: 0.0,
         code: exit::SUCCESS,
@@ -52,8 +57,10 @@ fn summarize(events: &[Event]) -> Summary {
             }
             Body::NodeCompleted { node, .. } => s.done.push(node.clone()),
             Body::NodeFailed { node, error_code, .. } => s.failed.push((node.clone(), error_code.to_string())),
-            Body::AgentTurn { usage, .. } => {
+            Body::AgentTurn { usage, input_tokens, output_tokens, .. } => {
                 s.tokens += usage.tokens;
+                s.input_tokens += input_tokens.unwrap_or(0);
+                s.output_tokens += output_tokens.unwrap_or(0);
                 s.cost += usage.cost;
             }
             Body::ToolCallCompleted { .. } => s.tool_calls += 1,
@@ -107,7 +114,13 @@ pub fn status(run: &str, format: Format) -> u8 {
             "events": events.len(),
             "nodes_completed": s.done,
             "nodes_failed": s.failed.iter().map(|(node, code)| json!({ "node": node, "error_code": code })).collect::<Vec<_>>(),
-            "used": { "tokens": s.tokens, "tool_calls": s.tool_calls, "cost": s.cost },
+            "used": {
+                "tokens": s.tokens,
+                "input_tokens": s.input_tokens,
+                "output_tokens": s.output_tokens,
+                "tool_calls": s.tool_calls,
+                "cost": s.cost,
+            },
             "pending_decisions": pending.iter().map(|p| json!({
                 "subject": p.subject,
                 "decisions": p.decisions.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
@@ -137,7 +150,7 @@ pub fn status(run: &str, format: Format) -> u8 {
         let failed: Vec<String> = s.failed.iter().map(|(node, code)| format!("{node} ({code})")).collect();
         println!("nodes failed: {}", failed.join(", "));
     }
-    println!("used: {} tokens, {} tool calls, {}", s.tokens, s.tool_calls, money(s.cost));
+    println!("used: {} tokens ({} in, {} out), {} tool calls, {}", s.tokens, s.input_tokens, s.output_tokens, s.tool_calls, money(s.cost));
     for p in pending {
         let mut deadline = p.expires_at.as_deref().map(|at| format!("; times out at {at}")).unwrap_or_default();
         if !p.contacts.is_empty() {

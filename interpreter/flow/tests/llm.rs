@@ -78,6 +78,9 @@ fn a_real_model_runs_the_workflow_and_the_recording_replays_offline() {
         let payload = &turn["payload"];
         println!("agent_turn {}: model {}, usage {}, error {}", payload["node"], payload["model"], payload["usage"], payload["error"]);
         assert!(payload["usage"]["tokens"].as_u64().unwrap_or(0) > 0, "a turn without token usage: {turn}");
+        let (input, output) = (payload["input_tokens"].as_u64().unwrap_or(0), payload["output_tokens"].as_u64().unwrap_or(0));
+        assert!(input > 0 && output > 0, "the trace splits input and output tokens: {turn}");
+        assert_eq!(input + output, payload["usage"]["tokens"].as_u64().unwrap_or(0), "{turn}");
         assert!(payload["model"].as_str().is_some_and(|m| !m.is_empty()), "a turn without the model that answered: {turn}");
     }
 

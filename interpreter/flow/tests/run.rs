@@ -821,6 +821,12 @@ fn status_and_show_print_one_json_document_for_scripts() {
     assert_eq!(pending["subject"], "review");
     assert_eq!(pending["decisions"], serde_json::json!(["approve", "revise", "reject"]));
     assert!(document["nodes_completed"].as_array().is_some_and(|n| !n.is_empty()), "{document}");
+    let used = &document["used"];
+    assert_eq!(
+        used["input_tokens"].as_u64().unwrap_or(0) + used["output_tokens"].as_u64().unwrap_or(0),
+        used["tokens"].as_u64().unwrap_or(1),
+        "{used}"
+    );
     let show = flow(&["show", rd, "--format", "json"], dir.path());
     assert!(show.status.success(), "{}", text(&show));
     let document: Value = serde_json::from_slice(&show.stdout).expect("one JSON document");

@@ -272,6 +272,8 @@ impl Engine {
                 model: reply.model.clone(),
                 request_key,
                 usage: used.clone(),
+                input_tokens: Some(reply.usage.input_tokens),
+                output_tokens: Some(reply.usage.output_tokens),
                 reply: reply_ref,
                 error: error.clone(),
             },

@@ -235,7 +235,7 @@ pub fn tighten(schema: &Value) -> Value {
 
 /// The most bytes an inlined schema may have: past it (types reused many
 /// times over) the `$ref`s are kept.
-const MAX_INLINED_SCHEMA: usize = 64 * 1024;
+pub const MAX_INLINED_SCHEMA: usize = 64 * 1024;
 
 /// `schema` with every `{"$ref": "#/$defs/Name"}` replaced by the
 /// definition, so that servers whose grammar ignores `$ref` (llama.cpp's

@@ -40,6 +40,16 @@ pub const PROTOCOL_VERSION: &str = "2025-11-25";
 /// other is refused with an error naming both sides, as the protocol asks.
 pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
+/// The version a server answered `initialize` with, if the client speaks it.
+fn negotiated(label: &str, init: &Value) -> Result<String, String> {
+    let protocol = init.get("protocolVersion").and_then(Value::as_str).unwrap_or("(none)");
+    if !SUPPORTED_VERSIONS.contains(&protocol) {
+        let spoken = SUPPORTED_VERSIONS.join(", ");
+        return Err(format!("the MCP server `{label}` speaks protocol version `{protocol}`, which flow does not: it speaks {spoken}"));
+    }
+    Ok(protocol.to_string())
+}
+
 /// How long a server may take to start and answer `initialize` (and
 /// `tools/list`): `npx` may download the server first.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -329,14 +339,7 @@ impl Server {
             }
             Err(Failure::Other(message)) => return Err(message),
         };
-        let protocol = init.get("protocolVersion").and_then(Value::as_str).unwrap_or("(none)").to_string();
-        if !SUPPORTED_VERSIONS.contains(&protocol.as_str()) {
-            return Err(format!(
-                "the MCP server `{}` speaks protocol version `{protocol}`, which flow does not: it speaks {}",
-                server.label,
-                SUPPORTED_VERSIONS.join(", ")
-            ));
-        }
+        let protocol = negotiated(&server.label, &init)?;
         let info = init.get("serverInfo").map(Value::to_string).unwrap_or_default();
         tracing::debug!(target: "flow::mcp", server = %server.label, %protocol, %info, "MCP server initialized");
         server.notify("notifications/initialized");
@@ -598,84 +601,8 @@ mod tests {
 
     /// A fake MCP server: newline-delimited JSON-RPC on stdio, tools chosen
     /// to exercise the client.
-    const FAKE_SERVER: &str = r#"
-import json, os, sys
-
-def send(m):
-    sys.stdout.write(json.dumps(m) + "\n")
-    sys.stdout.flush()
-
-def result(id, r):
-    send({"jsonrpc": "2.0", "id": id, "result": r})
-
-def text(t):
-    return {"content": [{"type": "text", "text": t}]}
-
-NAMES = ["handshake", "structured", "json_text", "plain_text", "multi", "fail", "pair", "ping_me", "hang", "die", "pid"]
-TOOLS = [{"name": n, "description": n, "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}}} for n in NAMES]
-held = []
-init = None
-initialized = False
-while True:
-    line = sys.stdin.readline()
-    if not line:
-        break
-    if not line.strip():
-        continue
-    m = json.loads(line)
-    method, id = m.get("method"), m.get("id")
-    if method == "initialize":
-        init = m["params"]
-        sys.stdout.write("some chatter that is not JSON\n")
-        version = os.environ.get("FAKE_MCP_VERSION") or init["protocolVersion"]
-        result(id, {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": {"name": "fake", "version": "1"}})
-    elif method == "notifications/initialized":
-        initialized = True
-    elif method == "tools/list":
-        if m.get("params", {}).get("cursor") is None:
-            result(id, {"tools": TOOLS[:4], "nextCursor": "page-2"})
-        else:
-            result(id, {"tools": TOOLS[4:]})
-    elif method == "tools/call":
-        name, args = m["params"]["name"], m["params"].get("arguments", {})
-        send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "calling " + name}})
-        if name == "handshake":
-            result(id, {"content": [], "structuredContent": {"protocolVersion": init["protocolVersion"], "client": init["clientInfo"]["name"], "initialized": initialized}})
-        elif name == "structured":
-            result(id, {"content": [{"type": "text", "text": "ignored"}], "structuredContent": {"sum": args["a"] + args["b"]}})
-        elif name == "json_text":
-            result(id, text(json.dumps({"echo": args})))
-        elif name == "plain_text":
-            result(id, text("hello " + args["who"]))
-        elif name == "multi":
-            result(id, {"content": [{"type": "text", "text": "1"}, {"type": "text", "text": "two"}, {"type": "image", "data": "AA==", "mimeType": "image/png"}]})
-        elif name == "fail":
-            result(id, {"content": [{"type": "text", "text": "no such customer"}], "isError": True})
-        elif name == "pair":
-            # Held until a second one arrives; then both are answered, the
-            # second first.
-            held.append((id, args))
-            if len(held) == 2:
-                for hid, hargs in reversed(held):
-                    result(hid, text(json.dumps({"tag": hargs["tag"]})))
-                held = []
-        elif name == "ping_me":
-            send({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"})
-            reply = json.loads(sys.stdin.readline())
-            result(id, {"content": [], "structuredContent": {"pong": reply.get("id") == "srv-1" and reply.get("result") == {}}})
-        elif name == "hang":
-            pass
-        elif name == "die":
-            sys.stderr.write("fatal: disk on fire\n")
-            sys.stderr.flush()
-            sys.exit(3)
-        elif name == "pid":
-            result(id, text(str(os.getpid())))
-        else:
-            send({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": "Unknown tool: " + name}})
-    elif id is not None:
-        send({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}})
-"#;
+    /// A fake MCP server (Python): tools for every case below.
+    const FAKE_SERVER: &str = include_str!("../tests/fixtures/mcp_fake_server.py");
 
     fn fake() -> (tempfile::TempDir, McpPool, Vec<String>) {
         let dir = tempfile::tempdir().unwrap();

@@ -747,6 +747,9 @@ impl<'a> Checker<'a> {
         if spec.kind == Kind::Blackboard {
             self.refuse_mutable_board(body);
         }
+        if spec.kind == Kind::Tool && variant.as_deref() == Some("mcp") {
+            self.check_mcp_tool(body, decl.name.span, &decl.name.text);
+        }
         if spec.kind == Kind::Evaluator && variant.as_deref() == Some("human") {
             if let Some(timeout) = Self::block_prop(Some(body), "timeout") {
                 self.error(codes::NOT_SUPPORTED, timeout.span, "`timeout` on a `human` evaluator is not supported yet")
@@ -767,6 +770,44 @@ impl<'a> Checker<'a> {
                     .with_note("a node that `writes` a blackboard appends its output; entries are never changed or removed")
                     .with_help("remove `append_only`, or write `append_only: true`");
             }
+        }
+    }
+
+    /// An `mcp` tool names one server (`server` or `url`) and does one
+    /// thing there (a tool, a `resource` or a `prompt`).
+    fn check_mcp_tool(&mut self, body: &ast::Block, name_span: Span, name: &str) {
+        let given = |key: &str| Self::block_prop(Some(body), key).map(|value| (key.to_string(), value.span));
+        let servers: Vec<(String, Span)> = ["server", "url"].into_iter().filter_map(given).collect();
+        match servers.as_slice() {
+            [] => {
+                self.error(codes::MISSING_PROPERTY, name_span, format!("tool `{name}` lacks a server: give `server` or `url`")).with_help(
+                    "`server: [\"program\", \"arg\"]` starts a server over stdio; `url: \"https://…\"` reaches one over Streamable HTTP",
+                );
+            }
+            [_, (_, second)] => {
+                self.error(codes::CONFLICTING_PROPERTIES, *second, format!("tool `{name}` gives both `server` and `url`"))
+                    .with_primary_message("a second server")
+                    .with_help("keep `server` (a command line, over stdio) or `url` (Streamable HTTP), not both");
+            }
+            _ => {}
+        }
+        if let (Some((_, span)), Some(_)) = (given("headers"), given("server")) {
+            self.error(codes::CONFLICTING_PROPERTIES, span, "`headers` are sent only to a `url` server")
+                .with_help("remove `headers`, or reach the server by `url`");
+        }
+        if let Some(url) = Self::block_prop(Some(body), "url") {
+            if let ExprKind::String(text) = &url.kind {
+                if !(text.starts_with("http://") || text.starts_with("https://")) {
+                    self.error(codes::INVALID_VALUE, url.span, format!("`{text}` is not an http:// or https:// URL"))
+                        .with_primary_message("an MCP server's URL");
+                }
+            }
+        }
+        let actions: Vec<(String, Span)> = ["remote_name", "resource", "prompt"].into_iter().filter_map(given).collect();
+        if let [(first, _), (second, span), ..] = actions.as_slice() {
+            self.error(codes::CONFLICTING_PROPERTIES, *span, format!("tool `{name}` gives both `{first}` and `{second}`"))
+                .with_primary_message("a second thing to do at the server")
+                .with_help("an `mcp` tool calls a tool (`remote_name`), reads a `resource` or gets a `prompt`: keep one");
         }
     }
 

@@ -407,8 +407,13 @@ pub const TOOL: DeclSpec = DeclSpec {
         (
             "mcp",
             &[
-                req("server", V::List(&V::Str), "Command line of the MCP server (stdio)."),
+                opt("server", V::List(&V::Str), "Command line of the MCP server, spoken to over stdio (this or `url`)."),
+                opt("url", V::Str, "URL of the MCP server, spoken to over Streamable HTTP (this or `server`)."),
+                opt("headers", V::Map(&V::Str), "Request headers sent to a `url` server."),
                 opt("remote_name", V::Str, "The tool's name at the server (default: this name)."),
+                opt("resource", V::Str, "Read this resource instead of calling a tool; `{field}` is replaced by an input field."),
+                opt("prompt", V::Str, "Get this prompt instead of calling a tool; the input's fields are its arguments."),
+                opt("roots", V::List(&V::Str), "Directories the server is told as its roots, relative to the flow file (default: its directory)."),
                 opt("quota", V::Int, "Calls allowed per run at this server."),
             ],
         ),

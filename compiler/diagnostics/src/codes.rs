@@ -265,6 +265,23 @@ Example:
 Fix: end the run with `fallback(reason)` and handle the reason, or route
 on the budget's `on_exhausted`."#;
 
+    CONFLICTING_PROPERTIES = "E0117", "conflicting properties",
+r#"Two properties that exclude each other are both given: an `mcp` tool
+reaches its server by `server` (a command line, over stdio) or by `url`
+(Streamable HTTP), not both; it calls a tool (`remote_name`), reads a
+`resource` or gets a `prompt`, one of the three; and `headers` go only to a
+`url` server.
+
+Example:
+
+    tool docs: mcp {
+      description: "x", input: {}, output: string
+      server: ["mcp-docs"]
+      url: "http://127.0.0.1:3001/mcp"   // which one?
+    }
+
+Fix: keep the one you mean."#;
+
     TYPE_MISMATCH = "E0201", "type mismatch",
 r#"An expression's operands or value do not have the types the place
 requires: comparing a string with a number, `and` over a non-boolean, a

@@ -487,18 +487,21 @@ impl Asker for TerminalAsker {
     }
 }
 
-/// Progress on a terminal; one log line per notable event otherwise.
-fn observer(quiet: bool) -> Option<driver::Observer> {
+/// Progress on a terminal; one log line per notable event otherwise. MCP
+/// servers' reports on calls in progress are shown the same way.
+fn observer(quiet: bool) -> (Option<driver::Observer>, Option<flow_runtime::mcp::ProgressSink>) {
     if quiet {
-        return None;
+        return (None, None);
     }
     if std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new_spinner();
         bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        let shown = bar.clone();
+        let progress: flow_runtime::mcp::ProgressSink = std::sync::Arc::new(move |p| shown.set_message(p.to_string()));
         let mut done = 0u32;
         let mut running: Vec<String> = Vec::new();
         let mut tokens = 0u64;
-        return Some(Box::new(move |event: &Event| {
+        let observe: driver::Observer = Box::new(move |event: &Event| {
             match &event.body {
                 Body::NodeStarted { node, .. } => running.push(node.clone()),
                 Body::NodeCompleted { node, .. } | Body::NodeFailed { node, .. } => {
@@ -512,9 +515,11 @@ fn observer(quiet: bool) -> Option<driver::Observer> {
                 _ => {}
             }
             bar.set_message(format!("{done} nodes done · running: {} · {tokens} tokens · event {}", running.join(", "), event.seq));
-        }));
+        });
+        return (Some(observe), Some(progress));
     }
-    Some(Box::new(|event: &Event| {
+    let progress: flow_runtime::mcp::ProgressSink = std::sync::Arc::new(|p| eprintln!("flow: {p}"));
+    let observe: driver::Observer = Box::new(|event: &Event| {
         let line = match &event.body {
             Body::NodeCompleted { node, status, .. } => format!("node {node} {status}"),
             Body::NodeFailed { node, error_code, message, .. } => format!("node {node} failed ({error_code}): {message}"),
@@ -533,7 +538,8 @@ fn observer(quiet: bool) -> Option<driver::Observer> {
             _ => return,
         };
         eprintln!("flow: [{}] {line}", event.seq);
-    }))
+    });
+    (Some(observe), Some(progress))
 }
 
 fn options(run_dir: PathBuf, common: &Common, replay: Option<(PathBuf, ReplayMode)>) -> Result<Options, RunError> {
@@ -542,7 +548,7 @@ fn options(run_dir: PathBuf, common: &Common, replay: Option<(PathBuf, ReplayMod
     opts.durable = common.durable;
     opts.replay = replay;
     opts.crash_after_seq = std::env::var("FLOW_CRASH_AFTER_SEQ").ok().and_then(|v| v.parse().ok());
-    opts.observer = observer(common.quiet);
+    (opts.observer, opts.progress) = observer(common.quiet);
     opts.cancel_on_ctrl_c = true;
     if !common.no_prompt && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
         opts.asker = Some(Box::new(TerminalAsker));

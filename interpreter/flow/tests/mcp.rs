@@ -1,6 +1,7 @@
-//! `flow run` against real MCP servers over stdio:
+//! `flow run` against real MCP servers over stdio and Streamable HTTP:
 //! `@modelcontextprotocol/server-filesystem` and
-//! `@modelcontextprotocol/server-everything`, installed with npm by
+//! `@modelcontextprotocol/server-everything` (also started in its
+//! `streamableHttp` mode on a free port of 127.0.0.1), installed with npm by
 //! `tests/mcp/run.sh`, which runs this test with `FLOW_MCP_NODE_MODULES`
 //! set to their `node_modules` directory. Not part of `cargo test
 //! --workspace` (`test = false` in Cargo.toml): run `bash tests/mcp/run.sh`.
@@ -52,9 +53,14 @@ fn fixtures() -> tempfile::TempDir {
 /// Runs a fixture flow in the scratch directory; returns the output and
 /// the trace.
 fn run(dir: &Path, flow_file: &str) -> (Output, Vec<Value>) {
+    run_with(dir, flow_file, &["-q"])
+}
+
+fn run_with(dir: &Path, flow_file: &str, extra: &[&str]) -> (Output, Vec<Value>) {
     let run_dir = dir.join("run");
     let out = Command::new(env!("CARGO_BIN_EXE_flow"))
-        .args(["run", flow_file, "--run-dir", run_dir.to_str().unwrap(), "--no-cassette", "-q"])
+        .args(["run", flow_file, "--run-dir", run_dir.to_str().unwrap(), "--no-cassette"])
+        .args(extra)
         .current_dir(dir)
         .env_remove("FLOW_CRASH_AFTER_SEQ")
         .output()
@@ -155,4 +161,111 @@ fn tools_an_agent_may_not_use_are_refused_and_recorded() {
     assert!(!dir.path().join("pwned.txt").exists(), "a refused call wrote the file");
     // The allowed call went through.
     assert_eq!(completed(dir.path(), &events, "read_notes"), vec![(true, serde_json::json!({ "content": NOTES }))]);
+}
+
+/// server-everything in its Streamable HTTP mode on a free port: killed
+/// (with its process group) when dropped.
+struct HttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn everything_over_http() -> HttpServer {
+    let entry = node_modules().join("@modelcontextprotocol/server-everything/dist/index.js");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new("node")
+        .arg(&entry)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("node starts server-everything");
+    let server = HttpServer { child, url: format!("http://127.0.0.1:{port}/mcp") };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "server-everything did not listen on port {port} within 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    server
+}
+
+#[test]
+fn over_streamable_http_tools_progress_resources_prompts_and_roots_work_with_a_real_server() {
+    let dir = fixtures();
+    let server = everything_over_http();
+    let flow_file = dir.path().join("everything_http.flow");
+    let text_of = std::fs::read_to_string(&flow_file).unwrap();
+    std::fs::write(&flow_file, text_of.replace("@URL@", &server.url)).unwrap();
+    std::fs::create_dir(dir.path().join("workspace")).unwrap();
+    // Not quiet: progress reports are shown on stderr.
+    let (out, events) = run_with(dir.path(), "everything_http.flow", &[]);
+    assert_success(&out, &events);
+    assert_eq!(completed(dir.path(), &events, "echo"), vec![(true, Value::String("Echo: hello over HTTP".into()))]);
+    let slow = completed(dir.path(), &events, "slow");
+    assert!(slow[0].0 && slow[0].1.as_str().unwrap_or_default().contains("Steps: 3"), "{slow:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for step in 1..=3 {
+        assert!(stderr.contains(&format!("flow: tool slow: {step}/3")), "progress {step}/3 was not shown:\n{stderr}");
+    }
+    let document = completed(dir.path(), &events, "document");
+    assert!(
+        document[0].0 && document[0].1.as_str().unwrap_or_default().starts_with("Resource 7: This is a plaintext resource"),
+        "{document:?}"
+    );
+    let prompt = completed(dir.path(), &events, "weather_prompt");
+    assert_eq!(
+        prompt,
+        vec![(
+            true,
+            serde_json::json!({ "description": null, "messages": [{ "role": "user", "content": "What's weather in Oslo, Viken?" }] })
+        )]
+    );
+    let roots = completed(dir.path(), &events, "roots");
+    let workspace = format!("file://{}/workspace", dir.path().canonicalize().unwrap().display());
+    let listed = roots[0].1.as_str().unwrap_or_default();
+    assert!(roots[0].0 && listed.contains("Current MCP Roots (1 total)") && listed.contains(&workspace), "{roots:?}");
+}
+
+#[test]
+fn over_stdio_the_server_is_told_its_roots() {
+    let dir = fixtures();
+    let flow_file = dir.path().join("roots.flow");
+    std::fs::write(
+        &flow_file,
+        format!(
+            r#"tool roots: mcp {{
+  description: "The roots the server was told"
+  input: {{}}
+  output: string
+  server: ["node", "{}"]
+  remote_name: "get-roots-list"
+  timeout: 30s
+  effect: none
+}}
+workflow w {{
+  start: list
+  node list: tool roots {{ args: {{}} }}
+  node done: end ok
+  list -> done
+}}
+"#,
+            node_modules().join("@modelcontextprotocol/server-everything/dist/index.js").display()
+        ),
+    )
+    .unwrap();
+    let (out, events) = run(dir.path(), "roots.flow");
+    assert_success(&out, &events);
+    // No roots declared: the flow file's directory is the one root.
+    let roots = completed(dir.path(), &events, "roots");
+    let home = format!("file://{}", dir.path().canonicalize().unwrap().display());
+    let listed = roots[0].1.as_str().unwrap_or_default();
+    assert!(roots[0].0 && listed.contains("Current MCP Roots (1 total)") && listed.contains(&home), "{roots:?}");
 }

@@ -214,6 +214,21 @@ impl Decl {
         names(self.prop("server"))
     }
 
+    /// The resource an MCP tool reads (a URI template), when it reads one.
+    pub fn resource(&self) -> Option<&str> {
+        word(self.prop("resource"))
+    }
+
+    /// The prompt an MCP tool gets, when it gets one.
+    pub fn prompt(&self) -> Option<&str> {
+        word(self.prop("prompt"))
+    }
+
+    /// The roots an MCP tool's server is told, as declared (relative to the flow file).
+    pub fn roots(&self) -> Vec<String> {
+        names(self.prop("roots"))
+    }
+
     /// Calls allowed per run at an MCP tool's server.
     pub fn quota(&self) -> Option<u64> {
         int(self.prop("quota"))
@@ -224,7 +239,7 @@ impl Decl {
         word(self.prop("remote_name")).unwrap_or(&self.name)
     }
 
-    /// An HTTP tool's URL template.
+    /// An HTTP tool's URL template, or an MCP tool's server URL.
     pub fn url(&self) -> Option<&str> {
         word(self.prop("url"))
     }

@@ -122,6 +122,8 @@ pub struct Options {
     pub asker: Option<Box<dyn Asker>>,
     /// Called for every persisted event (progress display, logs).
     pub observer: Option<Observer>,
+    /// Where MCP servers' progress reports on calls go (shown, never journaled).
+    pub progress: Option<crate::mcp::ProgressSink>,
     /// Whether to write `trace.jsonl`.
     pub write_trace: bool,
     /// Ctrl-C cancels the run (the CLI); tests and embedders leave it off.
@@ -150,6 +152,7 @@ impl Options {
             crash_in_process: false,
             asker: None,
             observer: None,
+            progress: None,
             write_trace: true,
             cancel_on_ctrl_c: false,
             sign: None,
@@ -332,10 +335,15 @@ fn owner() -> String {
     format!("pid-{}", std::process::id())
 }
 
-fn executors(program: Arc<Program>, base_dir: &Path, replay: &Option<(PathBuf, ReplayMode)>, record: bool) -> Result<Executors, RunError> {
+fn executors(program: Arc<Program>, base_dir: &Path, opts: &Options) -> Result<Executors, RunError> {
     let secrets = secrets_of(&program)?;
     let exec = Executors::new(program, base_dir.to_path_buf()).with_secrets(secrets);
-    let exec = if record { exec.recording() } else { exec };
+    let exec = if opts.record.is_some() { exec.recording() } else { exec };
+    let exec = match &opts.progress {
+        Some(sink) => exec.with_progress(sink.clone()),
+        None => exec,
+    };
+    let replay = &opts.replay;
     Ok(match replay {
         Some((path, mode)) => exec.with_cassette(Cassette::load(path).map_err(RunError::Usage)?, *mode),
         None => exec,
@@ -387,7 +395,7 @@ pub async fn run(
     let engine = Engine::new(program.clone(), workflow, cfg).map_err(RunError::Usage)?;
     // Before anything is written: a key too short to redact stops here, and
     // a key in the input is taken out of it.
-    let exec = Arc::new(executors(program.clone(), base_dir, &opts.replay, opts.record.is_some())?);
+    let exec = Arc::new(executors(program.clone(), base_dir, &opts)?);
     let (input, redacted) = exec.redact_input(input);
     if redacted {
         tracing::warn!("the run's input held an API key: it was redacted before it was recorded");
@@ -506,7 +514,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
     engine.set_start_ms(meta.started_ms);
     let artifacts = DirArtifacts::open(&opts.run_dir.join("artifacts"))?;
     let trace = if mode == ResumeMode::Continue { rewrite_trace(&opts, &recorded)? } else { None };
-    let exec = Arc::new(executors(program.clone(), &meta.base_dir_in(&opts.run_dir), &opts.replay, opts.record.is_some())?);
+    let exec = Arc::new(executors(program.clone(), &meta.base_dir_in(&opts.run_dir), &opts)?);
     let last_seq = recorded.len() as u64;
     let concurrency = max_concurrency(&program, meta.workflow.as_deref());
     let chain = chain_head(&recorded, &run_id)?;

@@ -15,6 +15,7 @@ mod cassette;
 mod command;
 pub mod groups;
 mod http;
+mod mcp;
 pub mod redaction;
 mod scripted;
 
@@ -165,25 +166,7 @@ impl Executors {
             }
             Some("builtin") => self.builtin(decl, request),
             Some("http") => self.http_tool(decl, request, timeout_ms).await,
-            Some("mcp") => {
-                let server = decl.server();
-                let remote = decl.remote_name().to_string();
-                // Only what the server offers under the declared name.
-                match self.mcp.tools(&server).await {
-                    Ok(offered) if offered.iter().any(|(name, _)| *name == remote) => {
-                        match self.mcp.call(&server, &remote, request.input.clone(), timeout_ms).await {
-                            Ok(output) => ToolResult { ok: true, output: Some(output), ..ToolResult::default() },
-                            Err(e) => ToolResult { ok: false, error: Some(e), ..ToolResult::default() },
-                        }
-                    }
-                    Ok(_) => ToolResult {
-                        ok: false,
-                        error: Some(format!("the MCP server `{}` offers no tool `{remote}`", server.join(" "))),
-                        ..ToolResult::default()
-                    },
-                    Err(e) => ToolResult { ok: false, error: Some(e), ..ToolResult::default() },
-                }
-            }
+            Some("mcp") => self.mcp_tool(decl, request, timeout_ms).await,
             Some(other) => ToolResult {
                 ok: false,
                 error: Some(format!(

@@ -220,6 +220,43 @@ class FlowLsp(unittest.IsolatedAsyncioTestCase):
         symbols = await self.client.workspace_symbol_async(lsp.WorkspaceSymbolParams(query="WRIT"))
         self.assertIn("writer", [s.name for s in symbols])
 
+    async def test_missing_handlers_and_rounds_are_quick_fixes(self):
+        # The checker's error hides the model checker's: one file for each.
+        loop = (
+            "provider p: scripted\nagent a { provider: p }\n"
+            "workflow w {\n  start: n\n  node n: agent a { output: { ok: bool } }\n"
+            "  node rounds: loop [n] { until: n.ok }\n  node done: end ok\n  rounds -> done\n}\n"
+        )
+        gate = (
+            "provider p: scripted\nagent a { provider: p }\n"
+            "workflow w {\n  start: n\n  node n: agent a { output: { ok: bool } }\n"
+            "  node m: agent a { output: string }\n  node done: end ok\n  n -> m -> done\n"
+            "  gate g: n -> m {\n    evaluate: [predicate(n.ok)]\n    on PASS -> continue\n  }\n}\n"
+        )
+
+        async def fix_at(name, text, needle, code):
+            uri = await self.open(name, text)
+            self.assertIn(code, [d.code for d in self.diagnostics[uri]])
+            at = position_of(text, needle)
+            actions = await self.client.text_document_code_action_async(
+                lsp.CodeActionParams(
+                    text_document=lsp.TextDocumentIdentifier(uri=uri),
+                    range=lsp.Range(start=at, end=at),
+                    context=lsp.CodeActionContext(diagnostics=list(self.diagnostics[uri])),
+                )
+            )
+            self.assertEqual(len(actions), 1, actions)
+            self.assertEqual(actions[0].kind, lsp.CodeActionKind.QuickFix)
+            return actions[0], actions[0].edit.changes[uri]
+
+        rounds, edits = await fix_at("rounds.flow", loop, "rounds:", "E0111")
+        self.assertEqual(rounds.title, "Add `max_rounds: 3`")
+        self.assertEqual([e.new_text for e in edits], ["; max_rounds: 3"])
+        handler, edits = await fix_at("handler.flow", gate, "g:", "E0502")
+        self.assertEqual(handler.title, "Add `on BLOCK -> terminate(g_blocked)`")
+        self.assertEqual([e.new_text for e in edits], ["\n    on BLOCK -> terminate(g_blocked)"])
+        self.assertEqual(edits[0].range.start, position_of(gate, "on PASS -> continue", offset=len("on PASS -> continue")))
+
     async def test_inlay_hints(self):
         text = (
             "provider p: scripted { max_tokens: 1k, max_input_tokens: 1k }\nagent a { provider: p }\n"

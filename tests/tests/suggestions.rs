@@ -51,3 +51,41 @@ fn every_suggestion_replaces_the_misspelled_name_and_fixes_it() {
     }
     assert!(suggested >= 10, "only {suggested} suggestions in the corpus");
 }
+
+/// Every other fix the compiler offers on the repository's files (a gate's
+/// missing handlers, a loop's missing `max_rounds`), applied, removes its
+/// diagnostic and brings no new kind of error.
+#[test]
+fn every_fix_removes_its_diagnostic_and_breaks_nothing() {
+    let mut fixed_count = 0;
+    let mut codes_fixed = std::collections::BTreeSet::new();
+    for path in flow_tests::corpus() {
+        let text = std::fs::read_to_string(&path).expect("a corpus file");
+        let name = path.to_string_lossy().into_owned();
+        let (db, diagnostics, root) = compile(&name, &text);
+        let codes_before: std::collections::BTreeSet<&str> = diagnostics.iter().map(|d| d.code.0).collect();
+        for d in diagnostics.iter().filter(|d| d.fix.is_some()) {
+            let fix = d.fix.as_ref().expect("a fix");
+            let mut fixed = text.clone();
+            for edit in fix.edits.iter().rev() {
+                assert_eq!(edit.file, root, "{name}: edits in this file");
+                fixed.replace_range(edit.span.start as usize..edit.span.end as usize, &edit.text);
+            }
+            // Also what editors and SARIF are given.
+            assert!(d.fixes(&db).contains(fix), "{name}: {} lists its fix", d.code.0);
+            let (_, after, _) = compile(&name, &fixed);
+            let same = |e: &&flow_diagnostics::Diagnostic| e.code == d.code && e.message == d.message;
+            assert_eq!(after.iter().filter(same).count(), 0, "{name}: `{}` leaves {} {}\n{fixed}", fix.title, d.code.0, d.message);
+            let new: Vec<String> = after
+                .iter()
+                .filter(|e| e.is_error() && !codes_before.contains(e.code.0))
+                .map(|e| format!("{} {}", e.code.0, e.message))
+                .collect();
+            assert!(new.is_empty(), "{name}: `{}` brings new errors: {new:?}\n{fixed}", fix.title);
+            fixed_count += 1;
+            codes_fixed.insert(d.code.0);
+        }
+    }
+    assert!(codes_fixed.contains("E0502") && codes_fixed.contains("E0111"), "fixes of {codes_fixed:?} only");
+    assert!(fixed_count >= 4, "only {fixed_count} fixes in the corpus");
+}

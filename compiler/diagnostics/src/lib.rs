@@ -71,6 +71,26 @@ pub struct Diagnostic {
     /// A replacement for the text at the primary label that fixes it (a
     /// "did you mean"): editors offer it as a quick fix.
     pub suggestion: Option<String>,
+    /// Edits that fix it otherwise (a missing handler or property
+    /// inserted): editors offer it as a quick fix, SARIF as a `fix`.
+    pub fix: Option<Fix>,
+}
+
+/// Edits that fix a diagnostic, and what they do in a few words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fix {
+    /// "Add `max_rounds: 3`", "Replace `wirter` with `writer`".
+    pub title: String,
+    /// Replacements in source order; an insertion has an empty span.
+    pub edits: Vec<Edit>,
+}
+
+/// The text of `span` in `file` replaced by `text`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    pub file: FileId,
+    pub span: Span,
+    pub text: String,
 }
 
 /// A witness: the ordered steps of a path through a workflow (from its
@@ -138,8 +158,25 @@ impl Diagnostic {
             notes: Vec::new(),
             help: None,
             suggestion: None,
+            fix: None,
             witness: None,
         }
+    }
+
+    /// Every fix of this diagnostic: its suggestion applied
+    /// ([`Diagnostic::suggested_edits`]), then its [`Diagnostic::fix`].
+    pub fn fixes(&self, db: &SourceDb) -> Vec<Fix> {
+        let mut fixes = Vec::new();
+        let edits = self.suggested_edits(db);
+        if let (Some(replacement), Some(primary), false) = (&self.suggestion, self.primary(), edits.is_empty()) {
+            let wrong = db.text(primary.file).get(primary.span.start as usize..primary.span.end as usize).unwrap_or("");
+            fixes.push(Fix {
+                title: format!("Replace `{wrong}` with `{replacement}`"),
+                edits: edits.into_iter().map(|(file, span)| Edit { file, span, text: replacement.clone() }).collect(),
+            });
+        }
+        fixes.extend(self.fix.clone());
+        fixes
     }
 
     pub fn with_witness(mut self, witness: Witness) -> Diagnostic {

@@ -263,28 +263,30 @@ fn result_json(db: &SourceDb, uris: &Uris, diagnostic: &Diagnostic, rule_index: 
         result.insert("codeFlows".into(), json!([Value::Object(code_flow)]));
     }
 
-    // A suggestion ("did you mean") as a fix: its replacement at every
-    // label holding the misspelled text.
-    let edits = diagnostic.suggested_edits(db);
-    if let (Some(replacement), false) = (&diagnostic.suggestion, edits.is_empty()) {
-        let mut by_file: BTreeMap<FileId, Vec<Value>> = BTreeMap::new();
-        for (file, span) in edits {
-            by_file
-                .entry(file)
-                .or_default()
-                .push(json!({ "deletedRegion": region_json(db, file, span), "insertedContent": { "text": replacement } }));
-        }
-        let changes: Vec<Value> = by_file
-            .into_iter()
-            .map(|(file, replacements)| {
-                json!({ "artifactLocation": artifact_location(db, uris, file, artifacts.get(&file).copied()), "replacements": replacements })
-            })
-            .collect();
-        let wrong = primary.map(|l| db.text(l.file).get(l.span.start as usize..l.span.end as usize).unwrap_or("")).unwrap_or("");
-        result.insert(
-            "fixes".into(),
-            json!([{ "description": { "text": format!("Replace `{wrong}` with `{replacement}`") }, "artifactChanges": changes }]),
-        );
+    // Fixes: a suggestion ("did you mean") replacing the misspelled text at
+    // every label holding it, and inserted handlers or properties.
+    let fixes: Vec<Value> = diagnostic
+        .fixes(db)
+        .into_iter()
+        .map(|fix| {
+            let mut by_file: BTreeMap<FileId, Vec<Value>> = BTreeMap::new();
+            for edit in fix.edits {
+                by_file
+                    .entry(edit.file)
+                    .or_default()
+                    .push(json!({ "deletedRegion": region_json(db, edit.file, edit.span), "insertedContent": { "text": edit.text } }));
+            }
+            let changes: Vec<Value> = by_file
+                .into_iter()
+                .map(|(file, replacements)| {
+                    json!({ "artifactLocation": artifact_location(db, uris, file, artifacts.get(&file).copied()), "replacements": replacements })
+                })
+                .collect();
+            json!({ "description": { "text": fix.title }, "artifactChanges": changes })
+        })
+        .collect();
+    if !fixes.is_empty() {
+        result.insert("fixes".into(), Value::Array(fixes));
     }
 
     // The file as the log names it (relative to the root), so that the

@@ -349,6 +349,15 @@ fn sarif_output_validates_against_the_sarif_schema() {
     assert_eq!(replacement["insertedContent"]["text"], "done");
     assert_eq!(replacement["deletedRegion"]["startColumn"], 8);
     assert_eq!(replacement["deletedRegion"]["endColumn"], 12);
+    // A missing handler becomes a fix too: an insertion into the gate.
+    let (_, stdout, _) = flowc(&["verify", "--format", "sarif", "tests/ui/gates/gate_checks.flow"]);
+    let log: Value = serde_json::from_str(&stdout).unwrap();
+    let unhandled = log["runs"][0]["results"].as_array().unwrap().iter().find(|r| r["ruleId"] == "E0502").expect("E0502");
+    assert_eq!(unhandled["fixes"][0]["description"]["text"], "Add `on BLOCK -> terminate(unhandled_blocked)`");
+    let inserted = &unhandled["fixes"][0]["artifactChanges"][0]["replacements"][0];
+    assert_eq!(inserted["insertedContent"]["text"], "\n    on BLOCK -> terminate(unhandled_blocked)");
+    assert_eq!(inserted["deletedRegion"]["startLine"], 27);
+    assert_eq!(inserted["deletedRegion"]["startColumn"], inserted["deletedRegion"]["endColumn"], "{inserted}");
     // Witnesses become code flows.
     let (_, stdout, _) = flowc(&["verify", "--format", "sarif", "examples/harness/harness.broken.flow"]);
     let log: Value = serde_json::from_str(&stdout).unwrap();

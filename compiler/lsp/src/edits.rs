@@ -45,12 +45,13 @@ impl Analysis {
 
     /// Quick fixes for the diagnostics (`more`: the model checker's) whose
     /// primary label is in this document and touches `range`: a compiler
-    /// suggestion ("did you mean") applied at every use it labels.
+    /// suggestion ("did you mean") applied at every use it labels, an
+    /// inserted handler or property.
     pub fn code_actions(&self, uri: &Uri, range: Range, more: &[Diagnostic]) -> Vec<CodeAction> {
         let shown = self.lsp_diagnostics_with(uri, more);
         let mut actions = Vec::new();
         for d in self.diagnostics.iter().chain(more) {
-            let (Some(replacement), Some(primary)) = (&d.suggestion, d.primary()) else { continue };
+            let Some(primary) = d.primary() else { continue };
             if primary.file != self.root {
                 continue;
             }
@@ -58,24 +59,25 @@ impl Analysis {
             if at.end < range.start || at.start > range.end {
                 continue;
             }
-            let edits: Vec<TextEdit> = d
-                .suggested_edits(&self.db)
-                .into_iter()
-                .filter(|(file, _)| *file == self.root)
-                .map(|(_, span)| TextEdit { range: self.range_here(span.start, span.end), new_text: replacement.clone() })
-                .collect();
-            let wrong = &self.source()[primary.span.start as usize..primary.span.end as usize];
-            #[allow(clippy::mutable_key_type)] // `Uri` is the protocol's key type.
-            let changes = HashMap::from([(uri.clone(), edits)]);
             let diagnostic = shown.iter().find(|s| s.range == at && s.code == Some(lsp_types::NumberOrString::String(d.code.0.into())));
-            actions.push(CodeAction {
-                title: format!("Replace `{wrong}` with `{replacement}`"),
-                kind: Some(CodeActionKind::QUICKFIX),
-                diagnostics: diagnostic.map(|d| vec![d.clone()]),
-                edit: Some(WorkspaceEdit { changes: Some(changes), ..Default::default() }),
-                is_preferred: Some(true),
-                ..Default::default()
-            });
+            for fix in d.fixes(&self.db) {
+                let edits: Vec<TextEdit> = fix
+                    .edits
+                    .into_iter()
+                    .filter(|edit| edit.file == self.root)
+                    .map(|edit| TextEdit { range: self.range_here(edit.span.start, edit.span.end), new_text: edit.text })
+                    .collect();
+                #[allow(clippy::mutable_key_type)] // `Uri` is the protocol's key type.
+                let changes = HashMap::from([(uri.clone(), edits)]);
+                actions.push(CodeAction {
+                    title: fix.title,
+                    kind: Some(CodeActionKind::QUICKFIX),
+                    diagnostics: diagnostic.map(|d| vec![d.clone()]),
+                    edit: Some(WorkspaceEdit { changes: Some(changes), ..Default::default() }),
+                    is_preferred: Some(true),
+                    ..Default::default()
+                });
+            }
         }
         actions
     }

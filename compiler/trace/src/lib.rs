@@ -7,12 +7,8 @@
 //! (`stdlib/schemas/trace-event.schema.json`) is generated from these types
 //! by [`event_schema`], so the two never drift.
 //!
-//! OpenTelemetry GenAI mapping: `run_*` events are the `invoke_workflow`
-//! span, an agent node's `attempt_*` events the `invoke_agent` span,
-//! `agent_turn` a `chat` span, `tool_call_*` an `execute_tool` span, and
-//! `gate_recorded` and `policy_violated` a `gen_ai.evaluation.result`
-//! event; Flow's own detail goes under `flow.*` attributes (see
-//! [`otel_name`]).
+//! OpenTelemetry: the `flow-otel` crate (interpreter/otel) turns these
+//! events into spans following the GenAI conventions and exports them.
 
 pub mod chain;
 mod fast;
@@ -594,19 +590,6 @@ impl Body {
     }
 }
 
-/// The OpenTelemetry GenAI span or event name an event kind maps onto.
-pub fn otel_name(kind: &str) -> &'static str {
-    match kind {
-        "run_started" | "run_resumed" | "run_paused" | "run_terminated" => "invoke_workflow",
-        "node_started" | "node_completed" | "node_failed" | "attempt_started" | "attempt_completed" | "attempt_failed" => "invoke_agent",
-        "agent_turn" => "chat",
-        "tool_call_started" | "tool_call_completed" | "tool_call_refused" => "execute_tool",
-        // A policy verdict is an evaluation too (label: the response).
-        "gate_recorded" | "policy_violated" => "gen_ai.evaluation.result",
-        _ => "flow.event",
-    }
-}
-
 /// The JSON Schema of one trace event, as published in
 /// `stdlib/schemas/trace-event.schema.json`.
 pub fn event_schema() -> Value {
@@ -913,7 +896,6 @@ mod tests {
             owed: None,
         };
         assert!(serde_json::to_value(&safety).unwrap()["payload"].get("owed").is_none());
-        assert_eq!(otel_name(body.kind()), "gen_ai.evaluation.result");
     }
 
     #[test]

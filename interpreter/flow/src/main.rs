@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod otel;
 mod report;
 mod signing_keys;
 mod witness;
@@ -148,6 +149,17 @@ enum Command {
         /// records that it did not happen (a failed call).
         #[arg(long, value_name = "JSON")]
         output: Option<String>,
+    },
+    /// Send a run (finished or not) to an OpenTelemetry receiver as
+    /// spans, from its trace: the same run sent twice gives the same span
+    /// ids. Exit 0 when the receiver accepted every span, 1 otherwise.
+    Export {
+        /// A run directory or run id.
+        run: String,
+        /// The OTLP receiver, e.g. `http://127.0.0.1:4318` (`/v1/traces` is
+        /// added); default: `OTEL_EXPORTER_OTLP_ENDPOINT`.
+        #[arg(long, value_name = "URL")]
+        otlp: Option<String>,
     },
     /// Where a run stands: status, nodes, budget, what it waits for.
     Status {
@@ -291,6 +303,13 @@ struct Common {
     /// is resumed with `--sign` too.
     #[arg(long, value_name = "KEY.pem")]
     sign: Option<PathBuf>,
+    /// Export the run as OpenTelemetry spans (OTLP over HTTP/protobuf) to
+    /// this receiver as it goes, e.g. `http://127.0.0.1:4318` (`/v1/traces`
+    /// is added). Without it, `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+    /// `…_TRACES_ENDPOINT`) turns the export on; `OTEL_SDK_DISABLED=true`
+    /// turns it off. A receiver that is down is a warning, never a failure.
+    #[arg(long, value_name = "URL")]
+    otlp: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -370,13 +389,37 @@ async fn dispatch(cli: Cli) -> u8 {
                 Err(e) => return fail(e),
             };
             eprintln!("flow: resuming {}", dir.display());
-            let opts = match options(dir, &common, None) {
+            let mut opts = match options(dir, &common, None) {
                 Ok(opts) => opts,
                 Err(e) => return fail(e),
             };
-            report(driver::resume(opts, ResumeMode::Continue).await, common.quiet)
+            let exporter = match otel::attach(&mut opts, common.otlp.as_deref(), Default::default(), common.quiet) {
+                Ok(exporter) => exporter,
+                Err(e) => return fail(RunError::Usage(e)),
+            };
+            let result = driver::resume(opts, ResumeMode::Continue).await;
+            otel::finish(exporter, common.quiet).await;
+            report(result, common.quiet)
         }
         Command::Approve { run, subject, decision, by, comment, output } => approve(&run, &subject, &decision, by, comment, output),
+        Command::Export { run, otlp } => {
+            let dir = match run_dir_of(&run) {
+                Ok(d) => d,
+                Err(e) => return fail(e),
+            };
+            match otel::export(&dir, otlp.as_deref()).await {
+                Ok(report) if report.error.is_none() && report.dropped == 0 => {
+                    eprintln!("flow: exported {} spans", report.exported);
+                    exit::SUCCESS
+                }
+                Ok(report) => {
+                    let why = report.error.unwrap_or_else(|| "spans were dropped".into());
+                    eprintln!("flow: exported {} spans, {} not: {why}", report.exported, report.dropped);
+                    exit::FAILED
+                }
+                Err(e) => fail(RunError::Usage(e)),
+            }
+        }
         Command::Status { run, format } => report::status(&run, format),
         Command::Show { run, format } => report::show(&run, format),
         Command::Trace { command: TraceCommand::Check { trace, plan, format, verify_key, signature } } => {
@@ -394,7 +437,7 @@ async fn dispatch(cli: Cli) -> u8 {
                 Ok(d) => d,
                 Err(e) => return fail(e),
             };
-            let common = Common { fake_clock: true, durable: false, quiet: true, no_prompt: true, sign: None };
+            let common = Common { fake_clock: true, durable: false, quiet: true, no_prompt: true, sign: None, otlp: None };
             let opts = match options(dir, &common, None) {
                 Ok(opts) => opts,
                 Err(e) => return fail(e),
@@ -826,8 +869,14 @@ async fn run(
         }
     }
     opts.record = record;
+    let exporter = match otel::attach(&mut opts, common.otlp.as_deref(), otel::agents_of(&plan.program), common.quiet) {
+        Ok(exporter) => exporter,
+        Err(e) => return fail(RunError::Usage(e)),
+    };
     let base = std::fs::canonicalize(&base).unwrap_or(base);
-    report(driver::run(&plan, workflow.as_deref(), input, &base, &run_id, opts).await, common.quiet)
+    let result = driver::run(&plan, workflow.as_deref(), input, &base, &run_id, opts).await;
+    otel::finish(exporter, common.quiet).await;
+    report(result, common.quiet)
 }
 
 fn approve(run: &str, subject: &str, decision: &str, by: Option<String>, comment: Option<String>, output: Option<String>) -> u8 {

@@ -2,10 +2,10 @@
 //! Streamable HTTP.
 //!
 //! A server is reached one of two ways ([`Endpoint`]):
-//! - **stdio** ([`stdio`]): a program started with its command line (never
+//! - **stdio** (`stdio.rs`): a program started with its command line (never
 //!   through a shell) that speaks JSON-RPC 2.0 on its stdin and stdout, one
 //!   JSON message per line;
-//! - **Streamable HTTP** ([`http`]): every message is POSTed to the
+//! - **Streamable HTTP** (`http.rs`): every message is POSTed to the
 //!   server's URL; the answer comes back as a JSON body or as a stream of
 //!   server-sent events, and the session the server names in
 //!   `Mcp-Session-Id` is carried on every later request.
@@ -15,7 +15,7 @@
 //! refuses a server that answers with a version not in
 //! [`SUPPORTED_VERSIONS`], then sends `notifications/initialized`, and
 //! afterwards `tools/list` (following `nextCursor`), `tools/call`,
-//! `resources/read` and `prompts/get` ([`session`]).
+//! `resources/read` and `prompts/get` (`session.rs`).
 //!
 //! Calls to one server may overlap: responses are matched to requests by
 //! JSON-RPC id. From the server, `notifications/progress` for a call

@@ -75,6 +75,9 @@ r#"The use a trace records — steps (one per attempt), tokens, tool calls and c
     BUDGET_ACCOUNTING = "T041", "budget accounting",
 r#"Every `budget_reserved` is settled by a `budget_settled` of the same attempt before the attempt completes or fails (a lost attempt, a cancellation or an exhaustion excepted), a settlement follows a reservation, and both name scopes the plan declares. A settlement's `remaining` (tokens, tool calls, cost) is the first scope's limits less all the use settled in it so far."#;
 
+    TURN_USAGE = "T042", "turn usage inconsistent",
+r#"An agent turn that records its input and output tokens (`input_tokens`, `output_tokens`) records their sum as its `usage.tokens`: the split the provider reported and the tokens budgets are charged with are one count."#;
+
     POLICY = "T050", "policy violated",
 r#"A policy of the plan (top-level, or the workflow's) does not hold of the trace, judged by the same monitors `flow run` and the model checker use (reference §8.3): a safety violation at an event, or an obligation still open when the run terminated. A trace that has not terminated is judged on its safety part only."#;
 

@@ -3,7 +3,8 @@
 //! completed, and the handler that follows is the one for that outcome
 //! (T026); task states move along their machine (T014); turns come from a
 //! declared provider (T027); a settlement's `remaining` is what the limits
-//! leave of the use so far (T041).
+//! leave of the use so far (T041); a turn's input and output tokens sum to
+//! its usage (T042).
 
 use super::*;
 
@@ -18,7 +19,10 @@ impl<'a> Checker<'a> {
                 }
             }
             Body::StateChanged { node, machine, from, to, .. } => self.state_changed(seq, node, machine, from, to),
-            Body::AgentTurn { provider, attempt_id, .. } => self.turn_provider(seq, provider, attempt_id),
+            Body::AgentTurn { provider, attempt_id, usage, input_tokens, output_tokens, .. } => {
+                self.turn_provider(seq, provider, attempt_id);
+                self.turn_usage(seq, attempt_id, usage.tokens, *input_tokens, *output_tokens);
+            }
             Body::BudgetSettled { scope, attempt_id, remaining, .. } => self.remaining_settled(seq, scope, attempt_id, remaining),
             _ => {}
         }
@@ -114,6 +118,23 @@ impl<'a> Checker<'a> {
                     .expected("a provider of the plan")
                     .actual(provider.to_string())
                     .attempt(attempt_id),
+            );
+        }
+    }
+
+    /// The input and output tokens of a turn, when split, are its tokens.
+    fn turn_usage(&mut self, seq: u64, attempt_id: &str, tokens: u64, input: Option<u64>, output: Option<u64>) {
+        let (Some(input), Some(output)) = (input, output) else { return };
+        if input.checked_add(output) != Some(tokens) {
+            self.push(
+                Deviation::new(
+                    codes::TURN_USAGE,
+                    Some(seq),
+                    format!("a turn's {input} input and {output} output tokens are not its {tokens} tokens"),
+                )
+                .expected(format!("usage.tokens = {input} + {output}"))
+                .actual(tokens.to_string())
+                .attempt(attempt_id),
             );
         }
     }

@@ -354,6 +354,13 @@ fn task_states_and_providers_are_the_plans() {
     let turn = find(&spec, "agent_turn", 0);
     spec[turn].1["provider"] = json!("elsewhere");
     assert_eq!(codes_of(&run(&spec)), ["T027"]);
+    // A turn's token split that is not its tokens (10).
+    let mut spec = good();
+    spec[turn].1["input_tokens"] = json!(4);
+    spec[turn].1["output_tokens"] = json!(6);
+    assert!(codes_of(&run(&spec)).is_empty(), "4 + 6 is 10");
+    spec[turn].1["output_tokens"] = json!(7);
+    assert_eq!(codes_of(&run(&spec)), ["T042"]);
 }
 
 #[test]

@@ -70,6 +70,7 @@ pub fn attach(
         let mut mapper = mapper.lock().unwrap_or_else(|p| p.into_inner());
         let spans = mapper.get_or_insert_with(|| Mapper::new(&event.run_id, agents.clone())).push(event);
         sending.send(spans);
+        sending.record(event);
     }));
     if !quiet {
         eprintln!("flow: exporting spans to {}", config.endpoint);
@@ -110,6 +111,7 @@ pub async fn export(run_dir: &Path, url: Option<&str>) -> Result<Report, String>
     let exporter = Exporter::start(&config, warn(true))?;
     for event in &events {
         exporter.send_waiting(mapper.push(event)).await;
+        exporter.record(event);
     }
     exporter.send_waiting(mapper.finish()).await;
     let report = exporter.finish(FLUSH).await;

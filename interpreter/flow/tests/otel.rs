@@ -6,18 +6,21 @@
 mod common;
 use common::*;
 
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::metrics::v1::{metric::Data, Metric};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
-/// A receiver on a free port: every span it was sent, with the path asked for.
+/// A receiver on a free port: every span and metric it was sent, with the paths asked for.
 struct Receiver {
     url: String,
     spans: Arc<Mutex<Vec<Span>>>,
+    metrics: Arc<Mutex<Vec<Metric>>>,
     paths: Arc<Mutex<Vec<String>>>,
 }
 
@@ -25,15 +28,17 @@ fn receiver() -> Receiver {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let spans = Arc::new(Mutex::new(Vec::new()));
+    let metrics = Arc::new(Mutex::new(Vec::new()));
     let paths = Arc::new(Mutex::new(Vec::new()));
-    let (keep, seen) = (spans.clone(), paths.clone());
+    let (keep, measured, seen) = (spans.clone(), metrics.clone(), paths.clone());
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
             let mut reader = BufReader::new(stream.try_clone().unwrap());
             let mut line = String::new();
             reader.read_line(&mut line).unwrap();
-            seen.lock().unwrap().push(line.split_whitespace().nth(1).unwrap_or_default().to_string());
+            let path = line.split_whitespace().nth(1).unwrap_or_default().to_string();
+            seen.lock().unwrap().push(path.clone());
             let mut length = 0;
             loop {
                 let mut header = String::new();
@@ -49,17 +54,26 @@ fn receiver() -> Receiver {
             }
             let mut body = vec![0; length];
             reader.read_exact(&mut body).unwrap();
-            let request = ExportTraceServiceRequest::decode(body.as_slice()).expect("an OTLP protobuf request");
-            for resource in request.resource_spans {
-                for scope in resource.scope_spans {
-                    keep.lock().unwrap().extend(scope.spans);
+            if path == "/v1/metrics" {
+                let request = ExportMetricsServiceRequest::decode(body.as_slice()).expect("an OTLP metrics request");
+                for resource in request.resource_metrics {
+                    for scope in resource.scope_metrics {
+                        measured.lock().unwrap().extend(scope.metrics);
+                    }
+                }
+            } else {
+                let request = ExportTraceServiceRequest::decode(body.as_slice()).expect("an OTLP traces request");
+                for resource in request.resource_spans {
+                    for scope in resource.scope_spans {
+                        keep.lock().unwrap().extend(scope.spans);
+                    }
                 }
             }
             let _ = stream
                 .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         }
     });
-    Receiver { url, spans, paths }
+    Receiver { url, spans, metrics, paths }
 }
 
 fn attr<'a>(span: &'a Span, key: &str) -> Option<&'a AnyValue> {
@@ -80,7 +94,27 @@ fn a_run_is_exported_as_it_goes_and_again_with_the_same_ids() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("flow: exported "), "{}", text(&out));
     let spans = live.spans.lock().unwrap().clone();
-    assert!(live.paths.lock().unwrap().iter().all(|p| p == "/v1/traces"));
+    let paths = live.paths.lock().unwrap().clone();
+    assert!(paths.iter().all(|p| p == "/v1/traces" || p == "/v1/metrics"), "{paths:?}");
+    // The metrics: token usage by type, durations, the run by its status.
+    let metrics = live.metrics.lock().unwrap().clone();
+    let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
+    for name in ["gen_ai.client.token.usage", "gen_ai.client.operation.duration", "flow.runs"] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    let usage = metrics.iter().find(|m| m.name == "gen_ai.client.token.usage").unwrap();
+    let Some(Data::Histogram(histogram)) = &usage.data else { panic!("token usage is a histogram: {usage:?}") };
+    let types: Vec<String> = histogram
+        .data_points
+        .iter()
+        .flat_map(|p| p.attributes.iter().filter(|a| a.key == "gen_ai.token.type").map(|a| format!("{:?}", a.value)))
+        .collect();
+    assert!(types.iter().any(|t| t.contains("input")) && types.iter().any(|t| t.contains("output")), "{types:?}");
+    let chats = spans.iter().filter(|s| s.name.starts_with("chat ")).count() as u64;
+    assert_eq!(histogram.data_points.iter().map(|p| p.count).sum::<u64>(), 2 * chats, "an input and an output point per turn");
+    let runs = metrics.iter().find(|m| m.name == "flow.runs").unwrap();
+    let Some(Data::Sum(sum)) = &runs.data else { panic!("runs is a sum: {runs:?}") };
+    assert_eq!(sum.data_points.len(), 1);
     // One root, the workflow; agents' attempts with their chats beneath.
     let roots: Vec<&Span> = spans.iter().filter(|s| s.parent_span_id.is_empty()).collect();
     assert_eq!(roots.len(), 1, "{:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>());
@@ -124,4 +158,18 @@ fn a_receiver_that_is_down_is_a_warning_and_the_run_succeeds() {
     assert!(out.status.success() && text(&out).contains("warning: OTLP export to"), "{}", text(&out));
     let out = flow_env(&["run", flow_file.to_str().unwrap(), "--run-dir", "run4", "--otlp", "ftp://x"], dir.path(), &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+#[test]
+fn metrics_stay_home_when_told_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = receiver();
+    let out = flow_env(
+        &["run", example(dir.path()).to_str().unwrap(), "--run-dir", "run", "--otlp", &live.url],
+        dir.path(),
+        &[("OTEL_METRICS_EXPORTER", "none")],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let paths = live.paths.lock().unwrap().clone();
+    assert!(!paths.is_empty() && paths.iter().all(|p| p == "/v1/traces"), "{paths:?}");
 }

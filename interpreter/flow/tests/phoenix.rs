@@ -56,7 +56,8 @@ fn a_run_appears_in_phoenix_as_a_tree_of_genai_spans() {
     let dir = tempfile::tempdir().unwrap();
     let flow_file = repo().join("examples/research_writer/research_writer.flow");
     let project = "flow-research-writer";
-    let env = [("OTEL_RESOURCE_ATTRIBUTES", "openinference.project.name=flow-research-writer")];
+    // Phoenix takes traces only.
+    let env = [("OTEL_RESOURCE_ATTRIBUTES", "openinference.project.name=flow-research-writer"), ("OTEL_METRICS_EXPORTER", "none")];
     let out = flow_env(&["run", flow_file.to_str().unwrap(), "--run-dir", "run", "--otlp", &phoenix()], dir.path(), &env);
     assert!(out.status.success(), "{}", text(&out));
     let exported: usize = text(&out)

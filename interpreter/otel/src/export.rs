@@ -3,6 +3,7 @@
 //! run: spans wait in a bounded queue for a background task, a full queue
 //! drops them (counted), and a receiver that fails is reported once.
 
+use crate::metrics::Metrics;
 use crate::spans::{Attr, Kind, Span};
 use crate::OtlpConfig;
 use opentelemetry::trace::{SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState};
@@ -23,7 +24,7 @@ const BATCH: usize = 512;
 
 /// opentelemetry-http's client over the runtime's reqwest.
 #[derive(Debug, Clone)]
-struct Client(reqwest::Client);
+pub(crate) struct Client(pub(crate) reqwest::Client);
 
 #[async_trait::async_trait]
 impl opentelemetry_http::HttpClient for Client {
@@ -54,14 +55,23 @@ pub struct Report {
     pub dropped: u64,
     /// The first failure, if any.
     pub error: Option<String>,
+    /// Why the metrics were not sent (a receiver may take traces only).
+    pub metrics_error: Option<String>,
 }
 
 /// A running export: spans go in with [`Exporter::send`], [`Exporter::finish`] waits for them.
-#[derive(Debug)]
 pub struct Exporter {
     queue: mpsc::Sender<Span>,
     dropped: Arc<AtomicU64>,
     task: JoinHandle<Report>,
+    metrics: Option<Metrics>,
+    warn: Warn,
+}
+
+impl std::fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exporter").field("dropped", &self.dropped).field("metrics", &self.metrics).finish()
+    }
 }
 
 /// Says once that the receiver failed.
@@ -75,7 +85,7 @@ impl Exporter {
         let client = reqwest::Client::builder().timeout(config.timeout).build().map_err(|e| format!("cannot make an HTTP client: {e}"))?;
         let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
-            .with_http_client(Client(client))
+            .with_http_client(Client(client.clone()))
             .with_endpoint(config.endpoint.clone())
             .with_timeout(config.timeout)
             .build()
@@ -84,11 +94,14 @@ impl Exporter {
         if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
             resource = resource.with_service_name(config.service_name.clone());
         }
-        exporter.set_resource(&resource.build());
+        let resource = resource.build();
+        exporter.set_resource(&resource);
+        let metrics = if config.metrics { Some(Metrics::new(config, client, resource)?) } else { None };
         let (queue, mut inbox) = mpsc::channel::<Span>(QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
         let endpoint = config.endpoint.clone();
         let counted = dropped.clone();
+        let warned = warn.clone();
         let task = tokio::spawn(async move {
             let mut report = Report::default();
             let mut batch = Vec::new();
@@ -108,7 +121,7 @@ impl Exporter {
                         counted.fetch_add(n, Ordering::Relaxed);
                         if report.error.is_none() {
                             let message = format!("OTLP export to {endpoint} failed: {e}; its spans are dropped");
-                            warn(&message);
+                            warned(&message);
                             report.error = Some(message);
                         }
                     }
@@ -116,7 +129,7 @@ impl Exporter {
             }
             report
         });
-        Ok(Exporter { queue, dropped, task })
+        Ok(Exporter { queue, dropped, task, metrics, warn })
     }
 
     /// Queues spans; never waits (a full queue drops them).
@@ -137,9 +150,24 @@ impl Exporter {
         }
     }
 
-    /// Sends what is queued, waiting at most `wait`.
+    /// Records the metrics `event` measures.
+    pub fn record(&self, event: &flow_trace::Event) {
+        if let Some(metrics) = &self.metrics {
+            metrics.record(event);
+        }
+    }
+
+    /// Sends the metrics and what spans are queued, waiting at most `wait`.
     pub async fn finish(self, wait: Duration) -> Report {
-        let Exporter { queue, dropped, task } = self;
+        let Exporter { queue, dropped, task, metrics, warn } = self;
+        let metrics_error = match &metrics {
+            None => None,
+            Some(metrics) => match tokio::time::timeout(wait, metrics.export()).await {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(_) => Some(format!("the metrics were not sent within {} s", wait.as_secs())),
+            },
+        };
         drop(queue);
         let mut report = match tokio::time::timeout(wait, task).await {
             Ok(Ok(report)) => report,
@@ -147,6 +175,10 @@ impl Exporter {
             Err(_) => Report { error: Some(format!("the OTLP export did not finish within {} s", wait.as_secs())), ..Report::default() },
         };
         report.dropped += dropped.load(Ordering::Relaxed);
+        if let Some(e) = &metrics_error {
+            warn(e);
+        }
+        report.metrics_error = metrics_error;
         report
     }
 }

@@ -8,6 +8,7 @@
 //! I/O; [`spans`] is pure.
 
 pub mod export;
+pub mod metrics;
 pub mod spans;
 pub mod time;
 
@@ -21,6 +22,10 @@ use std::time::Duration;
 pub struct OtlpConfig {
     /// The traces endpoint (`…/v1/traces`).
     pub endpoint: String,
+    /// The metrics endpoint (`…/v1/metrics`).
+    pub metrics_endpoint: String,
+    /// Whether metrics are exported (`OTEL_METRICS_EXPORTER=none`: no).
+    pub metrics: bool,
     /// `service.name` when `OTEL_SERVICE_NAME` is not set.
     pub service_name: String,
     /// Per request.
@@ -30,12 +35,15 @@ pub struct OtlpConfig {
 /// The traces endpoint of an OTLP base URL (`http://host:4318` →
 /// `http://host:4318/v1/traces`); a URL that already names it is kept.
 pub fn traces_endpoint(base: &str) -> String {
+    signal_endpoint(base, "traces")
+}
+
+/// A signal's endpoint (`traces`, `metrics`) from a base URL, or from
+/// another signal's endpoint.
+pub fn signal_endpoint(base: &str, signal: &str) -> String {
     let base = base.trim_end_matches('/');
-    if base.ends_with("/v1/traces") {
-        base.to_string()
-    } else {
-        format!("{base}/v1/traces")
-    }
+    let base = ["/v1/traces", "/v1/metrics"].iter().find_map(|s| base.strip_suffix(s)).unwrap_or(base);
+    format!("{base}/v1/{signal}")
 }
 
 impl OtlpConfig {
@@ -44,18 +52,26 @@ impl OtlpConfig {
     /// it is, or `OTEL_EXPORTER_OTLP_ENDPOINT`, to which `/v1/traces` is
     /// added), else none. `OTEL_SDK_DISABLED=true` turns it off;
     /// `OTEL_EXPORTER_OTLP_HEADERS` adds headers; a protocol other than
-    /// `http/protobuf` is refused.
+    /// `http/protobuf` is refused; `OTEL_METRICS_EXPORTER=none` keeps the
+    /// metrics (`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`, else beside the
+    /// traces) at home.
     #[allow(clippy::disallowed_methods)] // the standard variables configure it
     pub fn from_env(url: Option<&str>) -> Result<Option<OtlpConfig>, String> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
             return Ok(None);
         }
-        let endpoint = match (url, var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), var("OTEL_EXPORTER_OTLP_ENDPOINT")) {
+        let base = var("OTEL_EXPORTER_OTLP_ENDPOINT");
+        let endpoint = match (url, var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), &base) {
             (Some(url), _, _) => traces_endpoint(url),
             (None, Some(traces), _) => traces,
-            (None, None, Some(base)) => traces_endpoint(&base),
+            (None, None, Some(base)) => traces_endpoint(base),
             (None, None, None) => return Ok(None),
+        };
+        let metrics_endpoint = match (url, var("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"), base) {
+            (None, Some(metrics), _) => metrics,
+            (None, None, Some(base)) => signal_endpoint(&base, "metrics"),
+            _ => signal_endpoint(&endpoint, "metrics"),
         };
         if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
             return Err(format!("the OTLP endpoint `{endpoint}` is not an http:// or https:// URL"));
@@ -66,7 +82,8 @@ impl OtlpConfig {
         }
         let timeout =
             var("OTEL_EXPORTER_OTLP_TIMEOUT").and_then(|ms| ms.parse().ok()).map_or(Duration::from_secs(10), Duration::from_millis);
-        Ok(Some(OtlpConfig { endpoint, service_name: "flow".into(), timeout }))
+        let metrics = var("OTEL_METRICS_EXPORTER").is_none_or(|e| e != "none");
+        Ok(Some(OtlpConfig { endpoint, metrics_endpoint, metrics, service_name: "flow".into(), timeout }))
     }
 }
 
@@ -79,5 +96,6 @@ mod tests {
         assert_eq!(traces_endpoint("http://127.0.0.1:6006"), "http://127.0.0.1:6006/v1/traces");
         assert_eq!(traces_endpoint("http://127.0.0.1:6006/"), "http://127.0.0.1:6006/v1/traces");
         assert_eq!(traces_endpoint("http://h/v1/traces"), "http://h/v1/traces");
+        assert_eq!(signal_endpoint("http://h/v1/traces", "metrics"), "http://h/v1/metrics");
     }
 }

@@ -239,6 +239,10 @@ pub enum Body {
         input_tokens: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output_tokens: Option<u64>,
+        /// Why the model stopped, per choice, as the provider said (`stop`,
+        /// `length`, `tool_calls`, …); absent when it did not say.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        finish_reasons: Vec<String>,
         /// The reply, when it parsed as JSON.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply: Option<ArtifactRef>,

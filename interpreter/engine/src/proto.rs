@@ -361,6 +361,10 @@ pub struct AgentReply {
     /// The model that answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Why the model stopped, per choice, as the provider said (`stop`,
+    /// `length`, `tool_calls`, …); empty when it did not say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finish_reasons: Vec<String>,
 }
 
 /// A tool call an agent asks for.

@@ -82,6 +82,8 @@ fn a_real_model_runs_the_workflow_and_the_recording_replays_offline() {
         assert!(input > 0 && output > 0, "the trace splits input and output tokens: {turn}");
         assert_eq!(input + output, payload["usage"]["tokens"].as_u64().unwrap_or(0), "{turn}");
         assert!(payload["model"].as_str().is_some_and(|m| !m.is_empty()), "a turn without the model that answered: {turn}");
+        let reasons = payload["finish_reasons"].as_array().map(Vec::len).unwrap_or(0);
+        assert!(reasons > 0, "a turn without the server's finish reason: {turn}");
     }
 
     // Every recorded model turn carries the server's token counts.

@@ -193,6 +193,10 @@ fn key_value(key: &'static str, value: Attr) -> KeyValue {
         Attr::Int(n) => KeyValue::new(key, n),
         Attr::Float(n) => KeyValue::new(key, n),
         Attr::Bool(b) => KeyValue::new(key, b),
+        Attr::Strs(list) => KeyValue::new(
+            key,
+            opentelemetry::Value::Array(list.into_iter().map(Into::into).collect::<Vec<opentelemetry::StringValue>>().into()),
+        ),
     }
 }
 

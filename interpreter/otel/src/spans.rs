@@ -40,6 +40,7 @@ pub enum Attr {
     Int(i64),
     Float(f64),
     Bool(bool),
+    Strs(Vec<String>),
 }
 
 impl From<&str> for Attr {
@@ -328,7 +329,8 @@ impl Mapper {
 
     /// A model turn: it ended when it was recorded and took its usage's duration.
     fn chat(&mut self, event: &Event, at: u64) -> Span {
-        let Body::AgentTurn { agent, node, attempt_id, provider, model, usage, input_tokens, output_tokens, error, .. } = &event.body
+        let Body::AgentTurn { agent, node, attempt_id, provider, model, usage, input_tokens, output_tokens, finish_reasons, error, .. } =
+            &event.body
         else {
             unreachable!("chat spans are made of agent turns")
         };
@@ -351,6 +353,9 @@ impl Mapper {
             ("flow.tokens", usage.tokens.into()),
             ("flow.cost", usage.cost.into()),
         ];
+        if !finish_reasons.is_empty() {
+            attrs.push(("gen_ai.response.finish_reasons", Attr::Strs(finish_reasons.clone())));
+        }
         if let (Some(input), Some(output)) = (input_tokens, output_tokens) {
             attrs.push(("gen_ai.usage.input_tokens", (*input).into()));
             attrs.push(("gen_ai.usage.output_tokens", (*output).into()));

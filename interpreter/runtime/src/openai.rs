@@ -296,6 +296,11 @@ fn parse_reply(provider: &OpenAiProvider, request: &AgentRequest, model: &str, r
         usage,
         cost,
         model: Some(response.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()).unwrap_or(model).to_string()),
+        finish_reasons: response
+            .get("choices")
+            .and_then(Value::as_array)
+            .map(|choices| choices.iter().filter_map(|c| c.get("finish_reason")?.as_str().map(str::to_string)).collect())
+            .unwrap_or_default(),
         ..AgentReply::default()
     };
     if let Some(error) = response.get("error").filter(|e| !e.is_null()) {
@@ -471,6 +476,7 @@ mod tests {
         assert_eq!(reply.usage, TokenUsage { input_tokens: 120, output_tokens: 30 });
         assert!((reply.cost - (120.0 * 1.0 + 30.0 * 4.0) / 1e6).abs() < 1e-12, "cost {}", reply.cost);
         assert_eq!(reply.model.as_deref(), Some("tiny-model-q4"));
+        assert_eq!(reply.finish_reasons, ["stop"]);
 
         let raw = server.requests.lock().expect("lock")[0].clone();
         assert!(raw.starts_with("POST /v1/chat/completions HTTP/1.1"), "{raw}");

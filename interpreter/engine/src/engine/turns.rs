@@ -274,6 +274,7 @@ impl Engine {
                 usage: used.clone(),
                 input_tokens: Some(reply.usage.input_tokens),
                 output_tokens: Some(reply.usage.output_tokens),
+                finish_reasons: reply.finish_reasons.clone(),
                 reply: reply_ref,
                 error: error.clone(),
             },

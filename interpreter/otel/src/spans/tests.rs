@@ -13,7 +13,7 @@ fn events() -> Vec<Event> {
         r#""kind":"attempt_started","payload":{"schema_version":1,"node":"draft","attempt_id":"draft#1.1","attempt_no":1,"trigger_reason":"first"}"#,
         r#""kind":"tool_call_started","payload":{"schema_version":1,"tool":"search","node":"draft","attempt_id":"draft#1.1","agent":"writer","request_key":"k","input":{"digest":"sha256:i","size":1}}"#,
         r#""kind":"tool_call_completed","payload":{"schema_version":1,"tool":"search","attempt_id":"draft#1.1","ok":false,"error":"down","duration_ms":3}"#,
-        r#""kind":"agent_turn","payload":{"schema_version":1,"agent":"writer","node":"draft","attempt_id":"draft#1.1","provider":"local","model":"small","request_key":"k","usage":{"tokens":30,"cost":0.5,"duration_ms":2},"input_tokens":20,"output_tokens":10}"#,
+        r#""kind":"agent_turn","payload":{"schema_version":1,"agent":"writer","node":"draft","attempt_id":"draft#1.1","provider":"local","model":"small","request_key":"k","usage":{"tokens":30,"cost":0.5,"duration_ms":2},"input_tokens":20,"output_tokens":10,"finish_reasons":["stop"]}"#,
         r#""kind":"attempt_completed","payload":{"schema_version":1,"node":"draft","attempt_id":"draft#1.1","attempt_no":1,"output":{"digest":"sha256:a","size":1}}"#,
         r#""kind":"node_completed","payload":{"schema_version":1,"node":"draft","status":"completed"}"#,
         r#""kind":"gate_recorded","payload":{"schema_version":1,"gate":"g","from":"draft","to":"done","outcome":"BLOCK","reason":"empty","evaluators":[{"evaluator":"predicate(draft.ok)","outcome":"BLOCK","reason":"empty"}],"trigger":"node_completed"}"#,
@@ -78,6 +78,7 @@ fn a_run_is_a_tree_of_genai_spans() {
         (Some(&Attr::Int(20)), Some(&Attr::Int(10)))
     );
     assert_eq!(chat.end_ms - chat.start_ms, 2);
+    assert_eq!(chat.attr("gen_ai.response.finish_reasons"), Some(&Attr::Strs(vec!["stop".into()])));
     assert_eq!(tool.attr("gen_ai.tool.call.id"), Some(&Attr::from("run-1/4")));
     assert_eq!(tool.error.as_deref(), Some("down"));
     // The gate judged the visit of `draft`.

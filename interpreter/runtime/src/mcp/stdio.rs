@@ -83,19 +83,25 @@ async fn write_loop(mut stdin: ChildStdin, mut inbox: mpsc::UnboundedReceiver<St
     }
 }
 
-/// Keeps the last lines of the server's stderr (and never lets the pipe fill).
-async fn drain_stderr(shared: Arc<Shared>, stderr: ChildStderr) {
-    let mut reader = BufReader::new(stderr);
+/// Calls `each` with every line `input` gives (its end of line kept) until it closes.
+async fn each_line(input: impl tokio::io::AsyncRead + Unpin, mut each: impl FnMut(&[u8])) {
+    let mut reader = BufReader::new(input);
     let mut buf = Vec::new();
     loop {
         buf.clear();
         match reader.read_until(b'\n', &mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(_) => {}
+            Ok(_) => each(&buf),
         }
-        let line = String::from_utf8_lossy(&buf).trim_end().to_string();
+    }
+}
+
+/// Keeps the last lines of the server's stderr (and never lets the pipe fill).
+async fn drain_stderr(shared: Arc<Shared>, stderr: ChildStderr) {
+    each_line(stderr, |bytes| {
+        let line = String::from_utf8_lossy(bytes).trim_end().to_string();
         if line.is_empty() {
-            continue;
+            return;
         }
         tracing::debug!(target: "flow::mcp", server = %shared.label, "stderr: {line}");
         let mut lines = lock(&shared.stderr);
@@ -103,24 +109,19 @@ async fn drain_stderr(shared: Arc<Shared>, stderr: ChildStderr) {
             lines.pop_front();
         }
         lines.push_back(line);
-    }
+    })
+    .await;
 }
 
 /// Reads the server's stdout, one message per line, until it closes.
 async fn read_loop(inbound: Inbound, stdout: ChildStdout, drain: JoinHandle<()>, child: Arc<Mutex<Option<Child>>>) {
-    let mut reader = BufReader::new(stdout);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let line = buf.trim_ascii();
+    each_line(stdout, |bytes| {
+        let line = bytes.trim_ascii();
         if !line.is_empty() {
             inbound.handle_json(line);
         }
-    }
+    })
+    .await;
     closed(&inbound.shared, drain, &child).await;
 }
 

@@ -33,6 +33,23 @@ fn recorded(run_dir: &Path) -> Result<Vec<Event>, String> {
     }
 }
 
+/// A mapper for run `run_id`: with the replies read from the run
+/// directory's artifacts when message contents are asked for.
+fn mapper(config: &OtlpConfig, run_dir: &Path, run_id: &str, agents: HashMap<String, String>) -> Mapper {
+    let mapper = Mapper::new(run_id, agents);
+    if !config.capture_content {
+        return mapper;
+    }
+    let artifacts = run_dir.join("artifacts");
+    mapper.with_contents(Box::new(move |reference| {
+        let hex = reference.digest.strip_prefix("sha256:")?;
+        if hex.len() < 3 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        std::fs::read_to_string(artifacts.join(&hex[..2]).join(format!("{hex}.json"))).ok()
+    }))
+}
+
 /// The nodes' agents (node → agent) of every workflow of a program.
 pub fn agents_of(program: &flow_check::ir::Program) -> HashMap<String, String> {
     program
@@ -56,9 +73,14 @@ pub fn attach(
 ) -> Result<Option<Arc<Exporter>>, String> {
     let Some(config) = OtlpConfig::from_env(url)? else { return Ok(None) };
     let exporter = Arc::new(Exporter::start(&config, warn(quiet))?);
+    if !quiet {
+        eprintln!("flow: exporting spans to {}", config.endpoint);
+    }
     let mut mapper: Option<Mapper> = None;
+    let run_dir = opts.run_dir.clone();
+    let make = move |run_id: &str| self::mapper(&config, &run_dir, run_id, agents.clone());
     for event in recorded(&opts.run_dir)? {
-        mapper.get_or_insert_with(|| Mapper::new(&event.run_id, agents.clone())).push(&event);
+        mapper.get_or_insert_with(|| make(&event.run_id)).push(&event);
     }
     let mapper = Mutex::new(mapper);
     let mut display = opts.observer.take();
@@ -68,13 +90,10 @@ pub fn attach(
             display(event);
         }
         let mut mapper = mapper.lock().unwrap_or_else(|p| p.into_inner());
-        let spans = mapper.get_or_insert_with(|| Mapper::new(&event.run_id, agents.clone())).push(event);
+        let spans = mapper.get_or_insert_with(|| make(&event.run_id)).push(event);
         sending.send(spans);
         sending.record(event);
     }));
-    if !quiet {
-        eprintln!("flow: exporting spans to {}", config.endpoint);
-    }
     Ok(Some(exporter))
 }
 
@@ -107,7 +126,7 @@ pub async fn export(run_dir: &Path, url: Option<&str>) -> Result<Report, String>
     let Some(first) = events.first() else {
         return Err(format!("{} holds no trace (trace.jsonl)", run_dir.display()));
     };
-    let mut mapper = Mapper::new(&first.run_id, HashMap::new());
+    let mut mapper = mapper(&config, run_dir, &first.run_id, HashMap::new());
     let exporter = Exporter::start(&config, warn(true))?;
     for event in &events {
         exporter.send_waiting(mapper.push(event)).await;

@@ -125,6 +125,7 @@ fn a_run_is_exported_as_it_goes_and_again_with_the_same_ids() {
         let parent = spans.iter().find(|s| s.span_id == chat.parent_span_id).expect("a chat's parent was exported");
         assert!(parent.name.starts_with("invoke_agent "), "{} under {}", chat.name, parent.name);
         assert!(matches!(attr(chat, "gen_ai.usage.input_tokens"), Some(AnyValue::IntValue(_))), "{chat:?}");
+        assert!(attr(chat, "gen_ai.output.messages").is_none(), "contents only when asked for");
     }
     assert!(spans.iter().all(|s| s.trace_id == roots[0].trace_id));
     // Sent again afterwards: the same spans, ids included.
@@ -161,15 +162,25 @@ fn a_receiver_that_is_down_is_a_warning_and_the_run_succeeds() {
 }
 
 #[test]
-fn metrics_stay_home_when_told_to() {
+fn metrics_stay_home_and_contents_come_when_told_to() {
     let dir = tempfile::tempdir().unwrap();
     let live = receiver();
     let out = flow_env(
         &["run", example(dir.path()).to_str().unwrap(), "--run-dir", "run", "--otlp", &live.url],
         dir.path(),
-        &[("OTEL_METRICS_EXPORTER", "none")],
+        &[("OTEL_METRICS_EXPORTER", "none"), ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")],
     );
     assert!(out.status.success(), "{}", text(&out));
     let paths = live.paths.lock().unwrap().clone();
     assert!(!paths.is_empty() && paths.iter().all(|p| p == "/v1/traces"), "{paths:?}");
+    // Asked for: each chat carries the reply, as the run's artifact holds it.
+    let spans = live.spans.lock().unwrap().clone();
+    let chats: Vec<&Span> = spans.iter().filter(|s| s.name.starts_with("chat ")).collect();
+    assert!(!chats.is_empty());
+    for chat in chats {
+        let Some(AnyValue::StringValue(messages)) = attr(chat, "gen_ai.output.messages") else { panic!("no output messages: {chat:?}") };
+        let messages: serde_json::Value = serde_json::from_str(messages).unwrap();
+        assert_eq!(messages[0]["role"], "assistant");
+        assert!(messages[0]["parts"][0]["content"].as_str().is_some_and(|c| c.starts_with('{')), "{messages}");
+    }
 }

@@ -26,6 +26,9 @@ pub struct OtlpConfig {
     pub metrics_endpoint: String,
     /// Whether metrics are exported (`OTEL_METRICS_EXPORTER=none`: no).
     pub metrics: bool,
+    /// Whether chat spans carry the model's reply
+    /// (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+    pub capture_content: bool,
     /// `service.name` when `OTEL_SERVICE_NAME` is not set.
     pub service_name: String,
     /// Per request.
@@ -83,7 +86,8 @@ impl OtlpConfig {
         let timeout =
             var("OTEL_EXPORTER_OTLP_TIMEOUT").and_then(|ms| ms.parse().ok()).map_or(Duration::from_secs(10), Duration::from_millis);
         let metrics = var("OTEL_METRICS_EXPORTER").is_none_or(|e| e != "none");
-        Ok(Some(OtlpConfig { endpoint, metrics_endpoint, metrics, service_name: "flow".into(), timeout }))
+        let capture_content = var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        Ok(Some(OtlpConfig { endpoint, metrics_endpoint, metrics, capture_content, service_name: "flow".into(), timeout }))
     }
 }
 

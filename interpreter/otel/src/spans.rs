@@ -142,8 +142,10 @@ fn contains_others(kind: NodeKind) -> bool {
     matches!(kind, NodeKind::Loop | NodeKind::Parallel | NodeKind::Map | NodeKind::Flow)
 }
 
+/// Reads an artifact's JSON text (a reply, for message contents).
+pub type Contents = Box<dyn Fn(&flow_trace::ArtifactRef) -> Option<String> + Send>;
+
 /// Turns a run's events into spans, in order.
-#[derive(Debug)]
 pub struct Mapper {
     trace: TraceId,
     /// node → the agent that runs it (from the plan; completed by turns).
@@ -158,6 +160,14 @@ pub struct Mapper {
     /// Completed visits a gate may still judge.
     held: Vec<(String, Span)>,
     last_ms: u64,
+    /// With it, a chat span carries the reply (`gen_ai.output.messages`).
+    contents: Option<Contents>,
+}
+
+impl std::fmt::Debug for Mapper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapper").field("open_nodes", &self.nodes.len()).field("contents", &self.contents.is_some()).finish()
+    }
 }
 
 impl Mapper {
@@ -173,7 +183,16 @@ impl Mapper {
             calls: HashMap::new(),
             held: Vec::new(),
             last_ms: 0,
+            contents: None,
         }
+    }
+
+    /// Chat spans carry their reply, read with `contents`: only when the
+    /// user asked for message contents (they are redacted like the run's
+    /// artifacts, but still the model's words).
+    pub fn with_contents(mut self, contents: Contents) -> Mapper {
+        self.contents = Some(contents);
+        self
     }
 
     fn span(&self, event: &Event, name: String, parent: Option<SpanId>, at: u64, attributes: Attrs) -> Span {
@@ -329,8 +348,20 @@ impl Mapper {
 
     /// A model turn: it ended when it was recorded and took its usage's duration.
     fn chat(&mut self, event: &Event, at: u64) -> Span {
-        let Body::AgentTurn { agent, node, attempt_id, provider, model, usage, input_tokens, output_tokens, finish_reasons, error, .. } =
-            &event.body
+        let Body::AgentTurn {
+            agent,
+            node,
+            attempt_id,
+            provider,
+            model,
+            usage,
+            input_tokens,
+            output_tokens,
+            finish_reasons,
+            reply,
+            error,
+            ..
+        } = &event.body
         else {
             unreachable!("chat spans are made of agent turns")
         };
@@ -353,6 +384,12 @@ impl Mapper {
             ("flow.tokens", usage.tokens.into()),
             ("flow.cost", usage.cost.into()),
         ];
+        if let (Some(read), Some(reply)) = (&self.contents, reply) {
+            if let Some(text) = read(reply) {
+                let messages = serde_json::json!([{ "role": "assistant", "parts": [{ "type": "text", "content": text }] }]);
+                attrs.push(("gen_ai.output.messages", messages.to_string().into()));
+            }
+        }
         if !finish_reasons.is_empty() {
             attrs.push(("gen_ai.response.finish_reasons", Attr::Strs(finish_reasons.clone())));
         }

@@ -26,7 +26,7 @@
 //! the gates that judge it are recorded after it completes.
 
 use crate::time::millis;
-use flow_trace::{Body, Event, NodeKind, Outcome};
+use flow_trace::{Body, Event, NodeKind, Outcome, TerminationStatus};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
 
@@ -257,7 +257,7 @@ impl Mapper {
                 if let Some(root) = &mut self.root {
                     root.attributes.push(("flow.status", status.to_string().into()));
                     root.attributes.push(("flow.reason", reason.as_str().into()));
-                    if status.to_string() != "success" {
+                    if *status != TerminationStatus::Success {
                         root.error = Some(format!("{status}: {reason}"));
                     }
                 }

@@ -169,22 +169,26 @@ impl Session {
             "capabilities": { "roots": { "listChanged": false } },
             "clientInfo": { "name": "flow", "version": env!("CARGO_PKG_VERSION") },
         });
-        let init = match self.request("initialize", params, Some(STARTUP_TIMEOUT), None).await {
-            Ok(init) => init,
-            Err(Failure::Timeout) => {
-                return Err(format!(
-                    "the MCP server `{}` did not answer `initialize` within {} s{}",
-                    self.label(),
-                    STARTUP_TIMEOUT.as_secs(),
-                    self.shared.stderr_tail()
-                ))
-            }
-            Err(Failure::Other(message) | Failure::Ended(message)) => return Err(message),
-        };
+        let init = self.startup_request("initialize", params).await?;
         let protocol = negotiated(self.label(), &init)?;
         let info = init.get("serverInfo").map(Value::to_string).unwrap_or_default();
         tracing::debug!(target: "flow::mcp", server = %self.label(), %protocol, %info, "MCP server initialized");
         Ok(protocol)
+    }
+
+    /// A request the server may take as long as it starts up to answer
+    /// ([`STARTUP_TIMEOUT`]): its result, or why not as a message.
+    async fn startup_request(&self, method: &str, params: Value) -> Result<Value, String> {
+        match self.request(method, params, Some(STARTUP_TIMEOUT), None).await {
+            Ok(result) => Ok(result),
+            Err(Failure::Timeout) => Err(format!(
+                "the MCP server `{}` did not answer `{method}` within {} s{}",
+                self.label(),
+                STARTUP_TIMEOUT.as_secs(),
+                self.shared.stderr_tail()
+            )),
+            Err(Failure::Other(message) | Failure::Ended(message)) => Err(message),
+        }
     }
 
     pub fn notify(&self, method: &str) {
@@ -255,17 +259,7 @@ impl Session {
                 Some(c) => json!({ "cursor": c }),
                 None => json!({}),
             };
-            let page = match self.request("tools/list", params, Some(STARTUP_TIMEOUT), None).await {
-                Ok(page) => page,
-                Err(Failure::Timeout) => {
-                    return Err(format!(
-                        "the MCP server `{}` did not answer `tools/list` within {} s",
-                        self.label(),
-                        STARTUP_TIMEOUT.as_secs()
-                    ))
-                }
-                Err(Failure::Other(message) | Failure::Ended(message)) => return Err(message),
-            };
+            let page = self.startup_request("tools/list", params).await?;
             let Some(listed) = page.get("tools").and_then(Value::as_array) else {
                 return Err(format!("the MCP server `{}` answered `tools/list` without a `tools` list: {page}", self.label()));
             };

@@ -40,7 +40,7 @@ pub fn uri_path(uri: &Uri) -> Option<String> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&rest[i + 1..i + 3], 16) {
+            if let Some(Ok(b)) = rest.get(i + 1..i + 3).map(|hex| u8::from_str_radix(hex, 16)) {
                 out.push(b);
                 i += 3;
                 continue;

@@ -111,9 +111,14 @@ fn classify(header: &[String], parent: Option<&Block>) -> Block {
 /// The last name being typed in `prefix` (letters, digits, `_`) and what
 /// comes before it.
 fn split_word(prefix: &str) -> (&str, &str) {
-    let start =
-        prefix.rfind(|c: char| !(c.is_alphanumeric() || c == '_')).map_or(0, |i| i + prefix[i..].chars().next().map_or(1, char::len_utf8));
+    let start = after_last(prefix, |c| !(c.is_alphanumeric() || c == '_'));
     (&prefix[..start], &prefix[start..])
+}
+
+/// The byte index just after the last char of `text` matching `pred`
+/// (0 when none does) — always a char boundary.
+fn after_last(text: &str, pred: impl Fn(char) -> bool) -> usize {
+    text.char_indices().rev().find(|&(_, c)| pred(c)).map_or(0, |(i, c)| i + c.len_utf8())
 }
 
 impl Analysis {
@@ -221,7 +226,7 @@ impl Analysis {
         let (_, last) = split_word(chain);
         let start = chain.len() - last.len();
         // The whole dotted chain before the cursor.
-        let dotted_start = chain[..start].rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')).map_or(0, |i| i + 1);
+        let dotted_start = after_last(&chain[..start], |c| !(c.is_alphanumeric() || c == '_' || c == '.'));
         let names: Vec<&str> = chain[dotted_start..].split('.').collect();
         let program = &self.checked.program;
         let Some(node) = workflow.and_then(|w| program.workflows.get(w)).and_then(|w| w.nodes.get(names[0])) else { return Vec::new() };
@@ -366,6 +371,14 @@ mod tests {
         assert_eq!(offered(&flow("  draft -> done when draft.meta.|")), ["words", "lang"]);
         assert_eq!(offered(&flow("  draft -> done when draft.meta.wo|")), ["words", "lang"], "the client filters by the typed prefix");
         assert!(offered(&flow("  draft -> done when nothing.|")).is_empty(), "no node, no fields");
+    }
+
+    #[test]
+    fn a_dot_after_a_multibyte_char_offers_nothing_and_does_not_panic() {
+        // Found by the fuzzer: a byte-order mark before the dot.
+        assert!(offered("  node a: \u{feff}.|x\n").is_empty());
+        assert!(offered(&flow("  draft -> done when é.|")).is_empty());
+        assert_eq!(offered(&flow("  draft -> done when é draft.|")), ["title", "meta", "tags"]);
     }
 
     #[test]

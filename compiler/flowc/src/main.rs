@@ -165,6 +165,9 @@ enum GraphFormat {
     Mermaid,
     /// Nodes and edges as JSON (the benchmark exchange format).
     Json,
+    /// One self-contained HTML page (styles and script inlined, nothing
+    /// fetched): every workflow drawn, click a node for its details.
+    Html,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -444,6 +447,7 @@ fn graph(path: &Path, format: GraphFormat, max_diagnostics: usize) -> ExitCode {
         GraphFormat::Dot => flow_verify::render::dot(&compiled.checked.program),
         GraphFormat::Mermaid => flow_verify::render::mermaid(&compiled.checked.program),
         GraphFormat::Json => serde_json::to_string_pretty(&flow_verify::render::json(&compiled.checked.program)).unwrap_or_default() + "\n",
+        GraphFormat::Html => flow_report::plan_page(&compiled.checked.program, &path.display().to_string()),
     };
     print!("{text}");
     ExitCode::SUCCESS

@@ -480,6 +480,21 @@ fn graph_renders_valid_dot_and_mermaid() {
 }
 
 #[test]
+fn graph_draws_a_self_contained_html_page() {
+    let (code, page, stderr) = flowc(&["graph", "examples/decision_meeting/decision_meeting.flow", "--format", "html"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    let (_, json, _) = flowc(&["graph", "examples/decision_meeting/decision_meeting.flow", "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let nodes = json["nodes"].as_array().unwrap().len();
+    assert_eq!(page.matches("<g class=\"node ").count(), nodes, "one drawn node per node of the plan");
+    assert!(page.contains("loop · max 4 rounds"), "loop bounds are visible");
+    // Nothing to fetch: styles and script are inline.
+    assert!(!page.contains(" src=") && !page.contains(" href=") && !page.contains("<link"));
+    assert!(page.contains("Content-Security-Policy"));
+}
+
+#[test]
 fn fmt_check_passes_on_every_example_and_rewrites_in_place() {
     let mut files = examples();
     files.extend(["stdlib/evidence.flow".to_string(), "stdlib/delegation.flow".to_string()]);

@@ -161,6 +161,19 @@ enum Command {
         #[arg(long, value_name = "URL")]
         otlp: Option<String>,
     },
+    /// Draw a run on its plan as one self-contained HTML page: the path it
+    /// took (nodes by status, edges taken, gates with their evaluators,
+    /// loops with their rounds), a timeline of attempts, calls and waits
+    /// for humans, budget use over time with the zones, the policies'
+    /// verdicts; click a node for its attempts, artifacts and events.
+    Report {
+        /// A run directory or run id.
+        run: String,
+        /// Where to write the page (`-`: the standard output); default:
+        /// `report.html` in the run directory.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Where a run stands: status, nodes, budget, what it waits for.
     Status {
         /// A run directory or run id.
@@ -420,6 +433,7 @@ async fn dispatch(cli: Cli) -> u8 {
                 Err(e) => fail(RunError::Usage(e)),
             }
         }
+        Command::Report { run, output } => report::html(&run, output.as_deref()),
         Command::Status { run, format } => report::status(&run, format),
         Command::Show { run, format } => report::show(&run, format),
         Command::Trace { command: TraceCommand::Check { trace, plan, format, verify_key, signature } } => {

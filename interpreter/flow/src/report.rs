@@ -245,6 +245,36 @@ pub fn show(run: &str, format: Format) -> u8 {
     exit::SUCCESS
 }
 
+/// `flow report`: the run drawn on its plan (from the journal: its events
+/// and the plan it ran), written to `output` (`-`: the standard output;
+/// default: `report.html` in the run directory).
+pub fn html(run: &str, output: Option<&std::path::Path>) -> u8 {
+    let (dir, run_id, events, journal) = match load(run) {
+        Ok(x) => x,
+        Err(e) => return fail(e),
+    };
+    let plan = match driver::load_meta(journal.as_ref(), &run_id) {
+        Ok((_, plan)) => plan,
+        Err(e) => return fail(e),
+    };
+    let page = match flow_report::run_page(&plan.program, &events) {
+        Ok(page) => page,
+        Err(e) => return fail(driver::RunError::Usage(format!("cannot draw {}: {e}", dir.display()))),
+    };
+    let target = output.map_or_else(|| dir.join("report.html"), std::path::Path::to_path_buf);
+    if target.as_os_str() == "-" {
+        print!("{page}");
+        return exit::SUCCESS;
+    }
+    match std::fs::write(&target, page) {
+        Ok(()) => {
+            eprintln!("flow: wrote {} ({} events of {run_id})", target.display(), events.len());
+            exit::SUCCESS
+        }
+        Err(e) => fail(driver::RunError::Usage(format!("cannot write {}: {e}", target.display()))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::money;

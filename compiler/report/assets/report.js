@@ -30,10 +30,13 @@
     return el('table', {}, rows);
   }
 
-  function show(name) {
+  function own(object, key) { return Object.prototype.hasOwnProperty.call(object, key); }
+
+  function show(name, from) {
     if (!details) { return; }
     document.querySelectorAll('.node.selected').forEach(function (n) { n.classList.remove('selected'); });
-    document.querySelectorAll('.node').forEach(function (n) { if (n.getAttribute('data-node') === name) { n.classList.add('selected'); } });
+    var picked = (from && from.closest('section[data-workflow]')) || document;
+    picked.querySelectorAll('.node').forEach(function (n) { if (n.getAttribute('data-node') === name) { n.classList.add('selected'); } });
     details.textContent = '';
     details.hidden = false;
     if (data.mode !== 'run') {
@@ -45,7 +48,7 @@
       });
       return;
     }
-    var node = data.nodes[name];
+    var node = own(data.nodes, name) ? data.nodes[name] : null;
     details.appendChild(el('h3', {}, [name]));
     if (!node) { details.appendChild(el('p', {}, ['Not run.'])); return; }
     details.appendChild(el('p', {}, [node.state + ' · ' + node.visits + ' visit(s)' + (node.rounds ? ' · ' + node.rounds + ' round(s)' : '')]));
@@ -69,12 +72,16 @@
   }
 
   document.querySelectorAll('[data-node]').forEach(function (n) {
-    n.addEventListener('click', function () { show(n.getAttribute('data-node')); });
-    n.addEventListener('keydown', function (e) { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); show(n.getAttribute('data-node')); } });
+    n.addEventListener('click', function () { show(n.getAttribute('data-node'), n); });
+    n.addEventListener('keydown', function (e) { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); show(n.getAttribute('data-node'), n); } });
   });
   // A link to a node: report.html#node=NAME opens its details.
   var linked = /^#node=(.+)$/.exec(window.location.hash);
-  if (linked) { show(decodeURIComponent(linked[1])); }
+  if (linked) {
+    var target = null;
+    try { target = decodeURIComponent(linked[1]); } catch (ignored) { target = null; }
+    if (target !== null) { show(target, null); }
+  }
   document.body.setAttribute('data-nodes', String(document.querySelectorAll('svg.graph g.node').length));
   document.body.setAttribute('data-ready', '1');
 }());

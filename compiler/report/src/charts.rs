@@ -81,7 +81,7 @@ pub fn timeline(run: &RunView) -> String {
                 x1 - x0,
                 LANE - 2.0,
                 esc(name),
-                human_ms(end - start)
+                human_ms(end.saturating_sub(*start))
             );
         }
         for a in &node.attempts {
@@ -97,7 +97,7 @@ pub fn timeline(run: &RunView) -> String {
                 esc(name),
                 a.no,
                 esc(&a.trigger),
-                human_ms(end - a.start_ms),
+                human_ms(end.saturating_sub(a.start_ms)),
                 a.error.as_deref().map(|e| format!(" — {}", esc(e))).unwrap_or_default()
             );
             for c in &a.calls {
@@ -150,7 +150,7 @@ fn wait_bar(out: &mut String, w: &crate::run::Wait, y: f64, end: u64, span: u64)
         x1 - x0,
         LANE - 4.0,
         esc(&w.subject),
-        human_ms(until - w.asked_ms),
+        human_ms(until.saturating_sub(w.asked_ms)),
         esc(&what)
     );
 }
@@ -195,8 +195,9 @@ pub fn budgets(run: &RunView, limits: &BTreeMap<String, ScopeLimits>) -> String 
             }
             let last = series.last().map_or(0.0, value);
             let _ = write!(out, r#"<polyline class="use m{i}" points="{}"/>"#, points.trim_end());
-            let _ =
-                write!(legend, r#"<li class="m{i}">{measure}: {} of {} ({:.0}%)</li>"#, number(last), number(*limit), 100.0 * last / limit);
+            let (last_text, limit_text) =
+                if *measure == "cost" { (crate::money(last), crate::money(*limit)) } else { (number(last), number(*limit)) };
+            let _ = write!(legend, r#"<li class="m{i}">{measure}: {last_text} of {limit_text} ({:.0}%)</li>"#, 100.0 * last / limit);
         }
         for z in run.zones.iter().filter(|z| z.scope == *scope) {
             let x = x_of(z.at_ms, span);

@@ -42,8 +42,11 @@ pub struct GEdge {
     pub label: String,
     /// The gate on this boundary.
     pub gate: Option<String>,
-    /// Drawn as an arc beneath (it goes back in the layout).
+    /// It goes back in the layout (a loop's round, a revision).
     pub back: bool,
+    /// Drawn as an arc beneath though it goes forward (a handler's jump
+    /// across layers, or any edge across more than a few).
+    pub arc: bool,
     /// The places it passes through on its way across layers (indices
     /// into [`Graph::place`] past the nodes), in order.
     pub via: Vec<usize>,
@@ -76,20 +79,25 @@ impl Graph {
             let (from, to) = (flow.name(edge.source()), flow.name(edge.target()));
             let (Some(f), Some(t)) = (index(from), index(to)) else { continue };
             let (kind, label) = match edge.weight() {
-                EdgeKind::Written(i) => match &workflow.edges[*i].guard {
-                    Guard::When(_) => (GEdgeKind::Written, format!("when {}", guard_text(workflow, *i))),
-                    Guard::Else => (GEdgeKind::Written, "else".to_string()),
-                    Guard::Always => (GEdgeKind::Written, String::new()),
-                },
+                EdgeKind::Written(i) => (GEdgeKind::Written, written_label(workflow, *i)),
                 EdgeKind::Handler { action, .. } => (GEdgeKind::Handler, action.to_string()),
-                EdgeKind::LoopBack | EdgeKind::RoundExit(_) => (GEdgeKind::Round, "round".to_string()),
+                EdgeKind::LoopBack => (GEdgeKind::Round, "round".to_string()),
+                // A written edge out of the loop's body: it ends the round.
+                EdgeKind::RoundExit(i) => {
+                    (GEdgeKind::Round, format!("{} (ends the round)", written_label(workflow, *i)).trim_start().to_string())
+                }
                 EdgeKind::MapReturn => (GEdgeKind::Round, "item".to_string()),
                 EdgeKind::Fanout | EdgeKind::Join | EdgeKind::LoopEnter | EdgeKind::MapEnter => (GEdgeKind::Structural, String::new()),
             };
-            let gate = matches!(kind, GEdgeKind::Written)
-                .then(|| workflow.gates.values().find(|g| g.from == from && g.to == to).map(|g| g.name.clone()))
-                .flatten();
-            edges.push(GEdge { from: f, to: t, kind, label, gate, back: false, via: Vec::new() });
+            // A gate sits on a written edge: the one drawn, or the one a
+            // round exit stands for.
+            let written_to = match edge.weight() {
+                EdgeKind::Written(_) => Some(to),
+                EdgeKind::RoundExit(i) => Some(workflow.edges[*i].to.as_str()),
+                _ => None,
+            };
+            let gate = written_to.and_then(|to| workflow.gates.values().find(|g| g.from == from && g.to == to)).map(|g| g.name.clone());
+            edges.push(GEdge { from: f, to: t, kind, label, gate, back: false, arc: false, via: Vec::new() });
         }
         let start = flow.start.and_then(|s| index(flow.name(s)));
         let mut graph = Graph { workflow: workflow.name.clone(), start, nodes, edges, place: Vec::new() };
@@ -103,32 +111,25 @@ impl Graph {
     }
 
     /// Layers by the longest path over the edges that go forward (a
-    /// depth-first walk from the start marks the rest as back edges), then
-    /// rows ordered by the mean row of each node's predecessors, a few
-    /// sweeps.
+    /// depth-first walk from the start marks the rest as back edges), a
+    /// place in each layer an edge crosses, then rows ordered by the mean
+    /// row of each place's neighbours, a few sweeps. Linear in the edges
+    /// per sweep: a workflow of thousands of nodes lays out at once.
     fn lay_out(&mut self) {
-        let n = self.nodes.len();
         self.mark_back_edges();
-        let mut layer = vec![0usize; n];
-        // Longest path: relax forward edges until nothing moves (n rounds
-        // at most: the forward edges are acyclic).
-        for _ in 0..n {
-            let mut moved = false;
-            for e in self.edges.iter().filter(|e| !e.back && e.from != e.to) {
-                if layer[e.to] < layer[e.from] + 1 {
-                    layer[e.to] = layer[e.from] + 1;
-                    moved = true;
-                }
-            }
-            if !moved {
-                break;
-            }
+        let mut layer = self.longest_paths();
+        // A handler's jump across layers, and any edge across many, is an
+        // arc beneath rather than a chain of places (a goto from every node
+        // of a long chain would otherwise need a place per pair).
+        for e in self.edges.iter_mut().filter(|e| !e.back) {
+            let span = layer[e.to].saturating_sub(layer[e.from]);
+            e.arc = span > MAX_SPAN || (span > 1 && e.kind == GEdgeKind::Handler);
         }
         // A forward edge across several layers passes through a place in
         // each layer between: the links between consecutive places are
         // what the ordering sees.
         let mut links: Vec<(usize, usize)> = Vec::new();
-        for e in self.edges.iter_mut().filter(|e| !e.back) {
+        for e in self.edges.iter_mut().filter(|e| !e.back && !e.arc && e.from != e.to) {
             let mut prev = e.from;
             for l in layer[e.from] + 1..layer[e.to] {
                 let place = layer.len();
@@ -139,21 +140,7 @@ impl Graph {
             }
             links.push((prev, e.to));
         }
-        let layers = layer.iter().max().map_or(0, |m| m + 1);
-        let mut rows: Vec<Vec<usize>> = vec![Vec::new(); layers];
-        for (i, l) in layer.iter().enumerate() {
-            rows[*l].push(i);
-        }
-        for _ in 0..4 {
-            for l in 1..layers {
-                let prev = rows[l - 1].clone();
-                order_by_mean(&mut rows[l], |v| links.iter().filter(move |k| k.1 == v).map(|k| k.0), &prev);
-            }
-            for l in (0..layers.saturating_sub(1)).rev() {
-                let next = rows[l + 1].clone();
-                order_by_mean(&mut rows[l], |v| links.iter().filter(move |k| k.0 == v).map(|k| k.1), &next);
-            }
-        }
+        let rows = order_rows(&layer, &links);
         self.place = vec![(0, 0); layer.len()];
         for (l, row) in rows.iter().enumerate() {
             for (r, v) in row.iter().enumerate() {
@@ -162,11 +149,39 @@ impl Graph {
         }
     }
 
+    /// Each node's layer: the longest path to it over the forward edges,
+    /// taken in a topological order.
+    fn longest_paths(&self) -> Vec<usize> {
+        let n = self.nodes.len();
+        let mut indegree = vec![0usize; n];
+        let mut out: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for e in self.edges.iter().filter(|e| !e.back && e.from != e.to) {
+            indegree[e.to] += 1;
+            out[e.from].push(e.to);
+        }
+        let mut layer = vec![0usize; n];
+        let mut ready: std::collections::VecDeque<usize> = (0..n).filter(|&v| indegree[v] == 0).collect();
+        while let Some(v) = ready.pop_front() {
+            for &t in &out[v] {
+                layer[t] = layer[t].max(layer[v] + 1);
+                indegree[t] -= 1;
+                if indegree[t] == 0 {
+                    ready.push_back(t);
+                }
+            }
+        }
+        layer
+    }
+
     /// Marks the edges a depth-first walk (from the start, then from every
     /// node not yet reached, in declared order) finds going back to a node
-    /// on its stack.
+    /// on its stack; a self-loop is one.
     fn mark_back_edges(&mut self) {
         let n = self.nodes.len();
+        let mut out: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, e) in self.edges.iter().enumerate() {
+            out[e.from].push(i);
+        }
         // 0: not seen, 1: on the stack, 2: done.
         let mut state = vec![0u8; n];
         let roots: Vec<usize> = self.start.into_iter().chain(0..n).collect();
@@ -174,13 +189,13 @@ impl Graph {
             if state[root] != 0 {
                 continue;
             }
-            // An explicit stack of (node, next edge to look at).
+            // An explicit stack of (node, next of its edges to look at).
             let mut stack = vec![(root, 0usize)];
             state[root] = 1;
             while let Some(&mut (v, ref mut next)) = stack.last_mut() {
-                let out = self.edges.iter().enumerate().filter(|(_, e)| e.from == v).map(|(i, _)| i).nth(*next);
+                let edge = out[v].get(*next).copied();
                 *next += 1;
-                match out {
+                match edge {
                     Some(i) => {
                         let to = self.edges[i].to;
                         match state[to] {
@@ -202,22 +217,61 @@ impl Graph {
     }
 }
 
-/// Sorts `row` by the mean position in `other` of each node's neighbours
-/// (`neighbours`); a node with none keeps its place. Stable, so ties keep
-/// the declared order.
-fn order_by_mean<I: Iterator<Item = usize>>(row: &mut [usize], neighbours: impl Fn(usize) -> I, other: &[usize]) {
-    let keys: Vec<(usize, f64)> = row
+/// The widest span an edge crosses through places; past it, an arc.
+const MAX_SPAN: usize = 6;
+
+/// The rows of each layer, ordered: sweeps down (by the mean row of each
+/// place's predecessors) and up (of its successors); a place with no
+/// neighbour keeps its row. Stable, so ties keep the declared order.
+fn order_rows(layer: &[usize], links: &[(usize, usize)]) -> Vec<Vec<usize>> {
+    let mut rows: Vec<Vec<usize>> = vec![Vec::new(); layer.iter().max().map_or(0, |m| m + 1)];
+    for (v, l) in layer.iter().enumerate() {
+        rows[*l].push(v);
+    }
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); layer.len()];
+    let mut succs: Vec<Vec<usize>> = vec![Vec::new(); layer.len()];
+    for &(a, b) in links {
+        succs[a].push(b);
+        preds[b].push(a);
+    }
+    let mut pos = vec![0usize; layer.len()];
+    let mark = |row: &[usize], pos: &mut [usize]| row.iter().enumerate().for_each(|(i, &v)| pos[v] = i);
+    rows.iter().for_each(|row| mark(row, &mut pos));
+    for _ in 0..4 {
+        for row in rows.iter_mut().skip(1) {
+            sort_row(row, &preds, &pos);
+            mark(row, &mut pos);
+        }
+        for row in rows.iter_mut().rev().skip(1) {
+            sort_row(row, &succs, &pos);
+            mark(row, &mut pos);
+        }
+    }
+    rows
+}
+
+fn sort_row(row: &mut [usize], neighbours: &[Vec<usize>], pos: &[usize]) {
+    let mut keyed: Vec<(f64, usize)> = row
         .iter()
         .enumerate()
         .map(|(i, &v)| {
-            let at: Vec<f64> = neighbours(v).filter_map(|u| other.iter().position(|&o| o == u)).map(|p| p as f64).collect();
-            (v, if at.is_empty() { i as f64 } else { at.iter().sum::<f64>() / at.len() as f64 })
+            let around = &neighbours[v];
+            let key = if around.is_empty() { i as f64 } else { around.iter().map(|&u| pos[u] as f64).sum::<f64>() / around.len() as f64 };
+            (key, v)
         })
         .collect();
-    let mut sorted = keys;
-    sorted.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(std::cmp::Ordering::Equal));
-    for (slot, (v, _)) in row.iter_mut().zip(sorted) {
+    keyed.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (slot, (_, v)) in row.iter_mut().zip(keyed) {
         *slot = v;
+    }
+}
+
+/// A written edge's label: `when GUARD`, `else`, or nothing.
+fn written_label(workflow: &Workflow, edge: usize) -> String {
+    match &workflow.edges[edge].guard {
+        Guard::When(_) => format!("when {}", guard_text(workflow, edge)),
+        Guard::Else => "else".to_string(),
+        Guard::Always => String::new(),
     }
 }
 

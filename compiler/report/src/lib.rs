@@ -57,6 +57,19 @@ pub fn plan_page(program: &Program, title: &str) -> String {
     page::page(title, &sections, &json!({ "mode": "plan", "workflows": data }))
 }
 
+/// Money to the last digit that matters: `$0.0123`, `$0.00000042`
+/// (never `$0.0000` for a small cost).
+pub fn money(cost: f64) -> String {
+    if cost == 0.0 {
+        return "$0".to_string();
+    }
+    let mut decimals = 4usize;
+    while decimals < 12 && (cost.abs() * 10f64.powi(decimals as i32)) < 100.0 {
+        decimals += 1;
+    }
+    format!("${cost:.decimals$}")
+}
+
 /// A policy's verdict in a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
@@ -95,15 +108,16 @@ pub fn run_page(program: &Program, events: &[Event]) -> Result<String, String> {
         esc(&workflow.name),
         svg::draw(&graph, Some(&view))
     );
-    s.push_str("<p class=\"legend\"><span class=\"st-completed\">completed</span> <span class=\"st-failed\">failed</span> <span class=\"st-running\">running or waiting</span> <span class=\"st-not_run\">not run</span> — click a node for its attempts, artifacts and events</p></section>");
+    s.push_str("<p class=\"legend\"><span class=\"st-completed\">completed</span> <span class=\"st-failed\">failed</span> <span class=\"st-running\">running or waiting</span> <span class=\"st-stopped\">stopped unfinished</span> <span class=\"st-not_run\">not run</span> — click a node for its attempts, artifacts and events</p></section>");
     s.push_str("<aside id=\"details\" hidden></aside>");
     let _ = write!(s, "<section><h2>Timeline</h2><div class=\"scroll\">{}</div></section>", charts::timeline(&view));
     let budgets = charts::budgets(&view, &limits);
-    let _ = write!(
-        s,
-        "<section><h2>Budgets</h2>{}</section>",
-        if budgets.is_empty() { "<p>No budget limits this run.</p>".to_string() } else { budgets }
-    );
+    let budgets = match (budgets.is_empty(), limits.values().any(|l| !l.limits.is_empty())) {
+        (false, _) => budgets,
+        (true, false) => "<p>No budget is declared for this run's scopes.</p>".to_string(),
+        (true, true) => "<p>Nothing was metered against the declared budgets.</p>".to_string(),
+    };
+    let _ = write!(s, "<section><h2>Budgets</h2>{budgets}</section>");
     gates_table(&mut s, &view);
     policies_table(&mut s, &verdicts);
     s.push_str("</main>");
@@ -127,7 +141,7 @@ fn header(s: &mut String, view: &RunView) {
     facts.push(human_ms(view.duration_ms));
     facts.push(format!("{} tokens", view.tokens));
     if view.cost > 0.0 {
-        facts.push(format!("${:.4}", view.cost));
+        facts.push(money(view.cost));
     }
     facts.push(format!("{} events", view.rows.len()));
     let _ = write!(s, "<p class=\"sub\">{}</p></header>", facts.join(" · "));

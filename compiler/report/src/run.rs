@@ -17,6 +17,9 @@ pub enum NodeState {
     Running,
     Completed,
     Failed,
+    /// Still open when the run ended (or its lease expired): it never
+    /// finished.
+    Stopped,
 }
 
 impl NodeState {
@@ -26,6 +29,7 @@ impl NodeState {
             NodeState::Running => "running",
             NodeState::Completed => "completed",
             NodeState::Failed => "failed",
+            NodeState::Stopped => "stopped",
         }
     }
 }
@@ -40,6 +44,9 @@ pub struct Call {
     pub start_ms: u64,
     pub duration_ms: u64,
     pub ok: bool,
+    /// Whether its end was recorded (a tool call's completion).
+    #[serde(skip)]
+    pub done: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -73,7 +80,7 @@ pub struct Attempt {
 pub struct NodeRun {
     pub state: NodeState,
     pub visits: u32,
-    /// A loop's rounds begun.
+    /// A loop's rounds begun, in its latest visit.
     pub rounds: u32,
     /// Visits that completed.
     pub completions: u32,
@@ -169,9 +176,9 @@ pub struct RunView {
     pub waiting_on: Option<String>,
     pub duration_ms: u64,
     pub nodes: IndexMap<String, NodeRun>,
-    /// Edges taken, `from -> to`, with how often.
+    /// Edges taken, `from -> to` and how, with how often.
     #[serde(skip)]
-    pub edges: IndexMap<(String, String), u32>,
+    pub edges: IndexMap<(String, String, EdgeClass), u32>,
     pub gates: Vec<GateRun>,
     pub waits: Vec<Wait>,
     pub budgets: BTreeMap<String, Vec<BudgetPoint>>,
@@ -187,13 +194,39 @@ pub struct RunView {
     /// The node that completed last, until an edge leaves it.
     #[serde(skip)]
     just_completed: Option<String>,
+    /// Where each attempt is: its node and its index there.
+    #[serde(skip)]
+    attempts: HashMap<String, (String, usize)>,
+}
+
+/// How control moved along an edge, as the page draws edges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EdgeClass {
+    /// A written edge: always, a guard, `else`, or through its gate.
+    Written,
+    /// A handler's jump: `goto`, `activate`, `revise`, `replan`.
+    Handler,
+    /// A parallel's branch, a join's arrival, a loop's round, a map's item.
+    Structural,
+}
+
+impl EdgeClass {
+    fn of(via: &flow_trace::Via) -> EdgeClass {
+        use flow_trace::Via;
+        match via {
+            Via::Always | Via::When(_) | Via::Else | Via::Gate(_) => EdgeClass::Written,
+            Via::Goto | Via::Activate | Via::Revise | Via::Replan => EdgeClass::Handler,
+            Via::Fanout | Via::Join | Via::LoopRound | Via::MapItem(_) => EdgeClass::Structural,
+        }
+    }
 }
 
 /// Milliseconds since the epoch of an RFC 3339 UTC time
-/// (`2026-12-05T09:30:15.173Z`); `None` for anything else.
+/// (`2026-12-05T09:30:15.173Z`, as Flow writes them); `None` for anything
+/// else (an offset other than `Z` included).
 pub fn epoch_ms(time: &str) -> Option<u64> {
     let b = time.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || !time.ends_with('Z') {
         return None;
     }
     let num = |r: std::ops::Range<usize>| time.get(r).and_then(|s| s.parse::<i64>().ok());
@@ -221,11 +254,13 @@ impl RunView {
     /// each agent node (its steps count against the agent's scope too).
     pub fn of(events: &[Event], agents: &HashMap<String, String>) -> RunView {
         let mut view = RunView { agents: agents.clone(), ..RunView::default() };
-        let t0 = events.first().and_then(|e| epoch_ms(&e.time)).unwrap_or(0);
+        let t0 = events.iter().find_map(|e| epoch_ms(&e.time)).unwrap_or(0);
         let mut last = 0;
         for event in events {
-            let at = epoch_ms(&event.time).map_or(last, |t| t.saturating_sub(t0));
-            last = last.max(at);
+            // Never earlier than the event before: a resumed run's clock
+            // (a fake one starts again) or another machine's may be behind.
+            let at = epoch_ms(&event.time).map_or(last, |t| t.saturating_sub(t0)).max(last);
+            last = at;
             if view.run_id.is_empty() {
                 view.run_id = event.run_id.to_string();
             }
@@ -274,7 +309,28 @@ impl RunView {
     }
 
     fn attempt(&mut self, id: &str) -> Option<&mut Attempt> {
-        self.nodes.values_mut().rev().flat_map(|n| n.attempts.iter_mut().rev()).find(|a| a.id == id)
+        let (node, i) = self.attempts.get(id)?;
+        self.nodes.get_mut(node)?.attempts.get_mut(*i)
+    }
+
+    /// The node an attempt belongs to.
+    fn node_of(&self, attempt: &str) -> Option<String> {
+        self.attempts.get(attempt).map(|(node, _)| node.clone())
+    }
+
+    /// The run ended: what was still open never finished.
+    fn stop_open(&mut self, at: u64) {
+        for node in self.nodes.values_mut() {
+            if node.state == NodeState::Running {
+                node.state = NodeState::Stopped;
+            }
+            for span in node.spans.iter_mut().filter(|s| s.1.is_none()) {
+                span.1 = Some(at);
+            }
+            for a in node.attempts.iter_mut().filter(|a| a.state == NodeState::Running) {
+                (a.state, a.end_ms) = (NodeState::Stopped, Some(at));
+            }
+        }
     }
 
     fn fold(&mut self, event: &Event, at: u64) {
@@ -301,7 +357,10 @@ impl RunView {
                 self.workflow = workflow.clone();
                 format!("workflow {workflow}")
             }
-            Body::RunResumed { after_seq, .. } => format!("after seq {after_seq}"),
+            Body::RunResumed { after_seq, .. } => {
+                self.waiting_on = None;
+                format!("after seq {after_seq}")
+            }
             Body::RunPaused { reason, waiting_on, .. } => {
                 self.waiting_on = Some(waiting_on.clone());
                 format!("{reason}: waiting on {waiting_on}")
@@ -310,12 +369,14 @@ impl RunView {
                 self.status = Some(status.to_string());
                 self.reason = Some(reason.clone());
                 self.waiting_on = None;
+                self.stop_open(at);
                 format!("{status} ({reason})")
             }
             Body::NodeStarted { node, visit, .. } => {
                 let n = self.node(node);
                 n.visits = n.visits.max(*visit);
                 n.state = NodeState::Running;
+                n.rounds = 0;
                 n.spans.push((at, None));
                 // A node's scope is per visit: its use starts again.
                 if let Some(series) = self.budgets.get_mut(&format!("node.{node}")) {
@@ -356,7 +417,10 @@ impl RunView {
                     error: None,
                     calls: Vec::new(),
                 };
-                self.node(node).attempts.push(attempt);
+                let attempts = &mut self.node(node).attempts;
+                attempts.push(attempt);
+                let index = attempts.len() - 1;
+                self.attempts.insert(attempt_id.clone(), (node.clone(), index));
                 // One control-plane step per attempt, in every scope it counts against.
                 let step = Usage { steps: 1, ..Usage::default() };
                 let agent = self.agents.get(node).map(|a| format!("agent.{a}"));
@@ -398,6 +462,7 @@ impl RunView {
                     start_ms: at.saturating_sub(usage.duration_ms),
                     duration_ms: usage.duration_ms,
                     ok: error.is_none(),
+                    done: true,
                     tokens: Some(usage.tokens),
                     input: None,
                     output: reply.as_ref().map(|r| r.digest.clone()),
@@ -416,6 +481,7 @@ impl RunView {
                     start_ms: at,
                     duration_ms: 0,
                     ok: true,
+                    done: false,
                     tokens: None,
                     input: Some(input.digest.clone()),
                     output: None,
@@ -428,10 +494,12 @@ impl RunView {
                 format!("{tool} from {node}")
             }
             Body::ToolCallCompleted { tool, attempt_id, ok, output, error, duration_ms, .. } => {
-                let node = self.nodes.iter().find(|(_, n)| n.attempts.iter().any(|a| a.id == *attempt_id)).map(|(k, _)| k.clone());
-                if let Some(call) = self.attempt(attempt_id).and_then(|a| {
-                    a.calls.iter_mut().rev().find(|c| c.kind == "tool" && c.name == *tool && c.output.is_none() && c.error.is_none())
-                }) {
+                let node = self.node_of(attempt_id);
+                // The oldest call of the tool still open in the attempt.
+                if let Some(call) =
+                    self.attempt(attempt_id).and_then(|a| a.calls.iter_mut().find(|c| c.kind == "tool" && c.name == *tool && !c.done))
+                {
+                    call.done = true;
                     call.ok = *ok;
                     call.duration_ms = *duration_ms;
                     call.output = output.as_ref().map(|o| o.digest.clone());
@@ -447,6 +515,7 @@ impl RunView {
                     start_ms: at,
                     duration_ms: 0,
                     ok: false,
+                    done: true,
                     tokens: None,
                     input: None,
                     output: None,
@@ -470,7 +539,7 @@ impl RunView {
         let mut about = None;
         let text = match body {
             Body::EdgeTaken { from, to, via, .. } => {
-                *self.edges.entry((from.clone(), to.clone())).or_default() += 1;
+                *self.edges.entry((from.clone(), to.clone(), EdgeClass::of(via))).or_default() += 1;
                 if matches!(via, flow_trace::Via::LoopRound) {
                     self.node(from).rounds += 1;
                 }
@@ -526,6 +595,13 @@ impl RunView {
             Body::BudgetExhausted { scope, limit, .. } => {
                 self.exhausted.push((scope.clone(), limit.clone()));
                 format!("{scope}: {limit} exhausted")
+            }
+            Body::LeaseExpired { attempt_id, .. } => {
+                about = self.node_of(attempt_id);
+                if let Some(a) = self.attempt(attempt_id) {
+                    (a.state, a.end_ms, a.error) = (NodeState::Stopped, Some(at), Some("lease expired: its executor was lost".into()));
+                }
+                format!("{attempt_id}: lease expired")
             }
             Body::PolicyViolated { policy, response, message, .. } => {
                 self.violations.push(Violation { policy: policy.clone(), response: response.to_string(), message: message.clone(), seq });

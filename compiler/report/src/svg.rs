@@ -3,7 +3,7 @@
 
 use crate::graph::{GEdgeKind, Graph};
 use crate::page::esc;
-use crate::run::{NodeState, RunView};
+use crate::run::{EdgeClass, NodeState, RunView};
 use std::fmt::Write;
 
 const NODE_W: f64 = 168.0;
@@ -19,16 +19,26 @@ struct Geometry {
     /// How many nodes the fullest layer holds.
     widest: usize,
     layers: usize,
+    /// How many nodes (and places) each layer holds.
+    counts: Vec<usize>,
+    /// Lanes beneath (or beside) the graph for arcs: one per arc, up to
+    /// [`Geometry::MAX_LANES`]; past that they share.
     backs: usize,
 }
 
 impl Geometry {
     const MAX_COLUMNS: usize = 6;
+    const MAX_LANES: usize = 12;
 
     fn of(graph: &Graph) -> Geometry {
         let layers = graph.place.iter().map(|p| p.0).max().map_or(0, |m| m + 1);
-        let widest = (0..layers).map(|l| graph.place.iter().filter(|p| p.0 == l).count()).max().unwrap_or(1);
-        Geometry { vertical: layers > Geometry::MAX_COLUMNS, widest, layers, backs: graph.edges.iter().filter(|e| e.back).count() }
+        let mut counts = vec![0usize; layers];
+        for p in &graph.place {
+            counts[p.0] += 1;
+        }
+        let widest = counts.iter().copied().max().unwrap_or(1);
+        let backs = graph.edges.iter().filter(|e| e.back || e.arc).count().min(Geometry::MAX_LANES);
+        Geometry { vertical: layers > Geometry::MAX_COLUMNS, widest, layers, counts, backs }
     }
 
     /// The gap between layers and between the nodes of one layer.
@@ -43,7 +53,7 @@ impl Geometry {
     /// A node's box: its top-left corner.
     fn corner(&self, graph: &Graph, i: usize) -> (f64, f64) {
         let (layer, row) = graph.place[i];
-        let rows = graph.place.iter().filter(|p| p.0 == layer).count();
+        let rows = self.counts[layer];
         let (layer_gap, row_gap) = self.gaps();
         if self.vertical {
             let offset = (self.widest - rows) as f64 * (NODE_W + row_gap) / 2.0;
@@ -77,7 +87,7 @@ impl Geometry {
         let (width, height) = self.size();
         match (back_no, self.vertical) {
             (Some(k), false) => {
-                let y = height - MARGIN - (self.backs - k) as f64 * ARC_ROOM;
+                let y = height - MARGIN - (self.backs - k % self.backs) as f64 * ARC_ROOM;
                 let (sx, sy, ex, ey) = (fx + NODE_W * 0.6, fy + NODE_H, tx + NODE_W * 0.4, ty + NODE_H);
                 (
                     format!("M{sx:.1},{sy:.1} C{sx:.1},{y:.1} {ex:.1},{y:.1} {ex:.1},{ey:.1}"),
@@ -86,7 +96,7 @@ impl Geometry {
                 )
             }
             (Some(k), true) => {
-                let x = width - MARGIN - (self.backs - k) as f64 * ARC_ROOM;
+                let x = width - MARGIN - (self.backs - k % self.backs) as f64 * ARC_ROOM;
                 let (sx, sy, ex, ey) = (fx + NODE_W, fy + NODE_H * 0.6, tx + NODE_W, ty + NODE_H * 0.4);
                 (
                     format!("M{sx:.1},{sy:.1} C{x:.1},{sy:.1} {x:.1},{ey:.1} {ex:.1},{ey:.1}"),
@@ -147,7 +157,7 @@ pub fn draw(graph: &Graph, run: Option<&RunView>) -> String {
     out.push_str(r#"<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="context-stroke"/></marker></defs>"#);
     let mut back_no = 0;
     for edge in &graph.edges {
-        let back = edge.back.then(|| {
+        let back = (edge.back || edge.arc).then(|| {
             back_no += 1;
             back_no - 1
         });
@@ -175,18 +185,26 @@ pub fn draw(graph: &Graph, run: Option<&RunView>) -> String {
     out
 }
 
-/// How often the run took `edge`: as recorded (`edge_taken`), or for the
-/// edges the engine does not record — back to a loop for its next round,
-/// to a map for its next item — how often a visit of their source ended
-/// with no edge out of it.
+/// How often the run took `edge`: as recorded (`edge_taken`, matched by
+/// its ends and by how it was taken — a written edge's guard or gate, a
+/// handler's jump, a structural move), or for the edges the engine does
+/// not record — back to a loop for its next round, out of the loop's body
+/// — how often a visit of their source ended with no edge out of it, when
+/// that source has only one such edge (else which one was taken is not
+/// known from the events, and none is drawn taken).
 fn taken(graph: &Graph, edge: &crate::graph::GEdge, run: &RunView) -> Option<u32> {
     let (from, to) = (&graph.nodes[edge.from].name, &graph.nodes[edge.to].name);
-    if let Some(n) = run.edges.get(&(from.clone(), to.clone())) {
-        return Some(*n);
-    }
-    let returns = edge.kind == GEdgeKind::Round && run.nodes.get(to).is_some_and(|l| l.rounds > 0 || l.visits > 0);
-    let ends = run.nodes.get(from).map_or(0, |n| n.round_ends);
-    (returns && ends > 0).then_some(ends)
+    let class = match edge.kind {
+        GEdgeKind::Written => EdgeClass::Written,
+        GEdgeKind::Handler => EdgeClass::Handler,
+        GEdgeKind::Structural => EdgeClass::Structural,
+        GEdgeKind::Round => {
+            let alone = graph.edges.iter().filter(|e| e.from == edge.from && e.kind == GEdgeKind::Round).count() == 1;
+            let ends = run.nodes.get(from).map_or(0, |n| n.round_ends);
+            return (alone && ends > 0).then_some(ends);
+        }
+    };
+    run.edges.get(&(from.clone(), to.clone(), class)).copied()
 }
 
 fn edge_svg(
@@ -216,7 +234,7 @@ fn edge_svg(
         label = if label.is_empty() { format!("×{n}") } else { format!("{label} ×{n}") };
     }
     if !label.is_empty() {
-        let anchor = if edge.back || vertical { "middle" } else { "end" };
+        let anchor = if edge.back || edge.arc || vertical { "middle" } else { "end" };
         let _ = write!(
             out,
             r#"<text class="edge-label" text-anchor="{anchor}" x="{:.1}" y="{:.1}">{}</text>"#,

@@ -160,7 +160,8 @@ fn a_run_is_read_into_states_rounds_gates_and_budget_use() {
     assert_eq!(view.nodes["review"].round_ends, 2, "each round ended at review");
     assert_eq!(view.nodes["draft"].round_ends, 0, "draft always went on to review");
     assert!(!view.nodes.contains_key("publish"));
-    assert_eq!(view.edges[&("draft".to_string(), "review".to_string())], 2);
+    assert_eq!(view.edges[&("draft".to_string(), "review".to_string(), run::EdgeClass::Written)], 2);
+    assert_eq!(view.edges[&("rounds".to_string(), "blocked".to_string(), run::EdgeClass::Handler)], 1);
     assert_eq!(view.gates.len(), 1);
     assert_eq!(view.gates[0].evaluators[0], ("predicate(review.done)".into(), "BLOCK".into(), Some("review.done is false".into())));
     assert_eq!(view.tokens, 1000);
@@ -239,4 +240,95 @@ fn the_plan_page_draws_every_workflow_without_a_run() {
     assert_eq!(page.matches(" st-plan\" data-node=").count(), 6);
     assert!(page.contains(r#"class="gate outcome-plan" data-gate="check""#));
     assert!(page.contains("loop · max 3 rounds"));
+}
+
+#[test]
+fn money_keeps_the_digits_that_matter() {
+    assert_eq!(money(0.0), "$0");
+    assert_eq!(money(1.5), "$1.5000");
+    assert_eq!(money(0.00000042), "$0.000000420");
+}
+
+#[test]
+fn a_clock_that_goes_back_does_not_run_time_backwards() {
+    // A resumed run's fake clock starts again: later events, earlier times.
+    let mut events = blocked_run();
+    let n = events.len();
+    for e in &mut events[n / 2..] {
+        e.time = "2026-12-05T10:00:00.000Z".into();
+    }
+    let view = RunView::of(&events, &Default::default());
+    let mut last = 0;
+    for row in &view.rows {
+        assert!(row.at_ms >= last, "seq {} at {} after {}", row.seq, row.at_ms, last);
+        last = row.at_ms;
+    }
+    let page = run_page(&program(), &events).unwrap();
+    assert!(page.contains("class=\"timeline\""));
+}
+
+#[test]
+fn a_lost_attempt_and_a_run_that_ended_under_a_node_are_drawn_stopped() {
+    let mut events = vec![ev(1, 0, "run_started", json!({"workflow": "w", "plan_digest": DIGEST}))];
+    events.push(ev(2, 0, "node_started", json!({"node": "draft", "node_kind": "agent", "visit": 1})));
+    events.push(ev(3, 1, "attempt_started", json!({"node": "draft", "attempt_id": "a1", "attempt_no": 1, "trigger_reason": "first"})));
+    events.push(ev(4, 50, "lease_expired", json!({"attempt_id": "a1", "lease": "l1"})));
+    events.push(ev(
+        5,
+        51,
+        "attempt_started",
+        json!({"node": "draft", "attempt_id": "a2", "attempt_no": 2, "trigger_reason": "lease_expired"}),
+    ));
+    // Two calls of one tool at once: each completion goes to the oldest open one.
+    for (seq, key) in [(6, "k1"), (7, "k2")] {
+        events.push(ev(
+            seq,
+            52,
+            "tool_call_started",
+            json!({"tool": "t", "node": "draft", "attempt_id": "a2", "request_key": key, "input": {"digest": DIGEST, "size": 1}}),
+        ));
+    }
+    events.push(ev(8, 60, "tool_call_completed", json!({"tool": "t", "attempt_id": "a2", "ok": true, "duration_ms": 8})));
+    events.push(ev(
+        9,
+        70,
+        "tool_call_completed",
+        json!({"tool": "t", "attempt_id": "a2", "ok": false, "error": "boom", "duration_ms": 18}),
+    ));
+    events.push(ev(10, 80, "run_terminated", json!({"reason": "cancelled", "status": "failure"})));
+    let view = RunView::of(&events, &Default::default());
+    let draft = &view.nodes["draft"];
+    assert_eq!(draft.attempts[0].state, run::NodeState::Stopped);
+    assert_eq!(draft.attempts[0].end_ms, Some(50));
+    assert_eq!(draft.attempts[1].state, run::NodeState::Stopped, "open when the run ended");
+    assert_eq!(draft.state, run::NodeState::Stopped);
+    let calls: Vec<(u64, bool)> = draft.attempts[1].calls.iter().map(|c| (c.duration_ms, c.ok)).collect();
+    assert_eq!(calls, [(8, true), (18, false)]);
+}
+
+#[test]
+fn a_thousand_node_chain_with_a_jump_from_every_node_lays_out_at_once() {
+    let mut source = String::from("provider p: scripted\nagent a { provider: p }\nworkflow big {\n  start: n0\n  node stop: end stopped { status: failure }\n  node done: end ok\n");
+    let n = 1000;
+    for i in 0..n {
+        source.push_str(&format!("  node n{i}: agent a {{ output: string\n    on failure -> goto(stop)\n  }}\n"));
+    }
+    for i in 0..n - 1 {
+        source.push_str(&format!("  n{i} -> n{}\n", i + 1));
+    }
+    source.push_str(&format!("  n{} -> done\n}}\n", n - 1));
+    let mut db = SourceDb::new();
+    let root = db.add("big.flow", source);
+    let checked = flow_check::check_program(&mut db, root, &flow_check::NoFiles);
+    let errors: Vec<_> = checked.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.message.clone()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let page = plan_page(&checked.program, "big.flow");
+    let graph = Graph::of(&checked.program, &checked.program.workflows["big"]);
+    assert_eq!(page.matches("<g class=\"node ").count(), n + 2);
+    assert!(graph.place.len() < 2 * (n + 2), "the jumps are arcs, not chains of places: {} places", graph.place.len());
+    assert!(graph
+        .edges
+        .iter()
+        .filter(|e| e.kind == graph::GEdgeKind::Handler)
+        .all(|e| e.arc || graph.place[e.to].0 <= graph.place[e.from].0 + 1));
 }

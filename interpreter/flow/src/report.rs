@@ -79,18 +79,7 @@ fn summarize(events: &[Event]) -> Summary {
     s
 }
 
-/// Money with enough digits to show a small cost: `$0.0000` hid the cost
-/// of a run of a few cheap calls.
-pub fn money(cost: f64) -> String {
-    if cost == 0.0 {
-        return "$0".to_string();
-    }
-    let mut decimals = 4usize;
-    while decimals < 12 && (cost.abs() * 10f64.powi(decimals as i32)) < 100.0 {
-        decimals += 1;
-    }
-    format!("${cost:.decimals$}")
-}
+pub use flow_report::money;
 
 pub fn status(run: &str, format: Format) -> u8 {
     let (dir, run_id, events, journal) = match load(run) {

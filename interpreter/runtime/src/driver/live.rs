@@ -2,11 +2,15 @@
 //! responses fed back in the order they arrive, humans asked, the journal
 //! written before anything it records takes effect.
 
+use super::replay::Keep;
 use super::*;
 
 /// What the executors answer: a command's key and its response (or the
 /// cassette's miss).
 type Answer = (String, Result<Response, Miss>);
+
+/// An answer there is at once, and when its proposal is kept.
+type Ready = (String, Result<Response, Miss>, Keep);
 
 impl Driver {
     /// The live loop: dispatch, await, feed, until the run terminates or
@@ -17,8 +21,12 @@ impl Driver {
         let heartbeat = Duration::from_millis(10_000);
         let mut stop = self.signals.take().unwrap_or_else(|| StopSignals::new(self.opts.cancel_on_ctrl_c));
         loop {
-            self.flush()?;
+            // Group commit: the events of steps that dispatch nothing
+            // external wait here for the next boundary — an external call,
+            // a human, a pause, the end (see `persist`).
+            self.collect()?;
             if !matches!(self.engine.status(), RunStatus::Running) {
+                self.persist()?;
                 inflight.abort_all();
                 break;
             }
@@ -28,15 +36,18 @@ impl Driver {
             parked.retain(|k| self.known.contains_key(k));
             let waiting_on_human = parked.first().cloned();
             if !ready.is_empty() {
-                for (key, result) in ready {
+                for (key, result, keep) in ready {
                     // What the run does after it stopped changes nothing.
                     if !matches!(self.engine.status(), RunStatus::Running) {
                         break;
                     }
-                    self.feed_answer(&key, result, &mut inflight)?;
+                    self.feed_answer(&key, result, keep, &mut inflight)?;
                 }
                 continue;
             }
+            // About to wait for what is in flight (or to pause): what was
+            // collected is made durable first.
+            self.persist()?;
             if inflight.is_empty() {
                 match waiting_on_human {
                     Some(key) => {
@@ -53,7 +64,7 @@ impl Driver {
                 joined = inflight.join_next() => {
                     let Some(joined) = joined else { continue };
                     let (key, result) = joined.map_err(|e| RunError::Storage(format!("an executor panicked: {e}")))?;
-                    self.feed_answer(&key, result, &mut inflight)?;
+                    self.feed_answer(&key, result, Keep::Now, &mut inflight)?;
                 }
                 _ = tokio::time::sleep(heartbeat), if !self.opts.clock.is_fake() => {
                     self.engine.heartbeat();
@@ -77,13 +88,21 @@ impl Driver {
         }
         drop(inflight);
         crate::exec::groups::stop_all().await;
+        // Stopped by a signal: what was computed is kept, as at any boundary.
+        self.persist()?;
         Ok(())
     }
 
     /// Feeds an answer to the engine; a cassette's miss stops the run.
-    fn feed_answer(&mut self, key: &str, result: Result<Response, Miss>, inflight: &mut JoinSet<Answer>) -> Result<(), RunError> {
+    fn feed_answer(
+        &mut self,
+        key: &str,
+        result: Result<Response, Miss>,
+        keep: Keep,
+        inflight: &mut JoinSet<Answer>,
+    ) -> Result<(), RunError> {
         match result {
-            Ok(response) => self.feed(key, response, true),
+            Ok(response) => self.feed(key, response, keep),
             Err(Miss(m)) => {
                 inflight.abort_all();
                 Err(RunError::ReplayMiss(m))
@@ -102,8 +121,8 @@ impl Driver {
         inflight: &mut JoinSet<Answer>,
         parked: &mut Vec<String>,
         max_concurrency: usize,
-    ) -> Result<Vec<Answer>, RunError> {
-        let mut ready: Vec<Answer> = Vec::new();
+    ) -> Result<Vec<Ready>, RunError> {
+        let mut ready = Vec::new();
         while let Some(key) = self.queue.front().cloned() {
             let Some(command) = self.known.get(&key).cloned() else {
                 self.queue.pop_front();
@@ -111,9 +130,11 @@ impl Driver {
             };
             if let Request::Human(h) = &command.request {
                 self.queue.pop_front();
+                // Asking someone is an effect: what led to it is durable first.
+                self.persist()?;
                 // Past the subject's timeout: `control` records `timeout`.
                 if self.overdue(&key) {
-                    ready.push((key, Ok(timed_out(&command.request, 0))));
+                    ready.push((key, Ok(timed_out(&command.request, 0)), Keep::Now));
                     break;
                 }
                 match self.answer_now(&command.request, h)? {
@@ -121,11 +142,11 @@ impl Driver {
                     // is too late.
                     Some(_) if self.overdue(&key) => {
                         tracing::warn!(subject = %h.subject, "the decision came after its deadline: it timed out");
-                        ready.push((key, Ok(timed_out(&command.request, 0))));
+                        ready.push((key, Ok(timed_out(&command.request, 0)), Keep::Now));
                         break;
                     }
                     Some(answer) => {
-                        ready.push((key, Ok(answer)));
+                        ready.push((key, Ok(answer), Keep::Now));
                         break;
                     }
                     None => parked.push(key),
@@ -149,10 +170,12 @@ impl Driver {
             if delay == 0 {
                 if let Some(result) = self.exec.execute_now(&command.request) {
                     tracing::debug!(key = %command.key, kind = command.request.kind(), "answered at once");
-                    ready.push((key, result));
+                    ready.push((key, result, Keep::Grouped));
                     continue;
                 }
             }
+            // Dispatching is an effect: what led to it is durable first.
+            self.persist()?;
             let timeout = self.timeout_for(&command);
             tracing::debug!(key = %command.key, kind = command.request.kind(), delay, "dispatching");
             inflight.spawn(execute(self.exec.clone(), command, delay, timeout));

@@ -3,10 +3,13 @@
 //! The driver owns the run directory: the journal (`journal.sqlite`), the
 //! trace (`trace.jsonl`, rewritten from the journal on resume) and the
 //! artifacts (`artifacts/`). Its loop: store the engine's artifacts,
-//! append its events to the journal (one transaction per step), append them
-//! to the trace, and only then dispatch its commands — an event is
-//! persisted before its effect is visible. Every data-plane response is
-//! persisted (as a proposal) before the engine sees it.
+//! collect its events, and at each effect boundary append them to the
+//! journal in one transaction (a group commit) and to the trace — before
+//! a command that reaches outside the run is dispatched, a human is asked,
+//! the loop waits, the run pauses or ends: an event is persisted before
+//! its effect is visible. Every external response is persisted (as a
+//! proposal) before the engine sees it; the answers of pure builtin calls
+//! wait for the next group.
 //!
 //! Resume replays: the engine runs again from the start and is fed the
 //! recorded proposals in their recorded order; the events it regenerates
@@ -174,6 +177,8 @@ pub struct Outcome {
     /// The signal (SIGTERM, SIGHUP) that stopped the process mid-run: the
     /// run is left as a crash would leave it, for `flow resume`.
     pub stopped_by: Option<&'static str>,
+    /// The journal transactions (group commits) this execution made.
+    pub commits: u64,
 }
 
 impl Outcome {
@@ -220,11 +225,26 @@ struct Driver {
     chain: Option<String>,
     /// The signals the live loop answers, listened for from the start.
     signals: Option<live::StopSignals>,
+    /// Events collected and not yet durable (the next group commit's).
+    unpersisted: Vec<Event>,
+    /// Proposals (answers of pure calls) waiting for the next group
+    /// commit: `(meta key, JSON)`.
+    unpersisted_meta: Vec<(String, String)>,
+    /// Journal transactions this execution made.
+    commits: u64,
 }
 
 impl Driver {
     /// Persists what the engine produced; returns once it is durable.
     fn flush(&mut self) -> Result<(), RunError> {
+        self.collect()?;
+        self.persist()
+    }
+
+    /// Takes what the engine produced: artifacts stored (by digest, so
+    /// idempotent), events checked against the journal while replaying and
+    /// kept for the next [`Driver::persist`], commands queued.
+    fn collect(&mut self) -> Result<(), RunError> {
         for (artifact, bytes) in self.engine.take_artifacts() {
             self.artifacts.put_encoded(&artifact, &bytes)?;
         }
@@ -247,32 +267,12 @@ impl Driver {
                 }
             }
         }
-        fresh.drain(..replayed);
-        if !fresh.is_empty() {
-            tracing::debug!(first = fresh[0].seq, count = fresh.len(), "persisting events");
-            match &mut self.chain {
-                // Each event is linked to the line before it and encoded
-                // once, for the journal and the trace.
-                Some(head) => {
-                    let (lines, next) = flow_trace::chain::link_events(&mut fresh, std::mem::take(head))
-                        .map_err(|e| RunError::Storage(format!("cannot encode an event: {e}")))?;
-                    *head = next;
-                    self.journal.append_batch_encoded(&fresh, &lines)?;
-                    if let Some(trace) = &mut self.trace {
-                        for line in &lines {
-                            writeln!(trace, "{line}").map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
-                        }
-                        trace.flush().map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
-                    }
-                }
-                // In memory: nothing is kept to be tampered with.
-                None => self.journal.append_batch(&fresh)?,
-            }
-            if let Some(observer) = &mut self.opts.observer {
-                for event in &fresh {
-                    observer(event);
-                }
-            }
+        if self.unpersisted.is_empty() {
+            // The common case: hand the engine's buffer over whole.
+            fresh.drain(..replayed);
+            std::mem::swap(&mut self.unpersisted, &mut fresh);
+        } else {
+            self.unpersisted.extend(fresh.drain(replayed..));
         }
         self.engine.recycle_events(fresh);
         for command in self.engine.take_commands() {
@@ -289,6 +289,49 @@ impl Driver {
         Ok(())
     }
 
+    /// Makes the events collected so far, and the proposals waiting with
+    /// them, durable in one journal transaction (a group commit), then
+    /// appends them to `trace.jsonl`. Called before anything external is
+    /// dispatched, a human is asked, the run pauses or ends.
+    fn persist(&mut self) -> Result<(), RunError> {
+        if self.unpersisted.is_empty() && self.unpersisted_meta.is_empty() {
+            return Ok(());
+        }
+        let mut fresh = std::mem::take(&mut self.unpersisted);
+        let meta = std::mem::take(&mut self.unpersisted_meta);
+        self.commits += 1;
+        if !fresh.is_empty() {
+            tracing::debug!(first = fresh[0].seq, count = fresh.len(), "persisting events");
+        }
+        match &mut self.chain {
+            // Each event is linked to the line before it and encoded
+            // once, for the journal and the trace.
+            Some(head) => {
+                let (lines, next) = flow_trace::chain::link_events(&mut fresh, std::mem::take(head))
+                    .map_err(|e| RunError::Storage(format!("cannot encode an event: {e}")))?;
+                *head = next;
+                self.journal.commit_group(&self.run_id, &meta, &fresh, &lines)?;
+                if let Some(trace) = &mut self.trace {
+                    for line in &lines {
+                        writeln!(trace, "{line}").map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
+                    }
+                    trace.flush().map_err(|e| RunError::Storage(format!("cannot write trace.jsonl: {e}")))?;
+                }
+            }
+            // In memory: nothing is kept to be tampered with.
+            None => self.journal.append_batch(&fresh)?,
+        }
+        if let Some(observer) = &mut self.opts.observer {
+            for event in &fresh {
+                observer(event);
+            }
+        }
+        // The buffer goes back for the next group.
+        fresh.clear();
+        self.unpersisted = fresh;
+        Ok(())
+    }
+
     fn outcome(&self, run_dir: &Path) -> Outcome {
         Outcome {
             run_id: self.run_id.clone(),
@@ -298,6 +341,7 @@ impl Driver {
             outputs: self.engine.outputs().clone(),
             ceiling_breaches: self.engine.ceiling_breaches(),
             stopped_by: self.stopped_by,
+            commits: self.commits,
         }
     }
 
@@ -441,6 +485,9 @@ pub async fn run(
         stopped_by: None,
         chain: (!opts_in_memory).then(|| flow_trace::chain::genesis(run_id)),
         signals: Some(signals),
+        unpersisted: Vec::new(),
+        unpersisted_meta: Vec::new(),
+        commits: 0,
     };
     driver.engine.start(input);
     driver.live(program, concurrency).await?;
@@ -535,6 +582,9 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
         stopped_by: None,
         chain: Some(chain),
         signals: Some(signals),
+        unpersisted: Vec::new(),
+        unpersisted_meta: Vec::new(),
+        commits: 0,
     };
     driver.engine.start(meta.input.clone());
     let rest = driver.replay(proposals)?;
@@ -559,7 +609,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
     driver.flush()?;
     for proposal in rest {
         if driver.engine.is_outstanding(&proposal.key) {
-            driver.feed(&proposal.key, proposal.response, false)?;
+            driver.feed(&proposal.key, proposal.response, replay::Keep::No)?;
         }
     }
     driver.live(program, concurrency).await?;

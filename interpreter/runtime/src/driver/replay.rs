@@ -21,6 +21,19 @@ pub(super) fn comparable(event: &Event) -> Value {
     v
 }
 
+/// Whether (and when) an answer is kept as a proposal in the journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Keep {
+    /// Not kept: it was read from the journal (a replay).
+    No,
+    /// Kept now, with what was collected before it: the answer of a
+    /// model, a tool that waits, a human — something outside the run.
+    Now,
+    /// Kept with the next group commit: the answer of a pure builtin
+    /// call, which a resume computes again the same if it is lost.
+    Grouped,
+}
+
 impl Driver {
     /// A decision's deadline is the one its request recorded, not the
     /// replay's clock plus the timeout.
@@ -32,21 +45,29 @@ impl Driver {
         }
     }
 
-    pub(super) fn feed(&mut self, key: &str, response: Response, persist: bool) -> Result<(), RunError> {
-        tracing::debug!(key, persist, "response");
+    pub(super) fn feed(&mut self, key: &str, response: Response, keep: Keep) -> Result<(), RunError> {
+        tracing::debug!(key, ?keep, "response");
         // An in-memory run retains nothing to resume from: its proposals
         // would never be read.
-        if persist && !self.opts.in_memory {
+        if keep != Keep::No && !self.opts.in_memory {
             // This driver is the run's only writer: it knows the next
             // position without reading the others back.
             let proposal = Proposal { key: key.to_string(), response: response.clone() };
             let text = serde_json::to_string(&proposal).map_err(|e| RunError::Storage(e.to_string()))?;
             self.proposals_written += 1;
-            self.journal.set_meta(&self.run_id, &proposal_key(self.proposals_written), &text)?;
+            self.unpersisted_meta.push((proposal_key(self.proposals_written), text));
+            // The answer of something external is durable before anything
+            // follows from it (with what was collected before it).
+            if keep == Keep::Now {
+                self.persist()?;
+            }
         }
         self.known.remove(key);
         self.engine.on_response(key, response).map_err(RunError::Diverged)?;
-        self.flush()
+        match keep {
+            Keep::Grouped => self.collect(),
+            _ => self.flush(),
+        }
     }
 
     /// Replays recorded proposals until the journal is exhausted. Returns
@@ -100,7 +121,7 @@ impl Driver {
                 return Err(RunError::Diverged(format!("the recorded answer `{}` answers no outstanding request", proposal.key)));
             }
             let proposal = queue.pop_front().expect("front exists");
-            self.feed(&proposal.key, proposal.response, false)?;
+            self.feed(&proposal.key, proposal.response, Keep::No)?;
         }
         self.engine.replaying = false;
         Ok(queue.into())

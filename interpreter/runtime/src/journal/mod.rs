@@ -114,6 +114,17 @@ pub trait Journal: Send {
         debug_assert_eq!(events.len(), json.len());
         self.append_batch(events)
     }
+    /// Sets metadata entries of `run_id` (proposals, …) and appends
+    /// encoded events in one transaction: a group commit (see
+    /// ARCHITECTURE.md, "persist before effect"). The default sets each
+    /// entry, then appends the batch: right for journals with nothing to
+    /// lose (in memory).
+    fn commit_group(&mut self, run_id: &str, meta: &[(String, String)], events: &[Event], json: &[String]) -> Result<(), JournalError> {
+        for (key, value) in meta {
+            self.set_meta(run_id, key, value)?;
+        }
+        self.append_batch_encoded(events, json)
+    }
     /// The events of a run, ordered by seq.
     fn events(&self, run_id: &str) -> Result<Vec<Event>, JournalError>;
     /// The seq of the last event of a run; 0 when it has none.

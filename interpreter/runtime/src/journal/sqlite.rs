@@ -98,6 +98,10 @@ impl SqliteJournal {
     }
 }
 
+/// Inserts or replaces a metadata entry.
+const SET_META: &str =
+    "INSERT INTO meta (run_id, key, value) VALUES (?1, ?2, ?3) ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value";
+
 impl Journal for SqliteJournal {
     fn append(&mut self, event: &Event) -> Result<Appended, JournalError> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
@@ -129,6 +133,25 @@ impl Journal for SqliteJournal {
         tx.commit().map_err(storage)
     }
 
+    fn commit_group(&mut self, run_id: &str, meta: &[(String, String)], events: &[Event], json: &[String]) -> Result<(), JournalError> {
+        if events.len() != json.len() {
+            return Err(JournalError::Storage(format!("{} events but {} encodings", events.len(), json.len())));
+        }
+        if meta.is_empty() && events.is_empty() {
+            return Ok(());
+        }
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
+        for (key, value) in meta {
+            tx.prepare_cached(SET_META).and_then(|mut stmt| stmt.execute(params![run_id, key, value])).map_err(storage)?;
+        }
+        let mut lasts = Vec::new();
+        for (event, json) in events.iter().zip(json) {
+            // An error drops `tx`, which rolls the whole group back.
+            Self::append_in(&tx, event, json, &mut lasts)?;
+        }
+        tx.commit().map_err(storage)
+    }
+
     fn events(&self, run_id: &str) -> Result<Vec<Event>, JournalError> {
         let mut stmt = self.conn.prepare_cached("SELECT json FROM events WHERE run_id = ?1 ORDER BY seq").map_err(storage)?;
         let rows = stmt.query_map(params![run_id], |row| row.get::<_, String>(0)).map_err(storage)?;
@@ -144,13 +167,7 @@ impl Journal for SqliteJournal {
     }
 
     fn set_meta(&mut self, run_id: &str, key: &str, value: &str) -> Result<(), JournalError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO meta (run_id, key, value) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value",
-            )
-            .and_then(|mut stmt| stmt.execute(params![run_id, key, value]))
-            .map_err(storage)?;
+        self.conn.prepare_cached(SET_META).and_then(|mut stmt| stmt.execute(params![run_id, key, value])).map_err(storage)?;
         Ok(())
     }
 

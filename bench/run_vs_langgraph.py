@@ -11,6 +11,8 @@ compiled once, and run with `invoke`. Every node returns `{}` (no update).
 Modes:
 
 * `plain`:  compiled without a checkpointer;
+* `sqlite_saver`: compiled with `SqliteSaver` (PyPI
+  `langgraph-checkpoint-sqlite`) on a fresh file, each invoke a new thread;
 * `memory_saver`: compiled with `InMemorySaver` (alias `MemorySaver`), each
   invoke on a fresh `thread_id` (a checkpoint per superstep, in memory).
 
@@ -36,6 +38,8 @@ Usage: run_vs_langgraph.py [--chain N] [--fanout W] [--reps R] [--saver-reps R] 
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 import json
 import resource
 import statistics
@@ -91,6 +95,16 @@ def saver():
     except ImportError:  # older releases
         from langgraph.checkpoint.memory import MemorySaver as InMemorySaver
     return InMemorySaver()
+
+
+def sqlite_saver(path: str):
+    """LangGraph's durable checkpointer (PyPI `langgraph-checkpoint-sqlite`)
+    on a fresh file: durable against durable with Flow's SQLite journal."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
 
 
 def config(nodes: int, checkpointed: bool) -> dict:
@@ -163,10 +177,15 @@ def main() -> None:
     print(f"langgraph {lg_version}, Python {sys.version.split()[0]}", file=sys.stderr)
     for workload, nodes, build in workloads:
         for mode in modes:
-            if mode not in ("plain", "memory_saver"):
+            if mode not in ("plain", "memory_saver", "sqlite_saver"):
                 sys.exit(f"unknown mode {mode!r}")
-            checkpointed = mode == "memory_saver"
-            graph = build(saver() if checkpointed else None)
+            checkpointed = mode != "plain"
+            if mode == "sqlite_saver":
+                scratch = tempfile.mkdtemp(prefix="lg-sqlite-")
+                checkpointer = sqlite_saver(os.path.join(scratch, f"{workload}.sqlite"))
+            else:
+                checkpointer = saver() if checkpointed else None
+            graph = build(checkpointer)
             reps = args.saver_reps if checkpointed else args.reps
             times = time_invokes(graph, nodes, checkpointed, reps, args.budget_s)
             reps = len(times)

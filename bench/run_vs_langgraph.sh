@@ -44,12 +44,17 @@ if ! "$PY" -c 'import langgraph' 2>/dev/null; then
   [ -x "$PY" ] || python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "langgraph>=1,<2"
 fi
+if ! "$PY" -c 'import langgraph.checkpoint.sqlite' 2>/dev/null; then
+  echo "installing langgraph-checkpoint-sqlite in $VENV…" >&2
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "langgraph-checkpoint-sqlite>=2,<4"
+fi
 
 echo "== Flow ==" >&2
 ./target/release/flow_bench_run --chain "$CHAIN" --fanout "$FANOUT" --modes "$FLOW_MODES" \
   --budget-s "$BUDGET_S" --peak-nodes "$PEAK_NODES" --threads "$FLOW_THREADS" > "$OUT/flow.jsonl"
 echo "== LangGraph ==" >&2
-"$PY" bench/run_vs_langgraph.py --chain "$CHAIN" --fanout "$FANOUT" --budget-s "$BUDGET_S" > "$OUT/langgraph.jsonl"
+"$PY" bench/run_vs_langgraph.py --chain "$CHAIN" --fanout "$FANOUT" --budget-s "$BUDGET_S" \
+  --modes plain,memory_saver,sqlite_saver > "$OUT/langgraph.jsonl"
 if [ "${LANGGRAPH_PEAK:-0}" = 1 ] && [ "$PEAK_NODES" -gt 0 ]; then
   "$PY" bench/run_vs_langgraph.py --peak-mem "$PEAK_NODES" >> "$OUT/langgraph.jsonl"
 fi
@@ -87,7 +92,17 @@ for w in ("chain", "fanout"):
 for w in ("chain", "fanout"):
     row(w, "sqlite", "memory_saver", "Flow cheaper per node (ratio > 1x)", lambda us, r: r > 1)
 for w in ("chain", "fanout"):
-    row(w, "sqlite-full", "memory_saver", "(information: synchronous=FULL)", None)
+    row(w, "sqlite", "sqlite_saver", "durable vs durable: Flow cheaper (> 1x)", lambda us, r: r > 1)
+for w in ("chain", "fanout"):
+    row(w, "sqlite-full", "sqlite_saver", "FULL (power loss) vs SqliteSaver", None)
+# Group commit: synchronous=FULL within 2x of NORMAL, NORMAL <= 25 µs/node.
+for w in ("chain",):
+    normal, full = find(flow, w, "sqlite"), find(flow, w, "sqlite-full")
+    if normal and full and normal["us_per_node"] > 0:
+        r = full["us_per_node"] / normal["us_per_node"]
+        ok = r <= 2 and normal["us_per_node"] <= 25
+        print(f"{w + ' ' + str(normal['nodes']):<14} FULL/NORMAL {r:.2f}x, NORMAL {normal['us_per_node']:.2f} µs/node"
+              f"{'':<21} target: FULL <= 2x NORMAL, NORMAL <= 25 µs/node  {'yes' if ok else 'NO'}")
 
 peak = next((r for r in flow if r.get("metric") == "peak_rss"), None)
 if peak and peak.get("peak_rss_mib") is not None:

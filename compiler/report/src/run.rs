@@ -221,45 +221,17 @@ impl EdgeClass {
     }
 }
 
-/// Milliseconds since the epoch of an RFC 3339 UTC time
-/// (`2026-12-05T09:30:15.173Z`, as Flow writes them); `None` for anything
-/// else (an offset other than `Z` included).
-pub fn epoch_ms(time: &str) -> Option<u64> {
-    let b = time.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || !time.ends_with('Z') {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| time.get(r).and_then(|s| s.parse::<i64>().ok());
-    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hh, mm, ss) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let mut ms = 0;
-    if b[19] == b'.' {
-        let digits: String = time[20..].chars().take_while(char::is_ascii_digit).collect();
-        let first3 = format!("{digits:0<3}");
-        ms = first3.get(0..3)?.parse::<i64>().ok()?;
-    }
-    // Days from the civil date (the proleptic Gregorian calendar).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(((days * 24 + hh) * 60 + mm) * 60 * 1000 + ss * 1000 + ms).ok()
-}
-
 impl RunView {
     /// The view of `events` (in `seq` order); `agents` gives the agent of
     /// each agent node (its steps count against the agent's scope too).
     pub fn of(events: &[Event], agents: &HashMap<String, String>) -> RunView {
         let mut view = RunView { agents: agents.clone(), ..RunView::default() };
-        let t0 = events.iter().find_map(|e| epoch_ms(&e.time)).unwrap_or(0);
+        let t0 = events.iter().find_map(|e| flow_trace::time::millis(&e.time)).unwrap_or(0);
         let mut last = 0;
         for event in events {
             // Never earlier than the event before: a resumed run's clock
             // (a fake one starts again) or another machine's may be behind.
-            let at = epoch_ms(&event.time).map_or(last, |t| t.saturating_sub(t0)).max(last);
+            let at = flow_trace::time::millis(&event.time).map_or(last, |t| t.saturating_sub(t0)).max(last);
             last = at;
             if view.run_id.is_empty() {
                 view.run_id = event.run_id.to_string();

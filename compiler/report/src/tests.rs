@@ -117,14 +117,6 @@ fn blocked_run() -> Vec<Event> {
 }
 
 #[test]
-fn times_are_read_as_milliseconds_since_the_epoch() {
-    assert_eq!(run::epoch_ms("1970-01-01T00:00:00Z"), Some(0));
-    assert_eq!(run::epoch_ms("1970-01-02T00:00:01.5Z"), Some(86_401_500));
-    assert_eq!(run::epoch_ms("2000-03-01T00:00:00.000Z"), Some(951_868_800_000));
-    assert_eq!(run::epoch_ms("yesterday"), None);
-}
-
-#[test]
 fn the_layout_gives_every_node_its_own_place_and_marks_the_loop_back() {
     let program = program();
     let graph = Graph::of(&program, &program.workflows["w"]);

@@ -12,6 +12,7 @@
 
 pub mod chain;
 mod fast;
+pub mod time;
 mod words;
 
 pub use fast::event_from_str;

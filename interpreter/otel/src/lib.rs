@@ -10,7 +10,6 @@
 pub mod export;
 pub mod metrics;
 pub mod spans;
-pub mod time;
 
 pub use export::{Exporter, Report};
 pub use spans::{Mapper, Span};

@@ -25,7 +25,7 @@
 //! is held until the run moves on (an edge, the next node, the end), since
 //! the gates that judge it are recorded after it completes.
 
-use crate::time::millis;
+use flow_trace::time::millis;
 use flow_trace::{Body, Event, NodeKind, Outcome, TerminationStatus};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};

@@ -29,6 +29,13 @@ pub fn human_ms(ms: u64) -> String {
     }
 }
 
+/// The left and right x of a bar from `start` to `end` on a chart of
+/// `span` milliseconds, at least `min` wide (an instant stays visible).
+fn bar(start: u64, end: u64, span: u64, min: f64) -> (f64, f64) {
+    let x0 = x_of(start, span);
+    (x0, x_of(end, span).max(x0 + min))
+}
+
 /// The x of time `ms` on a chart of `span` milliseconds.
 fn x_of(ms: u64, span: u64) -> f64 {
     LABEL + (WIDTH - LABEL - 20.0) * ms as f64 / span.max(1) as f64
@@ -73,7 +80,7 @@ pub fn timeline(run: &RunView) -> String {
         );
         for (start, end) in &node.spans {
             let end = end.unwrap_or(run.duration_ms);
-            let (x0, x1) = (x_of(*start, span), x_of(end, span).max(x_of(*start, span) + 2.0));
+            let (x0, x1) = bar(*start, end, span, 2.0);
             let _ = write!(
                 out,
                 r#"<rect class="visit" x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}"><title>{} visit: {}</title></rect>"#,
@@ -86,7 +93,7 @@ pub fn timeline(run: &RunView) -> String {
         }
         for a in &node.attempts {
             let end = a.end_ms.unwrap_or(run.duration_ms);
-            let (x0, x1) = (x_of(a.start_ms, span), x_of(end, span).max(x_of(a.start_ms, span) + 3.0));
+            let (x0, x1) = bar(a.start_ms, end, span, 3.0);
             let class = format!("attempt st-{} trigger-{}", a.state.as_str(), esc(&a.trigger));
             let _ = write!(
                 out,
@@ -101,7 +108,7 @@ pub fn timeline(run: &RunView) -> String {
                 a.error.as_deref().map(|e| format!(" — {}", esc(e))).unwrap_or_default()
             );
             for c in &a.calls {
-                let (c0, c1) = (x_of(c.start_ms, span), x_of(c.start_ms + c.duration_ms, span).max(x_of(c.start_ms, span) + 2.0));
+                let (c0, c1) = bar(c.start_ms, c.start_ms + c.duration_ms, span, 2.0);
                 let _ = write!(
                     out,
                     r#"<rect class="call call-{} {}" x="{c0:.1}" y="{:.1}" width="{:.1}" height="6"><title>{} {}: {}{}</title></rect>"#,
@@ -138,7 +145,7 @@ pub fn timeline(run: &RunView) -> String {
 
 fn wait_bar(out: &mut String, w: &crate::run::Wait, y: f64, end: u64, span: u64) {
     let until = w.decided_ms.unwrap_or(end);
-    let (x0, x1) = (x_of(w.asked_ms, span), x_of(until, span).max(x_of(w.asked_ms, span) + 3.0));
+    let (x0, x1) = bar(w.asked_ms, until, span, 3.0);
     let what = match (&w.decision, &w.by) {
         (Some(d), Some(by)) => format!("{d} by {by}"),
         _ => "still waiting".to_string(),

@@ -5,18 +5,6 @@
 mod common;
 use common::*;
 
-use std::path::Path;
-
-fn fixtures() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    for entry in std::fs::read_dir(src).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-    }
-    dir
-}
-
 #[test]
 fn a_report_is_written_beside_the_run_or_where_asked() {
     let dir = tempfile::tempdir().unwrap();

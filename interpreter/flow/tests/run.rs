@@ -10,17 +10,6 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
-/// A scratch copy of the fixtures (runs write ledgers next to them).
-fn fixtures() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    for entry in std::fs::read_dir(src).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-    }
-    dir
-}
-
 /// The trace holds against the schema, `seq` is 1..n without gaps, and
 /// every event but the run's start (and resumes) names an earlier parent.
 fn assert_valid_trace(run_dir: &Path) -> Vec<Value> {

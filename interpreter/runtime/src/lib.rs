@@ -22,6 +22,7 @@
 pub use flow_engine::{artifact, budget, coverage, engine, eval, keys, prompt, proto, template, validate, witness};
 
 pub mod clock;
+pub mod db;
 pub mod driver;
 pub mod exec;
 pub mod journal;

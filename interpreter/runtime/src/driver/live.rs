@@ -174,8 +174,12 @@ impl Driver {
                     continue;
                 }
             }
-            // Dispatching is an effect: what led to it is durable first.
-            self.persist()?;
+            // Dispatching is an effect: what led to it is durable first,
+            // and the writer must still hold the run (a commit checks its
+            // fence; with nothing to commit, the journal is asked).
+            if !self.persist()? {
+                self.journal.check_fence()?;
+            }
             let timeout = self.timeout_for(&command);
             tracing::debug!(key = %command.key, kind = command.request.kind(), delay, "dispatching");
             inflight.spawn(execute(self.exec.clone(), command, delay, timeout));

@@ -74,6 +74,9 @@ pub enum RunError {
     ReplayMiss(String),
     /// The journal does not match what the plan produces.
     Diverged(String),
+    /// This process's claim on a shared run was taken over by another
+    /// worker: it stopped writing (nothing it did after is recorded).
+    Fenced(String),
 }
 
 impl std::fmt::Display for RunError {
@@ -81,6 +84,7 @@ impl std::fmt::Display for RunError {
         match self {
             RunError::Usage(m) | RunError::Storage(m) | RunError::ReplayMiss(m) => write!(f, "{m}"),
             RunError::Diverged(m) => write!(f, "the journal diverges from the plan: {m}"),
+            RunError::Fenced(m) => write!(f, "{m}"),
         }
     }
 }
@@ -89,6 +93,9 @@ impl std::error::Error for RunError {}
 
 impl From<crate::journal::JournalError> for RunError {
     fn from(e: crate::journal::JournalError) -> Self {
+        if matches!(e, crate::journal::JournalError::Fenced { .. }) {
+            return RunError::Fenced(e.to_string());
+        }
         RunError::Storage(e.to_string())
     }
 }
@@ -238,7 +245,7 @@ impl Driver {
     /// Persists what the engine produced; returns once it is durable.
     fn flush(&mut self) -> Result<(), RunError> {
         self.collect()?;
-        self.persist()
+        self.persist().map(|_| ())
     }
 
     /// Takes what the engine produced: artifacts stored (by digest, so
@@ -292,10 +299,11 @@ impl Driver {
     /// Makes the events collected so far, and the proposals waiting with
     /// them, durable in one journal transaction (a group commit), then
     /// appends them to `trace.jsonl`. Called before anything external is
-    /// dispatched, a human is asked, the run pauses or ends.
-    fn persist(&mut self) -> Result<(), RunError> {
+    /// dispatched, a human is asked, the run pauses or ends. Gives whether
+    /// it committed anything.
+    fn persist(&mut self) -> Result<bool, RunError> {
         if self.unpersisted.is_empty() && self.unpersisted_meta.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let mut fresh = std::mem::take(&mut self.unpersisted);
         let meta = std::mem::take(&mut self.unpersisted_meta);
@@ -329,7 +337,19 @@ impl Driver {
         // The buffer goes back for the next group.
         fresh.clear();
         self.unpersisted = fresh;
-        Ok(())
+        Ok(true)
+    }
+
+    /// Runs live to a pause, the end or a stop, then finishes this execution.
+    async fn live_to_end(mut self, program: Arc<Program>, concurrency: usize) -> Result<Outcome, RunError> {
+        self.live(program, concurrency).await?;
+        self.finish()?;
+        Ok(self.outcome_here())
+    }
+
+    /// How the run stands, in its own run directory.
+    fn outcome_here(&self) -> Outcome {
+        self.outcome(&self.opts.run_dir)
     }
 
     fn outcome(&self, run_dir: &Path) -> Outcome {
@@ -490,10 +510,7 @@ pub async fn run(
         commits: 0,
     };
     driver.engine.start(input);
-    driver.live(program, concurrency).await?;
-    driver.finish()?;
-    let run_dir = driver.opts.run_dir.clone();
-    Ok(driver.outcome(&run_dir))
+    driver.live_to_end(program, concurrency).await
 }
 
 /// The journal is the truth: the trace file is rewritten from it (and kept
@@ -540,7 +557,7 @@ pub enum ResumeMode {
 }
 
 /// Resumes the run in `opts.run_dir` (or only re-derives its state).
-pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunError> {
+pub async fn resume(opts: Options, mode: ResumeMode) -> Result<Outcome, RunError> {
     let signals = live::StopSignals::new(opts.cancel_on_ctrl_c && mode == ResumeMode::Continue);
     let journal = open_journal(&opts.run_dir, opts.durable)?;
     let lock = RunLock::acquire(&opts.run_dir)?;
@@ -548,9 +565,43 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
     if mode == ResumeMode::Continue {
         refuse_unsigned(&opts, &run_id)?;
     }
-    let (mut meta, plan) = load_meta(&journal, &run_id)?;
+    let artifacts = DirArtifacts::open(&opts.run_dir.join("artifacts"))?;
+    let stored = Stored { journal: Box::new(journal), artifacts: Box::new(artifacts), lock: Some(lock), run_id };
+    resume_from(stored, signals, opts, mode).await
+}
+
+/// Drives a run kept in a shared store (PostgreSQL: [`crate::db`]) — its
+/// first execution when it has never run (`flow submit` recorded only its
+/// plan and input), else a resume as [`resume`]'s. There is no run
+/// directory and no `trace.jsonl`: the journal holds the trace's lines.
+/// The store's own claim (a lease, with its fencing epoch in the
+/// journal) stands for the run directory's lock.
+pub async fn drive_stored(
+    journal: Box<dyn Journal>,
+    artifacts: Box<dyn ArtifactStore>,
+    run_id: &str,
+    mut opts: Options,
+    mode: ResumeMode,
+) -> Result<Outcome, RunError> {
+    let signals = live::StopSignals::new(opts.cancel_on_ctrl_c && mode == ResumeMode::Continue);
+    opts.write_trace = false;
+    let stored = Stored { journal, artifacts, lock: None, run_id: run_id.to_string() };
+    resume_from(stored, signals, opts, mode).await
+}
+
+/// A run's storage as a resume finds it.
+struct Stored {
+    journal: Box<dyn Journal>,
+    artifacts: Box<dyn ArtifactStore>,
+    lock: Option<RunLock>,
+    run_id: String,
+}
+
+async fn resume_from(stored: Stored, signals: live::StopSignals, mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunError> {
+    let Stored { journal, artifacts, lock, run_id } = stored;
+    let (mut meta, plan) = load_meta(journal.as_ref(), &run_id)?;
     let recorded = journal.events(&run_id)?;
-    let proposals = proposals(&journal, &run_id)?;
+    let proposals = proposals(journal.as_ref(), &run_id)?;
     let program = plan.program.clone();
     if opts.replay.is_none() {
         opts.replay = meta.replay_in(&opts.run_dir).map(|(p, strict)| (p, if strict { ReplayMode::Strict } else { ReplayMode::Lenient }));
@@ -559,7 +610,9 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
     let cfg = run_config(&run_id, execution, &plan, &opts);
     let mut engine = Engine::new(program.clone(), meta.workflow.as_deref(), cfg).map_err(RunError::Usage)?;
     engine.set_start_ms(meta.started_ms);
-    let artifacts = DirArtifacts::open(&opts.run_dir.join("artifacts"))?;
+    // Submitted and never started: its first execution is a start, as
+    // `flow run`'s (no resume, nothing to replay).
+    let first = meta.executions == 0 && recorded.is_empty() && proposals.is_empty();
     let trace = if mode == ResumeMode::Continue { rewrite_trace(&opts, &recorded)? } else { None };
     let exec = Arc::new(executors(program.clone(), &meta.base_dir_in(&opts.run_dir), &opts)?);
     let last_seq = recorded.len() as u64;
@@ -567,8 +620,8 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
     let chain = chain_head(&recorded, &run_id)?;
     let mut driver = Driver {
         engine,
-        journal: Box::new(journal),
-        artifacts: Box::new(artifacts),
+        journal,
+        artifacts,
         trace,
         exec,
         run_id: run_id.clone(),
@@ -578,7 +631,7 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
         proposals_written: proposals.len() as u64,
         opts,
         rates: RateLimiter::default(),
-        _lock: Some(lock),
+        _lock: lock,
         stopped_by: None,
         chain: Some(chain),
         signals: Some(signals),
@@ -587,17 +640,20 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
         commits: 0,
     };
     driver.engine.start(meta.input.clone());
+    if first && mode == ResumeMode::Continue {
+        meta.executions = 1;
+        driver.unpersisted_meta.push((META.to_string(), serde_json::to_string(&meta).map_err(|e| RunError::Storage(e.to_string()))?));
+        return driver.live_to_end(program, concurrency).await;
+    }
     let rest = driver.replay(proposals)?;
     driver.restore_decision_expiries();
     if mode == ResumeMode::DeriveOnly {
-        let run_dir = driver.opts.run_dir.clone();
-        return Ok(driver.outcome(&run_dir));
+        return Ok(driver.outcome_here());
     }
     if matches!(driver.engine.status(), RunStatus::Terminated { .. }) && rest.is_empty() {
         // Nothing to add; a head a crash left unsigned is signed now.
         driver.sign()?;
-        let run_dir = driver.opts.run_dir.clone();
-        return Ok(driver.outcome(&run_dir));
+        return Ok(driver.outcome_here());
     }
     meta.executions = execution;
     driver.journal.set_meta(&run_id, META, &serde_json::to_string(&meta).map_err(|e| RunError::Storage(e.to_string()))?)?;
@@ -612,8 +668,5 @@ pub async fn resume(mut opts: Options, mode: ResumeMode) -> Result<Outcome, RunE
             driver.feed(&proposal.key, proposal.response, replay::Keep::No)?;
         }
     }
-    driver.live(program, concurrency).await?;
-    driver.finish()?;
-    let run_dir = driver.opts.run_dir.clone();
-    Ok(driver.outcome(&run_dir))
+    driver.live_to_end(program, concurrency).await
 }

@@ -9,7 +9,7 @@ pub(super) fn sha256_hex(bytes: &[u8]) -> String {
 
 /// The hex digest of a reference, checked to be 64 lowercase hex digits (so
 /// it is safe as a file name).
-pub(super) fn digest_hex(artifact: &ArtifactRef) -> Result<&str, JournalError> {
+pub(crate) fn digest_hex(artifact: &ArtifactRef) -> Result<&str, JournalError> {
     let hex = artifact
         .digest
         .strip_prefix("sha256:")
@@ -21,7 +21,7 @@ pub(super) fn digest_hex(artifact: &ArtifactRef) -> Result<&str, JournalError> {
 }
 
 /// Checks stored bytes against their reference and parses them.
-pub(super) fn verify(artifact: &ArtifactRef, hex: &str, bytes: &[u8]) -> Result<serde_json::Value, JournalError> {
+pub(crate) fn verify(artifact: &ArtifactRef, hex: &str, bytes: &[u8]) -> Result<serde_json::Value, JournalError> {
     if bytes.len() as u64 != artifact.size || sha256_hex(bytes) != hex {
         return Err(JournalError::Corrupt(format!("artifact {} does not match its digest", artifact.digest)));
     }

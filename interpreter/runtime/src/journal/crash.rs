@@ -104,4 +104,8 @@ impl Journal for CrashAfter {
     fn runs(&self) -> Result<Vec<String>, JournalError> {
         self.inner.runs()
     }
+
+    fn check_fence(&mut self) -> Result<(), JournalError> {
+        self.inner.check_fence()
+    }
 }

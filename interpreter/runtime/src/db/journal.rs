@@ -5,6 +5,12 @@ use super::{pg, PgConn};
 use crate::journal::{artifact_ref, Appended, ArtifactStore, Journal, JournalError};
 use flow_trace::{ArtifactRef, Event};
 use postgres::Transaction;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Artifacts made since the last commit, written with it: `digest → (size, bytes)`.
+type PendingMap = HashMap<String, (i64, Vec<u8>)>;
+type Pending = Arc<Mutex<PendingMap>>;
 
 /// The journal in PostgreSQL. Runs must exist in `flow_runs` (`flow
 /// submit` inserts them); with a fence, every write to the fenced run
@@ -13,6 +19,19 @@ use postgres::Transaction;
 pub struct PgJournal {
     conn: PgConn,
     fence: Option<(String, i64)>,
+    /// The artifacts of [`fenced_storage`]'s store, written with the next
+    /// commit.
+    pending: Option<Pending>,
+}
+
+/// The journal and artifact store a worker drives a claimed run with:
+/// writes fenced at `epoch`, and the artifacts a step makes written in the
+/// transaction that commits its events (one fsync, not one per artifact;
+/// still durable before any effect, as the events are).
+pub fn fenced_storage(conn: PgConn, run_id: &str, epoch: i64) -> (PgJournal, PgArtifacts) {
+    let pending: Pending = Arc::default();
+    let journal = PgJournal { conn: conn.clone(), fence: Some((run_id.to_string(), epoch)), pending: Some(pending.clone()) };
+    (journal, PgArtifacts { conn, pending: Some(pending) })
 }
 
 /// The metadata keys that are proposals (`proposal/00000001`, …): kept in
@@ -24,13 +43,13 @@ impl PgJournal {
     /// no lease, e.g. `flow approve`, whose transaction checks the run's
     /// status itself).
     pub fn new(conn: PgConn) -> PgJournal {
-        PgJournal { conn, fence: None }
+        PgJournal { conn, fence: None, pending: None }
     }
 
     /// A journal whose writes to `run_id` hold only while the run's epoch
     /// is `epoch` (the worker's claim).
     pub fn fenced(conn: PgConn, run_id: &str, epoch: i64) -> PgJournal {
-        PgJournal { conn, fence: Some((run_id.to_string(), epoch)) }
+        PgJournal { conn, fence: Some((run_id.to_string(), epoch)), pending: None }
     }
 
     /// The connection.
@@ -42,18 +61,57 @@ impl PgJournal {
     /// `run_id`), in one transaction under the fence.
     fn write(&self, run_id: String, meta: Vec<(String, String)>, events: Vec<EventRow>) -> Result<(), JournalError> {
         let fence = self.fence.clone();
-        self.conn.call(move |client| {
-            let mut tx = client.transaction().map_err(pg)?;
-            let last = lock_run(&mut tx, &run_id, fence.as_ref())?;
-            for (key, value) in &meta {
-                set_meta_in(&mut tx, &run_id, key, value)?;
+        let artifacts: Vec<(String, (i64, Vec<u8>))> = match &self.pending {
+            Some(pending) => lock(pending)?.drain().collect(),
+            None => Vec::new(),
+        };
+        let result = self.conn.call(move |client| {
+            let attempt = (|| -> Result<(), JournalError> {
+                let mut tx = client.transaction().map_err(pg)?;
+                let last = lock_run(&mut tx, &run_id, fence.as_ref())?;
+                insert_artifacts(&mut tx, &artifacts)?;
+                set_meta_in(&mut tx, &run_id, &meta)?;
+                let last = append_in(&mut tx, &run_id, last, &events)?;
+                tx.execute("UPDATE flow_runs SET last_seq = $2, updated_at = now() WHERE run_id = $1", &[&run_id, &seq_sql(last)?])
+                    .map_err(pg)?;
+                tx.commit().map_err(pg)
+            })();
+            Ok(attempt.map_err(|e| (e, artifacts)))
+        })?;
+        // A failed commit keeps its artifacts for the next one.
+        match result {
+            Ok(()) => Ok(()),
+            Err((e, artifacts)) => {
+                if let Some(pending) = &self.pending {
+                    lock(pending)?.extend(artifacts);
+                }
+                Err(e)
             }
-            let last = append_in(&mut tx, &run_id, last, &events)?;
-            tx.execute("UPDATE flow_runs SET last_seq = $2, updated_at = now() WHERE run_id = $1", &[&run_id, &seq_sql(last)?])
-                .map_err(pg)?;
-            tx.commit().map_err(pg)
-        })
+        }
     }
+}
+
+fn lock(pending: &Pending) -> Result<std::sync::MutexGuard<'_, PendingMap>, JournalError> {
+    pending.lock().map_err(|_| JournalError::Storage("the pending artifacts' lock is poisoned".into()))
+}
+
+/// Inserts artifacts (already digested) in one statement; one stored
+/// already is left as it is.
+fn insert_artifacts(tx: &mut Transaction<'_>, artifacts: &[(String, (i64, Vec<u8>))]) -> Result<(), JournalError> {
+    if artifacts.is_empty() {
+        return Ok(());
+    }
+    let digests: Vec<&str> = artifacts.iter().map(|(d, _)| d.as_str()).collect();
+    let sizes: Vec<i64> = artifacts.iter().map(|(_, (size, _))| *size).collect();
+    let bytes: Vec<&[u8]> = artifacts.iter().map(|(_, (_, b))| b.as_slice()).collect();
+    tx.execute(
+        "INSERT INTO flow_artifacts (digest, size, bytes)
+         SELECT d, s, b FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS t (d, s, b)
+         ON CONFLICT (digest) DO NOTHING",
+        &[&digests, &sizes, &bytes],
+    )
+    .map_err(pg)?;
+    Ok(())
 }
 
 /// An event as a row: `(seq, event_id, kind, json)`.
@@ -79,17 +137,38 @@ fn lock_run(tx: &mut Transaction<'_>, run_id: &str, fence: Option<&(String, i64)
     u64::try_from(last).map_err(|_| JournalError::Corrupt(format!("negative last seq of run `{run_id}`")))
 }
 
-fn set_meta_in(tx: &mut Transaction<'_>, run_id: &str, key: &str, value: &str) -> Result<(), JournalError> {
-    if let Some(n) = key.strip_prefix(PROPOSAL).and_then(|n| n.parse::<i64>().ok()) {
+/// Sets metadata entries — proposals into their table, the rest into
+/// `flow_meta` — in one statement each, however many there are.
+fn set_meta_in(tx: &mut Transaction<'_>, run_id: &str, meta: &[(String, String)]) -> Result<(), JournalError> {
+    let (mut ns, mut proposals, mut keys, mut values) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // One statement cannot set a row twice: the last value of a key wins.
+    let mut seen = std::collections::HashSet::new();
+    let last: Vec<&(String, String)> = meta.iter().rev().filter(|(key, _)| seen.insert(key.as_str())).collect();
+    for (key, value) in last.into_iter().rev() {
+        match key.strip_prefix(PROPOSAL).and_then(|n| n.parse::<i64>().ok()) {
+            Some(n) => {
+                ns.push(n);
+                proposals.push(value.as_str());
+            }
+            None => {
+                keys.push(key.as_str());
+                values.push(value.as_str());
+            }
+        }
+    }
+    if !ns.is_empty() {
         tx.execute(
-            "INSERT INTO flow_proposals (run_id, n, json) VALUES ($1, $2, $3) ON CONFLICT (run_id, n) DO UPDATE SET json = excluded.json",
-            &[&run_id, &n, &value],
+            "INSERT INTO flow_proposals (run_id, n, json) SELECT $1, n, j FROM unnest($2::bigint[], $3::text[]) AS t (n, j)
+             ON CONFLICT (run_id, n) DO UPDATE SET json = excluded.json",
+            &[&run_id, &ns, &proposals],
         )
         .map_err(pg)?;
-    } else {
+    }
+    if !keys.is_empty() {
         tx.execute(
-            "INSERT INTO flow_meta (run_id, key, value) VALUES ($1, $2, $3) ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value",
-            &[&run_id, &key, &value],
+            "INSERT INTO flow_meta (run_id, key, value) SELECT $1, k, v FROM unnest($2::text[], $3::text[]) AS t (k, v)
+             ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value",
+            &[&run_id, &keys, &values],
         )
         .map_err(pg)?;
     }
@@ -262,12 +341,15 @@ impl PgJournal {
 #[derive(Debug, Clone)]
 pub struct PgArtifacts {
     conn: PgConn,
+    /// Shared with the run's journal ([`fenced_storage`]): written with
+    /// its next commit. None: each artifact is written at once.
+    pending: Option<Pending>,
 }
 
 impl PgArtifacts {
-    /// The store on `conn`.
+    /// The store on `conn`, writing each artifact at once.
     pub fn new(conn: PgConn) -> PgArtifacts {
-        PgArtifacts { conn }
+        PgArtifacts { conn, pending: None }
     }
 }
 
@@ -279,6 +361,11 @@ impl ArtifactStore for PgArtifacts {
     }
 
     fn put_encoded(&mut self, artifact: &ArtifactRef, bytes: &[u8]) -> Result<(), JournalError> {
+        if let Some(pending) = &self.pending {
+            let size = seq_sql(artifact.size)?;
+            lock(pending)?.entry(artifact.digest.clone()).or_insert_with(|| (size, bytes.to_vec()));
+            return Ok(());
+        }
         let (digest, size, bytes) = (artifact.digest.clone(), seq_sql(artifact.size)?, bytes.to_vec());
         self.conn.call(move |client| {
             client
@@ -293,6 +380,11 @@ impl ArtifactStore for PgArtifacts {
 
     fn get(&self, artifact: &ArtifactRef) -> Result<serde_json::Value, JournalError> {
         let hex = crate::journal::digest_hex(artifact)?.to_string();
+        if let Some(pending) = &self.pending {
+            if let Some((_, bytes)) = lock(pending)?.get(&artifact.digest) {
+                return crate::journal::verify_artifact(artifact, &hex, bytes);
+            }
+        }
         let digest = artifact.digest.clone();
         let bytes = self.conn.call(move |client| {
             let row = client.query_opt("SELECT bytes FROM flow_artifacts WHERE digest = $1", &[&digest]).map_err(pg)?;

@@ -22,7 +22,7 @@ pub mod queue;
 pub mod worker;
 
 pub use conn::PgConn;
-pub use journal::{PgArtifacts, PgJournal};
+pub use journal::{fenced_storage, PgArtifacts, PgJournal};
 pub use migrate::{migrate, pending_migrations, MIGRATIONS};
 
 use crate::journal::JournalError;

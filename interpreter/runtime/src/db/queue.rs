@@ -121,18 +121,7 @@ pub fn claim_run(conn: &PgConn, run_id: &str, owner: &str, lease: Duration) -> R
     let (run_id, owner, ms) = (run_id.to_string(), owner.to_string(), lease_ms(lease));
     conn.call(move |client| {
         let mut tx = client.transaction().map_err(pg)?;
-        let row = tx
-            .query_opt("SELECT status, lease_owner, lease_expires_at > now() FROM flow_runs WHERE run_id = $1 FOR UPDATE", &[&run_id])
-            .map_err(pg)?;
-        let Some(row) = row else { return Err(JournalError::Storage(format!("no run `{run_id}` in the database"))) };
-        let (status, holder, live): (String, Option<String>, Option<bool>) = (row.get(0), row.get(1), row.get(2));
-        if status == "finished" {
-            return Err(JournalError::Storage(format!("run `{run_id}` has finished")));
-        }
-        if status == "running" && live == Some(true) {
-            let holder = holder.unwrap_or_default();
-            return Err(JournalError::Storage(format!("run `{run_id}` is being driven by worker {holder}")));
-        }
+        let status = lock_unleased(&mut tx, &run_id, "")?;
         let epoch: i64 = tx
             .query_one(
                 "UPDATE flow_runs SET status = 'running', error = NULL, lease_owner = $2,
@@ -249,6 +238,24 @@ pub fn list(conn: &PgConn, status: Option<&str>, workflow: Option<&str>, limit: 
     })
 }
 
+/// Locks run `run_id`'s row for the transaction, refusing a finished run
+/// and one a live worker holds (`hint` ends that message); gives its status.
+fn lock_unleased(tx: &mut postgres::Transaction<'_>, run_id: &str, hint: &str) -> Result<String, JournalError> {
+    let row = tx
+        .query_opt("SELECT status, lease_owner, lease_expires_at > now() FROM flow_runs WHERE run_id = $1 FOR UPDATE", &[&run_id])
+        .map_err(pg)?;
+    let Some(row) = row else { return Err(JournalError::Storage(format!("no run `{run_id}` in the database"))) };
+    let (status, holder, live): (String, Option<String>, Option<bool>) = (row.get(0), row.get(1), row.get(2));
+    if status == "finished" {
+        return Err(JournalError::Storage(format!("run `{run_id}` has finished")));
+    }
+    if status == "running" && live == Some(true) {
+        let holder = holder.unwrap_or_default();
+        return Err(JournalError::Storage(format!("run `{run_id}` is being driven by worker {holder}{hint}")));
+    }
+    Ok(status)
+}
+
 /// Records a decision (a proposal) for a paused run and queues it again,
 /// in one transaction that holds the run's row: refused while a worker
 /// drives the run, and for a key already answered.
@@ -256,20 +263,7 @@ pub fn record_decision(conn: &PgConn, run_id: &str, key: &str, proposal: &str) -
     let (run_id, key, proposal) = (run_id.to_string(), key.to_string(), proposal.to_string());
     conn.call(move |client| {
         let mut tx = client.transaction().map_err(pg)?;
-        let row = tx
-            .query_opt("SELECT status, lease_owner, lease_expires_at > now() FROM flow_runs WHERE run_id = $1 FOR UPDATE", &[&run_id])
-            .map_err(pg)?;
-        let Some(row) = row else { return Err(JournalError::Storage(format!("no run `{run_id}` in the database"))) };
-        let (status, owner, live): (String, Option<String>, Option<bool>) = (row.get(0), row.get(1), row.get(2));
-        if status == "running" && live == Some(true) {
-            let owner = owner.unwrap_or_default();
-            return Err(JournalError::Storage(format!(
-                "run `{run_id}` is being driven by worker {owner}; decide when it pauses (`flow status --db`)"
-            )));
-        }
-        if status == "finished" {
-            return Err(JournalError::Storage(format!("run `{run_id}` has finished")));
-        }
+        lock_unleased(&mut tx, &run_id, "; decide when it pauses (`flow status --db`)")?;
         let existing = tx.query("SELECT json FROM flow_proposals WHERE run_id = $1", &[&run_id]).map_err(pg)?;
         let answered = existing.iter().any(|r| {
             serde_json::from_str::<serde_json::Value>(&r.get::<_, String>(0))

@@ -10,7 +10,7 @@
 //! ```
 
 use super::queue::{self, Claim, Release};
-use super::{PgArtifacts, PgConn, PgJournal};
+use super::PgConn;
 use crate::driver::{self, Options, Outcome, ResumeMode, RunError};
 use crate::engine::RunStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -102,7 +102,7 @@ pub async fn drive_one(cfg: &WorkerConfig, run_id: &str) -> Result<(Release, Opt
     let claim = queue::claim_run(&control, run_id, &cfg.owner, cfg.lease)?;
     let stop = Arc::new(AtomicBool::new(false));
     let heartbeat = heartbeats(&cfg.url, &cfg.owner, cfg.lease, stop.clone())?;
-    let result = drive(&cfg.url, &claim, (cfg.options)(&claim)).await;
+    let result = drive(&Pool::default(), &cfg.url, &claim, (cfg.options)(&claim)).await;
     stop.store(true, Ordering::Relaxed);
     let _ = heartbeat.join();
     let mut report = WorkerReport::default();
@@ -113,10 +113,34 @@ pub async fn drive_one(cfg: &WorkerConfig, run_id: &str) -> Result<(Release, Opt
 
 type Driven = (Claim, Result<Outcome, RunError>);
 
+/// Connections of runs that ended, kept for the next: a connection is a
+/// server process, and starting one costs more than a small run's steps.
+#[derive(Debug, Clone, Default)]
+struct Pool {
+    idle: Arc<std::sync::Mutex<Vec<PgConn>>>,
+}
+
+impl Pool {
+    fn take(&self, url: &str) -> Result<PgConn, RunError> {
+        let kept = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        match kept {
+            Some(conn) if conn.call(|c| Ok(!c.is_closed())).unwrap_or(false) => Ok(conn),
+            _ => Ok(PgConn::connect(url)?),
+        }
+    }
+
+    fn give_back(&self, conn: PgConn) {
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push(conn);
+        }
+    }
+}
+
 async fn work_loop(cfg: &WorkerConfig, control: &PgConn, wake: &tokio::sync::Notify) -> Result<WorkerReport, RunError> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut report = WorkerReport::default();
     let mut tasks: JoinSet<Driven> = JoinSet::new();
+    let pool = Pool::default();
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| RunError::Storage(format!("cannot listen for SIGINT: {e}")))?;
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| RunError::Storage(format!("cannot listen for SIGTERM: {e}")))?;
     loop {
@@ -130,9 +154,9 @@ async fn work_loop(cfg: &WorkerConfig, control: &PgConn, wake: &tokio::sync::Not
                 let how = if claim.takeover { "took over" } else { "claimed" };
                 eprintln!("flow worker {}: {how} {} (epoch {})", cfg.owner, claim.run_id, claim.epoch);
             }
-            let (url, options) = (cfg.url.clone(), cfg.options.clone());
+            let (url, options, pool) = (cfg.url.clone(), cfg.options.clone(), pool.clone());
             tasks.spawn(async move {
-                let result = drive(&url, &claim, options(&claim)).await;
+                let result = drive(&pool, &url, &claim, options(&claim)).await;
                 (claim, result)
             });
         }
@@ -164,12 +188,14 @@ fn idle(control: &PgConn) -> Result<bool, RunError> {
     })?)
 }
 
-/// Drives one claimed run on a connection of its own.
-async fn drive(url: &str, claim: &Claim, opts: Options) -> Result<Outcome, RunError> {
-    let conn = PgConn::connect(url)?;
-    let journal = PgJournal::fenced(conn.clone(), &claim.run_id, claim.epoch);
-    let artifacts = PgArtifacts::new(conn);
-    driver::drive_stored(Box::new(journal), Box::new(artifacts), &claim.run_id, opts, ResumeMode::Continue).await
+/// Drives one claimed run on a connection of its own (from the pool, and
+/// back to it after).
+async fn drive(pool: &Pool, url: &str, claim: &Claim, opts: Options) -> Result<Outcome, RunError> {
+    let conn = pool.take(url)?;
+    let (journal, artifacts) = super::fenced_storage(conn.clone(), &claim.run_id, claim.epoch);
+    let result = driver::drive_stored(Box::new(journal), Box::new(artifacts), &claim.run_id, opts, ResumeMode::Continue).await;
+    pool.give_back(conn);
+    result
 }
 
 /// Releases a run its driver returned.

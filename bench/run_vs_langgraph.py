@@ -13,6 +13,8 @@ Modes:
 * `plain`:  compiled without a checkpointer;
 * `sqlite_saver`: compiled with `SqliteSaver` (PyPI
   `langgraph-checkpoint-sqlite`) on a fresh file, each invoke a new thread;
+* `postgres_saver`: compiled with `PostgresSaver` (PyPI
+  `langgraph-checkpoint-postgres`) on `--pg URL`, each invoke a new thread;
 * `memory_saver`: compiled with `InMemorySaver` (alias `MemorySaver`), each
   invoke on a fresh `thread_id` (a checkpoint per superstep, in memory).
 
@@ -32,7 +34,7 @@ readable lines on stderr. `--peak-mem N` instead runs one N-node chain
 (plain) and prints its peak resident set (`ru_maxrss`), compile included.
 
 Usage: run_vs_langgraph.py [--chain N] [--fanout W] [--reps R] [--saver-reps R] [--budget-s S]
-                           [--modes plain,memory_saver] [--peak-mem N]
+                           [--modes plain,memory_saver,sqlite_saver,postgres_saver] [--pg URL] [--peak-mem N]
 """
 
 from __future__ import annotations
@@ -107,6 +109,21 @@ def sqlite_saver(path: str):
     return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
 
 
+def postgres_saver(url: str):
+    """LangGraph's PostgreSQL checkpointer (PyPI `langgraph-checkpoint-postgres`,
+    psycopg 3) on the server Flow's Postgres journal is measured on, its
+    tables made by `setup()`: durable against durable."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    conn = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    checkpointer = PostgresSaver(conn)
+    checkpointer.setup()
+    return checkpointer
+
+
 def config(nodes: int, checkpointed: bool) -> dict:
     cfg: dict = {"recursion_limit": nodes + 10}
     if checkpointed:
@@ -145,6 +162,7 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=5.0, help="start no new invoke once this many seconds are spent")
     ap.add_argument("--modes", default="plain,memory_saver")
     ap.add_argument("--peak-mem", type=int, metavar="N", help="run one N-node chain and print the peak RSS")
+    ap.add_argument("--pg", metavar="URL", help="the PostgreSQL server of the postgres_saver mode")
     args = ap.parse_args()
 
     import langgraph  # noqa: F401  (fail early with a clear error)
@@ -177,10 +195,14 @@ def main() -> None:
     print(f"langgraph {lg_version}, Python {sys.version.split()[0]}", file=sys.stderr)
     for workload, nodes, build in workloads:
         for mode in modes:
-            if mode not in ("plain", "memory_saver", "sqlite_saver"):
+            if mode not in ("plain", "memory_saver", "sqlite_saver", "postgres_saver"):
                 sys.exit(f"unknown mode {mode!r}")
             checkpointed = mode != "plain"
-            if mode == "sqlite_saver":
+            if mode == "postgres_saver":
+                if not args.pg:
+                    sys.exit("postgres_saver needs --pg URL")
+                checkpointer = postgres_saver(args.pg)
+            elif mode == "sqlite_saver":
                 scratch = tempfile.mkdtemp(prefix="lg-sqlite-")
                 checkpointer = sqlite_saver(os.path.join(scratch, f"{workload}.sqlite"))
             else:

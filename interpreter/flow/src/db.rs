@@ -175,14 +175,12 @@ pub async fn resume(url: &str, run: &str, fake_clock: bool, quiet: bool) -> u8 {
     let flags = WorkerFlags { concurrency: 1, exit_when_idle: true, lease_ms: 30_000, poll_ms: 1000, fake_clock, name: None, quiet };
     let cfg = worker_config(url, &flags);
     match worker::drive_one(&cfg, run).await {
-        Ok((_, Some(outcome))) => {
+        Ok(outcome) => {
             if !quiet {
                 eprintln!("flow: {} — {}", outcome.run_id, crate::describe(&outcome.status));
             }
             outcome.exit_code()
         }
-        Ok((queue::Release::Error(message), None)) => fail(RunError::Storage(message)),
-        Ok((_, None)) => exit::FAILED,
         Err(e) => fail(e),
     }
 }

@@ -461,6 +461,10 @@ fn main() -> ExitCode {
             .with_writer(std::io::stderr)
             .try_init();
     }
+    // An empty FLOW_DB names no database (clap would pass it on as one).
+    if std::env::var_os("FLOW_DB").is_some_and(|v| v.is_empty()) {
+        std::env::remove_var("FLOW_DB");
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(r) => r,

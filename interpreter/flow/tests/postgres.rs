@@ -106,6 +106,17 @@ fn the_journal_keeps_the_append_rules() {
     j.commit_group("r", &[("proposal/00000002".into(), "{\"key\":\"k2\"}".into())], &group, &json).unwrap();
     assert_eq!(j.last_seq("r").unwrap(), 22);
     assert!(j.meta("r", "proposal/00000002").unwrap().is_some());
+    // A proposal is recorded once: again the same is a no-op, other content is refused.
+    j.set_meta("r", "proposal/00000001", "{\"key\":\"k1\"}").unwrap();
+    let err = j.set_meta("r", "proposal/00000001", "{\"key\":\"forged\"}").unwrap_err();
+    assert!(err.to_string().contains("already recorded with other content"), "{err}");
+    assert_eq!(j.meta("r", "proposal/00000001").unwrap().as_deref(), Some("{\"key\":\"k1\"}"));
+    // Inside one batch, the same event twice is a duplicate; another in its place a conflict.
+    j.append_batch(&[ev("r", 23, "twice"), ev("r", 23, "twice")]).unwrap();
+    assert_eq!(j.last_seq("r").unwrap(), 23);
+    let err = j.append_batch(&[ev("r", 24, "one"), ev("r", 24, "other")]).unwrap_err();
+    assert!(matches!(err, JournalError::Conflict { seq: 24, .. }), "{err}");
+    assert_eq!(j.last_seq("r").unwrap(), 23);
     // A run the database does not hold cannot be written.
     let err = j.append(&ev("nobody", 1, "x")).unwrap_err();
     assert!(err.to_string().contains("no run `nobody`"), "{err}");
@@ -185,9 +196,69 @@ fn a_writer_whose_claim_was_taken_over_is_fenced_off() {
     // B's heartbeat keeps its lease; A's extends nothing.
     assert_eq!(queue::heartbeat(&conn, "worker-a", Duration::from_secs(30)).unwrap(), vec![]);
     assert_eq!(queue::heartbeat(&conn, "worker-b", Duration::from_secs(30)).unwrap(), vec![("r".to_string(), 2)]);
+    // A journal claimed for one run writes no other.
+    queue::submit(&conn, "other", Some("w"), "{}", "{}").unwrap();
+    let err = jb.append(&ev("other", 1, "not mine")).unwrap_err();
+    assert!(err.to_string().contains("cannot write run `other`"), "{err}");
     assert!(queue::release(&conn, "r", b.epoch, queue::Release::Finished { outcome: "success".into(), exit_code: 0 }).unwrap());
     let row = queue::get(&conn, "r").unwrap().unwrap();
     assert_eq!((row.status.as_str(), row.outcome.as_deref(), row.lease_owner), ("finished", Some("success"), None));
+}
+
+#[test]
+fn a_decision_fences_off_a_worker_whose_lease_ran_out() {
+    let url = fresh_db("decision_fence");
+    let conn = PgConn::connect(&url).unwrap();
+    queue::submit(&conn, "r", Some("w"), "{}", "{}").unwrap();
+    let a = queue::claim(&conn, "worker-a", Duration::from_secs(30)).unwrap().unwrap();
+    let mut ja = PgJournal::fenced(conn.clone(), "r", a.epoch);
+    ja.append(&ev("r", 1, "by a")).unwrap();
+    // A's lease runs out (it stopped heartbeating) but nobody claimed the run.
+    sql(&conn, "UPDATE flow_runs SET lease_expires_at = now() - interval '1 second'");
+    queue::record_decision(&conn, "r", "decision:review#1", "{\"key\":\"decision:review#1\"}").unwrap();
+    // A wakes: it can neither overwrite the decision nor release over it.
+    let group = [ev("r", 2, "late, by a")];
+    let json = vec![serde_json::to_string(&group[0]).unwrap()];
+    let err = ja.commit_group("r", &[("proposal/00000001".into(), "{\"key\":\"mine\"}".into())], &group, &json).unwrap_err();
+    assert!(matches!(err, JournalError::Fenced { .. }), "{err}");
+    assert!(!queue::release(&conn, "r", a.epoch, queue::Release::Paused).unwrap());
+    let row = queue::get(&conn, "r").unwrap().unwrap();
+    assert_eq!((row.status.as_str(), row.lease_owner), ("queued", None));
+    assert_eq!(PgJournal::new(conn.clone()).meta("r", "proposal/00000001").unwrap().as_deref(), Some("{\"key\":\"decision:review#1\"}"));
+}
+
+#[test]
+fn a_run_starts_when_it_is_claimed_not_when_it_was_queued() {
+    let url = fresh_db("start_time");
+    let fx = fixtures();
+    let d = fx.path();
+    let run = submit(&url, d, &["decide.flow"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    // A real clock, this time.
+    finish(spawn_flow(&["worker", "--db", &url, "--exit-when-idle", "--poll-ms", "100"], d));
+    let submitted = flow_trace::time::millis(row(&url, &run)["submitted_at"].as_str().unwrap()).unwrap();
+    let events = exported_events(&url, &run, d);
+    let started = flow_trace::time::millis(events[0]["time"].as_str().unwrap()).unwrap();
+    assert!(started >= submitted + 1400, "the run started at {started}, {} ms after it was queued", started - submitted);
+    // Nothing of the wait counts against the run's time.
+    let paused = events.iter().find(|e| e["kind"] == "run_paused").expect("the run pauses for its decision");
+    let at = flow_trace::time::millis(paused["time"].as_str().unwrap()).unwrap();
+    assert!(at - started < 1400, "{at} - {started}");
+}
+
+#[test]
+fn an_empty_flow_db_names_no_database() {
+    let fx = fixtures();
+    let d = fx.path();
+    let rd = d.join("run");
+    let out = flow(&["run", "decide.flow", "--run-dir", rd.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], d);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    // A run directory is read as one, not taken for a run in a database.
+    let status = flow_env(&["status", rd.to_str().unwrap()], d, &[("FLOW_DB", "")]);
+    assert!(text(&status).contains("state: paused"), "{}", text(&status));
+    let runs = flow_env(&["runs"], d, &[("FLOW_DB", "")]);
+    assert_eq!(runs.status.code(), Some(2));
+    assert!(text(&runs).contains("no database: pass --db URL"), "{}", text(&runs));
 }
 
 #[test]

@@ -25,6 +25,9 @@ pub fn export(conn: &PgConn, run_id: &str, dir: &Path) -> Result<Exported, Journ
     }
     let id = run_id.to_string();
     let (lines, meta, proposals) = conn.call(move |client| {
+        // One snapshot: a worker committing meanwhile changes nothing read.
+        let mut client =
+            client.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).read_only(true).start().map_err(pg)?;
         if client.query_opt("SELECT 1 FROM flow_runs WHERE run_id = $1", &[&id]).map_err(pg)?.is_none() {
             return Err(JournalError::Storage(format!("no run `{id}` in the database")));
         }
@@ -46,6 +49,7 @@ pub fn export(conn: &PgConn, run_id: &str, dir: &Path) -> Result<Exported, Journ
             .iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect();
+        client.commit().map_err(pg)?;
         Ok((lines, meta, proposals))
     })?;
     let io = |what: &str, e: std::io::Error| JournalError::Storage(format!("cannot write {what} in {}: {e}", dir.display()));

@@ -57,9 +57,9 @@ impl PgJournal {
         &self.conn
     }
 
-    /// Writes a group: metadata entries of `run_id`, then events (all of
-    /// `run_id`), in one transaction under the fence.
-    fn write(&self, run_id: String, meta: Vec<(String, String)>, events: Vec<EventRow>) -> Result<(), JournalError> {
+    /// Writes groups — metadata entries of a run, then its events — in one
+    /// transaction under the fence, with the artifacts made since the last.
+    fn write(&self, groups: Vec<Group>) -> Result<(), JournalError> {
         let fence = self.fence.clone();
         let artifacts: Vec<(String, (i64, Vec<u8>))> = match &self.pending {
             Some(pending) => lock(pending)?.drain().collect(),
@@ -68,12 +68,14 @@ impl PgJournal {
         let result = self.conn.call(move |client| {
             let attempt = (|| -> Result<(), JournalError> {
                 let mut tx = client.transaction().map_err(pg)?;
-                let last = lock_run(&mut tx, &run_id, fence.as_ref())?;
                 insert_artifacts(&mut tx, &artifacts)?;
-                set_meta_in(&mut tx, &run_id, &meta)?;
-                let last = append_in(&mut tx, &run_id, last, &events)?;
-                tx.execute("UPDATE flow_runs SET last_seq = $2, updated_at = now() WHERE run_id = $1", &[&run_id, &seq_sql(last)?])
-                    .map_err(pg)?;
+                for (run_id, meta, events) in &groups {
+                    let last = lock_run(&mut tx, run_id, fence.as_ref())?;
+                    set_meta_in(&mut tx, run_id, meta)?;
+                    let last = append_in(&mut tx, run_id, last, events)?;
+                    tx.execute("UPDATE flow_runs SET last_seq = $2, updated_at = now() WHERE run_id = $1", &[run_id, &seq_sql(last)?])
+                        .map_err(pg)?;
+                }
                 tx.commit().map_err(pg)
             })();
             Ok(attempt.map_err(|e| (e, artifacts)))
@@ -117,6 +119,9 @@ fn insert_artifacts(tx: &mut Transaction<'_>, artifacts: &[(String, (i64, Vec<u8
 /// An event as a row: `(seq, event_id, kind, json)`.
 type EventRow = (u64, String, String, String);
 
+/// What one run's part of a commit writes: `(run_id, metadata, events)`.
+type Group = (String, Vec<(String, String)>, Vec<EventRow>);
+
 fn seq_sql(seq: u64) -> Result<i64, JournalError> {
     i64::try_from(seq).map_err(|_| JournalError::Storage(format!("seq {seq} is out of range")))
 }
@@ -130,7 +135,10 @@ fn lock_run(tx: &mut Transaction<'_>, run_id: &str, fence: Option<&(String, i64)
     };
     let (last, epoch): (i64, i64) = (row.get(0), row.get(1));
     if let Some((fenced, claimed)) = fence {
-        if fenced == run_id && epoch != *claimed {
+        if fenced != run_id {
+            return Err(JournalError::Storage(format!("a journal claimed for run `{fenced}` cannot write run `{run_id}`")));
+        }
+        if epoch != *claimed {
             return Err(JournalError::Fenced { run_id: run_id.to_string(), claimed: *claimed, current: epoch });
         }
     }
@@ -157,12 +165,25 @@ fn set_meta_in(tx: &mut Transaction<'_>, run_id: &str, meta: &[(String, String)]
         }
     }
     if !ns.is_empty() {
+        // A proposal is recorded once: the same again is a no-op, another
+        // in its place a conflict (never an overwrite of a decision).
         tx.execute(
             "INSERT INTO flow_proposals (run_id, n, json) SELECT $1, n, j FROM unnest($2::bigint[], $3::text[]) AS t (n, j)
-             ON CONFLICT (run_id, n) DO UPDATE SET json = excluded.json",
+             ON CONFLICT (run_id, n) DO NOTHING",
             &[&run_id, &ns, &proposals],
         )
         .map_err(pg)?;
+        let clash = tx
+            .query_opt(
+                "SELECT p.n FROM flow_proposals p JOIN unnest($2::bigint[], $3::text[]) AS t (n, j) ON p.n = t.n
+                 WHERE p.run_id = $1 AND p.json <> t.j LIMIT 1",
+                &[&run_id, &ns, &proposals],
+            )
+            .map_err(pg)?;
+        if let Some(row) = clash {
+            let n: i64 = row.get(0);
+            return Err(JournalError::Storage(format!("proposal {n} of run `{run_id}` is already recorded with other content")));
+        }
     }
     if !keys.is_empty() {
         tx.execute(
@@ -193,7 +214,11 @@ fn append_in(tx: &mut Transaction<'_>, run_id: &str, mut last: u64, events: &[Ev
         if *seq == 0 || *seq > last {
             return Err(JournalError::Stale { run_id: run_id.to_string(), expected: last + 1, got: *seq });
         }
-        if seqs.contains(&seq_sql(*seq)?) {
+        // Taken earlier in this batch: compared with the batch's own.
+        if let Some(i) = seqs.iter().position(|s| *s == seq_sql(*seq).unwrap_or(-1)) {
+            if jsons[i] == json.as_str() {
+                continue;
+            }
             return Err(JournalError::Conflict { run_id: run_id.to_string(), seq: *seq });
         }
         let existing =
@@ -252,11 +277,9 @@ impl Journal for PgJournal {
         if events.len() != json.len() {
             return Err(JournalError::Storage(format!("{} events but {} encodings", events.len(), json.len())));
         }
-        // One transaction per run (a driver's batch is always one run's).
-        for (run_id, rows) in rows_by_run(events, json) {
-            self.write(run_id, Vec::new(), rows)?;
-        }
-        Ok(())
+        // All or nothing, whatever runs the batch holds.
+        let groups = rows_by_run(events, json).into_iter().map(|(run_id, rows)| (run_id, Vec::new(), rows)).collect();
+        self.write(groups)
     }
 
     fn commit_group(&mut self, run_id: &str, meta: &[(String, String)], events: &[Event], json: &[String]) -> Result<(), JournalError> {
@@ -270,7 +293,7 @@ impl Journal for PgJournal {
             return Err(JournalError::Storage(format!("a group of run `{run_id}` holds an event of run `{}`", other.run_id)));
         }
         let rows = rows_by_run(events, json).into_iter().next().map(|(_, rows)| rows).unwrap_or_default();
-        self.write(run_id.to_string(), meta.to_vec(), rows)
+        self.write(vec![(run_id.to_string(), meta.to_vec(), rows)])
     }
 
     fn events(&self, run_id: &str) -> Result<Vec<Event>, JournalError> {
@@ -295,7 +318,7 @@ impl Journal for PgJournal {
     }
 
     fn set_meta(&mut self, run_id: &str, key: &str, value: &str) -> Result<(), JournalError> {
-        self.write(run_id.to_string(), vec![(key.to_string(), value.to_string())], Vec::new())
+        self.write(vec![(run_id.to_string(), vec![(key.to_string(), value.to_string())], Vec::new())])
     }
 
     fn meta(&self, run_id: &str, key: &str) -> Result<Option<String>, JournalError> {

@@ -36,14 +36,27 @@ pub(crate) fn pg(error: postgres::Error) -> JournalError {
     }
 }
 
-/// The URL with its password replaced by `***`, for messages.
+/// The URL (or `key=value` connection string) with its password replaced
+/// by `***`, for messages: in the user info, a `password=` parameter or
+/// key.
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let Some((userinfo, host)) = rest.rsplit_once('@') else { return url.to_string() };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+    let mut out = match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((userinfo, host)) if !userinfo.contains('/') => match userinfo.split_once(':') {
+                Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+                None => url.to_string(),
+            },
+            _ => url.to_string(),
+        },
         None => url.to_string(),
+    };
+    let mut from = 0;
+    while let Some(at) = out[from..].find("password=").map(|i| from + i + "password=".len()) {
+        let end = out[at..].find(|c: char| c == '&' || c.is_whitespace()).map_or(out.len(), |i| at + i);
+        out.replace_range(at..end, "***");
+        from = at + 3;
     }
+    out
 }
 
 #[cfg(test)]
@@ -55,5 +68,8 @@ mod tests {
         assert_eq!(redact_url("postgres://flow:s3cret@127.0.0.1:5433/flow"), "postgres://flow:***@127.0.0.1:5433/flow");
         assert_eq!(redact_url("postgres://flow@127.0.0.1/flow"), "postgres://flow@127.0.0.1/flow");
         assert_eq!(redact_url("host=127.0.0.1 user=flow"), "host=127.0.0.1 user=flow");
+        assert_eq!(redact_url("host=127.0.0.1 password=s3cret user=flow"), "host=127.0.0.1 password=*** user=flow");
+        assert_eq!(redact_url("postgres://h/db?user=flow&password=s3cret&x=1"), "postgres://h/db?user=flow&password=***&x=1");
+        assert_eq!(redact_url("postgres://u:p@h/db?password=q"), "postgres://u:***@h/db?password=***");
     }
 }

@@ -274,7 +274,15 @@ pub fn record_decision(conn: &PgConn, run_id: &str, key: &str, proposal: &str) -
         }
         let n: i64 = tx.query_one("SELECT COALESCE(MAX(n), 0) + 1 FROM flow_proposals WHERE run_id = $1", &[&run_id]).map_err(pg)?.get(0);
         tx.execute("INSERT INTO flow_proposals (run_id, n, json) VALUES ($1, $2, $3)", &[&run_id, &n, &proposal]).map_err(pg)?;
-        tx.execute("UPDATE flow_runs SET status = 'queued', updated_at = now() WHERE run_id = $1", &[&run_id]).map_err(pg)?;
+        // A worker whose lease ran out may still be alive: the new epoch
+        // fences it off, so it can neither overwrite this decision nor
+        // release the run over it.
+        tx.execute(
+            "UPDATE flow_runs SET status = 'queued', epoch = epoch + 1, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+             WHERE run_id = $1",
+            &[&run_id],
+        )
+        .map_err(pg)?;
         tx.execute(&format!("NOTIFY {CHANNEL}"), &[]).map_err(pg)?;
         tx.commit().map_err(pg)?;
         Ok(n as u64)

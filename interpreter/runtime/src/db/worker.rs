@@ -85,19 +85,21 @@ pub async fn work(cfg: WorkerConfig) -> Result<WorkerReport, RunError> {
     let stop = Arc::new(AtomicBool::new(false));
     let listener = listen(&cfg.url, wake.clone(), stop.clone())?;
     let heartbeat = heartbeats(&cfg.url, &cfg.owner, cfg.lease, stop.clone())?;
-    let result = work_loop(&cfg, &control, &wake).await;
+    let mut control = control;
+    let result = work_loop(&cfg, &mut control, &wake).await;
     stop.store(true, Ordering::Relaxed);
+    // No heartbeat may extend a lease after it is ended.
+    let _ = heartbeat.join();
     if result.as_ref().is_ok_and(|r| r.stopped_by.is_some()) {
         queue::expire_leases(&control, &cfg.owner)?;
     }
-    let _ = heartbeat.join();
     let _ = listener.join();
     result
 }
 
 /// Drives one run in this process (`flow resume RUN --db`): claims it,
 /// heartbeats its lease, releases it as a worker would.
-pub async fn drive_one(cfg: &WorkerConfig, run_id: &str) -> Result<(Release, Option<Outcome>), RunError> {
+pub async fn drive_one(cfg: &WorkerConfig, run_id: &str) -> Result<Outcome, RunError> {
     let control = PgConn::connect(&cfg.url)?;
     let claim = queue::claim_run(&control, run_id, &cfg.owner, cfg.lease)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -106,12 +108,9 @@ pub async fn drive_one(cfg: &WorkerConfig, run_id: &str) -> Result<(Release, Opt
     stop.store(true, Ordering::Relaxed);
     let _ = heartbeat.join();
     let mut report = WorkerReport::default();
-    let outcome = result.as_ref().ok().cloned();
-    let how = settle(cfg, &control, &mut report, &claim, result)?;
-    Ok((how, outcome))
+    settle(cfg, &control, &mut report, &claim, &result)?;
+    result
 }
-
-type Driven = (Claim, Result<Outcome, RunError>);
 
 /// Connections of runs that ended, kept for the next: a connection is a
 /// server process, and starting one costs more than a small run's steps.
@@ -121,10 +120,12 @@ struct Pool {
 }
 
 impl Pool {
+    /// A kept connection that still answers (one round trip: a server that
+    /// dropped it is seen only by using it), else a new one.
     fn take(&self, url: &str) -> Result<PgConn, RunError> {
         let kept = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         match kept {
-            Some(conn) if conn.call(|c| Ok(!c.is_closed())).unwrap_or(false) => Ok(conn),
+            Some(conn) if conn.call(|c| Ok(c.batch_execute("").is_ok())).unwrap_or(false) => Ok(conn),
             _ => Ok(PgConn::connect(url)?),
         }
     }
@@ -136,39 +137,42 @@ impl Pool {
     }
 }
 
-async fn work_loop(cfg: &WorkerConfig, control: &PgConn, wake: &tokio::sync::Notify) -> Result<WorkerReport, RunError> {
+async fn work_loop(cfg: &WorkerConfig, control: &mut PgConn, wake: &tokio::sync::Notify) -> Result<WorkerReport, RunError> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut report = WorkerReport::default();
-    let mut tasks: JoinSet<Driven> = JoinSet::new();
+    let mut tasks: JoinSet<Result<Outcome, RunError>> = JoinSet::new();
+    // Which claim each task drives (a task that panics names no claim).
+    let mut claims: std::collections::HashMap<tokio::task::Id, Claim> = std::collections::HashMap::new();
     let pool = Pool::default();
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| RunError::Storage(format!("cannot listen for SIGINT: {e}")))?;
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| RunError::Storage(format!("cannot listen for SIGTERM: {e}")))?;
     loop {
-        while tasks.len() < cfg.concurrency.max(1) {
-            let asked = Instant::now();
-            let Some(claim) = queue::claim(control, &cfg.owner, cfg.lease)? else { break };
-            report.claim_latency.push(asked.elapsed());
-            report.claimed += 1;
-            report.taken_over += u64::from(claim.takeover);
-            if cfg.log {
-                let how = if claim.takeover { "took over" } else { "claimed" };
-                eprintln!("flow worker {}: {how} {} (epoch {})", cfg.owner, claim.run_id, claim.epoch);
+        match claim_up_to(cfg, control, &mut report, &mut tasks, &mut claims, &pool) {
+            Ok(()) => {}
+            // The database went away: its runs' leases run out, and this
+            // worker tries again (with a new connection) after a poll.
+            Err(e) => {
+                tracing::warn!("claiming runs: {e}");
+                tokio::time::sleep(cfg.poll).await;
+                if let Ok(conn) = PgConn::connect(&cfg.url) {
+                    *control = conn;
+                }
+                continue;
             }
-            let (url, options, pool) = (cfg.url.clone(), cfg.options.clone(), pool.clone());
-            tasks.spawn(async move {
-                let result = drive(&pool, &url, &claim, options(&claim)).await;
-                (claim, result)
-            });
         }
         if tasks.is_empty() && cfg.exit_when_idle && idle(control)? {
             return Ok(report);
         }
         tokio::select! {
-            Some(joined) = tasks.join_next() => {
-                let (claim, result) = joined.map_err(|e| RunError::Storage(format!("a run's driver panicked: {e}")))?;
-                match settle(cfg, control, &mut report, &claim, result) {
+            Some(joined) = tasks.join_next_with_id() => {
+                let (id, result) = match joined {
+                    Ok((id, result)) => (id, result),
+                    Err(e) => (e.id(), Err(RunError::Storage(format!("the run's driver panicked: {e}")))),
+                };
+                let Some(claim) = claims.remove(&id) else { continue };
+                match settle(cfg, control, &mut report, &claim, &result) {
                     Ok(_) | Err(RunError::Fenced(_)) => {}
-                    Err(e) => return Err(e),
+                    Err(e) => tracing::warn!("releasing {}: {e}", claim.run_id),
                 }
             }
             _ = wake.notified() => {}
@@ -177,6 +181,32 @@ async fn work_loop(cfg: &WorkerConfig, control: &PgConn, wake: &tokio::sync::Not
             _ = terminate.recv() => { report.stopped_by = Some("SIGTERM"); return Ok(report); }
         }
     }
+}
+
+/// Claims runs until `concurrency` are driven, each in a task of its own.
+fn claim_up_to(
+    cfg: &WorkerConfig,
+    control: &PgConn,
+    report: &mut WorkerReport,
+    tasks: &mut JoinSet<Result<Outcome, RunError>>,
+    claims: &mut std::collections::HashMap<tokio::task::Id, Claim>,
+    pool: &Pool,
+) -> Result<(), RunError> {
+    while tasks.len() < cfg.concurrency.max(1) {
+        let asked = Instant::now();
+        let Some(claim) = queue::claim(control, &cfg.owner, cfg.lease)? else { break };
+        report.claim_latency.push(asked.elapsed());
+        report.claimed += 1;
+        report.taken_over += u64::from(claim.takeover);
+        if cfg.log {
+            let how = if claim.takeover { "took over" } else { "claimed" };
+            eprintln!("flow worker {}: {how} {} (epoch {})", cfg.owner, claim.run_id, claim.epoch);
+        }
+        let (url, options, pool, driven) = (cfg.url.clone(), cfg.options.clone(), pool.clone(), claim.clone());
+        let handle = tasks.spawn(async move { drive(&pool, &url, &driven, options(&driven)).await });
+        claims.insert(handle.id(), claim);
+    }
+    Ok(())
 }
 
 /// Nothing queued or running anywhere: no work can come to this worker
@@ -204,7 +234,7 @@ fn settle(
     control: &PgConn,
     report: &mut WorkerReport,
     claim: &Claim,
-    result: Result<Outcome, RunError>,
+    result: &Result<Outcome, RunError>,
 ) -> Result<Release, RunError> {
     let how = match result {
         Ok(outcome) => {
@@ -229,8 +259,19 @@ fn settle(
             if cfg.log {
                 eprintln!("flow worker {}: lost {}: {message}", cfg.owner, claim.run_id);
             }
-            return Err(RunError::Fenced(message));
+            return Err(RunError::Fenced(message.clone()));
         }
+        // Storage may come back (a dropped connection, a restarted
+        // server): the run is queued again, resumable as after a crash.
+        Err(RunError::Storage(message)) => {
+            report.requeued += 1;
+            if cfg.log {
+                eprintln!("flow worker {}: {}: {message}", cfg.owner, claim.run_id);
+            }
+            Release::Queued
+        }
+        // A diverged journal, a replay miss, an unusable plan: no worker
+        // would do better; it waits for a person (`flow runs --status error`).
         Err(e) => {
             report.errors += 1;
             Release::Error(e.to_string())
@@ -279,21 +320,28 @@ fn listen(url: &str, wake: Arc<tokio::sync::Notify>, stop: Arc<AtomicBool>) -> R
 
 /// A thread that extends this worker's leases every third of a lease.
 fn heartbeats(url: &str, owner: &str, lease: Duration, stop: Arc<AtomicBool>) -> Result<std::thread::JoinHandle<()>, RunError> {
-    let conn = PgConn::connect(url)?;
-    let owner = owner.to_string();
+    let mut conn = PgConn::connect(url)?;
+    let (owner, url) = (owner.to_string(), url.to_string());
     std::thread::Builder::new()
         .name("flow-worker-heartbeat".into())
         .spawn(move || {
             let every = lease / 3;
             let mut last = Instant::now();
-            while !stop.load(Ordering::Relaxed) {
+            loop {
                 std::thread::sleep(Duration::from_millis(50).min(every));
+                // Checked right before each heartbeat: none follows a stop.
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
                 if last.elapsed() < every {
                     continue;
                 }
                 last = Instant::now();
                 if let Err(e) = queue::heartbeat(&conn, &owner, lease) {
-                    tracing::warn!("heartbeat: {e}");
+                    tracing::warn!("heartbeat: {e}; connecting again");
+                    if let Ok(again) = PgConn::connect(&url) {
+                        conn = again;
+                    }
                 }
             }
         })

@@ -609,10 +609,15 @@ async fn resume_from(stored: Stored, signals: live::StopSignals, mut opts: Optio
     let execution = meta.executions + 1;
     let cfg = run_config(&run_id, execution, &plan, &opts);
     let mut engine = Engine::new(program.clone(), meta.workflow.as_deref(), cfg).map_err(RunError::Usage)?;
-    engine.set_start_ms(meta.started_ms);
     // Submitted and never started: its first execution is a start, as
-    // `flow run`'s (no resume, nothing to replay).
+    // `flow run`'s (no resume, nothing to replay), and the run starts now,
+    // not when it was queued (time in the queue is not the run's).
     let first = meta.executions == 0 && recorded.is_empty() && proposals.is_empty();
+    if first {
+        meta.started_ms = engine.start_ms();
+    } else {
+        engine.set_start_ms(meta.started_ms);
+    }
     let trace = if mode == ResumeMode::Continue { rewrite_trace(&opts, &recorded)? } else { None };
     let exec = Arc::new(executors(program.clone(), &meta.base_dir_in(&opts.run_dir), &opts)?);
     let last_seq = recorded.len() as u64;

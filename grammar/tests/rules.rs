@@ -47,9 +47,13 @@ fn expressions() {
             "f(a, by: b,)",
             "-1 * (2 + 3) / 4",
             "all",
+            "filter(c in claims: c.support > 0)",
+            "map(c in sort_by(c in cs: c.score): { text: c.text })",
+            "count(x in xs)",
+            "f(x in xs, y)",
         ],
     );
-    no(Rule::expr, &["a <", "all(x)", "f(,)", "{ a }", "a = b"]);
+    no(Rule::expr, &["a <", "all(x)", "f(,)", "{ a }", "a = b", "f(x in: y)", "f(x in xs:)", "f(x.y in xs: 1)"]);
 }
 
 #[test]

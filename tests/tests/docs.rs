@@ -94,6 +94,22 @@ fn readme_examples_verify_clean() {
 }
 
 #[test]
+fn reference_lists_every_function_of_the_library() {
+    let reference = std::fs::read_to_string(repo_root().join("docs/reference.md")).unwrap();
+    let start = reference.find("### 4.3 Functions").expect("§4.3");
+    let section = &reference[start..start + reference[start..].find("### 4.4").expect("§4.4")];
+    for (name, _) in flow_check::functions::FUNCTIONS {
+        assert!(section.contains(&format!("`{name}(")), "docs/reference.md §4.3 has no row for `{name}`");
+    }
+    for name in flow_check::functions::BINDING {
+        assert!(
+            section.contains(&format!("`{name}(x in xs")) || section.contains(&format!("`{name}`")),
+            "§4.3 does not say `{name}` binds"
+        );
+    }
+}
+
+#[test]
 fn reference_lists_every_code_and_every_property() {
     let reference = std::fs::read_to_string(repo_root().join("docs/reference.md")).unwrap();
     for info in flow_diagnostics::CODES {

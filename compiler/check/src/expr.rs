@@ -7,20 +7,6 @@ use flow_diagnostics::{closest_name, codes, Diagnostic, DiagnosticMut, Label};
 use flow_syntax::ast::{BinaryOp, Expr, ExprKind, Quantifier, UnaryOp};
 use indexmap::IndexMap;
 
-/// Functions usable in expressions.
-pub const FUNCTIONS: &[(&str, &str)] = &[
-    ("len", "len(list or string) -> int"),
-    ("exists", "exists(value) -> bool: the value is present (not null)"),
-    ("lower", "lower(string) -> string"),
-    ("upper", "upper(string) -> string"),
-    ("contains", "contains(list or string, value) -> bool"),
-    ("starts_with", "starts_with(string, prefix) -> bool"),
-    ("min", "min(list of numbers) -> number"),
-    ("max", "max(list of numbers) -> number"),
-    ("sum", "sum(list of numbers) -> number"),
-    ("count", "count(list) -> int"),
-];
-
 fn texpr(kind: TExprKind, ty: Ty) -> TExpr {
     TExpr { kind, ty }
 }
@@ -241,6 +227,11 @@ impl Checker<'_> {
                     Ty::Bool,
                 )
             }
+            ExprKind::Binder { .. } => {
+                self.error(codes::WRONG_ARGUMENTS, expr.span, "`x in xs: …` binds a variable only as the argument of a function")
+                    .with_note(format!("functions that bind one: {}", crate::functions::BINDING.join(", ")));
+                TExpr::invalid()
+            }
             ExprKind::QuantifierWord(q) => {
                 let word = if *q == Quantifier::All { "all" } else { "any" };
                 self.error(codes::TYPE_MISMATCH, expr.span, format!("`{word}` alone is a join rule, not a value"))
@@ -378,103 +369,6 @@ impl Checker<'_> {
         };
         let Some(op) = crate::ir::BinOp::of(op) else { return TExpr::invalid() };
         texpr(TExprKind::Binary { op, lhs: Box::new(l), rhs: Box::new(r) }, ty)
-    }
-
-    fn type_call(&mut self, expr: &Expr, callee: &Expr, args: &[flow_syntax::ast::Argument], scope: &Scope) -> TExpr {
-        let ExprKind::Name(name) = &callee.kind else {
-            self.error(codes::UNKNOWN_FUNCTION, callee.span, "only named functions can be called");
-            return TExpr::invalid();
-        };
-        if !FUNCTIONS.iter().any(|(n, _)| n == name) {
-            let names: Vec<&str> = FUNCTIONS.iter().map(|(n, _)| *n).collect();
-            let mut d = Diagnostic::new(codes::UNKNOWN_FUNCTION, self.file, callee.span, format!("unknown function `{name}`"))
-                .with_primary_message("not a function")
-                .with_note(format!("functions: {}", names.join(", ")));
-            if let Some(s) = closest_name(name, names.iter().copied()) {
-                d = d.with_suggestion(s);
-            }
-            self.diagnostics.push(d);
-            return TExpr::invalid();
-        }
-        if let Some(named) = args.iter().find_map(|a| a.name.as_ref()) {
-            self.error(codes::WRONG_ARGUMENTS, named.span, format!("`{name}` takes no named arguments"));
-            return TExpr::invalid();
-        }
-        let typed: Vec<TExpr> = args.iter().map(|a| self.type_expr(&a.value, scope)).collect();
-        if typed.iter().any(|t| matches!(t.kind, TExprKind::Invalid)) {
-            return TExpr::invalid();
-        }
-        let arity = match name.as_str() {
-            "contains" | "starts_with" => 2,
-            "min" | "max" if typed.len() == 2 => 2,
-            _ => 1,
-        };
-        if typed.len() != arity {
-            let signature = FUNCTIONS.iter().find(|(n, _)| n == name).map(|(_, s)| *s).unwrap_or_default();
-            self.error(
-                codes::WRONG_ARGUMENTS,
-                expr.span,
-                format!("`{name}` takes {arity} argument{}, {} given", if arity == 1 { "" } else { "s" }, typed.len()),
-            )
-            .with_note(signature.to_string());
-            return TExpr::invalid();
-        }
-        let first = self.expand(typed[0].ty.non_null());
-        let bad = |this: &mut Self, what: &str| {
-            this.error(codes::WRONG_ARGUMENTS, args[0].value.span, format!("`{name}` needs {what}, but this is {}", typed[0].ty));
-        };
-        let ty = match name.as_str() {
-            "len" => {
-                if !matches!(first, Ty::List { .. } | Ty::String | Ty::Any) {
-                    bad(self, "a list or a string");
-                }
-                Ty::Int
-            }
-            "count" => {
-                if !matches!(first, Ty::List { .. } | Ty::Any) {
-                    bad(self, "a list");
-                }
-                Ty::Int
-            }
-            "exists" => Ty::Bool,
-            "lower" | "upper" => {
-                if !matches!(first, Ty::String | Ty::Enum { .. } | Ty::Any) {
-                    bad(self, "a string");
-                }
-                Ty::String
-            }
-            "contains" => {
-                if !matches!(first, Ty::List { .. } | Ty::String | Ty::Any) {
-                    bad(self, "a list or a string");
-                }
-                Ty::Bool
-            }
-            "starts_with" => {
-                if !matches!(first, Ty::String | Ty::Enum { .. } | Ty::Any) {
-                    bad(self, "a string");
-                }
-                Ty::Bool
-            }
-            _ => {
-                // min, max, sum: over a list of numbers, or two numbers.
-                if typed.len() == 2 {
-                    if !first.same_quantity(&typed[1].ty) {
-                        bad(self, "two values of one kind");
-                    }
-                    first
-                } else {
-                    match first {
-                        Ty::List { item } if [Ty::Int, Ty::Duration, Ty::Money, Ty::Percent].iter().any(|q| item.same_quantity(q)) => *item,
-                        Ty::Any => Ty::Any,
-                        _ => {
-                            bad(self, "a list of numbers");
-                            Ty::Any
-                        }
-                    }
-                }
-            }
-        };
-        texpr(TExprKind::Call { function: name.clone(), args: typed }, ty)
     }
 }
 

@@ -335,6 +335,15 @@ pub enum TExprKind {
         list: Box<TExpr>,
         predicate: Box<TExpr>,
     },
+    /// `function(var in list: body)`: a library function that binds a
+    /// variable over a list (`filter`, `map`, `count`, …; see
+    /// [`crate::functions::BINDING`]).
+    Comprehension {
+        function: String,
+        var: String,
+        list: Box<TExpr>,
+        body: Box<TExpr>,
+    },
     /// Where checking failed (an error has been reported).
     Invalid,
 }

@@ -117,6 +117,16 @@ fn write_expr_level(out: &mut String, expr: &TExpr, min: u8) {
             write_expr(out, predicate, 0);
             out.push(')');
         }
+        TExprKind::Comprehension { function, var, list, body } => {
+            out.push_str(function);
+            out.push('(');
+            out.push_str(var);
+            out.push_str(" in ");
+            write_expr(out, list, 0);
+            out.push_str(": ");
+            write_expr(out, body, 0);
+            out.push(')');
+        }
         TExprKind::Invalid => out.push_str("<invalid>"),
     }
     if parens {

@@ -173,6 +173,11 @@ fn expr(e: &mut Expr) {
             expr(list);
             expr(predicate);
         }
+        ExprKind::Binder { var, list, body } => {
+            ident(var);
+            expr(list);
+            expr(body);
+        }
     }
 }
 

@@ -864,6 +864,13 @@ impl<'s> Printer<'s> {
                 self.flush(e.span.end);
                 self.write(")");
             }
+            ExprKind::Binder { var, list, body } => {
+                self.name(var);
+                self.write(" in ");
+                self.expr(list, prec::ANY, 2);
+                self.write(": ");
+                self.expr(body, prec::ANY, trail);
+            }
             ExprKind::Error => self.fail("the syntax tree holds an error placeholder"),
         }
     }

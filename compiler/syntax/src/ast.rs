@@ -340,6 +340,13 @@ pub enum ExprKind {
     },
     /// The bare word `all` or `any` (a join rule).
     QuantifierWord(Quantifier),
+    /// `x in xs: body`, a call's only argument: the functions that bind a
+    /// variable over a list (`filter(c in claims: c.support > 0)`).
+    Binder {
+        var: Ident,
+        list: Box<Expr>,
+        body: Box<Expr>,
+    },
     /// Placeholder where the parser recovered from an error.
     Error,
 }

@@ -835,6 +835,10 @@ impl<'s> Parser<'s> {
 
     fn argument(&mut self) -> PResult<Argument> {
         let start = self.current_span().start;
+        if self.at(TokenKind::Ident) && self.peek_at(1) == Some(TokenKind::KwIn) && self.binder_ahead() {
+            let value = self.binder()?;
+            return Ok(Argument { name: None, value, span: self.span_from(start) });
+        }
         let name = if self.at(TokenKind::Ident) && self.peek_at(1) == Some(TokenKind::Colon) {
             let name = self.ident("an argument name")?;
             self.bump();
@@ -844,6 +848,38 @@ impl<'s> Parser<'s> {
         };
         let value = self.expr()?;
         Ok(Argument { name, value, span: self.span_from(start) })
+    }
+
+    /// Whether the argument starting here is a binder `x in xs: body`: a
+    /// `:` outside brackets before the argument ends (an `x in xs` without
+    /// one is a membership test).
+    fn binder_ahead(&self) -> bool {
+        let mut depth = 0usize;
+        for token in &self.tokens[self.pos..] {
+            match token.kind {
+                TokenKind::LParen | TokenKind::LBracket | TokenKind::LBrace => depth += 1,
+                TokenKind::RParen | TokenKind::RBracket | TokenKind::RBrace if depth == 0 => return false,
+                TokenKind::RParen | TokenKind::RBracket | TokenKind::RBrace => depth -= 1,
+                TokenKind::Comma if depth == 0 => return false,
+                TokenKind::Colon if depth == 0 => return true,
+                _ => {}
+            }
+        }
+        false
+    }
+
+    /// `x in xs: body` (see [`ExprKind::Binder`]).
+    fn binder(&mut self) -> PResult<Expr> {
+        let start = self.current_span().start;
+        let var = self.ident("a variable name")?;
+        self.expect(TokenKind::KwIn, "`in`")?;
+        let list = self.expr()?;
+        let list_height = self.height;
+        self.expect(TokenKind::Colon, "`:` and an expression")?;
+        let body = self.expr()?;
+        let span = self.span_from(start);
+        self.grown(list_height.max(self.height) + 1, span)?;
+        Ok(Expr { kind: ExprKind::Binder { var, list: Box::new(list), body: Box::new(body) }, span })
     }
 
     fn primary(&mut self) -> PResult<Expr> {
@@ -1281,6 +1317,35 @@ mod tests {
             parsed.diagnostics.iter().map(|d| (&d.message, d.labels[0].span)).collect::<Vec<_>>()
         );
         assert_eq!(parsed.file.items.len(), 5);
+    }
+
+    /// The guard of the only edge of `workflow w { a -> b when GUARD }`.
+    fn guard_of(guard: &str) -> Expr {
+        let parsed = parse(FileId(0), &format!("workflow w {{\n a -> b when {guard}\n}}\n"));
+        assert!(parsed.diagnostics.is_empty(), "{guard}: {:?}", parsed.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>());
+        let Item::Decl(Decl { body: Some(block), .. }) = &parsed.file.items[0] else { panic!("a workflow") };
+        block
+            .entries
+            .iter()
+            .find_map(|entry| match entry {
+                Entry::Edge(EdgeStmt { guard: Some(EdgeGuard::When(guard)), .. }) => Some(guard.clone()),
+                _ => None,
+            })
+            .expect("a guard")
+    }
+
+    #[test]
+    fn a_call_argument_binds_a_variable_only_before_a_colon() {
+        let ExprKind::Binary { lhs, .. } = guard_of("count(c in claims: c.support > 0) > 0").kind else { panic!("a comparison") };
+        let ExprKind::Call { args, .. } = lhs.kind else { panic!("a call") };
+        assert!(matches!(&args[0].value.kind, ExprKind::Binder { var, .. } if var.text == "c"), "{:?}", args[0].value.kind);
+        // Without a colon, `x in xs` is membership, whatever follows it.
+        let ExprKind::Call { args, .. } = guard_of("f(x in xs and y, z)").kind else { panic!("a call") };
+        assert!(matches!(&args[0].value.kind, ExprKind::Binary { op: BinaryOp::And, .. }), "{:?}", args[0].value.kind);
+        // A colon inside brackets is not the binder's.
+        let ExprKind::Call { args, .. } = guard_of("f(x in [{ a: 1 }])").kind else { panic!("a call") };
+        assert!(matches!(&args[0].value.kind, ExprKind::Binary { op: BinaryOp::In, .. }), "{:?}", args[0].value.kind);
+        assert!(errors("workflow w {\n a -> b when f(x in xs:)\n}\n").iter().any(|e| e.starts_with("E0")));
     }
 
     #[test]

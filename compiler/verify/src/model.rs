@@ -2019,10 +2019,10 @@ fn refs_of(e: &TExpr, node_index: &impl Fn(&str) -> Option<NodeId>) -> Vec<NodeI
             }
             TExprKind::List { items } => items.iter().for_each(|a| walk(a, node_index, out, bound)),
             TExprKind::Record { fields } => fields.values().for_each(|a| walk(a, node_index, out, bound)),
-            TExprKind::Quantified { var, list, predicate, .. } => {
+            TExprKind::Quantified { var, list, predicate: body, .. } | TExprKind::Comprehension { var, list, body, .. } => {
                 walk(list, node_index, out, bound);
                 bound.push(var.clone());
-                walk(predicate, node_index, out, bound);
+                walk(body, node_index, out, bound);
                 bound.pop();
             }
             TExprKind::Literal { .. } | TExprKind::Invalid => {}

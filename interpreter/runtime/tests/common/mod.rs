@@ -31,6 +31,8 @@ pub struct Ran {
     pub events: Vec<Event>,
     pub agents: Vec<AgentRequest>,
     pub humans: Vec<HumanRequest>,
+    /// Every tool call's request (answered with `{}`).
+    pub tools: Vec<flow_runtime::proto::ToolRequest>,
 }
 
 impl Ran {
@@ -73,7 +75,7 @@ pub fn run(program: Program, input: Value, reply: impl Fn(&AgentRequest) -> Valu
     };
     let mut engine = Engine::new(program.clone(), None, cfg).expect("engine");
     engine.start(input);
-    let (mut agents, mut humans) = (Vec::new(), Vec::new());
+    let (mut agents, mut humans, mut tools) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..1_000 {
         let commands = engine.take_commands();
         if commands.is_empty() {
@@ -86,7 +88,10 @@ pub fn run(program: Program, input: Value, reply: impl Fn(&AgentRequest) -> Valu
                     let usage = TokenUsage { input_tokens: 10, output_tokens: 10 };
                     Response::Agent(AgentReply { output: Some(reply(a)), usage, ..AgentReply::default() })
                 }
-                Request::Tool(_) => Response::Tool(ToolResult { ok: true, output: Some(json!({})), ..ToolResult::default() }),
+                Request::Tool(t) => {
+                    tools.push(t.clone());
+                    Response::Tool(ToolResult { ok: true, output: Some(json!({})), ..ToolResult::default() })
+                }
                 Request::Human(h) => {
                     humans.push(h.clone());
                     let by = h.principals.first().cloned().unwrap_or_default();
@@ -100,7 +105,7 @@ pub fn run(program: Program, input: Value, reply: impl Fn(&AgentRequest) -> Valu
     let events = engine.take_events();
     let report = tracecheck::check(&program, &events, &tracecheck::Options::default());
     assert!(report.conformant, "{:#?}", report.deviations);
-    Ran { events, agents, humans }
+    Ran { events, agents, humans, tools }
 }
 
 /// The events with `seq`, ids and parents renumbered after some were

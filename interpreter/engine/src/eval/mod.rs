@@ -13,6 +13,9 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt;
 
+mod library;
+pub use library::tokens;
+
 /// The variables of an expression: node names (their outputs), `input`,
 /// `payload`, `output`, `task`, and quantifier variables.
 ///
@@ -157,9 +160,25 @@ fn eval_in_level<'s>(expr: &TExpr, scope: &Scope<'s>) -> Result<Cow<'s, Json>> {
             }
             Json::Bool(result)
         }
+        TExprKind::Comprehension { function, var, list, body } => comprehension(function, var, list, body, scope)?,
         TExprKind::Invalid => return Err(EvalError::new("cannot evaluate an expression that failed to type-check")),
     };
     Ok(Cow::Owned(owned))
+}
+
+/// `function(var in list: body)`: the body evaluated with `var` bound to
+/// each element, then the library function over the results.
+fn comprehension(function: &str, var: &str, list: &TExpr, body: &TExpr, scope: &Scope<'_>) -> Result<Json> {
+    let list = eval_in(list, scope)?;
+    let Json::Array(items) = list.as_ref() else {
+        return Err(EvalError::new(format!("`{function}` ranges over a list, got {}", kind(&list))));
+    };
+    let mut values = Vec::with_capacity(items.len());
+    for item in items {
+        let inner = Scope { env: scope.env, var: Some((var, item)), parent: Some(scope) };
+        values.push(eval_in(body, &inner)?.into_owned());
+    }
+    library::comprehension(function, items, values)
 }
 
 /// Converts a checked literal property value to JSON.
@@ -347,7 +366,7 @@ fn call(function: &str, args: &[&Json]) -> Result<Json> {
                 None => float("`sum`", items.iter().map(|n| to_f64(n)).sum()),
             }
         }
-        other => Err(EvalError::new(format!("unknown function `{other}`"))),
+        other => library::call(other, args),
     }
 }
 
@@ -457,7 +476,7 @@ mod tests {
     use flow_diagnostics::SourceDb;
     use serde_json::json;
 
-    const PRELUDE: &str = r#"
+    pub(super) const PRELUDE: &str = r#"
 type Item = { year: int, score: float, signals: [string] }
 type Pack = { items: [Item], note?: string, meta?: { source?: { name: string } }, verdict: "accept" | "revise", tags: { string_key: int }? }
 provider local: scripted
@@ -466,7 +485,7 @@ agent researcher { provider: local }
 
     /// Compiles a workflow whose `research -> done` edge has `when GUARD`,
     /// and returns the guard's typed expression.
-    fn guard(condition: &str) -> TExpr {
+    pub(super) fn guard(condition: &str) -> TExpr {
         let source = format!(
             "{PRELUDE}
 workflow w {{
@@ -496,7 +515,7 @@ workflow w {{
             .expect("a guarded edge")
     }
 
-    fn env() -> Env {
+    pub(super) fn env() -> Env {
         let mut env = Env::default();
         env.insert(
             "input".into(),

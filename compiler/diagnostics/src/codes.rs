@@ -335,9 +335,13 @@ Fix: use `30m`."#;
 
     UNKNOWN_FUNCTION = "E0205", "unknown function",
 r#"A call names a function that does not exist in expressions. Functions:
-`len`, `exists`, `lower`, `upper`, `contains`, `starts_with`, `min`, `max`,
-`sum`, `count`. (`schema("…")` is a type, not a function; gate evaluators and
-handler actions have their own names, listed in docs/reference.md.)
+`len`, `exists`, `lower`, `upper`, `contains`, `starts_with`, `matches`,
+`split`, `tokens`, `min`, `max`, `sum`, `avg`, `count`, `filter`, `map`,
+`flat_map`, `sort_by`, `group_by`, `distinct`, `zip`, `union`,
+`intersection`, `difference`, `jaccard`, `round`, `clamp`, `keys`,
+`values`, `get` (reference §4.3 gives each one's arguments and result).
+(`schema("…")` is a type, not a function; gate evaluators and handler
+actions have their own names, listed in docs/reference.md.)
 
 Example:
 
@@ -347,13 +351,18 @@ Fix: use `len`."#;
 
     WRONG_ARGUMENTS = "E0206", "wrong arguments",
 r#"A function, evaluator or action is called with the wrong number or kind
-of arguments.
+of arguments: a list where a string is needed, a binding `x in xs: body`
+given to a function that binds no variable (or a body of the wrong type:
+`filter` needs a bool), a literal `matches` pattern that is not a regular
+expression, a `get` key that names no field of the record.
 
 Example:
 
     a -> b when len(a.items, a.other) > 0
+    a -> b when count(filter(i in a.items: i.year)) > 0
 
-Fix: pass the arguments the message describes."#;
+Fix: pass the arguments the message describes (here `len(a.items)`, and
+`filter(i in a.items: i.year > 2020)`)."#;
 
     RECURSIVE_TYPE = "E0207", "recursive type alias",
 r#"A type is defined in terms of itself without a record or list in

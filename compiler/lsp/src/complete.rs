@@ -317,6 +317,12 @@ impl Analysis {
                 items.push(item(primitive, CompletionItemKind::TYPE_PARAMETER, None));
             }
         }
+        // The function library, each with its signature (reference §4.3).
+        for (function, signature) in flow_check::functions::FUNCTIONS {
+            if seen.insert(function) {
+                items.push(CompletionItem { detail: Some(signature.to_string()), ..item(function, CompletionItemKind::FUNCTION, None) });
+            }
+        }
         items
     }
 }
@@ -394,6 +400,15 @@ mod tests {
         let in_workflow = offered(&flow("  |"));
         assert!(in_workflow.contains(&"node".to_string()) && in_workflow.contains(&"deadline".to_string()), "{in_workflow:?}");
         assert!(!in_workflow.contains(&"start".to_string()), "already written: {in_workflow:?}");
+    }
+
+    #[test]
+    fn an_expression_offers_the_function_library() {
+        let guard = offered(&flow("  draft -> done when |"));
+        for function in ["filter", "jaccard", "tokens", "len"] {
+            assert!(guard.contains(&function.to_string()), "no `{function}` in {guard:?}");
+        }
+        assert!(guard.contains(&"draft".to_string()), "the workflow's nodes too: {guard:?}");
     }
 
     #[test]

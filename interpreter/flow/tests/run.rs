@@ -833,3 +833,30 @@ fn status_and_show_print_one_json_document_for_scripts() {
     assert!(completions.status.success());
     assert!(String::from_utf8_lossy(&completions.stdout).contains("complete -F _flow"), "a bash completion script");
 }
+
+#[test]
+fn a_command_tool_runs_in_its_declared_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("work/inner")).unwrap();
+    std::fs::write(dir.path().join("work/inner/marker.txt"), "here").unwrap();
+    let tool = |name: &str, cwd: &str| {
+        format!(
+            "tool {name}: command {{\n  description: \"Names the directory it runs in\"\n  input: any\n  output: {{ dir: string, marker: bool }}\n  \
+             argv: [\"sh\", \"-c\", \"printf '{{\\\"dir\\\": \\\"%s\\\", \\\"marker\\\": %s}}' \\\"$(basename \\\"$PWD\\\")\\\" \\\"$(test -f marker.txt && echo true || echo false)\\\"\"]\n  \
+             effect: idempotent\n{cwd}}}\n"
+        )
+    };
+    let source = format!(
+        "{}{}workflow w {{\n  start: inside\n  node inside: tool inner {{ args: {{}} }}\n  node beside: tool flow_dir {{ args: {{}} }}\n  node done: end ok\n  inside -> beside -> done\n}}\n",
+        tool("inner", "  cwd: \"work/inner\"\n"),
+        tool("flow_dir", "")
+    );
+    std::fs::write(dir.path().join("cwd.flow"), source).unwrap();
+    let run_dir = dir.path().join("run");
+    let out = flow(&["run", "cwd.flow", "--run-dir", run_dir.to_str().unwrap(), "--fake-clock", "-q"], dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    let state = final_state(&run_dir);
+    assert!(state.contains(r#"inside = {"dir":"inner","marker":true}"#), "`cwd` is relative to the flow file:\n{state}");
+    let flow_dir = dir.path().file_name().unwrap().to_str().unwrap();
+    assert!(state.contains(&format!(r#"beside = {{"dir":"{flow_dir}","marker":false}}"#)), "no `cwd`: the flow file's directory:\n{state}");
+}

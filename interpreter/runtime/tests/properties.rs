@@ -315,6 +315,32 @@ workflow w {{
 }
 
 #[test]
+fn a_tasks_risk_and_labels_choose_its_route() {
+    let source = format!(
+        r#"{HEAD}provider careful: scripted {{ max_tokens: 1k }}
+provider counsel: scripted {{ max_tokens: 1k }}
+agent a {{ provider: p, routes: [
+  {{ when: task.risk == "critical" or task.risk == "high", use: careful, model: "large" }},
+  {{ when: "legal" in task.labels, use: counsel }},
+] }}
+workflow w {{
+  start: risky
+  node risky: agent a {{ output: string, task: {{ kind: "review", risk: high }} }}
+  node legal: agent a {{ output: string, task: {{ kind: "review", risk: low, labels: ["legal", "draft"] }} }}
+  node plain: agent a {{ output: string, task: {{ kind: "review", risk: low, labels: ["draft"] }} }}
+  node done: end ok
+  risky -> legal -> plain -> done
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!("s")));
+    let sent = |node: &str| ran.agents.iter().find(|r| r.node == node).map(|r| (r.provider.clone(), r.model.clone())).expect(node);
+    assert_eq!(sent("risky"), ("careful".to_string(), Some("large".to_string())), "a high risk takes the careful route");
+    assert_eq!(sent("legal"), ("counsel".to_string(), None), "a `legal` label takes counsel's route");
+    assert_eq!(sent("plain"), ("p".to_string(), None), "neither: the agent's own provider");
+}
+
+#[test]
 fn a_task_on_private_data_goes_only_to_a_local_provider_or_is_not_sent() {
     let source = format!(
         r#"{HEAD}provider cloud: scripted {{ max_tokens: 1k }}
@@ -563,6 +589,41 @@ workflow w {{
     // `items[5]` of a one-item list is an evaluation error: fail closed.
     assert_eq!(outcome(""), (Some("BLOCK"), "stopped".to_string()));
     assert_eq!(outcome("on_error: REQUIRES_DECISION"), (Some("REQUIRES_DECISION"), "ok".to_string()), "asked, and approved");
+}
+
+#[test]
+fn a_gates_description_is_what_its_deciders_are_asked() {
+    let source = |description: &str| {
+        format!(
+            r#"{HEAD}principal editor
+agent a {{ provider: p }}
+workflow w {{
+  start: x
+  escalate_to: editor
+  node x: agent a {{ output: {{ score: int }} }}
+  node done: end ok
+  x -> done
+  gate g: x -> done {{
+    {description}
+    evaluate: [predicate(x.score > 5)]
+    on PASS, approve -> continue
+    on BLOCK -> decide
+    on reject -> terminate(rejected)
+  }}
+}}
+"#
+        )
+    };
+    let asked = |description: &str| {
+        let ran = run(&source(description), json!({}), |_| output(json!({ "score": 1 })));
+        assert_eq!(ran.ended().0, "ok", "asked and approved");
+        ran.humans.first().expect("a decision was asked").prompt.clone()
+    };
+    assert_eq!(
+        asked(r#"description: "Is a score of 5 or less good enough to publish?""#).as_deref(),
+        Some("Is a score of 5 or less good enough to publish?")
+    );
+    assert_eq!(asked(""), None, "no description, no prompt");
 }
 
 #[test]

@@ -55,6 +55,9 @@ fn http_tools_call_a_real_server() {
     assert_eq!(requests[1]["method"], "POST");
     assert_eq!(requests[1]["body"], serde_json::json!({ "item": "a%20b%2Fc", "qty": 2 }));
     assert_eq!(requests[1]["idempotency_key"], "order-a%20b%2Fc");
+    // The tool's declared headers went with it, and only with it.
+    assert_eq!(requests[1]["x_flow"], "test");
+    assert_eq!(requests[0]["x_flow"], Value::Null);
     let trace = std::fs::read_to_string(run_dir.join("trace.jsonl")).unwrap();
     let events: Vec<Value> = trace.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let completed: Vec<&Value> = events.iter().filter(|e| e["kind"] == "tool_call_completed").collect();

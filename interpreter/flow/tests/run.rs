@@ -860,3 +860,51 @@ fn a_command_tool_runs_in_its_declared_directory() {
     let flow_dir = dir.path().file_name().unwrap().to_str().unwrap();
     assert!(state.contains(&format!(r#"beside = {{"dir":"{flow_dir}","marker":false}}"#)), "no `cwd`: the flow file's directory:\n{state}");
 }
+
+#[test]
+fn a_workflows_concurrency_bounds_the_calls_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = |concurrency: &str| {
+        format!(
+            r#"tool nap: command {{
+  description: "Sleeps a little, saying when it started and ended"
+  input: {{ n: int }}
+  output: {{ start: float, end: float }}
+  argv: ["python3", "-c", "import json, time; s = time.time(); time.sleep(1.0); print(json.dumps({{'start': s, 'end': time.time()}}))"]
+  env: ["PATH"]
+  effect: idempotent
+}}
+workflow naps {{
+  start: split
+  {concurrency}
+  node split: parallel [a, b, c]
+  node a: tool nap {{ args: {{ n: 1 }} }}
+  node b: tool nap {{ args: {{ n: 2 }} }}
+  node c: tool nap {{ args: {{ n: 3 }} }}
+  node merge: join [a, b, c]
+  node done: end ok
+  split -> merge -> done
+}}
+"#
+        )
+    };
+    // How many calls were ever running at once, from the intervals they report.
+    let most_at_once = |name: &str, concurrency: &str| -> usize {
+        std::fs::write(dir.path().join(format!("{name}.flow")), source(concurrency)).unwrap();
+        let run_dir = dir.path().join(name);
+        let out = flow(&["run", &format!("{name}.flow"), "--run-dir", run_dir.to_str().unwrap(), "-q"], dir.path());
+        assert!(out.status.success(), "{}", text(&out));
+        let state = final_state(&run_dir);
+        let spans: Vec<(f64, f64)> = ["a", "b", "c"]
+            .iter()
+            .map(|node| {
+                let line = state.lines().find_map(|l| l.trim().strip_prefix(&format!("{node} = "))).expect(node);
+                let v: Value = serde_json::from_str(line).unwrap();
+                (v["start"].as_f64().unwrap(), v["end"].as_f64().unwrap())
+            })
+            .collect();
+        spans.iter().map(|(s, _)| spans.iter().filter(|(s2, e2)| s2 <= s && s < e2).count()).max().unwrap()
+    };
+    assert_eq!(most_at_once("one", "concurrency: 1"), 1, "one call at a time");
+    assert_eq!(most_at_once("three", "concurrency: 3"), 3, "all three at once");
+}

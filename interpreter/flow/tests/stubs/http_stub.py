@@ -31,7 +31,8 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         with open(LOG, "a") as log:
             log.write(json.dumps({"method": method, "path": self.path, "body": body,
-                                  "idempotency_key": self.headers.get("Idempotency-Key")}) + "\n")
+                                  "idempotency_key": self.headers.get("Idempotency-Key"),
+                                  "x_flow": self.headers.get("X-Flow")}) + "\n")
         if self.path == "/fail":
             return self.reply(500, {"error": "boom"})
         if self.path.startswith("/items/"):

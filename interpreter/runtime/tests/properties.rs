@@ -627,6 +627,71 @@ workflow w {{
 }
 
 #[test]
+fn a_joins_declared_output_holds_its_merged_result() {
+    let source = format!(
+        r#"{HEAD}agent a {{ provider: p }}
+workflow w {{
+  start: split
+  node split: parallel [x, y]
+  node x: agent a {{ output: any }}
+  node y: agent a {{ output: any }}
+  node merge: join [x, y] {{ output: {{ results: [{{ n: int }}], conflicts: [any], branches: any }} }}
+  node done: end ok
+  node broken: end broken {{ status: failure }}
+  split -> merge -> done
+  on failure -> goto(broken)
+}}
+"#
+    );
+    let ran = |y: Value| run(&source, json!({}), move |r| output(if r.node == "x" { json!({ "n": 1 }) } else { y.clone() }));
+    let fits = ran(json!({ "n": 2 }));
+    assert_eq!(fits.ended().0, "ok");
+    assert_eq!(fits.failed("merge"), None);
+    let mistyped = ran(json!({ "n": "two" }));
+    let (code, message) = mistyped.failed("merge").expect("the merged result does not fit the join's output");
+    assert_eq!(code, "invalid_output", "{message}");
+    assert!(message.contains("merged output"), "{message}");
+    assert_eq!(mistyped.ended().0, "broken");
+}
+
+#[test]
+fn only_who_a_gates_trigger_names_may_trigger_it() {
+    let source = |by: &str| {
+        format!(
+            r#"{HEAD}principal lead
+agent a {{ provider: p }}
+workflow w {{
+  start: x
+  escalate_to: lead
+  node x: agent a {{ output: string }}
+  node done: end ok
+  node refused: end refused {{ status: failure }}
+  x -> done
+  gate g: x -> done {{
+    evaluate: [predicate(true)]
+    trigger: {{ by: [{by}], on: ["node_completed"] }}
+    on PASS -> continue
+    on BLOCK -> goto(refused)
+  }}
+}}
+"#
+        )
+    };
+    let gate = |by: &str| {
+        let ran = run(&source(by), json!({}), |_| output(json!("s")));
+        let recorded = ran.events.iter().find_map(|e| match &e.body {
+            Body::GateRecorded { outcome, reason, .. } => Some((outcome.as_str().to_string(), reason.clone())),
+            _ => None,
+        });
+        (recorded.expect("the gate was recorded"), ran.ended().0)
+    };
+    assert_eq!(gate("a"), (("PASS".to_string(), None), "ok".to_string()), "the agent that runs `x` may trigger");
+    let ((outcome, reason), ended) = gate("lead");
+    assert_eq!((outcome.as_str(), ended.as_str()), ("BLOCK", "refused"), "only `lead` may trigger, and `a` ran `x`");
+    assert!(reason.is_some_and(|r| r.contains("`a` may not trigger")), "the reason names who tried");
+}
+
+#[test]
 fn a_handoff_records_its_reason() {
     let source = format!(
         r#"{HEAD}agent a {{ provider: p }}

@@ -1097,6 +1097,58 @@ workflow w {{
 }
 
 #[test]
+fn the_budgets_of_a_node_an_agent_and_a_contract_end_work_that_takes_longer() {
+    // Each model turn takes 10 minutes on the run's clock; each budget
+    // below allows 15 (`budget` `duration`), so the second turn in its
+    // scope runs it out, and a quick run does not.
+    const TEN_MINUTES: u64 = 600_000;
+    let reply = |_: &AgentRequest| output(json!("s"));
+    let exhausted = |ran: &Ran| {
+        ran.events.iter().find_map(|e| match &e.body {
+            Body::BudgetExhausted { scope, .. } => Some(scope.clone()),
+            _ => None,
+        })
+    };
+    let case = |agent: &str, node: &str, contract: &str, delegate: bool| {
+        format!(
+            r#"{HEAD}budget quarter {{ duration: 15m }}
+agent lead {{ provider: p, can_delegate: true{agent} }}
+agent worker {{ provider: p, max_turns: 1 }}
+contract job {{ objective: "Work", output: string{contract} }}
+workflow w {{
+  start: x
+  node x: agent lead {{ output: string{node} }}
+  node y: agent lead {{ output: string }}
+  node z: agent worker {{ output: string }}
+  node done: end ok
+  x -> y -> z -> done
+  {}
+  on budget_exhausted -> fallback(late)
+}}
+"#,
+            if delegate { "delegate y -> z { contract: job }" } else { "" }
+        )
+    };
+    // A node's budget counts that node's visit: a declared one by name
+    // (15 minutes: x's one turn fits), an inline one (5: it does not).
+    let node = case("", ", budget: quarter", "", false);
+    assert_eq!(exhausted(&run_timed(&node, json!({}), reply, TEN_MINUTES)), None, "one turn of x fits its budget");
+    let slow_node = case("", ", budget: { duration: 5m }", "", false);
+    let ran = run_timed(&slow_node, json!({}), reply, TEN_MINUTES);
+    assert_eq!((exhausted(&ran).as_deref(), ran.ended().0.as_str()), (Some("node.x"), "late"));
+    // An agent's budget counts every node it runs: x and y together.
+    let agent = case(", budget: quarter", "", "", false);
+    let ran = run_timed(&agent, json!({}), reply, TEN_MINUTES);
+    assert_eq!((exhausted(&ran).as_deref(), ran.ended().0.as_str()), (Some("agent.lead"), "late"));
+    assert_eq!(run_timed(&agent, json!({}), reply, 60_000).ended().0, "ok");
+    // A contract's budget counts the delegated work.
+    let contract = case("", "", ", budget: { duration: 5m }", true);
+    let ran = run_timed(&contract, json!({}), reply, TEN_MINUTES);
+    assert_eq!((exhausted(&ran).as_deref(), ran.ended().0.as_str()), (Some("delegation.z"), "late"));
+    assert_eq!(run_timed(&contract, json!({}), reply, 60_000).ended().0, "ok");
+}
+
+#[test]
 fn every_tool_call_of_a_reply_is_made_before_the_next_turn() {
     let source = format!(
         r#"{HEAD}tool echo: builtin {{ description: "Echoes", input: any, output: any, function: "identity" }}

@@ -908,3 +908,48 @@ workflow naps {{
     assert_eq!(most_at_once("one", "concurrency: 1"), 1, "one call at a time");
     assert_eq!(most_at_once("three", "concurrency: 3"), 3, "all three at once");
 }
+
+#[test]
+fn rate_limits_space_out_a_tools_calls_and_an_agents_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("rates.script.yaml"),
+        "replies:\n  writer:\n  - output: \"one\"\n  - output: \"two\"\n  - output: \"three\"\n",
+    )
+    .unwrap();
+    // Three calls of each at most 1 per 600 ms: the third waits 1.2 s after
+    // the first; without the limits the run takes milliseconds.
+    let source = |tool_rate: &str, agent_rate: &str| {
+        format!(
+            r#"provider local: scripted {{ script: "rates.script.yaml" }}
+agent writer {{ provider: local{agent_rate} }}
+tool stamp: builtin {{ description: "Echoes", input: any, output: any, function: "identity"{tool_rate} }}
+workflow rates {{
+  start: t1
+  node t1: tool stamp {{ args: {{ n: 1 }} }}
+  node t2: tool stamp {{ args: {{ n: 2 }} }}
+  node t3: tool stamp {{ args: {{ n: 3 }} }}
+  node w1: agent writer {{ output: string }}
+  node w2: agent writer {{ output: string }}
+  node w3: agent writer {{ output: string }}
+  node done: end ok
+  t1 -> t2 -> t3 -> w1 -> w2 -> w3 -> done
+}}
+"#
+        )
+    };
+    let elapsed = |name: &str, tool_rate: &str, agent_rate: &str| {
+        std::fs::write(dir.path().join(format!("{name}.flow")), source(tool_rate, agent_rate)).unwrap();
+        let run_dir = dir.path().join(name);
+        let started = std::time::Instant::now();
+        let out = flow(&["run", &format!("{name}.flow"), "--run-dir", run_dir.to_str().unwrap(), "-q"], dir.path());
+        assert!(out.status.success(), "{}", text(&out));
+        started.elapsed().as_secs_f64()
+    };
+    let tools = elapsed("tools", ", rate_limit: 1 / 600ms", "");
+    assert!(tools >= 1.2, "three tool calls at 1 per 600 ms took {tools:.2} s");
+    let agents = elapsed("agents", "", ", rate_limit: 1 / 600ms");
+    assert!(agents >= 1.2, "three turns at 1 per 600 ms took {agents:.2} s");
+    let both = elapsed("both", ", rate_limit: 1 / 600ms", ", rate_limit: 1 / 600ms");
+    assert!(both >= 2.4, "each limit holds its own calls back: {both:.2} s");
+}

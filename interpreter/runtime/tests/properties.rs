@@ -692,6 +692,31 @@ workflow w {{
 }
 
 #[test]
+fn an_mcp_servers_quota_refuses_the_calls_past_it() {
+    // Two tools of one server share its quota of two calls per run.
+    let source = format!(
+        r#"{HEAD}tool lookup: mcp {{ description: "Looks up", input: any, output: any, server: ["python3", "server.py"], remote_name: "lookup", quota: 2, effect: idempotent }}
+tool fetch: mcp {{ description: "Fetches", input: any, output: any, server: ["python3", "server.py"], remote_name: "fetch", quota: 2, effect: idempotent }}
+workflow w {{
+  start: one
+  node one: tool lookup {{ args: {{ q: 1 }} }}
+  node two: tool fetch {{ args: {{ q: 2 }} }}
+  node three: tool lookup {{ args: {{ q: 3 }}, on_failure: skip }}
+  node done: end ok
+  one -> two -> three -> done
+}}
+"#
+    );
+    let ran = run(&source, json!({}), |_| output(json!("s")));
+    let started = ran.events.iter().filter(|e| matches!(e.body, Body::ToolCallStarted { .. })).count();
+    assert_eq!(started, 2, "the third call is never made");
+    let (code, message) = ran.failed("three").expect("the call past the quota fails its node");
+    assert_eq!(code, "quota_exhausted", "{message}");
+    assert!(message.contains("quota of 2 calls"), "{message}");
+    assert_eq!(ran.ended().0, "ok", "and its handler (skip) goes on");
+}
+
+#[test]
 fn a_handoff_records_its_reason() {
     let source = format!(
         r#"{HEAD}agent a {{ provider: p }}

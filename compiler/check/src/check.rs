@@ -750,14 +750,31 @@ impl<'a> Checker<'a> {
         if spec.kind == Kind::Tool && variant.as_deref() == Some("mcp") {
             self.check_mcp_tool(body, decl.name.span, &decl.name.text);
         }
-        if spec.kind == Kind::Evaluator && variant.as_deref() == Some("human") {
-            if let Some(timeout) = Self::block_prop(Some(body), "timeout") {
-                self.error(codes::NOT_SUPPORTED, timeout.span, "`timeout` on a `human` evaluator is not supported yet")
-                    .with_primary_message("the judges' decision never times out")
-                    .with_help("bound the wait with the gate's own `timeout`, or remove this one");
-            }
+        if spec.kind == Kind::Evaluator {
+            self.refuse_unbounded_timeout(body, variant.as_deref());
         }
         ir::Decl { kind: spec.kind, name: decl.name.text.clone(), variant, props, loc: loc(self.file, decl.name.span), imported }
+    }
+
+    /// An evaluator's `timeout` bounds a probe command only: a `human` or
+    /// `llm` evaluator's wait is not bounded by it yet, and `predicate`,
+    /// `schema` and `builtin` evaluators are answered at once by the
+    /// control plane. Refused (E0116) there rather than accepted and
+    /// ignored.
+    fn refuse_unbounded_timeout(&mut self, body: &ast::Block, variant: Option<&str>) {
+        let Some(timeout) = Self::block_prop(Some(body), "timeout") else { return };
+        let (what, help) = match variant {
+            Some("command") | None => return,
+            Some("human") => ("the judges' decision never times out", "bound the wait with the gate's own `timeout`, or remove this one"),
+            Some("llm") => {
+                ("the judge's turn is not bounded by it", "bound the judge with its agent's provider `timeout`, or remove this one")
+            }
+            Some(_) => ("it is evaluated at once by the control plane: there is nothing to time out", "remove it"),
+        };
+        let kind = variant.unwrap_or_default();
+        self.error(codes::NOT_SUPPORTED, timeout.span, format!("`timeout` is not supported yet on `{kind}` evaluators"))
+            .with_primary_message(what)
+            .with_help(help);
     }
 
     /// `append_only: false` would promise entries that can change, and no

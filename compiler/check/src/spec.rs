@@ -482,7 +482,7 @@ pub const EVALUATOR: DeclSpec = DeclSpec {
         props: &[
             opt("description", V::Str, "What is checked."),
             opt("input", V::Type, "The evaluator's input type."),
-            opt("timeout", V::Duration, "Evaluation timeout (a timeout is never PASS)."),
+            opt("timeout", V::Duration, "Timeout of a `command` probe (a timeout is never PASS); refused on other kinds."),
             opt("fail", V::Word(&["BLOCK", "REQUIRES_DECISION"]), "The outcome when the check fails (default BLOCK)."),
             opt("reason", V::Str, "Reason code recorded when the check does not pass."),
         ],

@@ -231,8 +231,10 @@ time, the checker refuses it: what `flowc verify` accepts is what `flow
 run` does.
 
 Today: a `flow` node (a sub-flow) is refused, and so is `output` on a
-`human` node (its answer is `{ decision, comment }`), a `timeout` on a
-`human` evaluator (its judges' decision never times out), an `llm` evaluator where a token or cost
+`human` node (its answer is `{ decision, comment }`), a `timeout` on any
+evaluator but a `command` probe (a `human` panel's decision never times
+out, an `llm` judge's turn is not bounded by it, `predicate`, `schema` and
+`builtin` evaluators are answered at once), an `llm` evaluator where a token or cost
 budget would have to count its judge's turns (they are not metered yet),
 and a `parallel` node's `max_concurrency`
 below its number of branches (every branch starts at once). A

@@ -953,3 +953,42 @@ workflow rates {{
     let both = elapsed("both", ", rate_limit: 1 / 600ms", ", rate_limit: 1 / 600ms");
     assert!(both >= 2.4, "each limit holds its own calls back: {both:.2} s");
 }
+
+#[test]
+fn a_probe_past_its_evaluators_timeout_is_never_a_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = |timeout: &str| {
+        format!(
+            r#"tool make: builtin {{ description: "Makes", input: any, output: any, function: "identity" }}
+evaluator slow_probe: command {{
+  input: any
+  argv: ["python3", "-c", "import time; time.sleep(30)"]
+  {timeout}
+}}
+workflow probed {{
+  start: x
+  node x: tool make {{ args: {{ n: 1 }} }}
+  node done: end ok
+  node stopped: end stopped {{ status: failure }}
+  x -> done
+  gate g: x -> done {{
+    evaluate: [slow_probe(x)]
+    on PASS -> continue
+    on BLOCK -> goto(stopped)
+  }}
+}}
+"#
+        )
+    };
+    std::fs::write(dir.path().join("probed.flow"), source("timeout: 1s")).unwrap();
+    let run_dir = dir.path().join("run");
+    let started = std::time::Instant::now();
+    let out = flow(&["run", "probed.flow", "--run-dir", run_dir.to_str().unwrap(), "-q"], dir.path());
+    let took = started.elapsed().as_secs_f64();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(took < 20.0, "the probe was stopped at its timeout, not after its 30 s: {took:.1} s");
+    let trace = assert_valid_trace(&run_dir);
+    let gate = trace.iter().find(|e| e["kind"] == "gate_recorded").expect("the gate was recorded");
+    assert_eq!(gate["payload"]["outcome"], "BLOCK", "{gate}");
+    assert_eq!(last(&trace)["payload"]["reason"], "stopped");
+}

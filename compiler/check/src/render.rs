@@ -32,6 +32,19 @@ fn literal_is_negative(value: &Value) -> bool {
     }
 }
 
+/// `name(var in list: body)`: a quantifier or a function that binds a
+/// variable, as written.
+fn write_binding(out: &mut String, name: &str, var: &str, list: &TExpr, body: &TExpr) {
+    out.push_str(name);
+    out.push('(');
+    out.push_str(var);
+    out.push_str(" in ");
+    write_expr(out, list, 0);
+    out.push_str(": ");
+    write_expr(out, body, 0);
+    out.push(')');
+}
+
 fn write_expr(out: &mut String, expr: &TExpr, min: u8) {
     flow_syntax::stack::guarded(|| write_expr_level(out, expr, min))
 }
@@ -107,26 +120,8 @@ fn write_expr_level(out: &mut String, expr: &TExpr, min: u8) {
                 out.push_str(" }");
             }
         }
-        TExprKind::Quantified { quantifier, var, list, predicate } => {
-            out.push_str(quantifier.as_str());
-            out.push('(');
-            out.push_str(var);
-            out.push_str(" in ");
-            write_expr(out, list, 0);
-            out.push_str(": ");
-            write_expr(out, predicate, 0);
-            out.push(')');
-        }
-        TExprKind::Comprehension { function, var, list, body } => {
-            out.push_str(function);
-            out.push('(');
-            out.push_str(var);
-            out.push_str(" in ");
-            write_expr(out, list, 0);
-            out.push_str(": ");
-            write_expr(out, body, 0);
-            out.push(')');
-        }
+        TExprKind::Quantified { quantifier, var, list, predicate } => write_binding(out, quantifier.as_str(), var, list, predicate),
+        TExprKind::Comprehension { function, var, list, body } => write_binding(out, function, var, list, body),
         TExprKind::Invalid => out.push_str("<invalid>"),
     }
     if parens {

@@ -145,8 +145,7 @@ pub(super) fn comprehension(function: &str, items: &[Json], values: Vec<Json>) -
             }
             Ok(Json::Array(groups.into_iter().map(|(key, items)| pair("key", key, "items", Json::Array(items))).collect()))
         }
-        "avg" => average(function, &numbers(function, &Json::Array(values.clone()))?),
-        // sum, min, max: as over the list of the body's values.
+        // sum, min, max, avg: as over the list of the body's values.
         _ => super::call(function, &[&Json::Array(values)]),
     }
 }

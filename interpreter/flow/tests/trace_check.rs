@@ -24,8 +24,10 @@ fn example(name: &str) -> PathBuf {
     repo().join(format!("examples/{name}/{name}.flow"))
 }
 
+/// This process's scratch directory: test runners that start a process
+/// per test (nextest) run two of these at once, and each makes the runs.
 fn scratch() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("trace_check")
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("trace_check-{}", std::process::id()))
 }
 
 /// One offline run of every example: (name, run directory).

@@ -14,7 +14,8 @@
 //!   none: fail-closed), whose
 //!   BLOCK terminates or asks for a decision (reject terminates; the
 //!   decision may have a `timeout`, with or without a `timeout` handler);
-//! * a static fan-out and a join (`all`, `any`, `majority`; branches with
+//! * a static fan-out and a join (`all`, `any`, `majority`, or a vote —
+//!   `majority(ok)`, `quorum(2, n)`, `weighted(ok, {…})`; branches with
 //!   and without an edge of their own into the join; `conflicts: fail`
 //!   sometimes, which fails the join when the branches disagree), sometimes
 //!   with a second join listing the same branches (they arrive at the first);
@@ -25,6 +26,8 @@
 //! * a human approval (approve goes on, reject ends), sometimes with a
 //!   `timeout` (no decision in time fails the visit);
 //! * a map over an agent's list (at most two items; a longer list fails it);
+//! * a compute node over an agent's output (its value can fail to be made,
+//!   or fall outside its type), sometimes routed on;
 //! * blackboards: agent nodes that append their output (at once, after an
 //!   approval, or — the gated agent of a gate block — on the gate's PASS)
 //!   and agent nodes that read them;
@@ -122,7 +125,7 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
         exits: vec![(node.to_string(), String::new())],
         gate: None,
     };
-    match rng.below(10) {
+    match rng.below(11) {
         0 | 1 => {
             let line = agent_line(rng, &n, names, false);
             simple(vec![line], &n)
@@ -204,14 +207,16 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
         }
         5 => {
             let (a, b, j) = (format!("a{k}"), format!("b{k}"), format!("j{k}"));
-            let rule = *rng.pick(&["all", "all", "any", "majority"]);
+            let rule = *rng.pick(&["all", "all", "any", "majority", "majority(ok)", "quorum(2, n)", "weighted(ok, { a0: 2 })"]);
+            let rule = rule.replace("a0", &a);
+            let votes = rule.contains('(');
             let mut lines = vec![format!("  node {n}: parallel [{a}, {b}]")];
             names.nodes.push(n.clone());
             lines.push(agent_line(rng, &a, names, true));
             lines.push(agent_line(rng, &b, names, true));
             names.nodes.push(j.clone());
             // Sometimes the join fails when the branches disagree.
-            let conflicts = if rng.chance(30) { ", conflicts: fail" } else { "" };
+            let conflicts = if rng.chance(30) && !votes { ", conflicts: fail" } else { "" };
             lines.push(format!("  node {j}: join [{a}, {b}] {{ rule: {rule}{conflicts} }}"));
             if rng.chance(50) {
                 lines.push(format!("  {a} -> {j}"));
@@ -288,6 +293,33 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
                 format!("  {n} -> {map}"),
             ];
             Block { lines, entry: n, exits: vec![(map, String::new())], gate: None }
+        }
+        9 => {
+            // A computed value over an agent's output: it fails when the
+            // division has no value (n = 0) and with `invalid_output` when
+            // the level is outside its type (n < 0).
+            let c = format!("c{k}");
+            names.nodes.push(c.clone());
+            let lines = vec![
+                agent_line(rng, &n, names, true),
+                format!("  node {c}: compute {{"),
+                "    output: { ok: bool, level: \"low\" | \"high\" }".to_string(),
+                format!("    let: {{ share: 100 / {n}.n }}"),
+                format!("    value: {{ ok: {n}.ok and share > 10, level: if_else({n}.n > 1, \"high\", if_else({n}.n > 0, \"low\", \"none\")) }}"),
+                "  }".to_string(),
+                format!("  {n} -> {c}"),
+            ];
+            let guard = if rng.chance(50) { format!(" when {c}.ok") } else { String::new() };
+            if guard.is_empty() {
+                return Block { lines, entry: n, exits: vec![(c, String::new())], gate: None };
+            }
+            let (end, reason) = (format!("e{k}"), format!("low{k}"));
+            names.nodes.push(end.clone());
+            names.reasons.push(reason.clone());
+            let mut lines = lines;
+            lines.push(format!("  node {end}: end {reason} {{ status: partial }}"));
+            lines.push(format!("  {c} -> {end} else"));
+            Block { lines, entry: n, exits: vec![(c, guard)], gate: None }
         }
         _ => {
             let m = format!("m{k}");

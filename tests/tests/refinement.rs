@@ -384,6 +384,7 @@ fn every_witness_is_a_run_of_the_engine() {
                 input: &json!({}),
                 witness: &report.events,
                 config: &config("witness"),
+                scripted: &Default::default(),
             };
             match witness::execute(&search, witness::DEFAULT_TRIES).unwrap_or_else(|e| panic!("seed {seed}: {e}")) {
                 witness::Found::Run(_) => executed += 1,

@@ -741,9 +741,20 @@ impl<'a> Checker<'a> {
         let body = decl.body.as_ref().unwrap_or(&empty);
         let block = BlockSpec { props: &props_spec, ..spec.block };
         self.extra_vars = self.decl_vars(spec.kind, body);
+        let reordered = (spec.kind == Kind::Compute).then(|| lets_first(body));
+        let body = reordered.as_ref().unwrap_or(body);
         let (props, _) =
             self.check_block(body, &block, decl.name.span, &format!("{} `{}`", decl.keyword.as_str(), decl.name.text), &Scope::default());
         self.extra_vars.clear();
+        if spec.kind == Kind::Compute {
+            let output = props.get("output").and_then(|v| match v {
+                Value::Type(t) => Some(t.clone()),
+                _ => None,
+            });
+            if let Some(output) = output {
+                self.check_computed_value(&props, &output, body);
+            }
+        }
         if spec.kind == Kind::Blackboard {
             self.refuse_mutable_board(body);
         }
@@ -843,6 +854,9 @@ impl<'a> Checker<'a> {
             Kind::Evaluator => {
                 vars.insert("input".to_string(), prop_type(self, "input"));
                 vars.insert("output".to_string(), prop_type(self, "output"));
+            }
+            Kind::Compute => {
+                vars.insert("input".to_string(), prop_type(self, "input"));
             }
             Kind::Agent => {
                 let mut fields = IndexMap::new();
@@ -1127,6 +1141,7 @@ impl<'a> Checker<'a> {
             V::Evaluator => self.check_evaluator(expr),
             V::JoinRule => self.check_join_rule(expr),
             V::Args => self.check_args(expr),
+            V::Lets => self.check_lets(expr),
             V::Artifacts => match &expr.kind {
                 ExprKind::List(items) => {
                     let scope = self.env_scope(Env::Nodes);
@@ -1416,41 +1431,78 @@ impl<'a> Checker<'a> {
     }
 
     fn check_join_rule(&mut self, expr: &Expr) -> Value {
-        let rule = |rule: &str| Value::JoinRule { rule: rule.to_string(), weights: IndexMap::new(), evaluator: None };
+        let rule =
+            |rule: &str| Value::JoinRule { rule: rule.to_string(), weights: IndexMap::new(), evaluator: None, key: None, quorum: None };
+        let vote = |rule: &str, key: &Expr, quorum: Option<u64>, weights: IndexMap<String, f64>| match &key.kind {
+            ExprKind::Name(key) => Value::JoinRule { rule: rule.to_string(), weights, evaluator: None, key: Some(key.clone()), quorum },
+            _ => Value::Invalid,
+        };
         match &expr.kind {
             ExprKind::QuantifierWord(ast::Quantifier::All) => rule("all"),
             ExprKind::QuantifierWord(ast::Quantifier::Any) => rule("any"),
             ExprKind::Name(n) if n == "majority" || n == "first" => rule(n),
             ExprKind::Call { callee, args } => match (&callee.kind, args.as_slice()) {
-                (ExprKind::Name(n), [arg]) if n == "weighted" => {
-                    let ExprKind::Object(fields) = &arg.value.kind else {
-                        return self.invalid(&arg.value, "an object of weights `{ node: 2, other: 1 }`");
-                    };
-                    let mut weights = IndexMap::new();
-                    for field in fields {
-                        self.check_node_ref(&field.name.text, field.name.span);
-                        match self.number(&field.value) {
-                            Some((w, u)) if u.is_empty() => {
-                                weights.insert(field.name.text.clone(), w);
-                            }
-                            _ => {
-                                self.invalid(&field.value, "a weight (a number)");
-                            }
-                        }
-                    }
-                    Value::JoinRule { rule: "weighted".into(), weights, evaluator: None }
-                }
-                (ExprKind::Name(n), [arg]) if n == "custom" => match &arg.value.kind {
-                    ExprKind::Name(e) => {
-                        self.resolve(e, arg.value.span, &[Kind::Evaluator]);
-                        Value::JoinRule { rule: "custom".into(), weights: IndexMap::new(), evaluator: Some(e.clone()) }
-                    }
-                    _ => self.invalid(&arg.value, "an evaluator name"),
+                (ExprKind::Name(n), [key]) if n == "majority" => match vote("majority", &key.value, None, IndexMap::new()) {
+                    Value::Invalid => self.invalid(&key.value, "the field a vote counts (a name)"),
+                    v => v,
                 },
-                _ => self.invalid(expr, "a join rule: all, any, majority, first, weighted({…}) or custom(evaluator)"),
+                (ExprKind::Name(n), [count, key]) if n == "quorum" => {
+                    let quorum = match self.number(&count.value) {
+                        Some((q, u)) if u.is_empty() && q >= 1.0 && q.fract() == 0.0 => q as u64,
+                        _ => return self.invalid(&count.value, "the votes a value needs (a whole number, at least 1)"),
+                    };
+                    match vote("quorum", &key.value, Some(quorum), IndexMap::new()) {
+                        Value::Invalid => self.invalid(&key.value, "the field a vote counts (a name)"),
+                        v => v,
+                    }
+                }
+                (ExprKind::Name(n), [key, arg]) if n == "weighted" => {
+                    let Some(weights) = self.join_weights(&arg.value) else { return Value::Invalid };
+                    match vote("weighted", &key.value, None, weights) {
+                        Value::Invalid => self.invalid(&key.value, "the field a vote counts (a name)"),
+                        v => v,
+                    }
+                }
+                // Accepted before and never applied (the join waited for all
+                // and merged): refused until they mean something.
+                (ExprKind::Name(n), [_]) if n == "weighted" => {
+                    self.error(codes::NOT_SUPPORTED, expr.span, "`weighted({…})` without a key is not supported")
+                        .with_primary_message("nothing would weigh the branches")
+                        .with_help("vote on a field of the branches' outputs: `weighted(key, { node: weight, … })`");
+                    Value::Invalid
+                }
+                (ExprKind::Name(n), [_]) if n == "custom" => {
+                    self.error(codes::NOT_SUPPORTED, expr.span, "`custom(evaluator)` join rules are not supported yet")
+                        .with_primary_message("no run would apply the evaluator")
+                        .with_help("vote with `majority(key)`, `quorum(n, key)` or `weighted(key, {…})`, or merge with `all` and compute over the results with a `compute` node");
+                    Value::Invalid
+                }
+                _ => self.invalid(expr, JOIN_RULES),
             },
-            _ => self.invalid(expr, "a join rule: all, any, majority, first, weighted({…}) or custom(evaluator)"),
+            _ => self.invalid(expr, JOIN_RULES),
         }
+    }
+
+    /// The weights of `weighted({ node: weight, … })` and of
+    /// `weighted(key, { … })`: plain numbers keyed by nodes.
+    fn join_weights(&mut self, arg: &Expr) -> Option<IndexMap<String, f64>> {
+        let ExprKind::Object(fields) = &arg.kind else {
+            self.invalid(arg, "an object of weights `{ node: 2, other: 1 }`");
+            return None;
+        };
+        let mut weights = IndexMap::new();
+        for field in fields {
+            self.check_node_ref(&field.name.text, field.name.span);
+            match self.number(&field.value) {
+                Some((w, u)) if u.is_empty() => {
+                    weights.insert(field.name.text.clone(), w);
+                }
+                _ => {
+                    self.invalid(&field.value, "a weight (a number)");
+                }
+            }
+        }
+        Some(weights)
     }
 
     /// A tool node's `args`: typed in the workflow, checked against the
@@ -1508,6 +1560,31 @@ impl<'a> Checker<'a> {
         Value::Record(out)
     }
 
+    /// A `compute` node's `let`: each name typed over the nodes and the
+    /// names before it, then in scope (as a declaration variable) for the
+    /// rest of the node's block. A name may not hide a node or `input`.
+    fn check_lets(&mut self, expr: &Expr) -> Value {
+        let ExprKind::Object(fields) = &expr.kind else {
+            return self.invalid(expr, "named values `{ name: expr, … }`");
+        };
+        let scope = self.env_scope(Env::Nodes);
+        let mut out = ir::NameMap::default();
+        for field in fields {
+            let name = &field.name.text;
+            let typed = self.type_expr(&field.value, &scope);
+            let hides_node = self.workflow.as_ref().is_some_and(|w| w.nodes.contains_key(name)) || name == "input";
+            if hides_node || self.extra_vars.contains_key(name) {
+                let what = if hides_node { "a node or the run's input" } else { "an earlier `let` name" };
+                self.error(codes::INVALID_VALUE, field.name.span, format!("`{name}` would hide {what}"))
+                    .with_primary_message("choose another name");
+                continue;
+            }
+            self.extra_vars.insert(name.clone(), typed.ty.clone());
+            out.insert(name.clone(), Value::Expr(typed));
+        }
+        Value::Record(out)
+    }
+
     /// Whether a value of type `from` may be used where `to` is expected.
     pub fn assignable(&self, from: &Ty, to: &Ty) -> bool {
         let (from, to) = (self.expand(from), self.expand(to));
@@ -1559,6 +1636,17 @@ fn duration_ms(value: f64, unit: &str) -> Option<u64> {
     }
 }
 
+/// A block with its `let` property first: a computation's `let` names are
+/// in scope wherever the block uses them.
+pub(crate) fn lets_first(body: &ast::Block) -> ast::Block {
+    let mut reordered = body.clone();
+    reordered.entries.sort_by_key(|e| !matches!(e, Entry::Property(p) if p.key.text == "let"));
+    reordered
+}
+
+const JOIN_RULES: &str =
+    "a join rule: all, any, majority, first, weighted({…}), custom(evaluator), majority(key), quorum(n, key) or weighted(key, {…})";
+
 pub(crate) fn decl_kind(keyword: ast::DeclKeyword) -> Kind {
     match keyword {
         ast::DeclKeyword::Principal => Kind::Principal,
@@ -1569,6 +1657,7 @@ pub(crate) fn decl_kind(keyword: ast::DeclKeyword) -> Kind {
         ast::DeclKeyword::Budget => Kind::Budget,
         ast::DeclKeyword::Contract => Kind::Contract,
         ast::DeclKeyword::Blackboard => Kind::Blackboard,
+        ast::DeclKeyword::Compute => Kind::Compute,
         ast::DeclKeyword::Machine => Kind::Machine,
         ast::DeclKeyword::Workflow => Kind::Workflow,
     }

@@ -71,6 +71,12 @@ pub fn attempt_failed(node: &str, attempt_id: &str, attempt_no: u32, error_code:
     }
 }
 
+/// `computed`: a compute node's value, with the artifact of each input it
+/// read (`None`: the input had no output).
+pub fn computed(node: &str, inputs: std::collections::BTreeMap<String, Option<ArtifactRef>>, output: ArtifactRef) -> Body {
+    Body::Computed { schema_version: V, node: node.to_string(), inputs, output }
+}
+
 /// `edge_taken`.
 pub fn edge_taken(from: &str, to: &str, via: Via) -> Body {
     Body::EdgeTaken { schema_version: V, from: from.to_string(), to: to.to_string(), via }

@@ -42,6 +42,7 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ("jaccard", "jaccard(list, list) -> float: |A ∩ B| / |A ∪ B| of their distinct elements (1.0 when both are empty)"),
     ("round", "round(number) -> int, or round(number, digits) -> float"),
     ("clamp", "clamp(x, low, high) -> x kept within [low, high]"),
+    ("if_else", "if_else(condition, then, otherwise) -> then when the condition holds, else otherwise (only that one is evaluated)"),
     ("keys", "keys(record) -> [string]"),
     ("values", "values(record) -> [value]"),
     ("get", "get(record or list, key) or get(record or list, key, default) -> the value there (else null or the default)"),
@@ -60,7 +61,7 @@ fn arities(name: &str) -> &'static [usize] {
         "contains" | "starts_with" | "matches" | "split" | "zip" | "union" | "intersection" | "difference" | "jaccard" => &[2],
         "min" | "max" | "round" => &[1, 2],
         "get" => &[2, 3],
-        "clamp" => &[3],
+        "clamp" | "if_else" => &[3],
         _ => &[1],
     }
 }
@@ -241,7 +242,30 @@ impl Checker<'_> {
                 tys[0].clone()
             }
             "keys" | "values" => self.record_parts(name, args, tys),
+            "if_else" => self.if_else_result(args, tys),
             _ => self.get_result(args, typed, tys),
+        }
+    }
+
+    /// `if_else(condition, then, otherwise)`: a bool, then two values of
+    /// one type (an int and a float make a float; strings and enums a
+    /// string).
+    fn if_else_result(&mut self, args: &[Argument], tys: &[Ty]) -> Ty {
+        if !matches!(tys[0], Ty::Bool | Ty::Any) {
+            self.bad_argument("if_else", args, tys, 0, "a condition (a bool)");
+        }
+        let stringy = |t: &Ty| matches!(t, Ty::String | Ty::Enum { .. });
+        match (&tys[1], &tys[2]) {
+            (Ty::Any, other) | (other, Ty::Any) => other.clone(),
+            (a, b) if a == b => a.clone(),
+            (Ty::Int, Ty::Float) | (Ty::Float, Ty::Int) => Ty::Float,
+            (a, b) if stringy(a) && stringy(b) => Ty::String,
+            (a, b) if self.assignable(a, b) => b.clone(),
+            (a, b) if self.assignable(b, a) => a.clone(),
+            _ => {
+                self.bad_argument("if_else", args, tys, 2, &format!("a value of the same type as the other branch ({})", tys[1]));
+                Ty::Any
+            }
         }
     }
 

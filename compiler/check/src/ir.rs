@@ -142,7 +142,15 @@ impl Node {
     /// A node lowered from its checked properties (see
     /// [`crate::node::lower`]).
     pub fn new(name: &str, kind: NodeKind, target: Vec<String>, props: &NameMap<Value>, output: Ty, loc: Loc) -> Node {
-        let (common, body) = crate::node::lower(kind, props);
+        let (common, mut body) = crate::node::lower(kind, props);
+        if let NodeBody::Compute(compute) = &mut body {
+            // A node that applies a declared computation: its output type is
+            // the computation's (the node's `output`).
+            compute.function = target.first().cloned();
+            if compute.function.is_some() {
+                compute.output_type = output.clone();
+            }
+        }
         Node { name: name.to_string(), body, target, common, handlers: Vec::new(), output, loc }
     }
 
@@ -276,6 +284,13 @@ pub enum Value {
         rule: String,
         weights: IndexMap<String, f64>,
         evaluator: Option<String>,
+        /// The field of the branches' outputs a vote counts
+        /// (`majority(key)`, `quorum(n, key)`, `weighted(key, {…})`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        /// `quorum(n, key)`: the votes a value needs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quorum: Option<u64>,
     },
     /// A value the checker rejected (an error has been reported).
     Invalid,
@@ -351,6 +366,43 @@ pub enum TExprKind {
 impl TExpr {
     pub fn invalid() -> TExpr {
         TExpr { kind: TExprKind::Invalid, ty: Ty::Any }
+    }
+
+    /// The variables the expression reads that no quantifier or binding
+    /// function inside it binds, in first-use order.
+    pub fn free_vars(&self) -> Vec<String> {
+        fn walk(e: &TExpr, bound: &mut Vec<String>, out: &mut Vec<String>) {
+            flow_syntax::stack::guarded(|| match &e.kind {
+                TExprKind::Var { name } => {
+                    if !bound.contains(name) && !out.contains(name) {
+                        out.push(name.clone());
+                    }
+                }
+                TExprKind::Field { base, .. } => walk(base, bound, out),
+                TExprKind::Index { base, index } => {
+                    walk(base, bound, out);
+                    walk(index, bound, out);
+                }
+                TExprKind::Call { args, .. } => args.iter().for_each(|a| walk(a, bound, out)),
+                TExprKind::Not { operand } | TExprKind::Neg { operand } => walk(operand, bound, out),
+                TExprKind::Binary { lhs, rhs, .. } => {
+                    walk(lhs, bound, out);
+                    walk(rhs, bound, out);
+                }
+                TExprKind::List { items } => items.iter().for_each(|a| walk(a, bound, out)),
+                TExprKind::Record { fields } => fields.values().for_each(|a| walk(a, bound, out)),
+                TExprKind::Quantified { var, list, predicate: body, .. } | TExprKind::Comprehension { var, list, body, .. } => {
+                    walk(list, bound, out);
+                    bound.push(var.clone());
+                    walk(body, bound, out);
+                    bound.pop();
+                }
+                TExprKind::Literal { .. } | TExprKind::Invalid => {}
+            })
+        }
+        let mut out = Vec::new();
+        walk(self, &mut Vec::new(), &mut out);
+        out
     }
 }
 

@@ -89,6 +89,7 @@ pub enum NodeBody {
     Loop(LoopNode),
     Flow(FlowNode),
     End(EndNode),
+    Compute(ComputeNode),
     /// A node of an unknown kind (an error has been reported).
     Invalid,
 }
@@ -163,8 +164,24 @@ pub enum JoinRule {
     Any,
     Majority,
     First,
-    Weighted { weights: IndexMap<String, f64> },
-    Custom { evaluator: String },
+    Weighted {
+        weights: IndexMap<String, f64>,
+    },
+    Custom {
+        evaluator: String,
+    },
+    /// A vote on the field `key` of the branches' outputs, counted by the
+    /// control plane once every branch arrived: the value whose weight
+    /// (1 a branch unless `weights` says otherwise) passes half the total
+    /// — or, with `quorum`, reaches that many votes — is the result; else
+    /// there is none (a tie, a split, missing votes).
+    Vote {
+        key: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quorum: Option<u64>,
+        #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+        weights: IndexMap<String, f64>,
+    },
 }
 
 /// Join/merge of the listed branches.
@@ -196,6 +213,73 @@ pub struct FlowNode {
     pub output_type: Option<Ty>,
 }
 
+/// A value computed by the control plane (reference §6.1). Without a
+/// target: the `let` names in order, each over the nodes' outputs, `input`
+/// and the names before it, then `value` over all of them. With one (a
+/// `compute` declaration, §5.9): its `let` and `value` over `input`, the
+/// record the node's `args` make.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ComputeNode {
+    /// The output type: the node's `output`, or the computation's.
+    pub output_type: Ty,
+    /// The declared computation applied, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// Its input, `{ field: expr }` over the nodes.
+    #[serde(default, skip_serializing_if = "NameMap::is_empty")]
+    pub args: NameMap<TExpr>,
+    #[serde(default, skip_serializing_if = "NameMap::is_empty")]
+    pub lets: NameMap<TExpr>,
+    pub value: TExpr,
+}
+
+/// What a computation evaluates: its `let` names in order, then `value`.
+#[derive(Debug, Clone)]
+pub struct Computation<'p> {
+    pub lets: Vec<(&'p str, &'p TExpr)>,
+    pub value: &'p TExpr,
+}
+
+impl ComputeNode {
+    /// What the node reads: the free names of its expressions (its `args`
+    /// when it applies a computation) that are not its own `let` names —
+    /// nodes and `input` — in first-use order.
+    pub fn reads(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let exprs: Vec<&TExpr> =
+            if self.function.is_some() { self.args.values().collect() } else { self.lets.values().chain([&self.value]).collect() };
+        for expr in exprs {
+            for name in expr.free_vars() {
+                if !self.lets.contains_key(&name) && !out.contains(&name) {
+                    out.push(name);
+                }
+            }
+        }
+        out
+    }
+
+    /// The `let` names and `value` evaluated: the node's own, or the
+    /// declared computation's in `program` (`None` if it has none).
+    pub fn computation<'p>(&'p self, program: &'p crate::ir::Program) -> Option<Computation<'p>> {
+        let Some(function) = &self.function else {
+            return Some(Computation { lets: self.lets.iter().map(|(k, v)| (k.as_str(), v)).collect(), value: &self.value });
+        };
+        let decl = program.decls.get(function)?;
+        let Some(Value::Expr(value)) = decl.props.get("value") else { return None };
+        let lets = match decl.props.get("let") {
+            Some(Value::Record(lets)) => lets
+                .iter()
+                .filter_map(|(k, v)| match v {
+                    Value::Expr(e) => Some((k.as_str(), e)),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Some(Computation { lets, value })
+    }
+}
+
 /// Termination with a reason code.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct EndNode {
@@ -215,6 +299,7 @@ impl NodeBody {
             NodeBody::Loop(_) => NodeKind::Loop,
             NodeBody::Flow(_) => NodeKind::Flow,
             NodeBody::End(_) => NodeKind::End,
+            NodeBody::Compute(_) => NodeKind::Compute,
             NodeBody::Invalid => NodeKind::Invalid,
         }
     }
@@ -318,13 +403,29 @@ fn body<'v>(kind: NodeKind, get: &dyn Fn(&str) -> Option<&'v Value>) -> NodeBody
         NodeKind::End => {
             NodeBody::End(EndNode { status: word(get("status")).and_then(TerminationStatus::parse).unwrap_or(TerminationStatus::Failure) })
         }
+        NodeKind::Compute => NodeBody::Compute(ComputeNode {
+            output_type: ty(get("output")).unwrap_or(Ty::Any),
+            function: None,
+            args: match get("args") {
+                Some(Value::Record(r)) => r.iter().filter_map(|(k, v)| Some((k.clone(), expr(Some(v))?))).collect(),
+                _ => NameMap::default(),
+            },
+            lets: match get("let") {
+                Some(Value::Record(r)) => r.iter().filter_map(|(k, v)| Some((k.clone(), expr(Some(v))?))).collect(),
+                _ => NameMap::default(),
+            },
+            value: expr(get("value")).unwrap_or_else(TExpr::invalid),
+        }),
         NodeKind::Invalid => NodeBody::Invalid,
     }
 }
 
 fn join_rule(value: Option<&Value>) -> JoinRule {
     let (rule, weights, evaluator) = match value {
-        Some(Value::JoinRule { rule, weights, evaluator }) => (rule.as_str(), weights.clone(), evaluator.clone()),
+        Some(Value::JoinRule { key: Some(key), quorum, weights, .. }) => {
+            return JoinRule::Vote { key: key.clone(), quorum: *quorum, weights: weights.clone() };
+        }
+        Some(Value::JoinRule { rule, weights, evaluator, .. }) => (rule.as_str(), weights.clone(), evaluator.clone()),
         other => (word(other).unwrap_or("all"), IndexMap::new(), None),
     };
     match (rule, evaluator) {

@@ -107,7 +107,7 @@ pub fn join_ready(rule: &JoinRule, arrived: usize, total: usize) -> bool {
     match rule {
         JoinRule::Any | JoinRule::First => arrived >= 1,
         JoinRule::Majority => arrived * 2 > total,
-        JoinRule::All | JoinRule::Weighted { .. } | JoinRule::Custom { .. } => arrived >= total,
+        JoinRule::All | JoinRule::Weighted { .. } | JoinRule::Custom { .. } | JoinRule::Vote { .. } => arrived >= total,
     }
 }
 

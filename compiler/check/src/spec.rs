@@ -22,6 +22,7 @@ pub enum Kind {
     Budget,
     Contract,
     Blackboard,
+    Compute,
     Machine,
     Workflow,
     Policy,
@@ -39,6 +40,7 @@ impl Kind {
             Kind::Budget => "budget",
             Kind::Contract => "contract",
             Kind::Blackboard => "blackboard",
+            Kind::Compute => "compute",
             Kind::Machine => "machine",
             Kind::Workflow => "workflow",
             Kind::Policy => "policy",
@@ -115,6 +117,10 @@ pub enum V {
     /// A gate evaluator: a declared evaluator applied to arguments, or
     /// `predicate(expr)`, `schema_valid(expr, Type)`, `exists(expr)`.
     Evaluator,
+    /// Named values `{ name: expr, … }` over the nodes, each in scope for
+    /// the ones after it and for the rest of the block (a `compute` node's
+    /// `let`).
+    Lets,
     /// A join rule: `all`, `any`, `majority`, `first`,
     /// `weighted({ node: weight })`, `custom(evaluator)`.
     JoinRule,
@@ -524,6 +530,30 @@ pub const CONTRACT: DeclSpec = DeclSpec {
     },
 };
 
+/// A named computation: a pure function of `input` that compute nodes
+/// apply (`node check: compute NAME { args: { … } }`), so a strategy can
+/// live in a module and be swapped for another of the same types.
+pub const COMPUTE: DeclSpec = DeclSpec {
+    kind: Kind::Compute,
+    variants: &[],
+    default_variant: None,
+    block: BlockSpec {
+        props: &[
+            opt("description", V::Str, "What it computes."),
+            req("input", V::Type, "Its input (`input` in the expressions): what a compute node's `args` give."),
+            req("output", V::Type, "Output type; the value is checked against it."),
+            opt(
+                "let",
+                V::Lets,
+                "Named intermediate values `{ name: expr, … }` over `input`, each in scope for the ones after it and for `value`.",
+            ),
+            req("value", V::Expr(Env::Input), "The value: an expression over `input` and the `let` names."),
+        ],
+        entries: &[],
+        events: &[],
+    },
+};
+
 pub const BLACKBOARD: DeclSpec = DeclSpec {
     kind: Kind::Blackboard,
     variants: &[],
@@ -604,7 +634,7 @@ pub const WORKFLOW: DeclSpec = DeclSpec {
     },
 };
 
-pub const ALL_DECLS: &[DeclSpec] = &[PRINCIPAL, PROVIDER, AGENT, TOOL, EVALUATOR, BUDGET, CONTRACT, BLACKBOARD, MACHINE, WORKFLOW];
+pub const ALL_DECLS: &[DeclSpec] = &[PRINCIPAL, PROVIDER, AGENT, TOOL, EVALUATOR, BUDGET, CONTRACT, BLACKBOARD, COMPUTE, MACHINE, WORKFLOW];
 
 pub const POLICY_BLOCK: BlockSpec<'static> = BlockSpec {
     props: &[
@@ -691,6 +721,10 @@ pub enum Target {
     Node,
     /// A termination reason (any name).
     Reason,
+    /// No target: the block says everything (`node check: compute { … }`).
+    None,
+    /// A declaration of this kind, or no target.
+    DeclOrNone(Kind),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -791,7 +825,12 @@ pub const NODE_KINDS: &[NodeSpec] = &[
         target: Target::Nodes,
         doc: "Join/merge of the listed branches with an aggregation rule.",
         props: &[
-            def("rule", V::JoinRule, PropDefault::Word("all"), "all (default), any, majority, first, weighted({...}), custom(evaluator)."),
+            def(
+                "rule",
+                V::JoinRule,
+                PropDefault::Word("all"),
+                "all (default), any, majority, first; or a vote on a field of the outputs: majority(key), quorum(n, key), weighted(key, {...}).",
+            ),
             opt("output", V::Type, "The merged output type."),
             def(
                 "conflicts",
@@ -819,6 +858,22 @@ pub const NODE_KINDS: &[NodeSpec] = &[
         doc: "A sub-flow: another workflow run as one node.",
         props: &[opt("output", V::Type, "Output type (default: the sub-flow's).")],
         events: NODE_EVENTS,
+    },
+    NodeSpec {
+        kind: "compute",
+        target: Target::DeclOrNone(Kind::Compute),
+        doc: "A value computed by the control plane from the run's recorded data: no model, tool or human is asked.",
+        props: &[
+            opt("output", V::Type, "Output type (required without a target); the computed value is checked against it."),
+            opt("let", V::Lets, "Named intermediate values `{ name: expr, … }`, each in scope for the ones after it and for `value`."),
+            opt(
+                "value",
+                V::Expr(Env::Nodes),
+                "The value (required without a target): an expression over the nodes' outputs, `input` and the `let` names.",
+            ),
+            opt("args", V::Args, "With a target (a `compute` declaration): its `input`, `{ field: expr }` over the nodes."),
+        ],
+        events: &["failure", "invalid_output"],
     },
     NodeSpec {
         kind: "end",

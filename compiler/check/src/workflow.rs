@@ -89,8 +89,10 @@ impl Checker<'_> {
                             NodeTarget::List(items, _) => {
                                 format!("[{}]", items.iter().map(|i| i.text.as_str()).collect::<Vec<_>>().join(", "))
                             }
+                            NodeTarget::None => String::new(),
                         };
-                        format!("node {name}: {} {target} — output {output}", node.kind.text)
+                        let target = if target.is_empty() { target } else { format!(" {target}") };
+                        format!("node {name}: {}{target} — output {output}", node.kind.text)
                     } else {
                         String::new()
                     };
@@ -203,11 +205,12 @@ impl Checker<'_> {
         }
         let target = match &node.target {
             NodeTarget::Name(name) => Some(name.text.as_str()),
-            NodeTarget::List(..) => None,
+            NodeTarget::List(..) | NodeTarget::None => None,
         };
         match (node.kind.text.as_str(), target) {
             ("tool", Some(tool)) => self.decl_prop_type(tool, "output").unwrap_or(Ty::Any),
             ("flow", Some(flow)) => self.decl_prop_type(flow, "output").unwrap_or(Ty::Any),
+            ("compute", Some(function)) => self.decl_prop_type(function, "output").unwrap_or(Ty::Any),
             ("human", _) => {
                 let mut fields = IndexMap::new();
                 fields.insert(
@@ -224,7 +227,49 @@ impl Checker<'_> {
                 Ty::Record { fields }
             }
             ("end", _) => Ty::Null,
+            ("join", _) if Self::votes(node) => tally_type(),
             _ => Ty::Any,
+        }
+    }
+
+    /// Whether a join's rule is a vote (`majority(key)`, `quorum(n, key)`,
+    /// `weighted(key, {…})`).
+    fn votes(node: &ast::NodeStmt) -> bool {
+        let Some(rule) = Self::block_prop(node.body.as_ref(), "rule") else { return false };
+        match &rule.kind {
+            ExprKind::Call { callee, args } => match (&callee.kind, args.len()) {
+                (ExprKind::Name(n), 1) => n == "majority",
+                (ExprKind::Name(n), 2) => n == "quorum" || n == "weighted",
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    /// A vote's key must be a field of every branch's output, and a vote
+    /// merges nothing, so `conflicts: fail` has nothing to act on.
+    fn check_vote(&mut self, node: &ast::NodeStmt, key: &str, branches: &[String]) {
+        let Some(rule) = Self::block_prop(node.body.as_ref(), "rule") else { return };
+        for branch in branches {
+            let ty = self.workflow.as_ref().and_then(|w| w.nodes.get(branch)).map(|n| self.expand(&n.1));
+            if let Some(Ty::Record { fields }) = ty {
+                if !fields.contains_key(key) {
+                    self.error(
+                        codes::UNKNOWN_FIELD,
+                        rule.span,
+                        format!("the output of branch `{branch}` has no field `{key}` to vote with"),
+                    )
+                    .with_primary_message("counted on every branch")
+                    .with_note(format!("`{branch}`'s fields: {}", fields.keys().cloned().collect::<Vec<_>>().join(", ")));
+                }
+            }
+        }
+        if let Some(conflicts) =
+            Self::block_prop(node.body.as_ref(), "conflicts").filter(|c| matches!(&c.kind, ExprKind::Name(n) if n == "fail"))
+        {
+            self.error(codes::NOT_SUPPORTED, conflicts.span, "`conflicts: fail` with a vote is not supported")
+                .with_primary_message("a vote merges nothing")
+                .with_help("remove `conflicts`; a split vote has no result (`decided` is false)");
         }
     }
 
@@ -259,7 +304,29 @@ impl Checker<'_> {
         let block_spec = BlockSpec { props: &props_spec, entries, events: spec.events };
         let empty = ast::Block { entries: Vec::new(), span: node.name.span };
         let body = node.body.as_ref().unwrap_or(&empty);
+        // A compute node's `let` names are in scope wherever the block
+        // uses them: the `let` is checked first. A node that applies a
+        // declared computation gives its `args` as a tool node does.
+        let reordered = (spec.kind == "compute").then(|| crate::check::lets_first(body));
+        let body = reordered.as_ref().unwrap_or(body);
+        if spec.kind == "compute" {
+            if let Some(function) = target.first() {
+                self.tool_input = self.decl_prop_type(function, "input");
+            }
+        }
         let (props, rest) = self.check_block(body, &block_spec, node.name.span, &owner, &Default::default());
+        if spec.kind == "compute" {
+            self.extra_vars.clear();
+            // An undefined computation was reported: the node still names one.
+            let named = match &node.target {
+                NodeTarget::Name(name) => Some(&name.text),
+                _ => None,
+            };
+            self.check_compute_form(node, named, body);
+            if target.is_empty() {
+                self.check_computed_value(&props, &output, body);
+            }
+        }
         self.tool_input = None;
         let mut handlers = Vec::new();
         for entry in rest {
@@ -268,6 +335,9 @@ impl Checker<'_> {
                     handlers.push(ir);
                 }
             }
+        }
+        if let Some(ir::Value::JoinRule { key: Some(key), .. }) = props.get("rule") {
+            self.check_vote(node, &key.clone(), &target);
         }
         let kind = ir::NodeKind::parse(spec.kind).unwrap_or(ir::NodeKind::Invalid);
         ir::Node { handlers, ..ir::Node::new(&node.name.text, kind, target, &props, output, loc(self.file, node.name.span)) }
@@ -300,13 +370,40 @@ impl Checker<'_> {
                 self.error(codes::INVALID_VALUE, name.span, format!("`{}` takes a list of nodes `[a, b]`", node.kind.text));
                 Vec::new()
             }
+            (Target::None | Target::DeclOrNone(_), NodeTarget::None) => Vec::new(),
+            (Target::DeclOrNone(kind), NodeTarget::Name(name)) => {
+                if self.resolve(&name.text, name.span, &[kind]).is_some() {
+                    vec![name.text.clone()]
+                } else {
+                    Vec::new()
+                }
+            }
+            (Target::None, NodeTarget::Name(name)) => {
+                self.error(codes::INVALID_VALUE, name.span, format!("`{}` takes no target", node.kind.text))
+                    .with_primary_message("not expected here")
+                    .with_help(format!("write `node {}: {} {{ … }}`", node.name.text, node.kind.text));
+                Vec::new()
+            }
             (_, NodeTarget::List(_, span)) => {
                 let expected = match target {
                     Target::Decl(kind) => format!("{} name", kind.article()),
                     Target::Node => "a node name".into(),
+                    Target::None => "no target".into(),
+                    Target::DeclOrNone(kind) => format!("{} name or no target", kind.article()),
                     _ => "a name".into(),
                 };
                 self.error(codes::INVALID_VALUE, *span, format!("`{}` takes {expected}, not a list", node.kind.text));
+                Vec::new()
+            }
+            (_, NodeTarget::None) => {
+                let expected = match target {
+                    Target::Decl(kind) => format!("{} name", kind.article()),
+                    Target::Nodes => "a list of nodes `[a, b]`".into(),
+                    Target::Node => "a node name".into(),
+                    _ => "a name (the reason)".into(),
+                };
+                self.error(codes::INVALID_VALUE, node.kind.span, format!("`{}` takes {expected} after the kind", node.kind.text))
+                    .with_primary_message("the target is missing");
                 Vec::new()
             }
         }
@@ -396,6 +493,72 @@ impl Checker<'_> {
     /// than accepted: a `flow` node (a sub-flow) would fail every run that
     /// reaches it, and a human node's answer is `{ decision, comment }`,
     /// whatever `output` it declares.
+    /// A compute node either says everything itself (`output` and `value`,
+    /// perhaps `let`) or applies a declared computation to its `args`.
+    fn check_compute_form(&mut self, node: &ast::NodeStmt, function: Option<&String>, body: &ast::Block) {
+        let given = |key: &str| Self::block_prop(Some(body), key);
+        match function {
+            Some(function) => {
+                for key in ["output", "let", "value"] {
+                    if let Some(value) = given(key) {
+                        self.error(codes::INVALID_VALUE, value.span, format!("`{key}` belongs to the computation `{function}`"))
+                            .with_primary_message("not on a node that applies a computation")
+                            .with_help(format!("give `{function}` its input in `args`, or drop the target and write `{key}` here"));
+                    }
+                }
+                let wants_input = self.decl_prop_type(function, "input").is_some_and(|t| t != Ty::Any);
+                if wants_input && given("args").is_none() {
+                    self.error(codes::MISSING_PROPERTY, node.name.span, format!("node `{}` gives `{function}` no `args`", node.name.text))
+                        .with_help("add `args: { field: expr, … }`, the computation's input");
+                }
+            }
+            None => {
+                if let Some(args) = given("args") {
+                    self.error(codes::INVALID_VALUE, args.span, "`args` needs a computation to apply")
+                        .with_primary_message("no target")
+                        .with_help(format!("write `node {}: compute NAME {{ args: … }}`", node.name.text));
+                }
+                for key in ["output", "value"] {
+                    if given(key).is_none() {
+                        self.error(codes::MISSING_PROPERTY, node.name.span, format!("compute node `{}` has no `{key}`", node.name.text))
+                            .with_help("a compute node without a target gives its `output` type and its `value`");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A computation's `value` must be of its `output` type.
+    pub(crate) fn check_computed_value(&mut self, props: &ir::NameMap<ir::Value>, output: &Ty, body: &ast::Block) {
+        let Some(ir::Value::Expr(value)) = props.get("value") else { return };
+        if self.assignable(&value.ty, output) {
+            return;
+        }
+        let Some(at) = Self::block_prop(Some(body), "value") else { return };
+        let output = self.expand(output);
+        let why = self.first_difference(&value.ty, &output, "");
+        self.error(codes::TYPE_MISMATCH, at.span, format!("the computed value should be {output}, but this is {}", value.ty))
+            .with_primary_message(format!("this is {}", value.ty))
+            .with_note(why);
+    }
+
+    /// Where a value of type `have` first departs from `want`: a field
+    /// missing or of another type (its path), else the two types.
+    fn first_difference(&self, have: &Ty, want: &Ty, path: &str) -> String {
+        if let (Ty::Record { fields: have }, Ty::Record { fields: want }) = (self.expand(have), self.expand(want)) {
+            for (name, field) in &want {
+                let at = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+                match have.get(name) {
+                    None if !field.optional => return format!("field `{at}` is missing"),
+                    Some(h) if !self.assignable(&h.ty, &field.ty) => return self.first_difference(&h.ty, &field.ty, &at),
+                    _ => {}
+                }
+            }
+        }
+        let at = if path.is_empty() { "the value".to_string() } else { format!("field `{path}`") };
+        format!("{at} should be {}, but is {}", self.expand(want), self.expand(have))
+    }
+
     fn refuse_unsupported(&mut self, node: &ast::NodeStmt, kind: &str) {
         if kind == "flow" {
             self.error(codes::NOT_SUPPORTED, node.kind.span, "`flow` nodes (sub-flows) are not supported yet")
@@ -406,6 +569,17 @@ impl Checker<'_> {
             self.refuse_capped_fanout(node);
         }
         self.refuse_board_access(node, kind);
+        if kind == "compute" {
+            // A computed value is made at once, spends nothing and is the
+            // same every time: these would be accepted and do nothing.
+            for key in ["retry", "timeout", "budget", "task", "input"] {
+                if let Some(value) = Self::block_prop(node.body.as_ref(), key) {
+                    self.error(codes::NOT_SUPPORTED, value.span, format!("`{key}` on a compute node is not supported"))
+                        .with_primary_message("a computed value is made at once, spends nothing and is the same every time")
+                        .with_help(format!("remove `{key}`"));
+                }
+            }
+        }
         if kind == "human" {
             if let Some(output) = Self::block_prop(node.body.as_ref(), "output") {
                 self.error(codes::NOT_SUPPORTED, output.span, "`output` on a human node is not supported yet")
@@ -788,4 +962,20 @@ impl Checker<'_> {
         self.diagnostics.push(d);
         false
     }
+}
+
+/// The output of a join that votes: whether a value won, the value, every
+/// value's weight and voters, and the branches that gave no vote.
+pub(crate) fn tally_type() -> Ty {
+    let field = |ty: Ty| FieldTy { ty, optional: false };
+    let mut vote = IndexMap::new();
+    vote.insert("value".to_string(), field(Ty::Any));
+    vote.insert("weight".to_string(), field(Ty::Float));
+    vote.insert("branches".to_string(), field(Ty::list(Ty::String)));
+    let mut fields = IndexMap::new();
+    fields.insert("decided".to_string(), field(Ty::Bool));
+    fields.insert("result".to_string(), field(Ty::Any));
+    fields.insert("votes".to_string(), field(Ty::list(Ty::Record { fields: vote })));
+    fields.insert("missing".to_string(), field(Ty::list(Ty::String)));
+    Ty::Record { fields }
 }

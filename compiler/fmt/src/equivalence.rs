@@ -91,6 +91,7 @@ fn block(block: &mut Block) {
                         names.iter_mut().for_each(ident);
                         zero(span);
                     }
+                    NodeTarget::None => {}
                 }
                 if let Some(body) = &mut n.body {
                     self::block(body);

@@ -693,14 +693,18 @@ impl<'s> Printer<'s> {
                 self.name(&node.name);
                 self.write(": ");
                 self.name(&node.kind);
-                self.write(" ");
                 match &node.target {
-                    NodeTarget::Name(name) => self.name(name),
+                    NodeTarget::Name(name) => {
+                        self.write(" ");
+                        self.name(name)
+                    }
                     NodeTarget::List(names, span) => {
+                        self.write(" ");
                         let elems: Vec<Elem> = names.iter().map(Elem::Name).collect();
                         let trail = if node.body.is_some() { 2 } else { 0 };
                         self.sequence(LIST, span.start, span.end.saturating_sub(1), &elems, trail);
                     }
+                    NodeTarget::None => {}
                 }
                 if let Some(body) = &node.body {
                     self.write(" ");

@@ -141,7 +141,7 @@ impl Analysis {
             return match words.as_slice() {
                 ["node", _] => spec::NODE_KINDS.iter().map(|k| item(k.kind, CompletionItemKind::KEYWORD, Some(k.doc))).collect(),
                 ["node", _, kind] => match spec::node_spec(kind).map(|s| s.target) {
-                    Some(Target::Decl(kind)) => self.globals_of(&[kind]),
+                    Some(Target::Decl(kind) | Target::DeclOrNone(kind)) => self.globals_of(&[kind]),
                     Some(Target::Node | Target::Nodes) => self.nodes_of(workflow.as_deref()),
                     _ => Vec::new(),
                 },
@@ -340,7 +340,7 @@ pub(crate) fn completion_kind(kind: &str) -> CompletionItemKind {
     match kind {
         "type" => CompletionItemKind::STRUCT,
         "agent" | "principal" => CompletionItemKind::CLASS,
-        "tool" | "evaluator" => CompletionItemKind::FUNCTION,
+        "tool" | "evaluator" | "compute" => CompletionItemKind::FUNCTION,
         "provider" | "budget" | "contract" | "blackboard" => CompletionItemKind::MODULE,
         "workflow" | "machine" => CompletionItemKind::MODULE,
         "node" | "gate" => CompletionItemKind::VARIABLE,

@@ -59,6 +59,7 @@ pub enum DeclKeyword {
     Budget,
     Contract,
     Blackboard,
+    Compute,
     Machine,
     Workflow,
 }
@@ -74,6 +75,7 @@ impl DeclKeyword {
             DeclKeyword::Budget => "budget",
             DeclKeyword::Contract => "contract",
             DeclKeyword::Blackboard => "blackboard",
+            DeclKeyword::Compute => "compute",
             DeclKeyword::Machine => "machine",
             DeclKeyword::Workflow => "workflow",
         }
@@ -178,13 +180,17 @@ pub struct NodeStmt {
 pub enum NodeTarget {
     Name(Ident),
     List(Vec<Ident>, Span),
+    /// No target (`node check: compute { … }`).
+    None,
 }
 
 impl NodeTarget {
-    pub fn span(&self) -> Span {
+    /// Where the target is (`None` when there is none).
+    pub fn span(&self) -> Option<Span> {
         match self {
-            NodeTarget::Name(i) => i.span,
-            NodeTarget::List(_, span) => *span,
+            NodeTarget::Name(i) => Some(i.span),
+            NodeTarget::List(_, span) => Some(*span),
+            NodeTarget::None => None,
         }
     }
 }

@@ -50,6 +50,8 @@ pub enum TokenKind {
     KwContract,
     #[token("blackboard")]
     KwBlackboard,
+    #[token("compute")]
+    KwCompute,
     #[token("machine")]
     KwMachine,
     #[token("workflow")]
@@ -219,6 +221,7 @@ pub const KEYWORDS: &[(&str, TokenKind)] = &[
     ("budget", TokenKind::KwBudget),
     ("contract", TokenKind::KwContract),
     ("blackboard", TokenKind::KwBlackboard),
+    ("compute", TokenKind::KwCompute),
     ("machine", TokenKind::KwMachine),
     ("workflow", TokenKind::KwWorkflow),
     ("policy", TokenKind::KwPolicy),

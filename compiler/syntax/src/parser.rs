@@ -137,6 +137,7 @@ fn is_item_start(kind: TokenKind) -> bool {
             | TokenKind::KwBudget
             | TokenKind::KwContract
             | TokenKind::KwBlackboard
+            | TokenKind::KwCompute
     )
 }
 
@@ -150,6 +151,7 @@ fn decl_keyword(kind: TokenKind) -> Option<DeclKeyword> {
         TokenKind::KwBudget => DeclKeyword::Budget,
         TokenKind::KwContract => DeclKeyword::Contract,
         TokenKind::KwBlackboard => DeclKeyword::Blackboard,
+        TokenKind::KwCompute => DeclKeyword::Compute,
         TokenKind::KwMachine => DeclKeyword::Machine,
         TokenKind::KwWorkflow => DeclKeyword::Workflow,
         _ => return None,
@@ -550,12 +552,14 @@ impl<'s> Parser<'s> {
                 self.bump();
                 let name = self.ident("a node name")?;
                 self.expect(TokenKind::Colon, "`:` and a node kind")?;
-                let kind = self.word("a node kind (agent, tool, human, parallel, map, join, loop, flow, end)")?;
+                let kind = self.word("a node kind (agent, tool, human, parallel, map, join, loop, flow, end, compute)")?;
                 let target = if self.at(TokenKind::LBracket) {
                     let (names, span) = self.ident_list()?;
                     NodeTarget::List(names, span)
+                } else if self.at(TokenKind::LBrace) {
+                    NodeTarget::None
                 } else {
-                    NodeTarget::Name(self.ident("the node's target (a name or a list of names)")?)
+                    NodeTarget::Name(self.ident("the node's target (a name or a list of names), or its block")?)
                 };
                 let body = if self.at(TokenKind::LBrace) { Some(self.block()?) } else { None };
                 Ok(Entry::Node(NodeStmt { name, kind, target, body, span: self.span_from(start) }))

@@ -510,6 +510,17 @@ pub enum Body {
         scope: String,
         limit: String,
     },
+    /// A computed node's value (reference §6.1, `compute`): made by the
+    /// control plane from what it read, with no data-plane call. `inputs`
+    /// names each node output (or the run's `input`) the expressions read,
+    /// by its artifact (`null`: it had none); `output` is the value's
+    /// artifact. Trace check makes the value again from them.
+    Computed {
+        schema_version: u32,
+        node: String,
+        inputs: std::collections::BTreeMap<String, Option<ArtifactRef>>,
+        output: ArtifactRef,
+    },
     /// An artifact was stored (content-addressed).
     ArtifactRecorded {
         schema_version: u32,
@@ -587,6 +598,7 @@ impl Body {
             Body::BudgetSettled { .. } => "budget_settled",
             Body::BudgetZoneChanged { .. } => "budget_zone_changed",
             Body::BudgetExhausted { .. } => "budget_exhausted",
+            Body::Computed { .. } => "computed",
             Body::ArtifactRecorded { .. } => "artifact_recorded",
             Body::ReconciliationRequired { .. } => "reconciliation_required",
             Body::PolicyViolated { .. } => "policy_violated",

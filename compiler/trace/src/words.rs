@@ -17,6 +17,8 @@ pub enum NodeKind {
     Loop,
     Flow,
     End,
+    /// A value computed by the control plane from expressions.
+    Compute,
     /// A kind the checker rejected (an error has been reported): never in
     /// a plan, since a program with errors has none.
     Invalid,
@@ -50,7 +52,7 @@ impl schemars::JsonSchema for NodeKind {
 
 impl NodeKind {
     /// Every kind, in the reference's order.
-    pub const ALL: [NodeKind; 9] = [
+    pub const ALL: [NodeKind; 10] = [
         NodeKind::Agent,
         NodeKind::Tool,
         NodeKind::Human,
@@ -60,6 +62,7 @@ impl NodeKind {
         NodeKind::Loop,
         NodeKind::Flow,
         NodeKind::End,
+        NodeKind::Compute,
     ];
 
     /// The kind's keyword (`agent`, `tool`, …), as sources and traces write it.
@@ -74,6 +77,7 @@ impl NodeKind {
             NodeKind::Loop => "loop",
             NodeKind::Flow => "flow",
             NodeKind::End => "end",
+            NodeKind::Compute => "compute",
             NodeKind::Invalid => "invalid",
         }
     }

@@ -358,6 +358,9 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
     let mut zones: FxHashMap<u16, usize> = FxHashMap::default();
     let mut calls = 0u32;
     let mut open: FxHashMap<NodeId, String> = FxHashMap::default();
+    // The output digest of each node's last completion (what a compute
+    // node records it read).
+    let mut outputs: FxHashMap<String, Option<ArtifactRef>> = FxHashMap::default();
     let payload = ArtifactRef { digest: format!("sha256:{}", "0".repeat(64)), size: 0 };
     let push = |out: &mut Vec<Event>, producer: &str, body: Body| {
         let seq = out.len() as u64 + 1;
@@ -401,14 +404,36 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
             Label::Settled(n, status) => {
                 let status = if *status == 1 { flow_trace::NodeStatus::Skipped } else { flow_trace::NodeStatus::Degraded };
                 push(&mut out, "control", events::node_completed(&name(n), status, Some(payload.clone())));
+                outputs.insert(name(n), Some(payload.clone()));
             }
             Label::Completed(n) => {
                 // Outputs are abstract: one placeholder artifact (the handoffs carry the same).
                 let output = matches!(
                     model.node_kind(*n),
-                    NodeKind::Agent | NodeKind::Tool | NodeKind::Human | NodeKind::Join | NodeKind::Loop | NodeKind::Map
+                    NodeKind::Agent
+                        | NodeKind::Tool
+                        | NodeKind::Human
+                        | NodeKind::Join
+                        | NodeKind::Loop
+                        | NodeKind::Map
+                        | NodeKind::Compute
                 )
                 .then(|| payload.clone());
+                // A computed value or a vote: what it read is the outputs so
+                // far (placeholders: the values are data the model does not
+                // track).
+                let reads = match &node(n).body {
+                    flow_check::ir::NodeBody::Compute(compute) => Some(compute.reads()),
+                    flow_check::ir::NodeBody::Join(j) if matches!(j.rule, flow_check::ir::JoinRule::Vote { .. }) => {
+                        Some(node(n).target.iter().filter(|b| outputs.get(*b).is_some_and(Option::is_some)).cloned().collect())
+                    }
+                    _ => None,
+                };
+                if let Some(reads) = reads {
+                    let inputs = reads.into_iter().map(|r| (r.clone(), outputs.get(&r).cloned().flatten())).collect();
+                    push(&mut out, "control", events::computed(&name(n), inputs, payload.clone()));
+                }
+                outputs.insert(name(n), output.clone());
                 if let Some(attempt_id) = open.remove(n) {
                     push(&mut out, "control", events::attempt_completed(&name(n), &attempt_id, 1, payload.clone()));
                 }

@@ -174,6 +174,9 @@ enum Kind {
     Join,
     Loop,
     Map,
+    /// A computed value: made by the control plane, no data-plane call;
+    /// what it is, is data the model does not track.
+    Compute,
     Other,
 }
 
@@ -448,6 +451,7 @@ impl<'p> Model<'p> {
                 NodeKind::Join => Kind::Join,
                 NodeKind::Loop => Kind::Loop,
                 NodeKind::Map => Kind::Map,
+                NodeKind::Compute => Kind::Compute,
                 _ => Kind::Other,
             };
             let subject = intern(&mut m.subjects, name);
@@ -1254,7 +1258,9 @@ impl<'p> Model<'p> {
                         Phase::MapNext
                     }
                     Kind::Join => Phase::Complete,
-                    Kind::Other => Phase::Finish,
+                    // Completes, or fails (an expression that cannot be
+                    // evaluated, a value not of the output type).
+                    Kind::Compute | Kind::Other => Phase::Finish,
                 };
                 if info.kind == Kind::Map {
                     // A map whose list cannot be read, or is longer than its
@@ -1375,6 +1381,10 @@ impl<'p> Model<'p> {
                     self.fail(n, HandlerEvent::Failure)
                 };
                 self.push(out, Some(Label::Failed(n)), self.set(st, t, next));
+                if info.kind == Kind::Compute {
+                    let next = self.fail(n, HandlerEvent::InvalidOutput);
+                    self.push(out, Some(Label::FailedInvalid(n)), self.set(st, t, next));
+                }
                 if phase == Phase::Finish && self.exhaustible[n as usize] {
                     let next = self.exhaust(n);
                     self.push(out, Some(Label::Exhausted(n)), self.set(st, t, next));

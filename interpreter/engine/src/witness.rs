@@ -115,7 +115,16 @@ pub struct Search<'a> {
     /// The configuration of each engine run (its clock is replaced by a
     /// fake one).
     pub config: &'a RunConfig,
+    /// Outputs the plan's scripted providers give, by node or agent, in
+    /// turn order (the last repeats): a first narrow pass tries them
+    /// first, so a witness through a value computed from real-looking
+    /// outputs (a consensus, a coverage) can be made; the other passes
+    /// try them last.
+    pub scripted: &'a Scripted,
 }
+
+/// Scripted outputs by node or agent name, in turn order.
+pub type Scripted = std::collections::BTreeMap<String, Vec<Value>>;
 
 impl std::fmt::Debug for Search<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -130,6 +139,9 @@ struct Goal<'a> {
     search: &'a Search<'a>,
     want: Vec<String>,
     refused: Vec<(String, String)>,
+    /// The first pass tries the scripted providers' replies first; the
+    /// others try them last.
+    scripted_first: bool,
 }
 
 /// Searches for data-plane answers under which the engine makes the
@@ -144,9 +156,25 @@ pub fn execute(search: &Search, tries: usize) -> Result<Found, String> {
             _ => None,
         })
         .collect();
-    let goal = Goal { search, want: stutter_free(wanted_steps(search.witness).0), refused };
+    let mut goal = Goal { search, want: stutter_free(wanted_steps(search.witness).0), refused, scripted_first: true };
     let mut budget = tries;
     let mut stuck = Stuck::default();
+    // First, a narrow pass where every agent gives its scripted reply when
+    // it has one (runs like `flow run`'s, which take branches that only
+    // real-looking outputs take), then the usual passes.
+    if !search.scripted.is_empty() {
+        let mut share = budget.min(tries / SCRIPTED_SHARE);
+        let before = share;
+        let mut choices = Vec::new();
+        let found = dfs(&goal, 2, &mut choices, &mut share, &mut stuck)?;
+        budget -= before - share;
+        if found == Some(true) {
+            let mut run = finish(&goal, &choices)?;
+            run.tried = tries - budget;
+            return Ok(Found::Run(run));
+        }
+    }
+    goal.scripted_first = false;
     // Iterative broadening: first only the first few candidates of each
     // answer (the plainest ones, which combine well: lists of one item in
     // every output), each pass with a share of the tries; then every
@@ -178,6 +206,9 @@ pub fn execute(search: &Search, tries: usize) -> Result<Found, String> {
 /// The widths of the narrow passes: how many candidates of each answer
 /// they try.
 const BROADENING: [usize; 3] = [2, 3, 5];
+
+/// The scripted pass may use at most this fraction (1/n) of the tries.
+const SCRIPTED_SHARE: usize = 64;
 
 /// Each narrow pass may use at most this fraction (1/n) of the tries.
 const BROADENING_SHARE: usize = 8;
@@ -287,6 +318,19 @@ impl Goal<'_> {
     fn candidates(&self, request: &Request) -> Vec<Response> {
         let mut out = candidates(self.search.program, workflow(self.search), request);
         if let Request::Agent(req) = request {
+            // What the scripted provider answers this turn: first in the
+            // scripted pass, last in the others.
+            let scripted = self.search.scripted.get(&req.node).or_else(|| self.search.scripted.get(&req.agent));
+            if let Some(list) = scripted.filter(|l| !l.is_empty()) {
+                let output = list[(req.node_turn.max(1) as usize - 1).min(list.len() - 1)].clone();
+                let usage = TokenUsage { input_tokens: 10, output_tokens: 10 };
+                let answer = Response::Agent(AgentReply { output: Some(output), usage, ..AgentReply::default() });
+                if self.scripted_first {
+                    out.insert(0, answer);
+                } else {
+                    out.push(answer);
+                }
+            }
             if req.attempt_no == 1 && req.turn == 1 {
                 for (tool, _) in self.refused.iter().filter(|(t, a)| *a == req.agent && !req.offers(t)) {
                     let input = self.search.program.decls.get(tool).and_then(|d| d.input_type());

@@ -75,7 +75,9 @@ pub fn run(args: WitnessRun) -> u8 {
         lease_ttl_ms: 60_000,
     };
     let program = plan.program.clone();
-    let search = Search { program: &program, workflow: workflow.as_deref(), input: &input, witness: &events, config: &config };
+    let scripted = scripted_outputs(&program, &base);
+    let search =
+        Search { program: &program, workflow: workflow.as_deref(), input: &input, witness: &events, config: &config, scripted: &scripted };
     let found = match witness::execute(&search, args.tries) {
         Ok(found) => found,
         Err(e) => {
@@ -217,4 +219,27 @@ fn write_run(dir: &Path, run: &witness::Run) -> Result<DirArtifacts, String> {
         store.put_encoded(artifact, bytes).map_err(|e| e.to_string())?;
     }
     Ok(store)
+}
+
+/// The outputs the plan's scripted providers give (their `script:` files,
+/// read from the source's directory), by node or agent: the search tries
+/// them as answers. A script that cannot be read is left out, with a note.
+fn scripted_outputs(program: &flow_check::ir::Program, base: &Path) -> witness::Scripted {
+    let mut out = witness::Scripted::new();
+    for decl in program.decls.values().filter(|d| d.variant.as_deref() == Some("scripted")) {
+        let Some(path) = decl.script() else { continue };
+        let script = std::fs::read_to_string(base.join(path))
+            .map_err(|e| e.to_string())
+            .and_then(|text| flow_check::limits::yaml_from_str::<flow_runtime::exec::Script>(path, &text));
+        match script {
+            Ok(script) => {
+                for (name, replies) in script.replies {
+                    // The first provider's replies for a name (as a run reads them).
+                    out.entry(name).or_insert_with(|| replies.into_iter().filter_map(|r| r.output).collect());
+                }
+            }
+            Err(e) => eprintln!("flow: note: the script {path} is not tried as answers: {e}"),
+        }
+    }
+    out
 }

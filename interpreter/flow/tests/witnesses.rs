@@ -248,3 +248,55 @@ fn flow_run_witness_says_when_no_run_makes_a_witness() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A witness through a value computed from an agent's output: only an
+/// output close to a fixed text takes the branch, which no output built
+/// from the type gives — the scripted provider's reply does.
+const GATED_BY_A_COMPUTED_VALUE: &str = r#"provider local: scripted { script: "replies.yaml" }
+agent writer { provider: local }
+agent reviewer { provider: local }
+workflow w {
+  start: draft
+  node draft: agent writer { output: { text: string } }
+  node check: compute {
+    output: { on_topic: bool }
+    value: { on_topic: jaccard(tokens(draft.text), tokens("ship the beta in may")) >= 0.8 }
+  }
+  node review: agent reviewer { output: { ok: bool } }
+  node done: end done
+  node off: end off_topic { status: partial }
+  draft -> check
+  check -> review when check.on_topic
+  check -> off else
+  review -> done
+}
+"#;
+
+#[test]
+fn the_witness_search_tries_the_scripted_providers_replies() {
+    let dir = scratch("scripted");
+    std::fs::write(dir.join("gated.flow"), GATED_BY_A_COMPUTED_VALUE).unwrap();
+    let path = dir.join("gated.flow");
+    let mut db = flow_diagnostics::SourceDb::new();
+    let root = db.add(flow_pipeline::normalize(&path), GATED_BY_A_COMPUTED_VALUE.to_string());
+    let checked = flow_check::check_program(&mut db, root, &flow_pipeline::FsLoader);
+    assert!(!checked.has_errors());
+    let witnesses = flow_verify::policies::positive_witnesses(&checked.program, "sha256:test", flow_verify::policies::DEFAULT_MAX_STATES);
+    let (_, events) = witnesses.into_iter().find(|(o, _)| o.id == "agent:reviewer").expect("a reviewer obligation");
+    let witness = write_jsonl(&dir, "reviewer.jsonl", &events.expect("a positive witness for the reviewer"));
+    let make = |replies: &str, run: &str| {
+        std::fs::write(dir.join("replies.yaml"), replies).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_flow"))
+            .args(["run", "gated.flow", "--witness", witness.to_str().unwrap(), "--run-dir", run, "--tries", "2000", "-q"])
+            .current_dir(&dir)
+            .output()
+            .expect("flow runs")
+    };
+    // No script: no output built from the type is on topic.
+    let without = make("replies: {}\n", "r1");
+    assert_eq!(without.status.code(), Some(1), "{}", String::from_utf8_lossy(&without.stderr));
+    // The script's reply is: the witness is a run of the engine.
+    let with = make("replies:\n  draft:\n  - output: { text: \"Ship the beta in May\" }\n", "r2");
+    assert_eq!(with.status.code(), Some(0), "{}", String::from_utf8_lossy(&with.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}

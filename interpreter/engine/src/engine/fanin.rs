@@ -53,6 +53,10 @@ impl Engine {
             self.joins.insert(join.to_string(), JoinRt { arrived: IndexSet::new(), late });
         }
         let done = rt.arrived;
+        if matches!(flow_check::semantics::join_rule(&node), flow_check::ir::JoinRule::Vote { .. }) {
+            self.vote(&node, &done, cause);
+            return;
+        }
         // The merged output: every result in branch order, the branches by
         // name, and their conflicts kept side by side (never averaged).
         let mut results = Vec::new();
@@ -103,6 +107,34 @@ impl Engine {
             }
         }
         self.then_complete(join, merged, NodeStatus::Completed, cause);
+    }
+
+    /// A join that votes: the control plane counts the arrived branches'
+    /// votes ([`super::compute::tally`]), records the count as `computed`
+    /// with the branches' outputs it read, and completes with it.
+    fn vote(&mut self, node: &Node, arrived: &IndexSet<String>, started: &Str) {
+        let mut env = Env::default();
+        let mut inputs = BTreeMap::new();
+        for branch in node.target.iter().filter(|b| arrived.contains(*b)) {
+            let out = self.env.get(branch).cloned().unwrap_or(Value::Null);
+            let artifact = (!out.is_null()).then(|| self.store(&out, branch, Some(started)));
+            inputs.insert(branch.clone(), artifact);
+            env.insert(branch.clone(), out);
+        }
+        let Some(count) = super::compute::tally(flow_check::semantics::join_rule(node), &node.target, &env) else { return };
+        if node.output_type().is_some() {
+            let checked =
+                self.validator("node.output", &node.name, &node.output).and_then(|v| v.validate(&count).map_err(|e| e.join("; ")));
+            if let Err(why) = checked {
+                let msg = format!("the vote's count does not match the output type: {why}");
+                self.node_failed(&node.name, ErrorCode::InvalidOutput, msg, started);
+                return;
+            }
+        }
+        let artifact = self.store(&count, &node.name, Some(started));
+        let done = self.emit("control", events::computed(&node.name, inputs, artifact.clone()), Some(started));
+        let known = Some(Box::new(artifact));
+        self.then(Effect::CompleteNode { name: node.name.clone(), output: count, status: NodeStatus::Completed, cause: done, known });
     }
 
     pub(super) fn round_end(&mut self, lp: &str, cause: &Str) {

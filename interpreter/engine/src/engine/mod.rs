@@ -40,6 +40,7 @@ mod actions;
 mod attempts;
 mod boards;
 mod budgets;
+mod compute;
 mod coordinator;
 mod decisions;
 mod effects;
@@ -57,6 +58,7 @@ mod tools;
 mod transfers;
 mod turns;
 
+pub use compute::{evaluate as compute_value, tally};
 use effects::{held, Effect};
 use policies::PolicyRt;
 use record::Envelope;

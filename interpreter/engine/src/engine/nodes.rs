@@ -103,6 +103,7 @@ impl Engine {
                 }
             }
             NodeBody::Map(_) => self.start_map(&node, &started),
+            NodeBody::Compute(_) => self.compute_node(&node, &started),
             other => {
                 let msg = format!("node kind `{}` is not supported by this runtime yet", other.kind());
                 self.node_failed(name, ErrorCode::Unsupported, msg, &started);

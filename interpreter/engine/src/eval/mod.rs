@@ -31,7 +31,7 @@ pub struct EvalError {
 }
 
 impl EvalError {
-    fn new(message: impl Into<String>) -> EvalError {
+    pub fn new(message: impl Into<String>) -> EvalError {
         EvalError { message: message.into() }
     }
 }
@@ -112,6 +112,7 @@ fn eval_in_level<'s>(expr: &TExpr, scope: &Scope<'s>) -> Result<Cow<'s, Json>> {
                 Cow::Owned(base) => element(&base, &index).map(|v| Cow::Owned(v.clone())),
             };
         }
+        TExprKind::Call { function, args } if function == "if_else" && args.len() == 3 => return if_else(args, scope),
         TExprKind::Call { function, args } => {
             let values = args.iter().map(|a| eval_in(a, scope)).collect::<Result<Vec<_>>>()?;
             let values: Vec<&Json> = values.iter().map(Cow::as_ref).collect();
@@ -164,6 +165,15 @@ fn eval_in_level<'s>(expr: &TExpr, scope: &Scope<'s>) -> Result<Cow<'s, Json>> {
         TExprKind::Invalid => return Err(EvalError::new("cannot evaluate an expression that failed to type-check")),
     };
     Ok(Cow::Owned(owned))
+}
+
+/// `if_else(condition, then, otherwise)`: only the branch taken is evaluated.
+fn if_else<'s>(args: &[TExpr], scope: &Scope<'s>) -> Result<Cow<'s, Json>> {
+    match eval_in(&args[0], scope)?.as_ref() {
+        Json::Bool(true) => eval_in(&args[1], scope),
+        Json::Bool(false) => eval_in(&args[2], scope),
+        other => Err(EvalError::new(format!("`if_else` needs a condition (a bool), got {}", kind(other)))),
+    }
 }
 
 /// `function(var in list: body)`: the body evaluated with `var` bound to
@@ -241,7 +251,7 @@ fn num_cmp(a: &Number, b: &Number) -> Option<Ordering> {
 }
 
 /// Structural equality, with numbers compared numerically.
-fn json_eq(a: &Json, b: &Json) -> bool {
+pub fn json_eq(a: &Json, b: &Json) -> bool {
     match (a, b) {
         (Json::Number(x), Json::Number(y)) => num_cmp(x, y) == Some(Ordering::Equal),
         (Json::Array(xs), Json::Array(ys)) => xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| json_eq(x, y)),

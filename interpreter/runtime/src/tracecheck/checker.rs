@@ -44,6 +44,7 @@ impl<'a> Checker<'a> {
             validators: HashMap::default(),
             policies: Vec::new(),
             payloads_unchecked: 0,
+            computed_unchecked: 0,
             terminated: None,
             started_digest: started.map(|(_, d)| d.to_string()),
             count: 0,
@@ -58,6 +59,7 @@ impl<'a> Checker<'a> {
             pending_rerun: None,
             gate_outcomes: HashMap::default(),
             task_states: HashMap::default(),
+            run_input: None,
             refused_handoff: None,
         };
         checker.init_budgets();

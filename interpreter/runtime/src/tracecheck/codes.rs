@@ -39,6 +39,9 @@ r#"A `rerun` (a `revise` or `replan` taking effect) names a scope the plan's act
     STATE = "T014", "task state not as planned",
 r#"A `state_changed` moves a state machine the plan declares, from the state it is in (its `initial` state at first, then the last one recorded), to the state the completing node declares (`state: MACHINE.STATE`), along a transition of the machine (or staying where it is)."#;
 
+    COMPUTED = "T015", "computed value not as planned",
+r#"A compute node's visit (or a join that votes) records one `computed` while it runs, and completes with that value (`node_completed` names the same artifact). Its `inputs` are exactly the names the plan's node reads — for a vote, branches of the join — each the digest of that node's last completed output (the run's input for `input`; null when there was none). With the run's artifacts the value is made again from the inputs, by the engine's own evaluator, and must have the recorded digest: a value edited in the trace or the artifacts, or one made from other inputs, departs from the plan."#;
+
     GATE_NOT_PASSED = "T020", "gate not passed",
 r#"Nothing crosses a gate's boundary `from -> to` unless the gate let it: an `edge_taken` from→to needs a `gate_recorded` PASS for the gate, or a `decision_applied` approve on it (or on the escalation its handler asked for: `on BLOCK -> escalate(P)`, then approve on `escalation.P`), since the last crossing. Also reported: a `gate_recorded` for a gate the workflow does not declare on that boundary."#;
 

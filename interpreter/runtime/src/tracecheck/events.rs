@@ -28,7 +28,8 @@ impl<'a> Checker<'a> {
             }
         }
         match &e.body {
-            Body::RunStarted { workflow, .. } if self.workflow_started.is_none() => self.workflow_started = Some(workflow.clone()),
+            Body::RunStarted { workflow, input, .. } if self.workflow_started.is_none() => self.first_start(workflow, input.as_ref()),
+            Body::Computed { node, inputs, output, .. } => self.computed(seq, node, inputs, output),
             Body::RunTerminated { reason, status, .. } => {
                 self.terminated = Some((reason.clone(), status.to_string()));
                 self.termination(position, e, reason, status.as_str());
@@ -84,6 +85,12 @@ impl<'a> Checker<'a> {
             _ => {}
         }
         self.after_event(seq, &e.body);
+    }
+
+    /// The run's first `run_started`: its workflow and input.
+    fn first_start(&mut self, workflow: &str, input: Option<&ArtifactRef>) {
+        self.workflow_started = Some(workflow.to_string());
+        self.run_input = input.map(|a| a.digest.clone());
     }
 
     /// The checks that look at an event after its kind's own.

@@ -111,6 +111,7 @@ impl<'a> Checker<'a> {
         rt.visits = visit.max(rt.visits + 1);
         rt.phase = Phase::Running;
         rt.attempt_no = 0;
+        rt.computed = None;
         // A node budget covers one visit.
         let scope = format!("node.{node}");
         if self.budgets.contains_key(&scope) {
@@ -136,6 +137,9 @@ impl<'a> Checker<'a> {
     }
 
     pub(super) fn node_completed(&mut self, seq: u64, node: &str, status: NodeStatus, output: Option<&ArtifactRef>) {
+        if status == NodeStatus::Completed {
+            self.compute_completed(seq, node, output);
+        }
         let rt = slot(&mut self.nodes, node);
         let ok = match rt.phase {
             Phase::Running => true,

@@ -21,6 +21,7 @@ mod budgets;
 mod chain;
 mod checker;
 pub mod codes;
+mod compute;
 mod consistency;
 mod edges;
 mod events;

@@ -20,6 +20,8 @@ pub(super) struct NodeRt {
     pub(super) completed_once: bool,
     /// The digest of the last completion's output.
     pub(super) output: Option<String>,
+    /// The value a compute node's running visit recorded (`computed`).
+    pub(super) computed: Option<String>,
 }
 
 #[derive(Debug)]
@@ -127,6 +129,8 @@ pub(super) struct Checker<'a> {
     pub(super) validators: HashMap<String, Option<Validator>>,
     pub(super) policies: Vec<PolicyRt>,
     pub(super) payloads_unchecked: usize,
+    /// Computed values not made again (no artifact store).
+    pub(super) computed_unchecked: usize,
     pub(super) terminated: Option<(String, String)>,
     /// The plan digest the first `run_started` recorded.
     pub(super) started_digest: Option<String>,
@@ -159,6 +163,8 @@ pub(super) struct Checker<'a> {
     pub(super) gate_outcomes: HashMap<String, Outcome>,
     /// Each state machine's state, as `state_changed` moved it.
     pub(super) task_states: HashMap<String, String>,
+    /// The digest of the run's input, as `run_started` recorded it.
+    pub(super) run_input: Option<String>,
 }
 
 /// A node's completion not yet appended to a blackboard it writes.

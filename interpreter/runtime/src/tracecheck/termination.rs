@@ -131,15 +131,7 @@ impl<'a> Checker<'a> {
         if policies.iter().any(|p| p.verdict == "open") {
             self.notes.push("the trace has not terminated: open policy obligations are not judged".into());
         }
-        if self.payloads_unchecked > 0 {
-            self.notes.push(format!(
-                "{} payload type(s) not checked: no artifact store (check a run directory to read its artifacts/)",
-                self.payloads_unchecked
-            ));
-        }
-        if self.plan.is_none() {
-            self.notes.push("the trace names no workflow of the plan: only the envelope and the run's lifecycle were checked".into());
-        }
+        self.unchecked_notes();
         let integrity = self.seal();
         let state = match self.run {
             RunPhase::Terminated => "terminated",
@@ -159,6 +151,25 @@ impl<'a> Checker<'a> {
             integrity,
         };
         Report { conformant: self.deviations.is_empty(), trace, deviations: self.deviations, policies, notes: self.notes }
+    }
+
+    /// Notes on what could not be checked.
+    fn unchecked_notes(&mut self) {
+        if self.payloads_unchecked > 0 {
+            self.notes.push(format!(
+                "{} payload type(s) not checked: no artifact store (check a run directory to read its artifacts/)",
+                self.payloads_unchecked
+            ));
+        }
+        if self.computed_unchecked > 0 {
+            self.notes.push(format!(
+                "{} computed value(s) not made again: no artifact store (check a run directory to read its artifacts/)",
+                self.computed_unchecked
+            ));
+        }
+        if self.plan.is_none() {
+            self.notes.push("the trace names no workflow of the plan: only the envelope and the run's lifecycle were checked".into());
+        }
     }
 }
 

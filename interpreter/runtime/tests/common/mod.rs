@@ -9,6 +9,7 @@ use flow_check::{check_program, NoFiles};
 use flow_diagnostics::SourceDb;
 use flow_runtime::clock::FakeClock;
 use flow_runtime::engine::{Engine, RunConfig};
+use flow_runtime::journal::ArtifactStore;
 use flow_runtime::proto::{AgentReply, AgentRequest, HumanAnswer, HumanRequest, Request, Response, TokenUsage, ToolResult};
 use flow_runtime::tracecheck;
 use flow_trace::{Body, Decision, Event};
@@ -33,6 +34,8 @@ pub struct Ran {
     pub humans: Vec<HumanRequest>,
     /// Every tool call's request (answered with `{}`).
     pub tools: Vec<flow_runtime::proto::ToolRequest>,
+    /// The run's artifacts.
+    pub store: flow_runtime::journal::MemoryArtifacts,
 }
 
 impl Ran {
@@ -44,6 +47,15 @@ impl Ran {
     /// The context of every turn of `node`, in order.
     pub fn contexts_of(&self, node: &str) -> Vec<&Value> {
         self.agents.iter().filter(|a| a.node == node).map(|a| &a.context).collect()
+    }
+
+    /// The value `node` last completed with, from the run's artifacts.
+    pub fn output_of(&self, node: &str) -> Value {
+        let artifact = self.events.iter().rev().find_map(|e| match &e.body {
+            Body::NodeCompleted { node: n, output: Some(o), .. } if n == node => Some(o.clone()),
+            _ => None,
+        });
+        self.store.get(&artifact.unwrap_or_else(|| panic!("{node} completed with no output"))).expect("a stored artifact")
     }
 
     /// The nodes started, in order.
@@ -103,9 +115,14 @@ pub fn run(program: Program, input: Value, reply: impl Fn(&AgentRequest) -> Valu
         }
     }
     let events = engine.take_events();
-    let report = tracecheck::check(&program, &events, &tracecheck::Options::default());
+    let mut store = flow_runtime::journal::MemoryArtifacts::new();
+    for (artifact, bytes) in engine.take_artifacts() {
+        store.put_encoded(&artifact, &bytes).expect("artifact");
+    }
+    let options = tracecheck::Options { artifacts: Some(&store), ..Default::default() };
+    let report = tracecheck::check(&program, &events, &options);
     assert!(report.conformant, "{:#?}", report.deviations);
-    Ran { events, agents, humans, tools }
+    Ran { events, agents, humans, tools, store }
 }
 
 /// The events with `seq`, ids and parents renumbered after some were

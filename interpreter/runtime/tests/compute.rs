@@ -5,8 +5,7 @@
 
 mod common;
 
-use common::{program, run, Ran};
-use flow_runtime::journal::ArtifactStore;
+use common::{ending, forge_computed, program, run, Ran};
 use flow_runtime::tracecheck;
 use flow_trace::{Body, Decision, Event};
 use serde_json::{json, Value};
@@ -30,17 +29,6 @@ fn panel(first: Value, second: Value, end: bool) -> Ran {
         _ => verdict.clone(),
     };
     run(program(&source()), json!({ "panel_size": 2 }), reply, |_| Decision::Approve)
-}
-
-fn ending(events: &[Event]) -> String {
-    events
-        .iter()
-        .rev()
-        .find_map(|e| match &e.body {
-            Body::RunTerminated { reason, .. } => Some(reason.clone()),
-            _ => None,
-        })
-        .expect("the run ended")
 }
 
 fn computed(events: &[Event]) -> (&std::collections::BTreeMap<String, Option<flow_trace::ArtifactRef>>, &flow_trace::ArtifactRef) {
@@ -126,29 +114,28 @@ fn trace_check_makes_the_value_again_and_refuses_a_forged_one() {
     let program = program(&source());
     // A forged check: `agreed: true` in place of the computed value, its
     // artifact stored and named by the `computed` event and the completion.
-    let mut forged = ran.output_of("check");
-    forged["agreed"] = json!(true);
-    forged["score"] = json!(0.99);
-    let mut store = ran.store;
-    let fake = store.put(&forged).expect("stored");
-    let mut events = ran.events.clone();
-    for e in &mut events {
-        match &mut e.body {
-            Body::Computed { output, .. } => *output = fake.clone(),
-            Body::NodeCompleted { node, output, .. } if node == "check" => *output = Some(fake.clone()),
-            _ => {}
-        }
-    }
+    let original = ran.events.clone();
+    let (events, store) = forge_computed(ran, "check", |v| {
+        v["agreed"] = json!(true);
+        v["score"] = json!(0.99);
+    });
+    let fake = events
+        .iter()
+        .find_map(|e| match &e.body {
+            Body::Computed { output, .. } => Some(output.clone()),
+            _ => None,
+        })
+        .expect("computed");
     let options = tracecheck::Options { artifacts: Some(&store), ..Default::default() };
     let report = tracecheck::check(&program, &events, &options);
     let codes: Vec<&str> = report.deviations.iter().map(|d| d.code.0).collect();
     assert_eq!(codes, ["T015"], "{:#?}", report.deviations);
     assert!(report.deviations[0].message.contains("does not follow from its inputs"), "{:#?}", report.deviations);
     // The untouched run is conformant with its artifacts (what `run` held).
-    let report = tracecheck::check(&program, &ran.events, &options);
+    let report = tracecheck::check(&program, &original, &options);
     assert!(report.conformant, "{:#?}", report.deviations);
     // Inputs other than the node reads: `second` named by another digest.
-    let mut events = ran.events.clone();
+    let mut events = original.clone();
     for e in &mut events {
         if let Body::Computed { inputs, .. } = &mut e.body {
             inputs.insert("second".into(), Some(fake.clone()));
@@ -157,7 +144,7 @@ fn trace_check_makes_the_value_again_and_refuses_a_forged_one() {
     let report = tracecheck::check(&program, &events, &options);
     assert!(report.deviations.iter().any(|d| d.code.0 == "T015" && d.message.contains("other inputs")), "{:#?}", report.deviations);
     // Without the artifacts the value is not made again, and the report says so.
-    let report = tracecheck::check(&program, &ran.events, &tracecheck::Options::default());
+    let report = tracecheck::check(&program, &original, &tracecheck::Options::default());
     assert!(report.notes.iter().any(|n| n.contains("computed value(s) not made again")), "{:?}", report.notes);
 }
 

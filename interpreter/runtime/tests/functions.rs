@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::{program, run};
-use flow_trace::{Body, Decision};
+use common::{ending, program, run};
+use flow_trace::Decision;
 use serde_json::{json, Value};
 
 fn source() -> String {
@@ -23,18 +23,6 @@ fn minutes(first_claim: &str, tags: Value) -> Value {
         "tags": tags,
         "meta": { "chair": "Ana" },
     })
-}
-
-/// The run's ending: `ok` (the end node `agreed`) or `split` (`again`).
-fn ending(events: &[flow_trace::Event]) -> String {
-    events
-        .iter()
-        .rev()
-        .find_map(|e| match &e.body {
-            Body::RunTerminated { reason, .. } => Some(reason.clone()),
-            _ => None,
-        })
-        .expect("the run ended")
 }
 
 #[test]

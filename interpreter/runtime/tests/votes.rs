@@ -5,8 +5,7 @@
 
 mod common;
 
-use common::{program, run, Ran};
-use flow_runtime::journal::ArtifactStore;
+use common::{ending, forge_computed, program, run, Ran};
 use flow_runtime::tracecheck;
 use flow_trace::{Body, Decision};
 use serde_json::{json, Value};
@@ -31,6 +30,11 @@ workflow review {
 }
 "#;
 
+/// The events of [`review`].
+fn review_events(rule: &str, verdicts: [&str; 3]) -> Vec<flow_trace::Event> {
+    review(rule, verdicts).events
+}
+
 /// The review run under `rule`, the three reviewers voting `verdicts`.
 fn review(rule: &str, verdicts: [&str; 3]) -> Ran {
     let by_node: Vec<(String, Value)> =
@@ -41,21 +45,10 @@ fn review(rule: &str, verdicts: [&str; 3]) -> Ran {
     run(program(&REVIEW.replace("RULE", rule)), json!({}), reply, |_| Decision::Approve)
 }
 
-fn ending(ran: &Ran) -> String {
-    ran.events
-        .iter()
-        .rev()
-        .find_map(|e| match &e.body {
-            Body::RunTerminated { reason, .. } => Some(reason.clone()),
-            _ => None,
-        })
-        .expect("the run ended")
-}
-
 #[test]
 fn a_majority_over_three_different_verdicts_is_no_majority_and_takes_its_path() {
     let ran = review("majority(verdict)", ["approve", "reject", "revise"]);
-    assert_eq!(ending(&ran), "no_majority");
+    assert_eq!(ending(&ran.events), "no_majority");
     let count = ran.output_of("vote");
     assert_eq!(count["decided"], false);
     assert_eq!(count["result"], Value::Null);
@@ -72,7 +65,7 @@ fn a_majority_over_three_different_verdicts_is_no_majority_and_takes_its_path() 
 #[test]
 fn two_of_three_is_a_majority() {
     let ran = review("majority(verdict)", ["approve", "reject", "approve"]);
-    assert_eq!(ending(&ran), "approved");
+    assert_eq!(ending(&ran.events), "approved");
     let count = ran.output_of("vote");
     assert_eq!(count["votes"][0], json!({ "value": "approve", "weight": 1.0 + 1.0, "branches": ["a", "c"] }));
     assert_eq!(review("majority(verdict)", ["reject", "reject", "approve"]).output_of("vote")["result"], "reject");
@@ -81,15 +74,15 @@ fn two_of_three_is_a_majority() {
 #[test]
 fn weights_and_quorums_decide_as_declared() {
     // a weighs 3 of 5: alone it passes half.
-    assert_eq!(ending(&review("weighted(verdict, { a: 3, b: 1, c: 1 })", ["approve", "reject", "reject"])), "approved");
+    assert_eq!(ending(&review_events("weighted(verdict, { a: 3, b: 1, c: 1 })", ["approve", "reject", "reject"])), "approved");
     // Equal weights: one vote in three is not half.
-    assert_eq!(ending(&review("weighted(verdict, { a: 1, b: 1, c: 1 })", ["approve", "reject", "revise"])), "no_majority");
+    assert_eq!(ending(&review_events("weighted(verdict, { a: 1, b: 1, c: 1 })", ["approve", "reject", "revise"])), "no_majority");
     // A quorum of two: two approvals decide, three different verdicts do not.
-    assert_eq!(ending(&review("quorum(2, verdict)", ["approve", "reject", "approve"])), "approved");
-    assert_eq!(ending(&review("quorum(2, verdict)", ["approve", "reject", "revise"])), "no_majority");
+    assert_eq!(ending(&review_events("quorum(2, verdict)", ["approve", "reject", "approve"])), "approved");
+    assert_eq!(ending(&review_events("quorum(2, verdict)", ["approve", "reject", "revise"])), "no_majority");
     // A quorum of one met by two values at once is a tie: no result.
-    assert_eq!(ending(&review("quorum(1, verdict)", ["approve", "reject", "reject"])), "rejected");
-    assert_eq!(ending(&review("quorum(1, verdict)", ["approve", "reject", "revise"])), "no_majority");
+    assert_eq!(ending(&review_events("quorum(1, verdict)", ["approve", "reject", "reject"])), "rejected");
+    assert_eq!(ending(&review_events("quorum(1, verdict)", ["approve", "reject", "revise"])), "no_majority");
 }
 
 #[test]
@@ -97,22 +90,14 @@ fn trace_check_counts_the_votes_again() {
     let ran = review("majority(verdict)", ["approve", "reject", "revise"]);
     let program = program(&REVIEW.replace("RULE", "majority(verdict)"));
     // A forged count: "approve" decided.
-    let mut forged = ran.output_of("vote");
-    forged["decided"] = json!(true);
-    forged["result"] = json!("approve");
-    let mut store = ran.store;
-    let fake = store.put(&forged).expect("stored");
-    let mut events = ran.events.clone();
-    for e in &mut events {
-        match &mut e.body {
-            Body::Computed { output, .. } => *output = fake.clone(),
-            Body::NodeCompleted { node, output, .. } if node == "vote" => *output = Some(fake.clone()),
-            _ => {}
-        }
-    }
+    let original = ran.events.clone();
+    let (events, store) = forge_computed(ran, "vote", |v| {
+        v["decided"] = json!(true);
+        v["result"] = json!("approve");
+    });
     let options = tracecheck::Options { artifacts: Some(&store), ..Default::default() };
     let report = tracecheck::check(&program, &events, &options);
     assert!(report.deviations.iter().any(|d| d.code.0 == "T015" && d.message.contains("does not follow")), "{:#?}", report.deviations);
-    let report = tracecheck::check(&program, &ran.events, &options);
+    let report = tracecheck::check(&program, &original, &options);
     assert!(report.conformant, "{:#?}", report.deviations);
 }

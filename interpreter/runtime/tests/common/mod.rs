@@ -125,6 +125,37 @@ pub fn run(program: Program, input: Value, reply: impl Fn(&AgentRequest) -> Valu
     Ran { events, agents, humans, tools, store }
 }
 
+/// The reason the run terminated with.
+pub fn ending(events: &[Event]) -> String {
+    events
+        .iter()
+        .rev()
+        .find_map(|e| match &e.body {
+            Body::RunTerminated { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .expect("the run ended")
+}
+
+/// The run's events with `node`'s computed value replaced by `edit` of it
+/// (stored, and named by the `computed` event and the completion), and
+/// the artifacts holding it: a forged value for trace check to catch.
+pub fn forge_computed(ran: Ran, node: &str, edit: impl FnOnce(&mut Value)) -> (Vec<Event>, flow_runtime::journal::MemoryArtifacts) {
+    let mut value = ran.output_of(node);
+    edit(&mut value);
+    let mut store = ran.store;
+    let fake = store.put(&value).expect("stored");
+    let mut events = ran.events;
+    for e in &mut events {
+        match &mut e.body {
+            Body::Computed { node: n, output, .. } if n == node => *output = fake.clone(),
+            Body::NodeCompleted { node: n, output, .. } if n == node => *output = Some(fake.clone()),
+            _ => {}
+        }
+    }
+    (events, store)
+}
+
 /// The events with `seq`, ids and parents renumbered after some were
 /// removed or edited (a parent removed leaves none).
 pub fn renumber(events: Vec<Event>) -> Vec<Event> {

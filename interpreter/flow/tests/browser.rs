@@ -127,8 +127,9 @@ fn report_in_chromium(example: &str, nodes: usize, expect: &[&str]) {
 
 #[test]
 fn the_decision_meetings_report_renders_with_its_path_rounds_and_policies() {
-    // 12 nodes; three rounds; every policy held.
-    report_in_chromium("decision_meeting", 12, &["loop · round 3/4", "round ×3", "class=\"verdict-held\"", "st-not_run"]);
+    // 14 nodes (the consensus check and the synthesis_decision end
+    // included); three rounds; every policy held.
+    report_in_chromium("decision_meeting", 14, &["loop · round 3/4", "round ×3", "class=\"verdict-held\"", "st-not_run"]);
 }
 
 #[test]

@@ -447,7 +447,7 @@ r#"The graph has a cycle that nothing bounds: it is not a `loop` node's
 round (bounded by `max_rounds`), no node on it declares `max_visits`, it
 crosses no pair of nodes with a hop limit (`max_hops`, whose handler does
 not just go on: `continue`, `skip`, `degrade`, `warn` or `retry` let the
-pair count again), and the workflow has no budget with a hard limit. A run may go around it forever.
+pair count again), and the workflow has no budget with a hard limit — or the cycle is of `compute` nodes only, which spend no step and no time, so no budget bounds it. A run may go around it forever.
 The witness is a lasso: a path from the start, then the cycle.
 
 Example:

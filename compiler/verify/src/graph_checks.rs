@@ -139,18 +139,18 @@ fn reaches(flow: &FlowGraph<'_>, from: NodeIndex, to: NodeIndex) -> bool {
 
 /// E0403: cycles outside loop rounds with nothing bounding them.
 fn unbounded_cycles(flow: &FlowGraph<'_>, program: &Program, reached: &Parents, out: &mut Vec<Diagnostic>) {
-    // A budget bounds every cycle: nothing to find.
+    // A budget bounds every cycle that spends something: a cycle of
+    // compute nodes alone spends no step and no time, so only those are
+    // left to find.
     let budget_bound = has_budget_limit(flow, program);
-    if budget_bound {
-        return;
-    }
     let filtered = flow.without_bounded_back_edges();
     for scc in petgraph::algo::kosaraju_scc(&filtered) {
         let cyclic = scc.len() > 1 || filtered.contains_edge(scc[0], scc[0]);
         if !cyclic || !scc.iter().any(|n| reached.contains_key(n)) {
             continue;
         }
-        if budget_bound || visits_break_cycles(flow, &filtered, &scc) {
+        let spends = scc.iter().any(|&n| flow.node(n).kind() != NodeKind::Compute);
+        if (budget_bound && spends) || visits_break_cycles(flow, &filtered, &scc) {
             continue;
         }
         let cycle = find_cycle(&filtered, &scc);

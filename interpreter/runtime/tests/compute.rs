@@ -182,11 +182,7 @@ fn a_value_that_cannot_be_made_or_is_not_of_its_type_fails_the_node_as_declared(
     // Divided by zero: the expression has no value; `failure`'s handler.
     let ran = run(program.clone(), json!({ "n": 0 }), reply("low"), |_| Decision::Approve);
     assert_eq!(ending(&ran.events), "no_mean");
-    let failed = ran.events.iter().find_map(|e| match &e.body {
-        Body::NodeFailed { node, error_code, message, .. } if node == "mean" => Some((*error_code, message.clone())),
-        _ => None,
-    });
-    let (code, message) = failed.expect("mean failed");
+    let (code, message) = ran.failure_of("mean").expect("mean failed");
     assert_eq!(code, flow_trace::ErrorCode::EvalError);
     assert!(message.contains("divides by zero"), "{message}");
     assert!(!ran.events.iter().any(|e| matches!(e.body, Body::Computed { .. })));
@@ -241,11 +237,7 @@ fn a_computations_input_is_held_to_its_type_at_run_time() {
     // value outside it fails the node before anything is computed.
     let said = json!({ "scores": [0.9], "label": "medium" });
     let ran = run(program(&STRATEGIES.replace("STRATEGY", "best_of")), json!({}), move |_| said.clone(), |_| Decision::Approve);
-    let failed = ran.events.iter().find_map(|e| match &e.body {
-        Body::NodeFailed { node, error_code, message, .. } if node == "level" => Some((*error_code, message.clone())),
-        _ => None,
-    });
-    let (code, message) = failed.expect("level failed");
+    let (code, message) = ran.failure_of("level").expect("level failed");
     assert_eq!(code, flow_trace::ErrorCode::InvalidInput);
     assert!(message.contains("level_of"), "{message}");
     assert!(!ran.events.iter().any(|e| matches!(&e.body, Body::Computed { node, .. } if node == "level")));

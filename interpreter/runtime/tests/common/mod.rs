@@ -58,6 +58,14 @@ impl Ran {
         self.store.get(&artifact.unwrap_or_else(|| panic!("{node} completed with no output"))).expect("a stored artifact")
     }
 
+    /// The error code and message of `node`'s first failed visit.
+    pub fn failure_of(&self, node: &str) -> Option<(flow_trace::ErrorCode, String)> {
+        self.events.iter().find_map(|e| match &e.body {
+            Body::NodeFailed { node: n, error_code, message, .. } if n == node => Some((*error_code, message.clone())),
+            _ => None,
+        })
+    }
+
     /// The nodes started, in order.
     pub fn started(&self) -> Vec<String> {
         self.events

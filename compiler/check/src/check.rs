@@ -75,6 +75,8 @@ pub(crate) struct Checker<'a> {
     /// The file of the block being checked.
     pub file: FileId,
     pub workflow: Option<WorkflowCtx>,
+    /// Every workflow checked so far, by name (a projection's scope).
+    pub workflows_seen: IndexMap<String, WorkflowCtx>,
     pub machines: ir::NameMap<ir::Machine>,
     /// The input type of the tool whose node is being checked (for `args`).
     pub tool_input: Option<Ty>,
@@ -121,6 +123,7 @@ impl<'a> Checker<'a> {
             schema_types: IndexMap::new(),
             file: FileId(0),
             workflow: None,
+            workflows_seen: IndexMap::new(),
             machines: ir::NameMap::default(),
             tool_input: None,
             node_props: HashMap::new(),
@@ -162,7 +165,8 @@ impl<'a> Checker<'a> {
                     let imported = self.files[file_index].imported;
                     let item_pass = match item {
                         ast::Item::Decl(d) if d.keyword == ast::DeclKeyword::Machine => 0,
-                        ast::Item::Policy(_) => 2,
+                        // Projections read a workflow's nodes: after every workflow.
+                        ast::Item::Policy(_) | ast::Item::Decl(ast::Decl { keyword: ast::DeclKeyword::Projection, .. }) => 2,
                         _ => 1,
                     };
                     if pass != item_pass {
@@ -315,7 +319,9 @@ impl<'a> Checker<'a> {
         let unused: Vec<(String, Global)> = self
             .globals
             .iter()
-            .filter(|(name, g)| !g.imported && !matches!(g.kind, Kind::Workflow | Kind::Policy) && !self.used.contains(*name))
+            .filter(|(name, g)| {
+                !g.imported && !matches!(g.kind, Kind::Workflow | Kind::Policy | Kind::Projection) && !self.used.contains(*name)
+            })
             .map(|(n, g)| (n.clone(), g.clone()))
             .collect();
         for (name, global) in unused {
@@ -740,12 +746,19 @@ impl<'a> Checker<'a> {
         let empty = ast::Block { entries: Vec::new(), span: decl.name.span };
         let body = decl.body.as_ref().unwrap_or(&empty);
         let block = BlockSpec { props: &props_spec, ..spec.block };
+        if spec.kind == Kind::Projection {
+            self.workflow = self.projected_workflow(body);
+        }
         self.extra_vars = self.decl_vars(spec.kind, body);
-        let reordered = (spec.kind == Kind::Compute).then(|| lets_first(body));
+        let reordered = matches!(spec.kind, Kind::Compute | Kind::Projection).then(|| lets_first(body));
         let body = reordered.as_ref().unwrap_or(body);
         let (props, _) =
             self.check_block(body, &block, decl.name.span, &format!("{} `{}`", decl.keyword.as_str(), decl.name.text), &Scope::default());
         self.extra_vars.clear();
+        if spec.kind == Kind::Projection {
+            self.check_projection_value(&props, body);
+            self.workflow = None;
+        }
         if spec.kind == Kind::Compute {
             let output = props.get("output").and_then(|v| match v {
                 Value::Type(t) => Some(t.clone()),
@@ -858,6 +871,7 @@ impl<'a> Checker<'a> {
             Kind::Compute => {
                 vars.insert("input".to_string(), prop_type(self, "input"));
             }
+            Kind::Projection => vars.extend(self.projection_vars()),
             Kind::Agent => {
                 let mut fields = IndexMap::new();
                 fields.insert("kind".to_string(), FieldTy { ty: Ty::String, optional: false });
@@ -1569,12 +1583,20 @@ impl<'a> Checker<'a> {
         };
         let scope = self.env_scope(Env::Nodes);
         let mut out = ir::NameMap::default();
+        // What the declaration gives before any `let` (a projection's `visits`, `steps`, …).
+        let given: Vec<String> = self.extra_vars.keys().cloned().collect();
         for field in fields {
             let name = &field.name.text;
             let typed = self.type_expr(&field.value, &scope);
             let hides_node = self.workflow.as_ref().is_some_and(|w| w.nodes.contains_key(name)) || name == "input";
             if hides_node || self.extra_vars.contains_key(name) {
-                let what = if hides_node { "a node or the run's input" } else { "an earlier `let` name" };
+                let what = if hides_node {
+                    "a node or the run's input"
+                } else if given.contains(name) {
+                    "what the run gives (`visits`, `steps`, `gates`, `run`)"
+                } else {
+                    "an earlier `let` name"
+                };
                 self.error(codes::INVALID_VALUE, field.name.span, format!("`{name}` would hide {what}"))
                     .with_primary_message("choose another name");
                 continue;
@@ -1658,6 +1680,7 @@ pub(crate) fn decl_kind(keyword: ast::DeclKeyword) -> Kind {
         ast::DeclKeyword::Contract => Kind::Contract,
         ast::DeclKeyword::Blackboard => Kind::Blackboard,
         ast::DeclKeyword::Compute => Kind::Compute,
+        ast::DeclKeyword::Projection => Kind::Projection,
         ast::DeclKeyword::Machine => Kind::Machine,
         ast::DeclKeyword::Workflow => Kind::Workflow,
     }

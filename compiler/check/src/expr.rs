@@ -336,7 +336,8 @@ impl Checker<'_> {
                 Ty::Bool
             }
             BinaryOp::Add | BinaryOp::Sub => {
-                if op == BinaryOp::Add && matches!(lt.non_null(), Ty::String) && matches!(rt.non_null(), Ty::String) {
+                let text = |t: &Ty| matches!(t.non_null(), Ty::String | Ty::Enum { .. });
+                if op == BinaryOp::Add && text(&lt) && text(&rt) {
                     Ty::String
                 } else if lt.same_quantity(&rt) {
                     numeric_result(&lt, &rt)

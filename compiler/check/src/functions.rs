@@ -24,6 +24,8 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ("matches", "matches(string, regex) -> bool: the regular expression matches somewhere in the string"),
     ("split", "split(string, separator) -> [string]"),
     ("tokens", "tokens(string) -> [string]: lowercased runs of letters and digits"),
+    ("join", "join([string], separator) -> string: the strings with the separator between them"),
+    ("text", "text(value) -> string: a string as it is, anything else as compact JSON (1, 0.75, true, null, [1,2])"),
     ("min", "min(list of numbers) or min(a, b) or min(x in xs: number) -> number"),
     ("max", "max(list of numbers) or max(a, b) or max(x in xs: number) -> number"),
     ("sum", "sum(list of numbers) or sum(x in xs: number) -> number"),
@@ -58,7 +60,7 @@ fn texpr(kind: TExprKind, ty: Ty) -> TExpr {
 /// How many arguments a plain (non-binding) call takes.
 fn arities(name: &str) -> &'static [usize] {
     match name {
-        "contains" | "starts_with" | "matches" | "split" | "zip" | "union" | "intersection" | "difference" | "jaccard" => &[2],
+        "contains" | "starts_with" | "matches" | "split" | "join" | "zip" | "union" | "intersection" | "difference" | "jaccard" => &[2],
         "min" | "max" | "round" => &[1, 2],
         "get" => &[2, 3],
         "clamp" | "if_else" => &[3],
@@ -176,6 +178,17 @@ impl Checker<'_> {
                 Ty::Int
             }
             "exists" => Ty::Bool,
+            "text" => Ty::String,
+            "join" => {
+                let item = self.list_item(name, args, tys, 0);
+                if !stringy(&self.expand(&item)) {
+                    self.bad_argument(name, args, tys, 0, "a list of strings");
+                }
+                if !stringy(&tys[1]) {
+                    self.bad_argument(name, args, tys, 1, "a string");
+                }
+                Ty::String
+            }
             "lower" | "upper" | "tokens" | "starts_with" | "split" | "matches" => {
                 for i in 0..tys.len() {
                     if !stringy(&tys[i]) {

@@ -18,6 +18,7 @@ pub mod limits;
 pub mod lookup;
 pub mod node;
 pub mod plan;
+mod projection;
 pub mod render;
 pub mod rerun;
 pub mod schema;

@@ -264,18 +264,7 @@ impl ComputeNode {
         let Some(function) = &self.function else {
             return Some(Computation { lets: self.lets.iter().map(|(k, v)| (k.as_str(), v)).collect(), value: &self.value });
         };
-        let decl = program.decls.get(function)?;
-        let Some(Value::Expr(value)) = decl.props.get("value") else { return None };
-        let lets = match decl.props.get("let") {
-            Some(Value::Record(lets)) => lets
-                .iter()
-                .filter_map(|(k, v)| match v {
-                    Value::Expr(e) => Some((k.as_str(), e)),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
+        let (lets, value) = program.decls.get(function)?.lets_and_value()?;
         Some(Computation { lets, value })
     }
 }

@@ -23,6 +23,7 @@ pub enum Kind {
     Contract,
     Blackboard,
     Compute,
+    Projection,
     Machine,
     Workflow,
     Policy,
@@ -41,6 +42,7 @@ impl Kind {
             Kind::Contract => "contract",
             Kind::Blackboard => "blackboard",
             Kind::Compute => "compute",
+            Kind::Projection => "projection",
             Kind::Machine => "machine",
             Kind::Workflow => "workflow",
             Kind::Policy => "policy",
@@ -554,6 +556,37 @@ pub const COMPUTE: DeclSpec = DeclSpec {
     },
 };
 
+/// A projection: a pure function of a finished (or paused) run's recorded
+/// events, rendered by `flow project RUN NAME` as Markdown or JSON (a
+/// meeting's minutes, an evidence report).
+pub const PROJECTION: DeclSpec = DeclSpec {
+    kind: Kind::Projection,
+    variants: &[],
+    default_variant: None,
+    block: BlockSpec {
+        props: &[
+            opt("description", V::Str, "What it shows."),
+            req("workflow", V::Ref(&[Kind::Workflow]), "The workflow whose runs it projects: its nodes and `input` are in scope."),
+            def("format", V::Word(PROJECTION_FORMATS), PropDefault::Word("markdown"), "markdown (the value is a string) or json."),
+            opt(
+                "let",
+                V::Lets,
+                "Named intermediate values `{ name: expr, … }` over the run, each in scope for the ones after it and for `value`.",
+            ),
+            req(
+                "value",
+                V::Expr(Env::Nodes),
+                "The value: an expression over the run — each node's last output, `input`, `visits`, `steps`, `gates`, `run`.",
+            ),
+        ],
+        entries: &[],
+        events: &[],
+    },
+};
+
+/// What a projection renders.
+pub const PROJECTION_FORMATS: &[&str] = &["markdown", "json"];
+
 pub const BLACKBOARD: DeclSpec = DeclSpec {
     kind: Kind::Blackboard,
     variants: &[],
@@ -634,7 +667,8 @@ pub const WORKFLOW: DeclSpec = DeclSpec {
     },
 };
 
-pub const ALL_DECLS: &[DeclSpec] = &[PRINCIPAL, PROVIDER, AGENT, TOOL, EVALUATOR, BUDGET, CONTRACT, BLACKBOARD, COMPUTE, MACHINE, WORKFLOW];
+pub const ALL_DECLS: &[DeclSpec] =
+    &[PRINCIPAL, PROVIDER, AGENT, TOOL, EVALUATOR, BUDGET, CONTRACT, BLACKBOARD, COMPUTE, PROJECTION, MACHINE, WORKFLOW];
 
 pub const POLICY_BLOCK: BlockSpec<'static> = BlockSpec {
     props: &[

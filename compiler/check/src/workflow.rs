@@ -194,7 +194,9 @@ impl Checker<'_> {
                 workflow.policies.push(p);
             }
         }
-        self.workflow = None;
+        if let Some(ctx) = self.workflow.take() {
+            self.workflows_seen.insert(ctx.name.clone(), ctx);
+        }
         Some(workflow)
     }
 

@@ -341,7 +341,7 @@ pub(crate) fn completion_kind(kind: &str) -> CompletionItemKind {
         "type" => CompletionItemKind::STRUCT,
         "agent" | "principal" => CompletionItemKind::CLASS,
         "tool" | "evaluator" | "compute" => CompletionItemKind::FUNCTION,
-        "provider" | "budget" | "contract" | "blackboard" => CompletionItemKind::MODULE,
+        "provider" | "budget" | "contract" | "blackboard" | "projection" => CompletionItemKind::MODULE,
         "workflow" | "machine" => CompletionItemKind::MODULE,
         "node" | "gate" => CompletionItemKind::VARIABLE,
         "policy" => CompletionItemKind::INTERFACE,

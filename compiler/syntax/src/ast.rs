@@ -60,6 +60,7 @@ pub enum DeclKeyword {
     Contract,
     Blackboard,
     Compute,
+    Projection,
     Machine,
     Workflow,
 }
@@ -76,6 +77,7 @@ impl DeclKeyword {
             DeclKeyword::Contract => "contract",
             DeclKeyword::Blackboard => "blackboard",
             DeclKeyword::Compute => "compute",
+            DeclKeyword::Projection => "projection",
             DeclKeyword::Machine => "machine",
             DeclKeyword::Workflow => "workflow",
         }

@@ -52,6 +52,8 @@ pub enum TokenKind {
     KwBlackboard,
     #[token("compute")]
     KwCompute,
+    #[token("projection")]
+    KwProjection,
     #[token("machine")]
     KwMachine,
     #[token("workflow")]
@@ -222,6 +224,7 @@ pub const KEYWORDS: &[(&str, TokenKind)] = &[
     ("contract", TokenKind::KwContract),
     ("blackboard", TokenKind::KwBlackboard),
     ("compute", TokenKind::KwCompute),
+    ("projection", TokenKind::KwProjection),
     ("machine", TokenKind::KwMachine),
     ("workflow", TokenKind::KwWorkflow),
     ("policy", TokenKind::KwPolicy),

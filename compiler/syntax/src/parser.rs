@@ -138,6 +138,7 @@ fn is_item_start(kind: TokenKind) -> bool {
             | TokenKind::KwContract
             | TokenKind::KwBlackboard
             | TokenKind::KwCompute
+            | TokenKind::KwProjection
     )
 }
 
@@ -152,6 +153,7 @@ fn decl_keyword(kind: TokenKind) -> Option<DeclKeyword> {
         TokenKind::KwContract => DeclKeyword::Contract,
         TokenKind::KwBlackboard => DeclKeyword::Blackboard,
         TokenKind::KwCompute => DeclKeyword::Compute,
+        TokenKind::KwProjection => DeclKeyword::Projection,
         TokenKind::KwMachine => DeclKeyword::Machine,
         TokenKind::KwWorkflow => DeclKeyword::Workflow,
         _ => return None,

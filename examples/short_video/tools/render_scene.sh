@@ -13,8 +13,14 @@ case "$scene_id$out" in
   *[\"\\]*) echo "render_scene: no quotes or backslashes in scene_id or out_path" >&2; exit 2 ;;
 esac
 mkdir -p "$(dirname "$out")"
+# Written beside the target, then renamed into place: a reader (a probe, a
+# concurrent run of the same flow) sees the old clip or the new one, never
+# half of one.
+tmp="$(dirname "$out")/.tmp.$$.$(basename "$out")"
+trap 'rm -f "$tmp"' EXIT
 ffmpeg -nostdin -y -loglevel error \
   -loop 1 -t "$seconds" -i "$image" -i "$audio" \
-  -c:v libx264 -pix_fmt yuv420p -c:a aac -shortest "$out" >&2
+  -c:v libx264 -pix_fmt yuv420p -c:a aac -shortest "$tmp" >&2
+mv -f "$tmp" "$out"
 duration=$(ffprobe -v error -show_entries format=duration -of default=noprint_wrappers=1:nokey=1 -i "$out")
 printf '{"scene_id": "%s", "path": "%s", "seconds": %s}\n' "$scene_id" "$out" "$duration"

@@ -29,6 +29,7 @@ pub mod coverage;
 pub mod engine;
 pub mod eval;
 pub mod keys;
+pub mod project;
 pub mod prompt;
 pub mod proto;
 pub mod template;

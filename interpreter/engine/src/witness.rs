@@ -116,15 +116,21 @@ pub struct Search<'a> {
     /// fake one).
     pub config: &'a RunConfig,
     /// Outputs the plan's scripted providers give, by node or agent, in
-    /// turn order (the last repeats): a first narrow pass tries them
-    /// first, so a witness through a value computed from real-looking
-    /// outputs (a consensus, a coverage) can be made; the other passes
-    /// try them last.
+    /// turn order (the last repeats), and a tool's recorded results (by
+    /// `tool:NAME`): a first narrow pass tries them first, so a witness
+    /// through a value computed from real-looking outputs (a consensus, a
+    /// coverage) can be made; the other passes try them last.
     pub scripted: &'a Scripted,
 }
 
-/// Scripted outputs by node or agent name, in turn order.
+/// Scripted outputs by node or agent name, in turn order; recorded tool
+/// results by `tool:NAME` ([`recorded_tool`]).
 pub type Scripted = std::collections::BTreeMap<String, Vec<Value>>;
+
+/// The key of a tool's recorded results in [`Scripted`].
+pub fn recorded_tool(tool: &str) -> String {
+    format!("tool:{tool}")
+}
 
 impl std::fmt::Debug for Search<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -142,6 +148,8 @@ struct Goal<'a> {
     /// The first pass tries the scripted providers' replies first; the
     /// others try them last.
     scripted_first: bool,
+    /// The policy step of each gate of the workflow passing.
+    passes: Vec<String>,
 }
 
 /// Searches for data-plane answers under which the engine makes the
@@ -156,7 +164,12 @@ pub fn execute(search: &Search, tries: usize) -> Result<Found, String> {
             _ => None,
         })
         .collect();
-    let mut goal = Goal { search, want: stutter_free(wanted_steps(search.witness).0), refused, scripted_first: true };
+    let passes = workflow(search)
+        .map(|w| {
+            w.gates.keys().map(|g| flow_policy::Obs::Outcome { gate: g, outcome: flow_trace::Outcome::Pass.as_str() }.step_key()).collect()
+        })
+        .unwrap_or_default();
+    let mut goal = Goal { search, want: stutter_free(wanted_steps(search.witness).0), refused, scripted_first: true, passes };
     let mut budget = tries;
     let mut stuck = Stuck::default();
     // First, a narrow pass where every agent gives its scripted reply when
@@ -290,8 +303,19 @@ fn dfs(goal: &Goal, width: usize, choices: &mut Vec<(usize, usize)>, tries: &mut
         return Ok(Some(false));
     }
     let mut undecided = false;
+    // A gate's probes are answered in the order they were asked: the gate
+    // combines them whatever the order (BLOCK wins), so trying every order
+    // of several pending probes would only repeat the same runs.
+    // And when the next step wanted is a gate passing, only a probe's
+    // passing answer (its first) can make it.
+    let first_probe = replayed.pending.iter().position(|c| matches!(c.request, Request::Probe(_)));
+    let pass_wanted = goal.passes.contains(&want[n]);
     for (c, command) in replayed.pending.iter().enumerate() {
-        for a in 0..goal.candidates(&command.request).len().min(width) {
+        if first_probe.is_some_and(|p| p != c) {
+            continue;
+        }
+        let here = if first_probe.is_some() && pass_wanted { 1 } else { width };
+        for a in 0..goal.candidates(&command.request).len().min(here) {
             choices.push((c, a));
             match dfs(goal, width, choices, tries, stuck)? {
                 // The path found stays in `choices`.
@@ -314,9 +338,19 @@ fn finish(goal: &Goal, choices: &[(usize, usize)]) -> Result<Run, String> {
 
 impl Goal<'_> {
     /// [`candidates`], and on an agent's first turn a call of each tool the
-    /// witness shows refused to that agent.
+    /// witness shows refused to that agent (first: the witness needs it).
     fn candidates(&self, request: &Request) -> Vec<Response> {
         let mut out = candidates(self.search.program, workflow(self.search), request);
+        if let Request::Tool(req) = request {
+            // What the tool answered in a recorded run: first in the
+            // scripted pass, after the plainest answer in the others (a
+            // tool has few candidates; the recorded one is what lets a
+            // computed check over its result go either way).
+            let recorded = self.search.scripted.get(&recorded_tool(&req.tool)).into_iter().flatten();
+            let answers: Vec<Response> = recorded.map(|v| ok_tool(Some(v.clone()))).collect();
+            let at = if self.scripted_first { 0 } else { 1.min(out.len()) };
+            out.splice(at..at, answers);
+        }
         if let Request::Agent(req) = request {
             // What the scripted provider answers this turn: first in the
             // scripted pass, last in the others.
@@ -337,7 +371,8 @@ impl Goal<'_> {
                     let input = input.map(|t| base(t, &self.search.program.types, 0)).unwrap_or(json!({}));
                     let call = ToolCall { tool: tool.clone(), input, id: None };
                     let usage = TokenUsage { input_tokens: 10, output_tokens: 10 };
-                    out.push(Response::Agent(AgentReply { tool_calls: vec![call], usage, ..AgentReply::default() }));
+                    // First: the witness shows this call refused on this turn.
+                    out.insert(0, Response::Agent(AgentReply { tool_calls: vec![call], usage, ..AgentReply::default() }));
                 }
             }
             // A gate's predicate often compares an output's string with a
@@ -429,12 +464,30 @@ pub fn candidates(program: &Program, workflow: Option<&Workflow>, request: &Requ
             }
             out
         }
-        Request::Probe(_) => vec![
-            Response::Probe(ProbeResult { exit_code: Some(0), output: Some(json!({})), ..ProbeResult::default() }),
+        Request::Probe(req) => vec![
+            // A probe that passes: its declared output with every list
+            // holding one item (`len(output.streams) > 0` holds), else `{}`.
+            Response::Probe(ProbeResult {
+                exit_code: Some(0),
+                output: Some(probe_output(program, &req.evaluator)),
+                ..ProbeResult::default()
+            }),
             Response::Probe(ProbeResult { exit_code: Some(1), ..ProbeResult::default() }),
             Response::Probe(ProbeResult { error: Some("scripted probe failure".into()), ..ProbeResult::default() }),
         ],
     }
+}
+
+/// The output a passing probe of `evaluator` gives: its declared output
+/// type with its lists filled, else `{}`.
+fn probe_output(program: &Program, evaluator: &str) -> Value {
+    let types = &program.types;
+    program
+        .decls
+        .get(evaluator)
+        .and_then(|d| d.output_type())
+        .map(|t| filled_instance(t, types).unwrap_or_else(|| base(t, types, 0)))
+        .unwrap_or(json!({}))
 }
 
 fn ok_tool(output: Option<Value>) -> Response {
@@ -553,15 +606,34 @@ fn filled_instance(ty: &Ty, types: &NameMap<TypeDef>) -> Option<Value> {
     Some(filled(fields, &plain, types, 0)).filter(|f| *f != plain)
 }
 
-/// `plain` (a record's [`base`]) with each required list holding one item.
+/// `plain` (a record's [`base`]) with each required list holding one item,
+/// itself filled when it is a record (an outline's one section with one
+/// claim), to [`MAX_DEPTH`].
 fn filled(fields: &indexmap::IndexMap<String, flow_check::types::FieldTy>, plain: &Value, types: &NameMap<TypeDef>, depth: usize) -> Value {
-    let mut filled = plain.clone();
+    let mut filled_value = plain.clone();
     for (name, field) in fields.iter().filter(|(_, f)| !f.optional) {
         if let Ty::List { item } = &field.ty {
-            filled[name.as_str()] = Value::Array(vec![base(item, types, depth)]);
+            let one = base(item, types, depth);
+            let one = match record_fields(item, types) {
+                Some(inner) if depth < MAX_DEPTH => filled(inner, &one, types, depth + 1),
+                _ => one,
+            };
+            filled_value[name.as_str()] = Value::Array(vec![one]);
         }
     }
-    filled
+    filled_value
+}
+
+/// The fields of `ty` when it is (or names) a record.
+fn record_fields<'t>(mut ty: &'t Ty, types: &'t NameMap<TypeDef>) -> Option<&'t indexmap::IndexMap<String, flow_check::types::FieldTy>> {
+    for _ in 0..MAX_DEPTH {
+        match ty {
+            Ty::Named { name } => ty = named(name, types)?,
+            Ty::Record { fields } => return Some(fields),
+            _ => return None,
+        }
+    }
+    None
 }
 
 #[cfg(test)]

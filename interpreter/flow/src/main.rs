@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 mod db;
 mod otel;
+mod project;
 mod report;
 mod signing_keys;
 mod witness;
@@ -283,6 +284,30 @@ enum Command {
     Trace {
         #[command(subcommand)]
         command: TraceCommand,
+    },
+    /// Render a declared projection of a recorded run: its minutes, a
+    /// report (Markdown or JSON, as the projection says).
+    ///
+    /// A projection is a pure function of the run's events and artifacts
+    /// (`projection NAME { workflow: W, value: … }`): the same run always
+    /// gives the same text. Without NAME, lists the plan's projections.
+    /// Exit status: 0, 1 when the value cannot be made from this run, 2 on
+    /// a usage or I/O error.
+    Project {
+        /// A run directory (its trace.jsonl and artifacts/) or a trace file beside its artifacts/.
+        run: PathBuf,
+        /// The projection to render (omit to list them).
+        name: Option<String>,
+        /// The plan the run was made from: a .flow file or a plan from `flowc build`.
+        #[arg(long)]
+        plan: PathBuf,
+        /// Write the rendering to this file instead of stdout.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// A shared PostgreSQL database holding the run (default:
+        /// `FLOW_DB`): RUN is then a run id.
+        #[arg(long, env = "FLOW_DB", value_name = "URL")]
+        db: Option<String>,
     },
     /// Make signing keys for `flow run --sign` and `flow trace check --verify-key`.
     Key {
@@ -592,6 +617,10 @@ async fn dispatch(cli: Cli) -> u8 {
                 Err(e) => fail(e),
             }
         }
+        Command::Project { run, name, plan, output, db } => match in_scratch(db, run.display().to_string()) {
+            Ok((_scratch, run)) => project::project(Path::new(&run), name.as_deref(), &plan, output.as_deref()),
+            Err(e) => fail(e),
+        },
         Command::Submit { file, run_id, workflow, sources, db, quiet } => match db::url(db) {
             Ok(url) => db::submit(&url, &file, run_id, workflow, &sources, quiet),
             Err(e) => fail(e),
@@ -1239,13 +1268,26 @@ fn read_trace(path: &Path) -> Result<(PathBuf, String, Option<PathBuf>), u8> {
     }
 }
 
+/// The artifact store of a run (`None` without one); one that cannot be
+/// opened is a usage error, said on stderr.
+fn open_artifacts(dir: Option<&Path>) -> Result<Option<flow_runtime::journal::DirArtifacts>, u8> {
+    match dir.map(flow_runtime::journal::DirArtifacts::open) {
+        Some(Ok(store)) => Ok(Some(store)),
+        Some(Err(e)) => {
+            eprintln!("flow: cannot open the artifacts: {e}");
+            Err(exit::USAGE)
+        }
+        None => Ok(None),
+    }
+}
+
 /// The plan for `--plan`: any compile failure is a usage error here.
 fn plan_for(path: &Path) -> Result<Plan, u8> {
     compile_with(path, true, false).map(|c| c.plan).map_err(|_| exit::USAGE)
 }
 
 fn trace_check(trace: &Path, plan: &Path, format: Format, verify_key: Option<&Path>, signature: Option<&Path>) -> u8 {
-    use flow_runtime::journal::{ArtifactStore, DirArtifacts};
+    use flow_runtime::journal::ArtifactStore;
     use flow_runtime::tracecheck::{self, Options};
     let plan_file = plan;
     let plan = match plan_for(plan) {
@@ -1261,13 +1303,9 @@ fn trace_check(trace: &Path, plan: &Path, format: Format, verify_key: Option<&Pa
             return exit::USAGE;
         }
     };
-    let store = match artifacts.as_deref().map(DirArtifacts::open) {
-        Some(Ok(store)) => Some(store),
-        Some(Err(e)) => {
-            eprintln!("flow: cannot open the artifacts: {e}");
-            return exit::USAGE;
-        }
-        None => None,
+    let store = match open_artifacts(artifacts.as_deref()) {
+        Ok(store) => store,
+        Err(code) => return code,
     };
     let key = match verify_key.map(flow_runtime::signing::load_verifying_key).transpose() {
         Ok(key) => key,

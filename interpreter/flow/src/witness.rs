@@ -75,7 +75,8 @@ pub fn run(args: WitnessRun) -> u8 {
         lease_ttl_ms: 60_000,
     };
     let program = plan.program.clone();
-    let scripted = scripted_outputs(&program, &base);
+    let mut scripted = scripted_outputs(&program, &base);
+    scripted.extend(recorded_tool_outputs(&base.join(format!("{stem}.cassette.yaml"))));
     let search =
         Search { program: &program, workflow: workflow.as_deref(), input: &input, witness: &events, config: &config, scripted: &scripted };
     let found = match witness::execute(&search, args.tries) {
@@ -219,6 +220,32 @@ fn write_run(dir: &Path, run: &witness::Run) -> Result<DirArtifacts, String> {
         store.put_encoded(artifact, bytes).map_err(|e| e.to_string())?;
     }
     Ok(store)
+}
+
+/// The successful tool results of the cassette `NAME.cassette.yaml` beside
+/// the flow (as `flow run` finds it), by tool: the search tries them as
+/// answers. No cassette, none; one that cannot be read is left out, with a
+/// note.
+fn recorded_tool_outputs(path: &Path) -> witness::Scripted {
+    let mut out = witness::Scripted::new();
+    if !path.exists() {
+        return out;
+    }
+    let cassette = match flow_runtime::exec::Cassette::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("flow: note: the cassette is not tried as answers: {e}");
+            return out;
+        }
+    };
+    for entry in cassette.entries.iter().filter(|e| e.kind == "tool") {
+        let (Ok(request), Ok(response)) = (serde_json::to_value(&entry.request), serde_json::to_value(&entry.response)) else { continue };
+        let (Some(tool), Some(output)) = (request["tool"].as_str(), response.get("output")) else { continue };
+        if response["ok"] == true {
+            out.entry(witness::recorded_tool(tool)).or_default().push(output.clone());
+        }
+    }
+    out
 }
 
 /// The outputs the plan's scripted providers give (their `script:` files,

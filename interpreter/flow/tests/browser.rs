@@ -134,7 +134,7 @@ fn the_decision_meetings_report_renders_with_its_path_rounds_and_policies() {
 
 #[test]
 fn the_short_videos_report_renders_with_its_gate_and_budgets() {
-    report_in_chromium("short_video", 11, &["workflow_video_audio_delivery: PASS", "audio_present(video.scenes)", "data-scope=\"run\""]);
+    report_in_chromium("short_video", 12, &["workflow_video_audio_delivery: PASS", "audio_present(video.scenes)", "data-scope=\"run\""]);
 }
 
 #[test]

@@ -38,15 +38,7 @@ fn ending(run: &Path) -> String {
 
 /// Every consensus check the run computed, in order: its recorded value.
 fn checks(run: &Path) -> Vec<Value> {
-    events(run)
-        .iter()
-        .filter(|e| e["kind"] == "computed" && e["payload"]["node"] == "check")
-        .map(|e| {
-            let digest = e["payload"]["output"]["digest"].as_str().unwrap().trim_start_matches("sha256:").to_string();
-            let path = run.join("artifacts").join(&digest[..2]).join(format!("{digest}.json"));
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-        })
-        .collect()
+    computed(run, "check")
 }
 
 #[test]

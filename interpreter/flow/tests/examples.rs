@@ -107,7 +107,7 @@ fn short_video_a_silent_scene_needs_a_decision() {
             + "      - { scene_id: s1, path: work/scene_1.mp4, seconds: 1.024 }\n"
             + "      - { scene_id: s2, path: work/scene_2.mp4, seconds: 1.024 }\n"
             + "      - { scene_id: s3, path: work/scene_3.mp4, seconds: 1.024 }\n"
-            + "      concat_list: scenes.ffconcat\n";
+;
         std::fs::write(&script_path, script).unwrap();
         let run_dir = dir.path().join("run");
         let rd = run_dir.to_str().unwrap();

@@ -19,7 +19,7 @@ fn a_report_is_written_beside_the_run_or_where_asked() {
     assert!(text(&out).contains("report.html"), "{}", text(&out));
     let page = std::fs::read_to_string(run_dir.join("report.html")).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
-    assert_eq!(page.matches("<g class=\"node ").count(), 11, "every node of short_video's plan");
+    assert_eq!(page.matches("<g class=\"node ").count(), 12, "every node of short_video's plan");
     assert!(page.contains(r#"class="gate outcome-PASS" data-gate="workflow_video_audio_delivery""#));
     assert!(page.contains(r#"data-node="rejected""#) && page.contains("st-not_run"), "the branch not taken is drawn as such");
     assert!(page.contains("<td class=\"verdict-held\">held</td>"));

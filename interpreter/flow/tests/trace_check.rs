@@ -169,9 +169,9 @@ fn human_output_names_code_seq_expected_and_actual() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let seq = trace[handoff]["seq"].as_u64().unwrap();
-    assert!(stdout.contains(&format!("T030 seq {seq}: handoff outline -> write")), "{stdout}");
-    assert!(stdout.contains("expected: context filtered, context_fields [sections]"), "{stdout}");
-    assert!(stdout.contains("actual:   context fork, context_fields [sections]"), "{stdout}");
+    assert!(stdout.contains(&format!("T030 seq {seq}: handoff linkage -> write")), "{stdout}");
+    assert!(stdout.contains("expected: context filtered, context_fields [claims]"), "{stdout}");
+    assert!(stdout.contains("actual:   context fork, context_fields [claims]"), "{stdout}");
     assert!(stdout.contains("node write"), "{stdout}");
     assert!(stdout.contains("not conformant: 1 deviation(s) (T030 ×1)"), "{stdout}");
     assert!(stdout.contains("payload type(s) not checked"), "no artifacts next to this trace: {stdout}");
@@ -273,7 +273,7 @@ fn a_settled_amount_over_the_budget_is_t040() {
 fn dropping_a_context_field_is_t030() {
     let mut trace = events(run_of("research_writer"));
     let handoff = position(&trace, "handoff", |_| true);
-    assert_eq!(trace[handoff]["payload"]["context_fields"], json!(["sections"]));
+    assert_eq!(trace[handoff]["payload"]["context_fields"], json!(["claims"]));
     trace[handoff]["payload"]["context_fields"] = json!([]);
     let result = tampered("research_writer", "context_fields", trace);
     assert_code(&result, "T030");
@@ -442,7 +442,11 @@ fn coverage_over_several_traces_adds_up_and_prints_per_kind() {
     assert_eq!(total, total_both);
     // What the traces show: the published run passes the gate, the blocked one blocks it.
     let outcomes = |run: &Path| -> BTreeSet<String> {
-        events(run).iter().filter(|e| e["kind"] == "gate_recorded").map(|e| e["payload"]["outcome"].as_str().unwrap().to_string()).collect()
+        events(run)
+            .iter()
+            .filter(|e| e["kind"] == "gate_recorded")
+            .map(|e| format!("{}:{}", e["payload"]["gate"].as_str().unwrap(), e["payload"]["outcome"].as_str().unwrap()))
+            .collect()
     };
     let mut all = outcomes(published);
     all.extend(outcomes(&blocked));

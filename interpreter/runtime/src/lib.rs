@@ -19,7 +19,7 @@
 //! (`flow_runtime::engine`, `flow_runtime::proto`, …).
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-pub use flow_engine::{artifact, budget, coverage, engine, eval, keys, prompt, proto, template, validate, witness};
+pub use flow_engine::{artifact, budget, coverage, engine, eval, keys, project, prompt, proto, template, validate, witness};
 
 pub mod clock;
 pub mod db;

@@ -284,6 +284,24 @@ impl Decl {
         word(self.prop("structured_output"))
     }
 
+    /// The workflow a projection projects.
+    pub fn projected_workflow(&self) -> Option<&str> {
+        word(self.prop("workflow"))
+    }
+
+    /// What a projection renders: `markdown` (the default) or `json`.
+    pub fn projection_format(&self) -> &str {
+        word(self.prop("format")).unwrap_or("markdown")
+    }
+
+    /// A computation's or projection's `let` names in order, and its
+    /// `value` (`None` without a value).
+    pub fn lets_and_value(&self) -> Option<(Vec<(&str, &TExpr)>, &TExpr)> {
+        let value = expr(self.prop("value"))?;
+        let lets = record(self.prop("let")).map(|r| r.iter().filter_map(|(k, v)| expr(Some(v)).map(|e| (k.as_str(), e))).collect());
+        Some((lets.unwrap_or_default(), value))
+    }
+
     /// A scripted provider's script path.
     pub fn script(&self) -> Option<&str> {
         word(self.prop("script"))

@@ -3,12 +3,16 @@
 
 use super::*;
 
+/// Why a probe, native check or judge given an empty list is inconclusive.
+const NOTHING_CHECKED: &str = "nothing to probe: the list is empty (inconclusive, never PASS)";
+
 /// What running one evaluator gave.
 enum Evaluated {
     /// Its result, now.
     Done(EvaluatorResult),
     /// Probes (or judges' turns) for the data plane, one per item;
-    /// `if_none` is the result when there are no items.
+    /// `if_none` is the result when there are no items: inconclusive
+    /// (`on_error`), never PASS — probing nothing proves nothing.
     Probes { requests: Vec<Request>, if_none: EvaluatorResult },
     /// A question to the judges of a `human` evaluator.
     Ask { principals: Vec<String>, prompt: String },
@@ -118,7 +122,7 @@ impl Engine {
                         })
                     })
                     .collect();
-                Evaluated::Probes { requests, if_none: result(Outcome::Pass, Some("no items to check".into()), false) }
+                Evaluated::Probes { requests, if_none: result(on_error, Some(NOTHING_CHECKED.into()), true) }
             }
             Some("command") => {
                 let argv = decl.argv();
@@ -130,11 +134,11 @@ impl Engine {
                         Request::Probe(ProbeRequest { evaluator: name.to_string(), argv, native: None, input: None, timeout_ms })
                     })
                     .collect();
-                Evaluated::Probes { requests, if_none: result(Outcome::Pass, Some("no items to probe".into()), false) }
+                Evaluated::Probes { requests, if_none: result(on_error, Some(NOTHING_CHECKED.into()), true) }
             }
             Some("human") => Evaluated::Ask { principals: decl.judged_by(), prompt: judge_prompt(gate, name, &decl, &items) },
             Some("llm") => match self.judge_requests(gate, name, &decl, items) {
-                Ok(requests) => Evaluated::Probes { requests, if_none: result(Outcome::Pass, Some("no items to judge".into()), false) },
+                Ok(requests) => Evaluated::Probes { requests, if_none: result(on_error, Some(NOTHING_CHECKED.into()), true) },
                 Err(why) => Evaluated::Done(result(on_error, Some(why), true)),
             },
             other => {

@@ -31,6 +31,10 @@ pub(super) fn call(function: &str, args: &[&Json]) -> Result<Json> {
             arity(&[2])?;
             sets(function, list(function, args[0])?, list(function, args[1])?)
         }
+        "join" | "text" => {
+            arity(if function == "join" { &[2] } else { &[1] })?;
+            text(function, args)
+        }
         "zip" => {
             arity(&[2])?;
             let (a, b) = (list(function, args[0])?, list(function, args[1])?);
@@ -77,6 +81,20 @@ pub(super) fn call(function: &str, args: &[&Json]) -> Result<Json> {
         }
         other => Err(EvalError::new(format!("unknown function `{other}`"))),
     }
+}
+
+/// `join(xs, sep)`: the strings with the separator between them;
+/// `text(x)`: a string as it is, anything else as compact JSON.
+fn text(function: &str, args: &[&Json]) -> Result<Json> {
+    if function == "text" {
+        return Ok(Json::String(match args[0] {
+            Json::String(s) => s.clone(),
+            other => other.to_string(),
+        }));
+    }
+    let sep = string(function, args[1])?;
+    let parts: Vec<&str> = list(function, args[0])?.iter().map(|v| string(function, v)).collect::<Result<_>>()?;
+    Ok(Json::String(parts.join(sep)))
 }
 
 /// The set functions of two lists (distinct values, in the first list's

@@ -186,3 +186,18 @@ pub fn answer_as_before(subject: &str, clean: &[Value]) -> Option<String> {
         _ => None,
     }
 }
+
+/// The values the control plane computed for `node` in the run in
+/// `run_dir`, in order (each `computed` event's output, read from the run's
+/// artifacts).
+pub fn computed(run_dir: &Path, node: &str) -> Vec<Value> {
+    events(run_dir)
+        .iter()
+        .filter(|e| e["kind"] == "computed" && e["payload"]["node"] == node)
+        .map(|e| {
+            let digest = e["payload"]["output"]["digest"].as_str().unwrap().trim_start_matches("sha256:").to_string();
+            let path = run_dir.join("artifacts").join(&digest[..2]).join(format!("{digest}.json"));
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+        })
+        .collect()
+}

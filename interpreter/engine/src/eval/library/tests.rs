@@ -117,6 +117,18 @@ fn strings_split_and_match() {
 }
 
 #[test]
+fn text_renders_values_and_join_joins_strings() {
+    assert_eq!(value("join(split(\"a,b,c\", \",\"), \" / \")"), json!("a / b / c"));
+    assert_eq!(value("join([], \", \")"), json!(""));
+    assert_eq!(
+        value("text(\"as is\") + text(1) + \" \" + text(0.75) + \" \" + text(true) + \" \" + text(null)"),
+        json!("as is1 0.75 true null")
+    );
+    assert_eq!(value("text(map(i in research.items: i.year))"), json!("[2021,2023]"));
+    assert_eq!(value("join(map(i in research.items: text(i.year)), \"+\")"), json!("2021+2023"));
+}
+
+#[test]
 fn numbers_round_and_clamp() {
     assert_eq!(value("round(2.5)"), json!(3));
     assert_eq!(value("round(-2.5)"), json!(-3));
@@ -176,4 +188,6 @@ fn the_checker_refuses_misuse() {
     has("clamp(input.topic, 0, 1) == 1", "bound of the same kind");
     has("len(sort_by(i in research.items: i.signals)) > 0", "a number or a string");
     has("fliter(i in research.items: true) == []", "unknown function");
+    has("join(input.nums, \",\") == \"\"", "a list of strings");
+    has("join(input.topic, \",\") == \"\"", "needs a list");
 }

@@ -89,17 +89,21 @@ fn a_run_appears_in_phoenix_as_a_tree_of_genai_spans() {
         assert!(above.starts_with("flow.attempt ") || above.starts_with("invoke_agent "), "{} under {above}", tool["name"]);
         assert!(tool["attributes"]["gen_ai.tool.name"].is_string());
     }
-    // The gate: its span, and its outcome as an evaluation on the visit it judged.
+    // The gates (evidence, claim linkage): each its span, and its outcome
+    // as an evaluation on the visit it judged.
     let gates = named(&spans, "flow.gate ");
-    assert_eq!(gates.len(), 1);
-    let gate = gates[0]["attributes"]["flow.gate"].as_str().unwrap();
-    let evaluations: Vec<&Value> = spans
-        .iter()
-        .flat_map(|s| s["events"].as_array().into_iter().flatten())
-        .filter(|e| e["name"] == "gen_ai.evaluation.result" && e["attributes"]["gen_ai.evaluation.name"] == gate)
-        .collect();
-    assert_eq!(evaluations.len(), 1, "the gate's evaluation");
-    assert_eq!(evaluations[0]["attributes"]["gen_ai.evaluation.score.label"], "pass");
+    let mut names: Vec<&str> = gates.iter().map(|g| g["attributes"]["flow.gate"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["evidence_gate", "linkage_gate"]);
+    for gate in names {
+        let evaluations: Vec<&Value> = spans
+            .iter()
+            .flat_map(|s| s["events"].as_array().into_iter().flatten())
+            .filter(|e| e["name"] == "gen_ai.evaluation.result" && e["attributes"]["gen_ai.evaluation.name"] == gate)
+            .collect();
+        assert_eq!(evaluations.len(), 1, "the evaluation of {gate}");
+        assert_eq!(evaluations[0]["attributes"]["gen_ai.evaluation.score.label"], "pass");
+    }
 
     // Sent again afterwards: the same span ids (Phoenix keeps one of each).
     let trace = roots[0]["context"]["trace_id"].as_str().unwrap().to_string();

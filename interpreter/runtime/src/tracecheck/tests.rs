@@ -593,3 +593,14 @@ fn a_signature_must_verify_and_cover_the_last_line() {
     let missing = checked(Err("no trace.sig"), &lines);
     assert!(missing.deviations[0].message.contains("no trace.sig"), "{:#?}", missing.deviations);
 }
+
+#[test]
+fn a_seq_jump_of_any_size_is_one_deviation_naming_its_ends() {
+    // A forged seq far ahead: the gap is named by its ends, never listed
+    // (a list of 10^12 seqs would not fit in memory).
+    let mut trace = events(&good());
+    trace[2].seq = 1_000_000_000_000;
+    let report = check(&program(), &trace, &Options::default());
+    let jumps: Vec<&str> = report.deviations.iter().filter(|d| d.message.starts_with("seq jumps")).map(|d| d.message.as_str()).collect();
+    assert_eq!(jumps, ["seq jumps from 2 to 1000000000000: 3..999999999999 missing"]);
+}

@@ -47,17 +47,11 @@ pub fn project(program: &Program, name: &str, events: &[Event], artifact: Reader
         return Err(format!("no projection `{name}`: {known}"));
     };
     let workflow = decl.projected_workflow().unwrap_or_default();
-    let (mut env, absent) = scope(events, artifact)?;
+    let nodes: Vec<&str> = program.workflows.get(workflow).map(|w| w.nodes.keys().map(String::as_str).collect()).unwrap_or_default();
+    let (mut env, absent) = scope(events, &nodes, artifact)?;
     let ran = env.get("run").and_then(|r| r.get("workflow")).and_then(Value::as_str).unwrap_or_default().to_string();
     if ran != workflow {
         return Err(format!("projection `{name}` is of workflow `{workflow}`, but this is a run of `{ran}`"));
-    }
-    // Every node is in scope: one that never completed is null, with no visits.
-    for node in program.workflows.get(workflow).map(|w| w.nodes.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
-        if let Some(Value::Object(visits)) = env.get_mut("visits") {
-            visits.entry(node.clone()).or_insert_with(|| json!([]));
-        }
-        env.entry(node).or_insert(Value::Null);
     }
     let Some((lets, value)) = decl.lets_and_value() else { return Err(format!("projection `{name}` has no value")) };
     for (let_name, expr) in lets {
@@ -77,7 +71,9 @@ pub fn project(program: &Program, name: &str, events: &[Event], artifact: Reader
 
 /// What a projection's expressions see of the run: each node's last
 /// output, `input`, `visits`, `steps`, `gates` and `run`.
-fn scope(events: &[Event], artifact: Reader) -> Result<(Env, Vec<String>), String> {
+/// Every node of `nodes` is in scope: one that never completed is null,
+/// with no visits.
+fn scope(events: &[Event], nodes: &[&str], artifact: Reader) -> Result<(Env, Vec<String>), String> {
     let absent = std::cell::RefCell::new(Vec::new());
     let read = |what: &str, r: &Option<ArtifactRef>| -> Result<Value, String> {
         let Some(r) = r else { return Ok(Value::Null) };
@@ -126,6 +122,10 @@ fn scope(events: &[Event], artifact: Reader) -> Result<(Env, Vec<String>), Strin
     }
     run["id"] = json!(events.first().map(|e| &*e.run_id).unwrap_or_default());
     run["events"] = json!(events.len());
+    for node in nodes {
+        visits.entry(node.to_string()).or_default();
+        env.entry(node.to_string()).or_insert(Value::Null);
+    }
     env.insert("visits".into(), Value::Object(visits.into_iter().map(|(k, v)| (k, Value::Array(v))).collect()));
     env.insert("steps".into(), Value::Array(steps));
     env.insert("gates".into(), Value::Array(gates));

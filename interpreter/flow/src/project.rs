@@ -65,16 +65,13 @@ pub fn project(run: &Path, name: Option<&str>, plan_file: &Path, output: Option<
         Ok(store) => store,
         Err(code) => return code,
     };
-    let read = |artifact: &flow_trace::ArtifactRef| match (&store, &artifacts) {
-        (Some(store), Some(dir)) => {
-            // Not stored (the control plane's own values): absent, not an error.
-            let hex = artifact.digest.trim_start_matches("sha256:");
-            if hex.len() < 2 || !dir.join(&hex[..2]).join(format!("{hex}.json")).exists() {
-                return Ok(None);
-            }
-            store.get(artifact).map(Some).map_err(|e| e.to_string())
-        }
-        _ => Err("no artifacts/ beside the trace (give the run directory)".to_string()),
+    let read = |artifact: &flow_trace::ArtifactRef| match &store {
+        // Not stored (the control plane's own values): absent, not an error.
+        Some(store) => match store.path_of(artifact) {
+            Ok(path) if path.exists() => store.get(artifact).map(Some).map_err(|e| e.to_string()),
+            _ => Ok(None),
+        },
+        None => Err("no artifacts/ beside the trace (give the run directory)".to_string()),
     };
     let projected = match flow_runtime::project::project(&plan.program, name, &parsed.events, &read) {
         Ok(p) => p,

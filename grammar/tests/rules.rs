@@ -71,6 +71,11 @@ fn block_entries() {
     // `when:` after an edge is no guard: the edge ends and a property keyed
     // `when` follows (the production parser must agree; see differential.rs).
     no(Rule::edge_stmt, &["a -> b when: 1"]);
+    // `record` starts a record only before a name; `record:` is a property
+    // and `record -> b` an edge from a node named `record`.
+    yes(Rule::record_stmt, &["record check { score: c.score }", "record r { }"]);
+    no(Rule::record_stmt, &["record { a: 1 }", "record r", "recordx r { }"]);
+    yes(Rule::block, &["{ record: 1 }", "{ record -> b }", "{ record r { a: 1 } }"]);
     yes(Rule::block, &["{ a -> b when: 1 }", "{ a -> b\n when: x > 1 }", "{ a -> b when c when: 1 }"]);
 }
 

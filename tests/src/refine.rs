@@ -36,6 +36,10 @@
 //!   ping-pong under the workflow's `max_hops: 3`, raised with no handler,
 //!   an escalation or a `goto`);
 //!
+//! sometimes with declared records (`record NAME { … }`) on nodes that
+//! complete with an output and on gates, and a policy over one of them
+//! (`recorded(NAME)`);
+//!
 //! under a run budget of tokens with zones (compress, `return_partial` or
 //! a fallback) about half the time, and a few policies (response `warn`, so
 //! the run monitors record violations and change nothing). The output is a
@@ -351,6 +355,10 @@ fn block(rng: &mut Rng, k: usize, names: &mut Names) -> Block {
 /// `tokens` (the refinement tests set it to the static worst case).
 pub fn workflow(seed: u64, tokens: u64) -> String {
     let mut rng = Rng::new(seed);
+    // Records are drawn from a stream of their own: the rest of the
+    // program is what the seed made before records existed.
+    let mut rec = Rng::new(seed ^ 0x005e_ed0f_5eed);
+    let mut records: Vec<String> = Vec::new();
     let mut names = Names::default();
     let count = 1 + rng.below(5);
     let blocks: Vec<Block> = (0..count).map(|k| block(&mut rng, k, &mut names)).collect();
@@ -402,7 +410,7 @@ pub fn workflow(seed: u64, tokens: u64) -> String {
     s.push_str("  node done: end done\n");
     for (i, b) in blocks.iter().enumerate() {
         for line in &b.lines {
-            s.push_str(line);
+            s.push_str(&with_record(&mut rec, line, &mut records));
             s.push('\n');
         }
         let next = blocks.get(i + 1).map_or("done", |n| n.entry.as_str());
@@ -414,7 +422,13 @@ pub fn workflow(seed: u64, tokens: u64) -> String {
             // entry (if any) listed after it (the scope starts there).
             let earlier = &blocks[rng.below(i)].entry;
             let scope = if earlier == from { from.clone() } else { format!("{from}, {earlier}") };
-            let body = body.replace("@SCOPE@", &scope);
+            let mut body = body.replace("@SCOPE@", &scope);
+            // Sometimes the gate writes a record of its outcome.
+            if rec.chance(40) {
+                let at = body.rfind("\n  }").unwrap_or(body.len());
+                body.insert_str(at, &format!("\n    record rg{i} {{ outcome: outcome, ok: {from}.ok }}"));
+                records.push(format!("rg{i}"));
+            }
             let _ = writeln!(s, "  gate g{i}: {from} -> {next} {body}");
         }
     }
@@ -422,7 +436,39 @@ pub fn workflow(seed: u64, tokens: u64) -> String {
     for i in 0..3 {
         let _ = writeln!(s, "policy p{i}: {} {{ response: warn }}", policy(&mut rng, &names));
     }
+    if !records.is_empty() {
+        let r = rec.pick(&records).clone();
+        let n = rec.pick(&names.nodes).clone();
+        let formula = match rec.below(4) {
+            0 => format!("never recorded({r})"),
+            1 => format!("never terminated(done) before recorded({r})"),
+            2 => format!("started({n}) => eventually recorded({r})"),
+            _ => format!("always (recorded({r}) => not eventually failed({n}))"),
+        };
+        let _ = writeln!(s, "policy p3: {formula} {{ response: warn }}");
+    }
     s
+}
+
+/// A one-line node of a kind that completes with an output, sometimes
+/// with a record of it (`record r_NAME { … }`): the record's name is added
+/// to `records`.
+fn with_record(rec: &mut Rng, line: &str, records: &mut Vec<String>) -> String {
+    let Some((name, rest)) = line.strip_prefix("  node ").and_then(|r| r.split_once(": ")) else { return line.to_string() };
+    let kind = rest.split_whitespace().next().unwrap_or_default();
+    if !matches!(kind, "agent" | "tool" | "human" | "loop" | "join" | "map") || !line.ends_with(" }") || !rec.chance(30) {
+        return line.to_string();
+    }
+    let field = match kind {
+        // A share of 100 has no value when `n` is 0: the field is not made.
+        "agent" if !line.contains("Batch") => format!("ok: {name}.ok, share: 100 / {name}.n"),
+        "human" => format!("decision: {name}.decision"),
+        _ => format!("out: {name}"),
+    };
+    let record = format!("r_{name}");
+    let line = format!("{}, record {record} {{ {field}, k: 1 }} }}", line.trim_end_matches('}').trim_end());
+    records.push(record);
+    line
 }
 
 fn policy(rng: &mut Rng, names: &Names) -> String {

@@ -6,7 +6,7 @@
 //! end — gates with every built-in evaluator kind,
 //! decisions, handoffs with and without a declared context (some refused by
 //! their acceptance checks), loops, joins,
-//! budgets and zones, blackboards appended to at once, after an approval or
+//! budgets and zones, declared records on nodes and gates, blackboards appended to at once, after an approval or
 //! on a gate's PASS, and read, revise and replan (a scope listed out of
 //! order) on a BLOCK or as a decision) and randomly scripted data-plane answers (outputs,
 //! invalid outputs, failures, tool calls, token use, human decisions,
@@ -269,6 +269,12 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
                 if matches!(&e.body, flow_trace::Body::EdgeTaken { via: flow_trace::Via::MapItem(_), .. }) {
                     *seen_kinds.entry("map item".into()).or_default() += 1;
                 }
+                if matches!(&e.body, flow_trace::Body::Recorded { gate: Some(_), .. }) {
+                    *seen_kinds.entry("recorded by a gate".into()).or_default() += 1;
+                }
+                if matches!(&e.body, flow_trace::Body::Recorded { errors, .. } if !errors.is_empty()) {
+                    *seen_kinds.entry("recorded with a field not made".into()).or_default() += 1;
+                }
                 if matches!(&e.body, flow_trace::Body::Handoff { accepted: false, .. }) {
                     *seen_kinds.entry("handoff refused".into()).or_default() += 1;
                 }
@@ -329,6 +335,9 @@ fn runs_conform_to_the_plan_and_are_paths_of_the_model() {
         "rerun from a later-listed entry",
         "handoff refused",
         "dead_letter",
+        "recorded",
+        "recorded by a gate",
+        "recorded with a field not made",
     ] {
         assert!(seen_kinds.get(kind).copied().unwrap_or(0) > 0, "no run recorded `{kind}`: {seen_kinds:?}");
     }

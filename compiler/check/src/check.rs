@@ -105,7 +105,7 @@ pub(crate) struct Checker<'a> {
 /// The most "also used here" labels an undefined name's report collects.
 const MAX_ALSO_USED: usize = 10;
 
-fn loc(file: FileId, span: Span) -> Loc {
+pub(crate) fn loc(file: FileId, span: Span) -> Loc {
     Loc { file: file.0, start: span.start, end: span.end }
 }
 
@@ -179,6 +179,7 @@ impl<'a> Checker<'a> {
                         let scope = crate::workflow::PolicyScope {
                             nodes: program.workflows.values().flat_map(|w| w.nodes.keys().cloned()).collect(),
                             gates: program.workflows.values().flat_map(|w| w.gates.keys().cloned()).collect(),
+                            records: program.workflows.values().flat_map(|w| w.record_names()).collect(),
                         };
                         if let Some(p) = self.check_policy(policy, &scope) {
                             program.policies.push(p);
@@ -1695,6 +1696,7 @@ pub(crate) fn entry_kind(entry: &Entry) -> EntryKind {
         Entry::Transfer(_) => EntryKind::Transfer,
         Entry::Policy(_) => EntryKind::Policy,
         Entry::Edge(_) => EntryKind::Edge,
+        Entry::Record(_) => EntryKind::Record,
     }
 }
 
@@ -1704,6 +1706,7 @@ fn entry_note(kind: EntryKind) -> &'static str {
         EntryKind::Node | EntryKind::Gate | EntryKind::Transfer => "nodes, gates, handoffs and delegations belong in workflows",
         EntryKind::Policy => "policies belong at the top level or in workflows",
         EntryKind::Edge => "edges belong in workflows (between nodes) and machines (between states)",
+        EntryKind::Record => "records belong in gates and in nodes that complete with an output (not `end`, `parallel` or `flow`)",
     }
 }
 

@@ -77,6 +77,44 @@ pub fn computed(node: &str, inputs: std::collections::BTreeMap<String, Option<Ar
     Body::Computed { schema_version: V, node: node.to_string(), inputs, output }
 }
 
+/// `recorded`: a declared record written by its node or gate.
+pub fn recorded(
+    record: &str,
+    owner: RecordOwner<'_>,
+    inputs: std::collections::BTreeMap<String, Option<ArtifactRef>>,
+    values: serde_json::Map<String, serde_json::Value>,
+    errors: std::collections::BTreeMap<String, String>,
+) -> Body {
+    let (node, gate) = match owner {
+        RecordOwner::Node(n) => (Some(n.to_string()), None),
+        RecordOwner::Gate(g) => (None, Some(g.to_string())),
+    };
+    Body::Recorded { schema_version: V, name: record.to_string(), node, gate, inputs, values, errors }
+}
+
+/// Who writes a record: a node as it completes, or a gate as it records
+/// its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordOwner<'a> {
+    Node(&'a str),
+    Gate(&'a str),
+}
+
+/// The record named `name` in `workflow`, with its owner.
+pub fn find_record<'w>(workflow: &'w crate::ir::Workflow, name: &str) -> Option<(&'w crate::ir::Record, RecordOwner<'w>)> {
+    for node in workflow.nodes.values() {
+        if let Some(r) = node.records.iter().find(|r| r.name == name) {
+            return Some((r, RecordOwner::Node(&node.name)));
+        }
+    }
+    for gate in workflow.gates.values() {
+        if let Some(r) = gate.records.iter().find(|r| r.name == name) {
+            return Some((r, RecordOwner::Gate(&gate.name)));
+        }
+    }
+    None
+}
+
 /// `edge_taken`.
 pub fn edge_taken(from: &str, to: &str, via: Via) -> Body {
     Body::EdgeTaken { schema_version: V, from: from.to_string(), to: to.to_string(), via }

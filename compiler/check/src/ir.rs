@@ -97,6 +97,19 @@ pub struct Workflow {
     pub loc: Loc,
 }
 
+impl Workflow {
+    /// Every declared record of the workflow: its nodes' (in node order),
+    /// then its gates'.
+    pub fn records(&self) -> impl Iterator<Item = &Record> {
+        self.nodes.values().flat_map(|n| &n.records).chain(self.gates.values().flat_map(|g| &g.records))
+    }
+
+    /// The names of [`Workflow::records`].
+    pub fn record_names(&self) -> impl Iterator<Item = String> + '_ {
+        self.records().map(|r| r.name.clone())
+    }
+}
+
 /// A transfer between two nodes (reference §6.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -133,6 +146,9 @@ pub struct Node {
     pub target: Vec<String>,
     pub common: NodeCommon,
     pub handlers: Vec<Handler>,
+    /// The node's declared events, written when it completes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<Record>,
     /// The node's output type (what its name means in expressions).
     pub output: Ty,
     pub loc: Loc,
@@ -151,7 +167,7 @@ impl Node {
                 compute.output_type = output.clone();
             }
         }
-        Node { name: name.to_string(), body, target, common, handlers: Vec::new(), output, loc }
+        Node { name: name.to_string(), body, target, common, handlers: Vec::new(), records: Vec::new(), output, loc }
     }
 
     /// The node kind.
@@ -183,7 +199,41 @@ pub struct Gate {
     pub to: String,
     pub props: NameMap<Value>,
     pub handlers: Vec<Handler>,
+    /// The gate's declared events, written when it records an outcome.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<Record>,
     pub loc: Loc,
+}
+
+/// A declared event (`record NAME { field: expr, … }`, reference §5.13):
+/// written into the trace as `recorded` when its node completes or its
+/// gate records an outcome, with each field's value evaluated then.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Record {
+    pub name: String,
+    pub fields: NameMap<TExpr>,
+    pub loc: Loc,
+}
+
+impl Record {
+    /// The type of the event's `values`: a record of the fields' types.
+    pub fn ty(&self) -> Ty {
+        let fields =
+            self.fields.iter().map(|(name, e)| (name.clone(), crate::types::FieldTy { ty: e.ty.clone(), optional: false })).collect();
+        Ty::Record { fields }
+    }
+
+    /// The names the fields read (nodes, `input`; a gate's `outcome`), in
+    /// order of first use.
+    pub fn reads(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for name in self.fields.values().flat_map(TExpr::free_vars) {
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        out
+    }
 }
 
 /// A handoff or a delegation between two nodes: its kind with that kind's

@@ -19,6 +19,7 @@ pub mod lookup;
 pub mod node;
 pub mod plan;
 mod projection;
+mod record;
 pub mod render;
 pub mod rerun;
 pub mod schema;

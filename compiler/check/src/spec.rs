@@ -224,6 +224,7 @@ pub enum EntryKind {
     Transfer,
     Policy,
     Edge,
+    Record,
 }
 
 /// What a block accepts.
@@ -703,7 +704,7 @@ pub const GATE_BLOCK: BlockSpec<'static> = BlockSpec {
         ),
         opt("description", V::Str, "What the gate protects."),
     ],
-    entries: &[EntryKind::Handler],
+    entries: &[EntryKind::Handler, EntryKind::Record],
     events: GATE_EVENTS,
 };
 
@@ -984,6 +985,7 @@ pub enum AtomArgKind {
     Zone,
     Reason,
     Principal,
+    Record,
 }
 
 pub const ATOMS: &[(&str, &[AtomArgKind], &str)] = &[
@@ -998,6 +1000,7 @@ pub const ATOMS: &[(&str, &[AtomArgKind], &str)] = &[
     ("zone", &[AtomArgKind::Zone], "A budget zone was entered."),
     ("terminated", &[AtomArgKind::Reason], "The run terminated with this reason."),
     ("approved", &[AtomArgKind::Principal], "A human approved something."),
+    ("recorded", &[AtomArgKind::Record], "A node or gate wrote this declared record (`record NAME { … }`)."),
 ];
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ fn loc(file: FileId, span: Span) -> Loc {
 pub(crate) struct PolicyScope {
     pub nodes: IndexSet<String>,
     pub gates: IndexSet<String>,
+    pub records: IndexSet<String>,
 }
 
 impl Checker<'_> {
@@ -184,11 +185,13 @@ impl Checker<'_> {
                     }
                 }
                 Entry::Policy(policy) => policies.push(policy.clone()),
-                Entry::Property(_) => {}
+                Entry::Property(_) | Entry::Record(_) => {}
             }
         }
         self.refuse_split_scopes(&workflow, &replan_scopes);
-        let scope = PolicyScope { nodes: workflow.nodes.keys().cloned().collect(), gates: workflow.gates.keys().cloned().collect() };
+        let records = self.record_names(&decl.name.text, body).into_keys().collect();
+        let scope =
+            PolicyScope { nodes: workflow.nodes.keys().cloned().collect(), gates: workflow.gates.keys().cloned().collect(), records };
         for policy in &policies {
             if let Some(p) = self.check_policy(policy, &scope) {
                 workflow.policies.push(p);
@@ -302,7 +305,15 @@ impl Checker<'_> {
         let props_spec = std::rc::Rc::clone(
             self.node_props.entry(spec.kind).or_insert_with(|| spec::NODE_COMMON.iter().chain(spec.props).cloned().collect()),
         );
-        let entries: &[spec::EntryKind] = if spec.events.is_empty() { &[] } else { &[spec::EntryKind::Handler] };
+        // Every node that completes with an output may write records.
+        // A parallel node completes as its branches start, with no output.
+        let records = !matches!(spec.kind, "end" | "parallel" | "flow");
+        let entries: &[spec::EntryKind] = match (spec.events.is_empty(), records) {
+            (true, false) => &[],
+            (true, true) => &[spec::EntryKind::Record],
+            (false, false) => &[spec::EntryKind::Handler],
+            (false, true) => &[spec::EntryKind::Handler, spec::EntryKind::Record],
+        };
         let block_spec = BlockSpec { props: &props_spec, entries, events: spec.events };
         let empty = ast::Block { entries: Vec::new(), span: node.name.span };
         let body = node.body.as_ref().unwrap_or(&empty);
@@ -331,7 +342,7 @@ impl Checker<'_> {
         }
         self.tool_input = None;
         let mut handlers = Vec::new();
-        for entry in rest {
+        for entry in &rest {
             if let Entry::Handler(handler) = entry {
                 if let Some(ir) = self.check_handler(handler, spec.events, &owner) {
                     handlers.push(ir);
@@ -341,8 +352,9 @@ impl Checker<'_> {
         if let Some(ir::Value::JoinRule { key: Some(key), .. }) = props.get("rule") {
             self.check_vote(node, &key.clone(), &target);
         }
+        let records = self.check_records(&rest, false);
         let kind = ir::NodeKind::parse(spec.kind).unwrap_or(ir::NodeKind::Invalid);
-        ir::Node { handlers, ..ir::Node::new(&node.name.text, kind, target, &props, output, loc(self.file, node.name.span)) }
+        ir::Node { handlers, records, ..ir::Node::new(&node.name.text, kind, target, &props, output, loc(self.file, node.name.span)) }
     }
 
     fn check_target(&mut self, node: &ast::NodeStmt, target: Target) -> Vec<String> {
@@ -474,19 +486,21 @@ impl Checker<'_> {
         let (props, rest) = self.check_block(&gate.body, &spec::GATE_BLOCK, gate.name.span, &owner, &Default::default());
         self.check_trigger_events(gate);
         let mut handlers = Vec::new();
-        for entry in rest {
+        for entry in &rest {
             if let Entry::Handler(handler) = entry {
                 if let Some(ir) = self.check_handler(handler, spec::GATE_EVENTS, &owner) {
                     handlers.push(ir);
                 }
             }
         }
+        let records = self.check_records(&rest, true);
         ir::Gate {
             name: gate.name.text.clone(),
             from: gate.from.text.clone(),
             to: gate.to.text.clone(),
             props,
             handlers,
+            records,
             loc: loc(self.file, gate.name.span),
         }
     }
@@ -923,6 +937,7 @@ impl Checker<'_> {
             let valid = match kind {
                 AtomArgKind::Node => self.name_in(&value, arg.span, "node", &scope.nodes),
                 AtomArgKind::Gate => self.name_in(&value, arg.span, "gate", &scope.gates),
+                AtomArgKind::Record => self.name_in(&value, arg.span, "record", &scope.records),
                 AtomArgKind::Tool => self.resolve(&value, arg.span, &[Kind::Tool]).is_some(),
                 AtomArgKind::Agent => self.resolve(&value, arg.span, &[Kind::Agent]).is_some(),
                 AtomArgKind::Principal => self.resolve(&value, arg.span, &[Kind::Principal]).is_some(),

@@ -113,6 +113,11 @@ fn block(block: &mut Block) {
                 }
             }
             Entry::Policy(p) => policy(p),
+            Entry::Record(r) => {
+                zero(&mut r.span);
+                ident(&mut r.name);
+                self::block(&mut r.body);
+            }
             Entry::Edge(e) => {
                 zero(&mut e.span);
                 e.path.iter_mut().for_each(ident);

@@ -735,6 +735,12 @@ impl<'s> Printer<'s> {
                 }
             }
             Entry::Policy(policy) => self.policy(policy),
+            Entry::Record(record) => {
+                self.write("record ");
+                self.name(&record.name);
+                self.write(" ");
+                self.block(&record.body);
+            }
             Entry::Edge(edge) => {
                 for (i, node) in edge.path.iter().enumerate() {
                     if i > 0 {

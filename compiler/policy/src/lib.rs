@@ -60,6 +60,8 @@ pub enum Obs<'a> {
     },
     Zone(&'a str),
     Terminated(&'a str),
+    /// A declared record written (`record NAME { … }`, by name).
+    Recorded(&'a str),
 }
 
 impl<'a> Obs<'a> {
@@ -90,6 +92,7 @@ impl<'a> Obs<'a> {
             Body::DecisionApplied { subject, decision, by, .. } => Obs::Decided { subject, decision: decision.as_str(), by },
             Body::BudgetZoneChanged { to, .. } => Obs::Zone(to.as_str()),
             Body::RunTerminated { reason, .. } => Obs::Terminated(reason),
+            Body::Recorded { name, .. } => Obs::Recorded(name),
             _ => return None,
         })
     }
@@ -109,6 +112,7 @@ pub enum Atom {
     Zone(String),
     Terminated(String),
     Approved(String),
+    Recorded(String),
 }
 
 impl Atom {
@@ -128,6 +132,7 @@ impl Atom {
             "zone" => Atom::Zone(arg(0)?),
             "terminated" => Atom::Terminated(arg(0)?),
             "approved" => Atom::Approved(arg(0)?),
+            "recorded" => Atom::Recorded(arg(0)?),
             other => return Err(format!("unknown atom `{other}`")),
         })
     }
@@ -147,7 +152,7 @@ impl Atom {
             (Atom::Decided { gate, decision }, Obs::Decided { subject, decision: d, .. }) => gate == subject && decision == d,
             (Atom::Approved(p), Obs::Decided { decision, by, .. }) => *decision == "approve" && p == by,
             (Atom::Zone(z), Obs::Zone(y)) => z == y,
-            (Atom::Terminated(r), Obs::Terminated(s)) => r == s,
+            (Atom::Terminated(r), Obs::Terminated(s)) | (Atom::Recorded(r), Obs::Recorded(s)) => r == s,
             _ => false,
         }
     }
@@ -177,6 +182,7 @@ impl fmt::Display for Atom {
             Atom::Zone(z) => write!(f, "zone({z})"),
             Atom::Terminated(r) => write!(f, "terminated({r})"),
             Atom::Approved(p) => write!(f, "approved({p})"),
+            Atom::Recorded(r) => write!(f, "recorded({r})"),
         }
     }
 }

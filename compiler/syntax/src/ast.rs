@@ -120,6 +120,7 @@ pub enum Entry {
     Transfer(TransferStmt),
     Policy(Policy),
     Edge(EdgeStmt),
+    Record(RecordStmt),
 }
 
 impl Entry {
@@ -132,6 +133,7 @@ impl Entry {
             Entry::Transfer(t) => t.span,
             Entry::Policy(p) => p.span,
             Entry::Edge(e) => e.span,
+            Entry::Record(r) => r.span,
         }
     }
 
@@ -148,6 +150,7 @@ impl Entry {
             },
             Entry::Policy(_) => "a policy",
             Entry::Edge(_) => "an edge",
+            Entry::Record(_) => "a record",
         }
     }
 }
@@ -220,6 +223,15 @@ pub struct TransferStmt {
     pub from: Ident,
     pub to: Ident,
     pub body: Option<Block>,
+    pub span: Span,
+}
+
+/// `record NAME { field: expr, … }`: a declared event a node or a gate
+/// writes into the trace (`record` is a keyword only here, before a name).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordStmt {
+    pub name: Ident,
+    pub body: Block,
     pub span: Span,
 }
 

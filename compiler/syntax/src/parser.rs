@@ -589,6 +589,15 @@ impl<'s> Parser<'s> {
                 self.bump();
                 Ok(Entry::Policy(self.policy_rest(start)?))
             }
+            // `record NAME { … }`: `record` is a word, not a reserved one.
+            TokenKind::Ident
+                if self.tokens.get(self.pos).map(|t| self.text(*t)) == Some("record") && self.peek_at(1) == Some(TokenKind::Ident) =>
+            {
+                self.bump();
+                let name = self.ident("a record name")?;
+                let body = self.block()?;
+                Ok(Entry::Record(RecordStmt { name, body, span: self.span_from(start) }))
+            }
             TokenKind::Ident => {
                 let mut path = vec![self.ident("a node name")?];
                 self.expect(TokenKind::Arrow, "`->` (an edge) or `:` (a property)")?;
@@ -608,7 +617,7 @@ impl<'s> Parser<'s> {
                 };
                 Ok(Entry::Edge(EdgeStmt { path, guard, span: self.span_from(start) }))
             }
-            _ => Err(self.error_expected("a property, node, edge, gate, handoff, handler or `}`")),
+            _ => Err(self.error_expected("a property, node, edge, gate, handoff, handler, record or `}`")),
         }
     }
 

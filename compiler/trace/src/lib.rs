@@ -521,6 +521,25 @@ pub enum Body {
         inputs: std::collections::BTreeMap<String, Option<ArtifactRef>>,
         output: ArtifactRef,
     },
+    /// A declared event (reference §5.13, `record NAME { … }`), written by
+    /// `node` as it completes or by `gate` as it records an outcome (one of
+    /// the two is set). `values` holds each field's value; a field that
+    /// could not be made (an expression with no value, or a value not of
+    /// its type) is left out and its reason is in `errors`. `inputs` names
+    /// each node output (or `input`) the fields read, by its artifact
+    /// (`null`: it had none), so trace check can make the values again.
+    Recorded {
+        schema_version: u32,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gate: Option<String>,
+        inputs: std::collections::BTreeMap<String, Option<ArtifactRef>>,
+        values: serde_json::Map<String, Value>,
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        errors: std::collections::BTreeMap<String, String>,
+    },
     /// An artifact was stored (content-addressed).
     ArtifactRecorded {
         schema_version: u32,
@@ -599,6 +618,7 @@ impl Body {
             Body::BudgetZoneChanged { .. } => "budget_zone_changed",
             Body::BudgetExhausted { .. } => "budget_exhausted",
             Body::Computed { .. } => "computed",
+            Body::Recorded { .. } => "recorded",
             Body::ArtifactRecorded { .. } => "artifact_recorded",
             Body::ReconciliationRequired { .. } => "reconciliation_required",
             Body::PolicyViolated { .. } => "policy_violated",

@@ -69,6 +69,7 @@ pub fn obs<'m>(model: &'m Model, label: &Label) -> Option<Obs<'m>> {
         }
         Label::Zone(_, z) => Obs::Zone(ZONES[*z as usize].as_str()),
         Label::Terminated(r) => Obs::Terminated(model.reasons.get_index(*r as usize).map(String::as_str).unwrap_or("")),
+        Label::Recorded(r) => Obs::Recorded(&model.records[*r as usize].0),
         Label::Edge(..) | Label::Exhausted(_) | Label::Acted(_) => return None,
     })
 }
@@ -476,6 +477,19 @@ pub fn events_with_cycle(model: &Model, labels: &[Label], cycle_start: Option<us
                         let why = "the message was refused (a choice of the model)";
                         push(&mut out, "control", events::dead_letter(transfer, payload.clone(), why));
                     }
+                }
+            }
+            Label::Recorded(r) => {
+                // What the fields read is the outputs so far (placeholders);
+                // their values are data the model does not track.
+                let record = &model.records[*r as usize].0;
+                if let Some((decl, owner)) = events::find_record(model.workflow, record) {
+                    let gate = matches!(owner, events::RecordOwner::Gate(_));
+                    let reads = decl.reads().into_iter().filter(|r| !(gate && r == "outcome"));
+                    let inputs = reads.map(|r| (r.clone(), outputs.get(&r).cloned().flatten())).collect();
+                    let why = "a value the model checker does not track";
+                    let errors = decl.fields.keys().map(|f| (f.clone(), why.to_string())).collect();
+                    push(&mut out, "control", events::recorded(record, owner, inputs, Default::default(), errors));
                 }
             }
             Label::Outcome(g, o) => {

@@ -75,6 +75,8 @@ pub enum Label {
     /// A declared handler's action was taken (handler site index; not a
     /// policy step: the engine's `action_taken`).
     Acted(u16),
+    /// A declared record written (index into [`Model::records`]).
+    Recorded(u16),
 }
 
 /// Gate outcomes as handler events name them, in `flow_trace::Outcome`'s order.
@@ -145,6 +147,12 @@ pub enum Phase {
     Terminate(u16),
     /// A parallel node completes after its branches started.
     FanDone,
+    /// A completed node writes its `i`-th record; `true` when it completed
+    /// by settling (then it leaves; else it goes on as a completion does).
+    Record(u8, bool),
+    /// Gate `g` recorded outcome `o` and writes its `i`-th record; then
+    /// the outcome's action.
+    GateRecord(u16, u8, u8),
 }
 
 /// An abstract state.
@@ -219,6 +227,8 @@ struct GateInfo {
     judges: Vec<(u16, Vec<u16>, u8)>,
     /// Whether every evaluator is a `human` one (the judges decide alone).
     only_judges: bool,
+    /// Its declared records (indices into [`Model::records`]).
+    records: Vec<u16>,
 }
 
 /// Which agent and tool nodes a budget scope meters.
@@ -311,6 +321,8 @@ struct NodeInfo {
     /// The appends it makes under `requires: approval`, in `writes`
     /// order: the decision's subject and who may decide.
     approvals: Vec<(u16, Vec<u16>)>,
+    /// Its declared records (indices into [`Model::records`]).
+    records: Vec<u16>,
 }
 
 /// The abstract model of one workflow.
@@ -321,6 +333,9 @@ pub struct Model<'p> {
     nodes: Vec<NodeInfo>,
     gates: Vec<GateInfo>,
     pub gate_names: Vec<String>,
+    /// The declared records: each one's name and the node where it is
+    /// written (its node, or its gate's `from`).
+    pub records: Vec<(String, NodeId)>,
     pub tools: IndexSet<String>,
     pub agents: IndexSet<String>,
     pub principals: IndexSet<String>,
@@ -401,6 +416,7 @@ impl<'p> Model<'p> {
             nodes: Vec::new(),
             gates: Vec::new(),
             gate_names: Vec::new(),
+            records: Vec::new(),
             tools: IndexSet::new(),
             agents: IndexSet::new(),
             principals: IndexSet::new(),
@@ -488,6 +504,7 @@ impl<'p> Model<'p> {
                 edge_refs: Vec::new(),
                 until_refs: Vec::new(),
                 approvals: Vec::new(),
+                records: Vec::new(),
             });
         }
         let confirm_of = |tool: &str| program.decls.get(tool).is_some_and(|d| d.confirm());
@@ -662,10 +679,14 @@ impl<'p> Model<'p> {
                 *at = (*at).max(r);
             }
         }
-        // Handlers.
+        // Handlers and records.
         for (i, node) in workflow.nodes.values().enumerate() {
             let on = m.sites_for(&node.handlers, Some(i as NodeId), None);
             m.nodes[i].on = on;
+            for record in &node.records {
+                m.nodes[i].records.push(m.records.len() as u16);
+                m.records.push((record.name.clone(), i as NodeId));
+            }
         }
         m.workflow_on = m.sites_for(&workflow.handlers, None, None);
         m.hop_limits(workflow);
@@ -693,7 +714,11 @@ impl<'p> Model<'p> {
                     judges.push((s, decl.judged_by().iter().map(|p| intern(&mut m.principals, p)).collect(), fail));
                 }
             }
+            let from = node_index(&gate.from).unwrap_or(0);
+            let records = (m.records.len()..m.records.len() + gate.records.len()).map(|r| r as u16).collect();
+            m.records.extend(gate.records.iter().map(|r| (r.name.clone(), from)));
             m.gates.push(GateInfo {
+                records,
                 only_judges: !judges.is_empty() && judges.len() == gate.evaluator_items().len(),
                 judges,
                 from: node_index(&gate.from).unwrap_or(0),
@@ -1372,7 +1397,7 @@ impl<'p> Model<'p> {
             }
             Phase::Finish | Phase::Retried => {
                 if info.kind != Kind::Other {
-                    self.push(out, Some(Label::Completed(n)), self.set(st, t, Some((n, Self::after_completion(info)))));
+                    self.push(out, Some(Label::Completed(n)), self.set(st, t, Some((n, Self::completed(info, false)))));
                 }
                 // Failure (after the attempts).
                 let next = if phase == Phase::Retried {
@@ -1423,7 +1448,7 @@ impl<'p> Model<'p> {
             Phase::Complete => {
                 let next = match info.kind {
                     Kind::End => Some((n, Phase::Terminate(info.end_reason))),
-                    _ => Some((n, Self::after_completion(info))),
+                    _ => Some((n, Self::completed(info, false))),
                 };
                 let s = self.set(st, t, next);
                 self.push(out, Some(Label::Completed(n)), s);
@@ -1433,7 +1458,23 @@ impl<'p> Model<'p> {
                 self.push(out, Some(Label::Acted(site)), self.set(st, t, Some(next_or_dead(next, n))));
             }
             Phase::Settle(status) => {
-                self.push(out, Some(Label::Settled(n, status)), self.set(st, t, Some((n, Phase::Leave))));
+                self.push(out, Some(Label::Settled(n, status)), self.set(st, t, Some((n, Self::completed(info, true)))));
+            }
+            Phase::Record(i, settled) => {
+                let next = if (i as usize) + 1 < info.records.len() {
+                    Phase::Record(i + 1, settled)
+                } else if settled {
+                    Phase::Leave
+                } else {
+                    Self::after_completion(info)
+                };
+                self.push(out, Some(Label::Recorded(info.records[i as usize])), self.set(st, t, Some((n, next))));
+            }
+            Phase::GateRecord(g, o, i) => {
+                let records = &self.gates[g as usize].records;
+                let next =
+                    if (i as usize) + 1 < records.len() { Some((n, Phase::GateRecord(g, o, i + 1))) } else { self.gate_next(g, o, n) };
+                self.push(out, Some(Label::Recorded(records[i as usize])), self.set(st, t, next));
             }
             Phase::Approve(i) => {
                 let (subject, deciders) = &info.approvals[i as usize];
@@ -1468,15 +1509,8 @@ impl<'p> Model<'p> {
                 // The outcome is the most severe verdict of its evaluators.
                 let allowed = |o: u8| if exact { o == floor } else { o >= floor };
                 for &o in gate.outcomes.iter().filter(|&&o| (!pass_only || o == 0) && allowed(o)) {
-                    let event = OUTCOMES[o as usize];
-                    let next = match gate.on.iter().find(|(e, _)| e == event) {
-                        Some(&(_, site)) => self.act(site),
-                        None => match o {
-                            0 => Some((gate.from, Phase::Enter(gate.to))),
-                            1 => Some((n, Phase::Decide(g))),
-                            _ => Some((n, Phase::Terminate(self.reason(&gate.reason.clone().unwrap_or_else(|| "block".into()))))),
-                        },
-                    };
+                    // Its records come between its outcome and its action.
+                    let next = if gate.records.is_empty() { self.gate_next(g, o, n) } else { Some((n, Phase::GateRecord(g, o, 0))) };
                     self.push(out, Some(Label::Outcome(g, o)), self.set(st, t, next));
                 }
             }
@@ -1630,6 +1664,30 @@ impl<'p> Model<'p> {
     }
 
     /// Where a completed node goes: its approvals, else its edge.
+    /// What follows gate `g`'s outcome `o` (at node `n`): its handler's
+    /// action, else the outcome's default.
+    fn gate_next(&self, g: u16, o: u8, n: NodeId) -> Option<(NodeId, Phase)> {
+        let gate = &self.gates[g as usize];
+        match gate.on.iter().find(|(e, _)| e == OUTCOMES[o as usize]) {
+            Some(&(_, site)) => self.act(site),
+            None => match o {
+                0 => Some((gate.from, Phase::Enter(gate.to))),
+                1 => Some((n, Phase::Decide(g))),
+                _ => Some((n, Phase::Terminate(self.reason(&gate.reason.clone().unwrap_or_else(|| "block".into()))))),
+            },
+        }
+    }
+
+    /// What follows a node's completion (`settled`: by settling): its
+    /// records first, if it declares any.
+    fn completed(info: &NodeInfo, settled: bool) -> Phase {
+        match (info.records.is_empty(), settled) {
+            (false, _) => Phase::Record(0, settled),
+            (true, true) => Phase::Leave,
+            (true, false) => Self::after_completion(info),
+        }
+    }
+
     fn after_completion(info: &NodeInfo) -> Phase {
         if info.approvals.is_empty() {
             Phase::Leave

@@ -230,6 +230,10 @@ fn steps(model: &Model, labels: &[Label], policy_loc: Loc) -> Witness {
                 *a,
                 format!("`{}`'s handoff to `{}` is refused, its message dead-lettered", model.node_name(*a), model.node_name(*b)),
             ),
+            Label::Recorded(r) => {
+                let (record, at) = &model.records[*r as usize];
+                node_step(*at, format!("record `{record}` is written"))
+            }
             Label::Outcome(g, o) => {
                 let (file, span) = loc_span(model.gate_loc(*g));
                 let gate = &model.gate_names[*g as usize];

@@ -125,6 +125,7 @@ mod tests {
             to: "b".into(),
             props: props(items),
             handlers: Vec::new(),
+            records: Vec::new(),
             loc: Default::default(),
         };
         assert_eq!(flow_trace::join(&gate(&[]).allowed_decisions(), ","), crate::spec::DECISIONS.join(","));

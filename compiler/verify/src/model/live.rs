@@ -314,6 +314,7 @@ pub(crate) fn label_node(m: &Model, label: &Label) -> Option<NodeId> {
         | Label::HandedOff(n, _)
         | Label::DeadLettered(n, _) => Some(n),
         Label::Outcome(g, _) => m.gates.get(g as usize).map(|g| g.from),
+        Label::Recorded(r) => m.records.get(r as usize).map(|r| r.1),
         _ => None,
     }
 }
@@ -356,6 +357,7 @@ fn marked(m: &Model, atoms: &[Atom]) -> Option<Vec<NodeId>> {
                 };
                 marked.extend((0..m.nodes.len()).filter(|&i| calls(&m.nodes[i])).map(|i| i as NodeId));
             }
+            Atom::Recorded(record) => marked.extend(m.records.iter().filter(|(name, _)| name == record).map(|(_, at)| *at)),
             Atom::Decided { .. } | Atom::Approved(_) | Atom::Zone(_) | Atom::Terminated(_) => return None,
         }
     }

@@ -37,6 +37,7 @@ impl Engine {
             }
             Effect::Follow { from, cause } => self.follow(&from, &cause),
             Effect::Append { node, next, cause } => self.append_next(&node, next, &cause),
+            Effect::WriteRecords { owner, next, cause } => self.write_records(owner, next, &cause),
             Effect::StartAttempt { node, trigger, cause } => self.start_attempt(node, trigger, &cause),
             Effect::BeginAttempt { node, trigger, cause } => self.begin_attempt(&node, trigger, &cause),
             Effect::AttemptSucceeded { attempt, output, cause } => self.attempt_succeeded(&attempt, output, &cause),

@@ -56,6 +56,13 @@ pub(super) enum Effect {
         next: usize,
         cause: Str,
     },
+    /// A node's or a gate's declared records, from the `next`-th; then
+    /// what follows them (the node's completion goes on, the gate acts).
+    WriteRecords {
+        owner: RecordOwner,
+        next: usize,
+        cause: Str,
+    },
     /// The edge after a completed node is chosen.
     Follow {
         from: String,
@@ -242,6 +249,7 @@ impl Effect {
             | Effect::CompleteNode { cause, .. }
             | Effect::Follow { cause, .. }
             | Effect::Append { cause, .. }
+            | Effect::WriteRecords { cause, .. }
             | Effect::StartAttempt { cause, .. }
             | Effect::BeginAttempt { cause, .. }
             | Effect::AttemptSucceeded { cause, .. }

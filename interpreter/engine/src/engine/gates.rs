@@ -367,9 +367,19 @@ impl Engine {
             Body::GateRecorded { outcome: Outcome::Pass, from, .. } => Some(from.clone()),
             _ => None,
         };
+        let outcome = match &body {
+            Body::GateRecorded { outcome, .. } => Some(*outcome),
+            _ => None,
+        };
         let recorded = self.emit(&format!("gate.{name}"), body, Some(cause));
         if let Some(from) = passed_from {
             self.append_on_pass(&from, &recorded);
+        }
+        // Its declared records come between its outcome and its action.
+        if let Some(outcome) = outcome.filter(|_| self.wf().gates.get(name).is_some_and(|g| !g.records.is_empty())) {
+            let owner = RecordOwner::Gate { name: name.to_string(), outcome, action, ctx: Box::new(ctx) };
+            self.then(Effect::WriteRecords { owner, next: 0, cause: recorded });
+            return;
         }
         self.then(Effect::Act { action, ctx: Box::new(ctx), scope: HandlerScope::Gate(name.to_string()), cause: recorded });
     }

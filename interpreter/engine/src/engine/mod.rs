@@ -43,6 +43,7 @@ mod budgets;
 mod compute;
 mod coordinator;
 mod decisions;
+mod declared;
 mod effects;
 mod fanin;
 mod gates;
@@ -59,6 +60,8 @@ mod transfers;
 mod turns;
 
 pub use compute::{evaluate as compute_value, tally};
+pub use declared::make_record;
+use declared::RecordOwner;
 use effects::{held, Effect};
 use policies::PolicyRt;
 use record::Envelope;

@@ -226,6 +226,19 @@ impl Engine {
         if !self.budgets.scopes.is_empty() {
             self.budgets.scopes.shift_remove(&format!("node.{name}"));
         }
+        // Its declared records are written first (reference §5.13).
+        if self.node(name).is_some_and(|n| !n.records.is_empty()) {
+            let owner = RecordOwner::Node { name: name.to_string(), status };
+            self.then(Effect::WriteRecords { owner, next: 0, cause: done });
+            return;
+        }
+        self.after_completion(name, status, &done);
+    }
+
+    /// A completed node goes on, after its records: the task state it
+    /// enters, what it writes to blackboards, then its map or its edge.
+    pub(super) fn after_completion(&mut self, name: &str, status: NodeStatus, done: &Str) {
+        let done = done.clone();
         // Task state machine.
         if let Some((machine, state)) = self.wf().nodes.get(name).and_then(|n| n.state()).map(|(m, s)| (m.to_string(), s.to_string())) {
             if let Some(m) = self.program.machines.get(&machine).cloned() {
@@ -245,7 +258,8 @@ impl Engine {
             }
         }
         // What it writes is appended before anything follows.
-        let writes = status == NodeStatus::Completed && !output.is_null() && self.node(name).is_some_and(|n| !n.common.writes.is_empty());
+        let has_output = self.env.get(name).is_some_and(|v| !v.is_null());
+        let writes = status == NodeStatus::Completed && has_output && self.node(name).is_some_and(|n| !n.common.writes.is_empty());
         if writes {
             self.then(Effect::Append { node: name.to_string(), next: 0, cause: done });
             return;

@@ -237,5 +237,6 @@ pub(super) fn obs_text(obs: &Obs) -> String {
         Obs::Decided { subject, decision, by } => format!("decided({subject}, {decision}) by {by}"),
         Obs::Zone(z) => format!("zone({z})"),
         Obs::Terminated(r) => format!("terminated({r})"),
+        Obs::Recorded(r) => format!("recorded({r})"),
     }
 }

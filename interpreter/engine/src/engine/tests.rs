@@ -83,6 +83,7 @@ fn outcomes_combine_by_severity() {
         to: "b".into(),
         props: flow_check::ir::NameMap::default(),
         handlers: Vec::new(),
+        records: Vec::new(),
         loc: Default::default(),
     };
     assert_eq!(gate.on_error(), Outcome::Block, "undeclared: fail-closed");

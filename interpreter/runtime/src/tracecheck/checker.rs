@@ -45,6 +45,8 @@ impl<'a> Checker<'a> {
             policies: Vec::new(),
             payloads_unchecked: 0,
             computed_unchecked: 0,
+            records_unchecked: 0,
+            owed_records: None,
             terminated: None,
             started_digest: started.map(|(_, d)| d.to_string()),
             count: 0,

@@ -122,7 +122,7 @@ impl<'p> Made<'p> {
     }
 }
 
-fn describe(inputs: &BTreeMap<String, Option<String>>) -> String {
+pub(super) fn describe(inputs: &BTreeMap<String, Option<String>>) -> String {
     let items: Vec<String> = inputs.iter().map(|(k, v)| format!("{k}: {}", v.as_deref().unwrap_or("null"))).collect();
     format!("{{{}}}", items.join(", "))
 }

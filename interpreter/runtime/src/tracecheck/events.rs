@@ -22,6 +22,7 @@ impl<'a> Checker<'a> {
             }
         }
         self.remember_cause(position, e);
+        self.records_owed(seq, &e.body);
         if let Body::ActionTaken { event, .. } = &e.body {
             if event.as_str() == HandlerEvent::MaxHops.as_str() {
                 self.hops_raised();
@@ -30,12 +31,16 @@ impl<'a> Checker<'a> {
         match &e.body {
             Body::RunStarted { workflow, input, .. } if self.workflow_started.is_none() => self.first_start(workflow, input.as_ref()),
             Body::Computed { node, inputs, output, .. } => self.computed(seq, node, inputs, output),
+            Body::Recorded { .. } => self.recorded(seq, &e.body),
             Body::RunTerminated { reason, status, .. } => {
                 self.terminated = Some((reason.clone(), status.to_string()));
                 self.termination(position, e, reason, status.as_str());
             }
             Body::NodeStarted { node, node_kind, visit, .. } => self.node_started(seq, node, *node_kind, *visit),
-            Body::NodeCompleted { node, status, output, .. } => self.node_completed(seq, node, *status, output.as_ref()),
+            Body::NodeCompleted { node, status, output, .. } => {
+                self.node_completed(seq, node, *status, output.as_ref());
+                self.owe_records(node, false);
+            }
             Body::NodeFailed { node, error_code, .. } => self.node_failed(seq, node, *error_code),
             Body::AttemptStarted { node, attempt_id, attempt_no, .. } => self.attempt_started(seq, node, attempt_id, *attempt_no),
             Body::AttemptCompleted { node, attempt_id, .. } => self.attempt_ended(seq, node, attempt_id, None),
@@ -60,7 +65,10 @@ impl<'a> Checker<'a> {
             Body::Delegation { from, to, contract, inputs, budget, reason, .. } => {
                 self.delegation(seq, from, to, contract, inputs, budget, reason.as_deref())
             }
-            Body::GateRecorded { gate, from, to, outcome, trigger, .. } => self.gate_recorded(seq, gate, from, to, *outcome, trigger),
+            Body::GateRecorded { gate, from, to, outcome, trigger, .. } => {
+                self.gate_recorded(seq, gate, from, to, *outcome, trigger);
+                self.owe_records(gate, true);
+            }
             Body::DecisionRequested { subject, .. } => self.decision_requested(seq, subject, &e.body),
             Body::DecisionApplied { subject, decision, by, action, .. } if *decision == flow_trace::Decision::Timeout => {
                 self.decision_timed_out(seq, subject, by, action, &e.time)

@@ -29,6 +29,7 @@ mod gates;
 mod lifecycle;
 mod plan;
 mod reader;
+mod records;
 mod reruns;
 mod state;
 mod termination;

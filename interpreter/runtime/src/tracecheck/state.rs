@@ -131,6 +131,10 @@ pub(super) struct Checker<'a> {
     pub(super) payloads_unchecked: usize,
     /// Computed values not made again (no artifact store).
     pub(super) computed_unchecked: usize,
+    /// Declared records whose values were not made again (no artifact store).
+    pub(super) records_unchecked: usize,
+    /// The records a completion or a gate outcome still owes.
+    pub(super) owed_records: Option<super::records::Owed>,
     pub(super) terminated: Option<(String, String)>,
     /// The plan digest the first `run_started` recorded.
     pub(super) started_digest: Option<String>,

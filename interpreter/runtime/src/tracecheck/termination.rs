@@ -167,6 +167,12 @@ impl<'a> Checker<'a> {
                 self.computed_unchecked
             ));
         }
+        if self.records_unchecked > 0 {
+            self.notes.push(format!(
+                "{} declared record(s) not made again: no artifact store (check a run directory to read its artifacts/)",
+                self.records_unchecked
+            ));
+        }
         if self.plan.is_none() {
             self.notes.push("the trace names no workflow of the plan: only the envelope and the run's lifecycle were checked".into());
         }

@@ -155,6 +155,27 @@ fn contextual_words_have_their_rules() {
 }
 
 #[test]
+fn a_record_statement_scopes_the_contextual_record_and_its_name() {
+    let grammar = grammar();
+    let rule = &grammar["repository"]["record-statement"];
+    let regex = rule["match"].as_str().expect("`record-statement` is a match rule");
+    // `record NAME {`: the word, then a name; `record:` (a key) and
+    // `record -> b` (an edge) are not records.
+    assert!(regex.contains(r"(record)\s+([A-Za-z_][A-Za-z0-9_]*)"), "`record` must be followed by a name: {regex}");
+    assert!(regex.contains(r"(?=\s*(?:\{|$))"), "a record's name is followed by its block: {regex}");
+    assert_eq!(regex_words(regex), ["record"], "one word, `record`: {regex}");
+    assert_eq!(rule["captures"]["1"]["name"], "storage.type.record.flow");
+    assert_eq!(rule["captures"]["2"]["name"], "entity.name.function.record.flow");
+    // Among the top-level patterns, so every block (through `$self`) has it.
+    let top: Vec<&str> = grammar["patterns"].as_array().expect("patterns").iter().filter_map(|p| p["include"].as_str()).collect();
+    let at = |rule: &str| top.iter().position(|r| *r == rule).unwrap_or_else(|| panic!("`{rule}` is not a top-level pattern"));
+    assert!(at("#record-statement") < at("#keywords") && at("#record-statement") < at("#function-call"), "{top:?}");
+    // Contextual: never a reserved word.
+    assert!(!KEYWORDS.iter().any(|(word, _)| *word == "record"), "`record` is not reserved");
+    assert!(!words_of_rule(&grammar, "keywords").contains("record"));
+}
+
+#[test]
 fn every_include_resolves_and_every_rule_is_used() {
     let grammar = grammar();
     let repository = grammar["repository"].as_object().expect("repository");

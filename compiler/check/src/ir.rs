@@ -205,7 +205,7 @@ pub struct Gate {
     pub loc: Loc,
 }
 
-/// A declared event (`record NAME { field: expr, … }`, reference §5.13):
+/// A declared event (`record NAME { field: expr, … }`, reference §6.8):
 /// written into the trace as `recorded` when its node completes or its
 /// gate records an outcome, with each field's value evaluated then.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

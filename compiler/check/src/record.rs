@@ -1,4 +1,4 @@
-//! Declared events (reference §5.13): `record NAME { field: expr, … }` in a
+//! Declared events (reference §6.8): `record NAME { field: expr, … }` in a
 //! node or a gate. Each field is an expression over the workflow's nodes
 //! and `input` (in a gate, `outcome` too); the event's type is the record of
 //! the fields' types. Names are unique in the workflow: the policy atom

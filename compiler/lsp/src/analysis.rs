@@ -304,6 +304,13 @@ impl Analysis {
                     }
                 }
             }
+            "record" => {
+                let workflow = def.container.as_ref().and_then(|w| program.workflows.get(w));
+                if let Some(record) = workflow.and_then(|w| w.records().find(|r| r.name == def.name)) {
+                    text.push_str(&format!("\n\nvalues: `{}`", record.ty()));
+                }
+                text.push_str(&format!("\n\npolicy atom: `recorded({})`", def.name));
+            }
             _ => {
                 if let Some(decl) = program.decls.get(&def.name) {
                     for key in ["description", "input", "output", "budget", "risk", "provider", "tools"] {
@@ -416,10 +423,20 @@ impl Analysis {
             }
         }
         let kind_of_span = |start: u32| kinds.get(&start).copied();
+        // `record` is a contextual word: a keyword only before the name of
+        // a declared record (`record NAME {`).
+        let record_names: std::collections::HashSet<u32> =
+            symbols.defs.iter().filter(|d| d.file == self.root && d.kind == "record").map(|d| d.span.start).collect();
+        let tokens = flow_syntax::lexer::lex(text);
+        let starts_record = |i: usize| {
+            let mut next = tokens[i + 1..].iter().filter(|t| !matches!(t.kind, T::Whitespace | T::LineComment | T::BlockComment));
+            &text[tokens[i].span.range()] == "record" && next.next().is_some_and(|t| record_names.contains(&t.span.start))
+        };
         let mut out = Vec::new();
         let (mut last_line, mut last_start) = (0u32, 0u32);
-        for token in flow_syntax::lexer::lex(text) {
+        for (i, token) in tokens.iter().enumerate() {
             let class = match token.kind {
+                T::Ident if starts_record(i) => Some(TOKEN_KEYWORD),
                 T::LineComment | T::BlockComment => Some(TOKEN_COMMENT),
                 T::String => Some(TOKEN_STRING),
                 T::Number | T::Money => Some(TOKEN_NUMBER),
@@ -427,6 +444,7 @@ impl Analysis {
                     Some("type") => Some(TOKEN_TYPE),
                     Some("node" | "gate") => Some(TOKEN_VARIABLE),
                     Some("evaluator") => Some(TOKEN_FUNCTION),
+                    Some("record") => Some(TOKEN_EVENT),
                     Some(_) => Some(TOKEN_CLASS),
                     None => None,
                 },
@@ -465,9 +483,11 @@ pub const TOKEN_TYPE: u32 = 5;
 pub const TOKEN_CLASS: u32 = 6;
 pub const TOKEN_FUNCTION: u32 = 7;
 pub const TOKEN_VARIABLE: u32 = 8;
+/// A declared record (`record NAME { … }`, `recorded(NAME)`).
+pub const TOKEN_EVENT: u32 = 9;
 
 /// The legend, in the order of the constants above.
-pub const TOKEN_TYPES: &[&str] = &["keyword", "string", "number", "comment", "operator", "type", "class", "function", "variable"];
+pub const TOKEN_TYPES: &[&str] = &["keyword", "string", "number", "comment", "operator", "type", "class", "function", "variable", "event"];
 
 fn symbol_kind(kind: &str) -> SymbolKind {
     match kind {
@@ -476,7 +496,7 @@ fn symbol_kind(kind: &str) -> SymbolKind {
         "agent" => SymbolKind::CLASS,
         "tool" | "evaluator" => SymbolKind::FUNCTION,
         "node" => SymbolKind::VARIABLE,
-        "gate" => SymbolKind::EVENT,
+        "gate" | "record" => SymbolKind::EVENT,
         "machine" => SymbolKind::ENUM,
         "policy" => SymbolKind::INTERFACE,
         "budget" | "contract" => SymbolKind::OBJECT,
@@ -519,6 +539,69 @@ mod tests {
         assert!(a.diagnostics.is_empty(), "{:?}", a.diagnostics);
         let names: Vec<String> = a.document_symbols().into_iter().map(|s| s.name).collect();
         assert_eq!(names, ["local", "writer", "Draft", "w"]);
+    }
+
+    const RECORDS: &str = "provider local: scripted\nagent writer { provider: local }\ntype Draft = { text: string, score: int }\n\nworkflow review {\n  start: draft\n  node draft: agent writer {\n    output: Draft\n    record draft_scored { score: draft.score, words: len(split(draft.text, \" \")) }\n  }\n  node publish: end ok\n  gate quality: draft -> publish {\n    evaluate: [predicate(draft.score > 5)]\n    on PASS -> continue\n    on BLOCK -> terminate(blocked)\n    on REQUIRES_DECISION -> terminate(blocked)\n    record quality_check { outcome: outcome, score: draft.score }\n  }\n  draft -> publish\n}\npolicy publish_after_check: never started(publish) before recorded(quality_check)\n";
+
+    fn records() -> (Uri, Analysis) {
+        let uri = Uri::from_str("file:///tmp/records.flow").unwrap();
+        let a = Analysis::new(&uri, RECORDS);
+        assert!(a.diagnostics.is_empty(), "{:?}", a.diagnostics);
+        (uri, a)
+    }
+
+    /// The position `skip` bytes into the first `needle` of RECORDS.
+    fn at(needle: &str, skip: usize) -> Position {
+        crate::position::position(RECORDS, (RECORDS.find(needle).unwrap() + skip) as u32)
+    }
+
+    #[test]
+    fn hover_on_a_record_shows_its_fields_and_their_types() {
+        let (uri, a) = records();
+        let declared = a.hover(at("record quality_check", "record ".len() + 2)).expect("a hover on the declaration");
+        assert!(declared.contains("record quality_check { outcome, score } — written by gate quality"), "{declared}");
+        assert!(declared.contains("values: `{ outcome: \"PASS\" | \"BLOCK\" | \"REQUIRES_DECISION\", score: int }`"), "{declared}");
+        let used = a.hover(at("recorded(quality_check)", "recorded(".len() + 1)).expect("a hover on `recorded(…)`");
+        assert_eq!(used, declared);
+        let node_record = a.hover(at("record draft_scored", "record ".len())).expect("a node's record");
+        assert!(node_record.contains("values: `{ score: int, words: int }`"), "{node_record}");
+        assert!(node_record.contains("policy atom: `recorded(draft_scored)`"), "{node_record}");
+        let definition = a.definition(&uri, at("recorded(quality_check)", "recorded(".len())).expect("a definition");
+        assert_eq!(definition.range.start, at("record quality_check", "record ".len()));
+        assert_eq!(a.references(&uri, at("record quality_check", "record ".len()), true).len(), 2);
+    }
+
+    #[test]
+    fn records_are_events_in_the_outline_and_the_tokens() {
+        let (_, a) = records();
+        let symbols = a.document_symbols();
+        let review = symbols.iter().find(|s| s.name == "review").and_then(|s| s.children.as_ref()).expect("the workflow's members");
+        let kind = |name: &str| review.iter().find(|s| s.name == name).map(|s| s.kind);
+        assert_eq!(kind("draft_scored"), Some(SymbolKind::EVENT));
+        assert_eq!(kind("quality_check"), Some(SymbolKind::EVENT));
+        let tokens = absolute_tokens(&a);
+        let class = |position: Position| tokens.iter().find(|t| (t.0, t.1) == (position.line, position.character)).map(|t| (t.2, t.3));
+        assert_eq!(class(at("record draft_scored", 0)), Some((6, TOKEN_KEYWORD)), "`record` before a name is a keyword");
+        assert_eq!(class(at("record draft_scored", "record ".len())), Some((12, TOKEN_EVENT)));
+        assert_eq!(class(at("recorded(quality_check)", "recorded(".len())), Some((13, TOKEN_EVENT)));
+        assert_eq!(class(at("recorded(quality_check)", 0)), None, "an atom's name, like `started`");
+        assert_eq!(TOKEN_TYPES[TOKEN_EVENT as usize], "event");
+        // `record` is contextual: a key before `:`, a name elsewhere.
+        let key = "workflow w {\n  start: a\n  node a: end ok\n  record: 1\n}\n";
+        let key = absolute_tokens(&Analysis::new(&Uri::from_str("file:///tmp/key.flow").unwrap(), key));
+        assert!(!key.iter().any(|t| (t.0, t.1, t.3) == (3, 2, TOKEN_KEYWORD)), "`record:` is a key: {key:?}");
+    }
+
+    /// The (line, start, length, type) of each semantic token.
+    fn absolute_tokens(a: &Analysis) -> Vec<(u32, u32, u32, u32)> {
+        let (mut line, mut start) = (0, 0);
+        let mut tokens = Vec::new();
+        for t in a.semantic_tokens() {
+            line += t.delta_line;
+            start = if t.delta_line == 0 { start + t.delta_start } else { t.delta_start };
+            tokens.push((line, start, t.length, t.token_type));
+        }
+        tokens
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Completion by context: the fields of a node's output after `node.`, the
 //! properties a block accepts (with their docs) where a property goes, the
 //! names of the right kind where a reference goes (an agent after
-//! `node x: agent`, a provider after `provider:`, a node after `->`), and
-//! every name and keyword elsewhere.
+//! `node x: agent`, a provider after `provider:`, a node after `->`, a
+//! declared record in `recorded(…)`), the policy atoms in a policy's
+//! formula, and every name and keyword elsewhere.
 
 use crate::analysis::Analysis;
-use flow_check::spec::{self, Kind, Target, P, V};
+use flow_check::spec::{self, AtomArgKind, Kind, Target, P, V};
 use flow_check::types::{Ty, PRIMITIVES};
 use flow_syntax::lexer::TokenKind as T;
 use lsp_types::{CompletionItem, CompletionItemKind, Documentation, MarkupContent, MarkupKind, Position};
@@ -24,6 +25,11 @@ enum Block {
     Transfer(String),
     /// A record value of a property of the enclosing block (`retry: {`).
     Record(&'static [P]),
+    /// A declared record of a node or a gate (`record NAME {`): its fields
+    /// are free names, their values expressions (a gate's read `outcome`).
+    Declared {
+        in_gate: bool,
+    },
     /// A block this completion does not know.
     Other,
 }
@@ -44,7 +50,7 @@ impl Block {
             Block::Transfer(kind) if kind == "delegate" => spec::DELEGATE_BLOCK.props.iter().collect(),
             Block::Transfer(_) => spec::HANDOFF_BLOCK.props.iter().collect(),
             Block::Record(props) => props.iter().collect(),
-            Block::Other => Vec::new(),
+            Block::Declared { .. } | Block::Other => Vec::new(),
         }
     }
 }
@@ -88,6 +94,9 @@ fn open_blocks(text: &str, offset: usize) -> Vec<Block> {
 fn classify(header: &[String], parent: Option<&Block>) -> Block {
     let words: Vec<&str> = header.iter().map(String::as_str).collect();
     match words.as_slice() {
+        // `record` is a contextual word: a record only before a name
+        // (`record: {` is a property, `record -> b` an edge).
+        ["record", name] if is_name(name) => Block::Declared { in_gate: matches!(parent, Some(Block::Gate)) },
         ["node", _, ":", kind, ..] => Block::Node(kind.to_string()),
         ["gate", ..] => Block::Gate,
         ["policy", ..] => Block::Policy,
@@ -106,6 +115,42 @@ fn classify(header: &[String], parent: Option<&Block>) -> Block {
         }
         _ => Block::Other,
     }
+}
+
+/// Whether `word` is a name (not punctuation).
+fn is_name(word: &str) -> bool {
+    word.starts_with(|c: char| c.is_alphabetic() || c == '_') && word.chars().all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// Whether a node of `kind` may declare records: every node that completes
+/// with an output (as the checker allows).
+fn node_writes_records(kind: &str) -> bool {
+    !matches!(kind, "end" | "parallel" | "flow")
+}
+
+/// The policy atom whose argument list is open at the end of `prefix`
+/// (`never started(dr`: `started`), with the argument being written: its
+/// position and whether it is the named `by:`.
+fn open_atom(prefix: &str) -> Option<(&'static str, &'static [AtomArgKind], usize, bool)> {
+    let mut depth = 0usize;
+    let open = prefix.char_indices().rev().find_map(|(i, c)| match c {
+        ')' => {
+            depth += 1;
+            None
+        }
+        '(' if depth == 0 => Some(i),
+        '(' => {
+            depth -= 1;
+            None
+        }
+        _ => None,
+    })?;
+    let (_, name) = split_word(prefix[..open].trim_end());
+    let &(atom, params, _) = spec::ATOMS.iter().find(|(a, _, _)| *a == name)?;
+    let args = &prefix[open + 1..];
+    let current = args.rsplit(',').next().unwrap_or("");
+    let named = current.split_once(':').is_some_and(|(key, _)| key.trim() == "by");
+    Some((atom, params, args.matches(',').count(), named))
 }
 
 /// The last name being typed in `prefix` (letters, digits, `_`) and what
@@ -151,9 +196,39 @@ impl Analysis {
         if trimmed.ends_with("->") || trimmed.ends_with("-> ") || trimmed.ends_with("goto(") {
             return self.nodes_of(workflow.as_deref());
         }
+        // `recorded(…`, `started(…`: the names the atom's argument takes.
+        if let Some((_, params, index, named)) = open_atom(before) {
+            let in_workflow = blocks.iter().any(|b| matches!(b, Block::Decl(Kind::Workflow, _)));
+            let scope = if in_workflow { workflow.as_deref() } else { None };
+            return match (named, params.get(index)) {
+                (true, _) => self.globals_of(&[Kind::Agent]),
+                (false, Some(kind)) => self.atom_args(*kind, scope),
+                (false, None) => Vec::new(),
+            };
+        }
         let block = blocks.last();
+        // `record NAME`: a new name.
+        let naming_record = trimmed.split_whitespace().eq(["record"]) && trimmed.ends_with(char::is_whitespace);
+        if naming_record && matches!(block, Some(Block::Node(_) | Block::Gate)) {
+            return Vec::new();
+        }
+        // `policy NAME: …`: the formula's atoms among the names.
+        if trimmed.starts_with("policy ") && trimmed.contains(':') && !trimmed.contains('{') {
+            let mut items = self.everything(workflow.as_deref());
+            items.extend(spec::ATOMS.iter().map(|(atom, params, doc)| CompletionItem {
+                detail: Some(atom_signature(atom, params)),
+                ..item(atom, CompletionItemKind::FUNCTION, Some(doc))
+            }));
+            return items;
+        }
         // What follows the last `{` or `,` of the line: `prop: …` or a property being named.
         let local = trimmed.rsplit(['{', ',']).next().unwrap_or("").trim_start();
+        // A declared record's field: an expression over the nodes.
+        if let Some(Block::Declared { in_gate }) = block {
+            if !local.is_empty() {
+                return self.expression(workflow.as_deref(), *in_gate);
+            }
+        }
         // `prop: …`: the values of the property's form.
         if let Some((name, _)) = local.split_once(':') {
             let name = name.trim();
@@ -174,6 +249,14 @@ impl Analysis {
                         ..item(p.name, CompletionItemKind::PROPERTY, Some(p.doc))
                     })
                     .collect();
+                let records = match block {
+                    Block::Node(kind) => node_writes_records(kind),
+                    Block::Gate => true,
+                    _ => false,
+                };
+                if records {
+                    items.push(item("record", CompletionItemKind::KEYWORD, Some(RECORD_DOC)));
+                }
                 if matches!(block, Block::Decl(Kind::Workflow, _)) {
                     items.extend(
                         ["node", "gate", "handoff", "delegate", "policy", "on"].map(|k| item(k, CompletionItemKind::KEYWORD, None)),
@@ -221,7 +304,8 @@ impl Analysis {
     }
 
     /// The fields after `chain.` (`draft.`, `draft.meta.`): `chain` starts
-    /// with a node of the workflow, whose output type is followed.
+    /// with a node of the workflow, whose output type is followed, or with
+    /// `input`, the workflow's input type.
     fn fields_after(&self, chain: &str, workflow: Option<&str>) -> Vec<CompletionItem> {
         let (_, last) = split_word(chain);
         let start = chain.len() - last.len();
@@ -229,8 +313,13 @@ impl Analysis {
         let dotted_start = after_last(&chain[..start], |c| !(c.is_alphanumeric() || c == '_' || c == '.'));
         let names: Vec<&str> = chain[dotted_start..].split('.').collect();
         let program = &self.checked.program;
-        let Some(node) = workflow.and_then(|w| program.workflows.get(w)).and_then(|w| w.nodes.get(names[0])) else { return Vec::new() };
-        let mut ty = &node.output;
+        let Some(workflow) = workflow.and_then(|w| program.workflows.get(w)) else { return Vec::new() };
+        let mut ty = match (workflow.nodes.get(names[0]), workflow.props.get("input")) {
+            (Some(node), _) => &node.output,
+            // `input.`: the run's input, as the workflow declares it.
+            (None, Some(flow_check::ir::Value::Type(input))) if names[0] == "input" => input,
+            _ => return Vec::new(),
+        };
         for field in &names[1..] {
             let Some(next) = self.record_fields(ty).and_then(|fields| fields.get(*field)) else { return Vec::new() };
             ty = &next.ty;
@@ -297,6 +386,51 @@ impl Analysis {
         }
     }
 
+    /// An expression over the workflow's nodes (a declared record's field):
+    /// every name, and the variables `input` and, in a gate, `outcome`.
+    fn expression(&self, workflow: Option<&str>, in_gate: bool) -> Vec<CompletionItem> {
+        let mut items = self.everything(workflow);
+        let input = CompletionItem { detail: Some("the run's input".into()), ..item("input", CompletionItemKind::VARIABLE, None) };
+        items.push(input);
+        if in_gate {
+            let outcomes = spec::OUTCOMES.iter().map(|o| format!("\"{o}\"")).collect::<Vec<_>>().join(" | ");
+            items.push(CompletionItem {
+                detail: Some(outcomes),
+                ..item("outcome", CompletionItemKind::VARIABLE, Some("The outcome the gate records."))
+            });
+        }
+        items
+    }
+
+    /// What an atom's argument of `kind` may be: in a workflow's policy its
+    /// nodes, gates and records; in a program's, every workflow's.
+    fn atom_args(&self, kind: AtomArgKind, workflow: Option<&str>) -> Vec<CompletionItem> {
+        let words = |words: &[&str]| words.iter().map(|w| item(w, CompletionItemKind::ENUM_MEMBER, None)).collect();
+        let members = |what: &str| {
+            let mut seen = HashSet::new();
+            self.checked
+                .symbols
+                .defs
+                .iter()
+                .filter(|d| d.kind == what && d.container.is_some() && (workflow.is_none() || d.container.as_deref() == workflow))
+                .filter(|d| seen.insert(d.name.as_str()))
+                .map(|d| CompletionItem { detail: Some(d.detail.clone()), ..item(&d.name, completion_kind(&d.kind), None) })
+                .collect()
+        };
+        match kind {
+            AtomArgKind::Node => members("node"),
+            AtomArgKind::Gate => members("gate"),
+            AtomArgKind::Record => members("record"),
+            AtomArgKind::Tool => self.globals_of(&[Kind::Tool]),
+            AtomArgKind::Agent => self.globals_of(&[Kind::Agent]),
+            AtomArgKind::Principal => self.globals_of(&[Kind::Principal]),
+            AtomArgKind::Outcome => words(spec::OUTCOMES),
+            AtomArgKind::Decision => words(spec::DECISIONS),
+            AtomArgKind::Zone => words(&flow_trace::Zone::ALL.iter().map(|z| z.as_str()).collect::<Vec<_>>()),
+            AtomArgKind::Reason => Vec::new(),
+        }
+    }
+
     /// Every name in scope, every keyword and every primitive type.
     fn everything(&self, workflow: Option<&str>) -> Vec<CompletionItem> {
         let symbols = &self.checked.symbols;
@@ -327,6 +461,15 @@ impl Analysis {
     }
 }
 
+/// The documentation of the `record` entry.
+const RECORD_DOC: &str = "A declared record: `record NAME { field: expression, … }` writes a `recorded` event with these values as the node completes (a gate's: as it records its outcome, readable as `outcome`). Policies name it with `recorded(NAME)`.";
+
+/// `recorded(record)`: an atom with the kinds of its arguments.
+fn atom_signature(atom: &str, params: &[AtomArgKind]) -> String {
+    let params: Vec<String> = params.iter().map(|p| format!("{p:?}").to_lowercase()).collect();
+    format!("{atom}({})", params.join(", "))
+}
+
 fn item(label: &str, kind: CompletionItemKind, doc: Option<&str>) -> CompletionItem {
     CompletionItem {
         label: label.to_string(),
@@ -344,6 +487,7 @@ pub(crate) fn completion_kind(kind: &str) -> CompletionItemKind {
         "provider" | "budget" | "contract" | "blackboard" | "projection" => CompletionItemKind::MODULE,
         "workflow" | "machine" => CompletionItemKind::MODULE,
         "node" | "gate" => CompletionItemKind::VARIABLE,
+        "record" => CompletionItemKind::EVENT,
         "policy" => CompletionItemKind::INTERFACE,
         _ => CompletionItemKind::TEXT,
     }
@@ -409,6 +553,77 @@ mod tests {
             assert!(guard.contains(&function.to_string()), "no `{function}` in {guard:?}");
         }
         assert!(guard.contains(&"draft".to_string()), "the workflow's nodes too: {guard:?}");
+    }
+
+    /// The workflow with a record in a node and one in a gate.
+    fn with_records(node_record: &str, gate_record: &str, rest: &str) -> String {
+        flow(&format!(
+            "  node scored: agent critic {{\n    output: string\n    record {node_record}\n  }}\n  gate g: draft -> done {{\n    evaluate: [predicate(true)]\n    on PASS -> continue\n    on BLOCK -> goto(done)\n    on REQUIRES_DECISION -> goto(done)\n    record {gate_record}\n  }}\n{rest}"
+        ))
+    }
+
+    #[test]
+    fn record_is_offered_where_a_node_or_a_gate_takes_an_entry() {
+        let in_node = offered(&flow("  node other: agent critic {\n    output: string\n    |\n  }"));
+        assert!(in_node.contains(&"record".to_string()), "{in_node:?}");
+        let in_gate = offered(&flow("  gate g: draft -> done {\n    evaluate: [predicate(true)]\n    |\n  }"));
+        assert!(in_gate.contains(&"record".to_string()) && in_gate.contains(&"on_error".to_string()), "{in_gate:?}");
+        let in_end = offered(&flow("  node fin: end ok {\n    |\n  }"));
+        assert!(!in_end.contains(&"record".to_string()), "an end node writes no records: {in_end:?}");
+        let in_workflow = offered(&flow("  |"));
+        assert!(!in_workflow.contains(&"record".to_string()), "records belong to nodes and gates: {in_workflow:?}");
+        let in_agent = offered(&format!("{HEAD}agent third {{\n  provider: p\n  |\n}}\n"));
+        assert!(!in_agent.contains(&"record".to_string()), "{in_agent:?}");
+        assert!(offered(&flow("  node other: agent critic {\n    output: string\n    record |\n  }")).is_empty(), "a new name");
+    }
+
+    #[test]
+    fn a_record_field_is_an_expression_over_the_nodes() {
+        let in_node = offered(&with_records("r { n: |len(draft.tags) }", "q { o: outcome }", ""));
+        for name in ["draft", "done", "input", "len", "filter"] {
+            assert!(in_node.contains(&name.to_string()), "no `{name}` in {in_node:?}");
+        }
+        assert!(!in_node.contains(&"outcome".to_string()), "`outcome` is a gate's: {in_node:?}");
+        let in_gate = offered(&with_records("r { n: 1 }", "q { o: |outcome, s: len(draft.tags) }", ""));
+        for name in ["draft", "input", "outcome", "len"] {
+            assert!(in_gate.contains(&name.to_string()), "no `{name}` in {in_gate:?}");
+        }
+        let later = offered(&with_records("r { n: 1, m: |1 }", "q { o: outcome }", ""));
+        assert!(later.contains(&"input".to_string()), "a second field: {later:?}");
+        let multiline = offered(&with_records("r {\n      n: 1\n      m: |\n    }", "q { o: outcome }", ""));
+        assert!(multiline.contains(&"input".to_string()), "a field on its own line: {multiline:?}");
+        let field_name = offered(&with_records("r {\n      n: 1\n      |\n    }", "q { o: outcome }", ""));
+        assert!(field_name.is_empty(), "a field's name is free: {field_name:?}");
+        assert_eq!(offered(&with_records("r { n: draft.| }", "q { o: outcome }", "")), ["title", "meta", "tags"]);
+    }
+
+    #[test]
+    fn input_offers_the_fields_of_the_workflows_input() {
+        let text = format!("{HEAD}workflow w {{\n  input: Meta\n  start: draft\n  node draft: agent writer {{\n    output: Draft\n    record r {{ lang: input.| }}\n  }}\n}}\n");
+        assert_eq!(offered(&text), ["words", "lang"]);
+        assert!(offered(&flow("  draft -> done when input.|")).is_empty(), "no declared input, no fields");
+    }
+
+    #[test]
+    fn a_policy_offers_the_atoms_and_recorded_its_records() {
+        let atoms = offered(&with_records("r { n: 1 }", "q { o: outcome }", "  policy p: never |"));
+        for atom in ["started", "completed", "outcome", "recorded"] {
+            assert!(atoms.contains(&atom.to_string()), "no `{atom}` in {atoms:?}");
+        }
+        assert!(atoms.contains(&"never".to_string()) && atoms.contains(&"draft".to_string()), "{atoms:?}");
+        let guard = offered(&flow("  draft -> done when |"));
+        assert!(!guard.contains(&"recorded".to_string()), "atoms are a policy's: {guard:?}");
+        let in_workflow = offered(&with_records("r { n: 1 }", "q { o: outcome }", "  policy p: never started(done) before recorded(|)"));
+        assert_eq!(in_workflow, ["r", "q"]);
+        let top_level =
+            format!("{}policy t: never completed(done) before recorded(|)\n", with_records("r { n: 1 }", "q { o: outcome }", ""));
+        assert_eq!(offered(&top_level), ["r", "q"]);
+        let nodes = offered(&with_records("r { n: 1 }", "q { o: outcome }", "  policy p: never started(|)"));
+        assert_eq!(nodes, ["draft", "done", "scored"]);
+        let outcomes = offered(&with_records("r { n: 1 }", "q { o: outcome }", "  policy p: never outcome(g, |)"));
+        assert_eq!(outcomes, ["PASS", "REQUIRES_DECISION", "BLOCK"]);
+        let by = offered(&with_records("r { n: 1 }", "q { o: outcome }", "  policy p: never called(search, by: |)"));
+        assert_eq!(by, ["writer", "critic"]);
     }
 
     #[test]

@@ -521,7 +521,7 @@ pub enum Body {
         inputs: std::collections::BTreeMap<String, Option<ArtifactRef>>,
         output: ArtifactRef,
     },
-    /// A declared event (reference §5.13, `record NAME { … }`), written by
+    /// A declared event (reference §6.8, `record NAME { … }`), written by
     /// `node` as it completes or by `gate` as it records an outcome (one of
     /// the two is set). `values` holds each field's value; a field that
     /// could not be made (an expression with no value, or a value not of

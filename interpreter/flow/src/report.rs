@@ -196,6 +196,14 @@ fn line(event: &Event) -> Option<String> {
         Body::LeaseExpired { attempt_id, .. } => format!("  lease of {attempt_id} expired"),
         Body::ReconciliationRequired { attempt_id, tool, .. } => format!("  reconciliation: {tool} in {attempt_id}"),
         Body::StateChanged { machine, from, to, .. } => format!("  {machine}: {from} → {to}"),
+        Body::Recorded { name, node, gate, values, errors, .. } => {
+            let by = node.as_deref().map(|n| format!("node {n}")).or(gate.as_deref().map(|g| format!("gate {g}"))).unwrap_or_default();
+            let mut s = format!("≡ record {name} by {by}: {}", Value::Object(values.clone()));
+            for (field, why) in errors {
+                s.push_str(&format!("\n      {field} not made: {why}"));
+            }
+            s
+        }
         Body::Warning { message, .. } => format!("  warning: {message}"),
         Body::PolicyViolated { policy, response, offending, message, .. } => {
             format!("‼ policy {policy} violated by {offending} ({response}): {message}")

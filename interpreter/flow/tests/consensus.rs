@@ -101,3 +101,43 @@ fn inflated_confidence_from_one_claim_is_still_not_a_consensus() {
     assert_eq!(check["verdicts"]["quorum"], false);
     assert_eq!(check["end_reason"], "synthesis_decision");
 }
+
+/// The `consensus_check` records of the run, in order: their values.
+fn recorded_checks(run: &Path) -> Vec<Value> {
+    events(run)
+        .into_iter()
+        .filter(|e| e["kind"] == "recorded" && e["payload"]["name"] == "consensus_check")
+        .map(|e| {
+            assert_eq!(e["payload"]["node"], "check");
+            assert!(e["payload"].get("errors").is_none(), "every field made: {e}");
+            e["payload"]["values"].clone()
+        })
+        .collect()
+}
+
+#[test]
+fn each_round_records_the_consensus_check_and_shows_when_agent_and_signals_disagree() {
+    // The seed's `consensus.check` event: one per round, with the computed
+    // values, the verdicts, whether the meeting ended and why.
+    let (dir, run) = meeting(0, |text| text);
+    let recorded = recorded_checks(&run);
+    let computed = checks(&run);
+    assert_eq!(recorded.len(), computed.len());
+    for (r, c) in recorded.iter().zip(&computed) {
+        for field in ["score", "margin_top1_top2", "disagreement", "verdicts", "signals_met", "agent_ends", "ended", "end_reason"] {
+            assert_eq!(r[field], c[field], "{field}");
+        }
+        assert_eq!(r["agent_and_signals_disagree"], false, "agent and signals agree each round: {r}");
+    }
+    assert_eq!(recorded.last().unwrap()["end_reason"], "consensus");
+    // The agent ending alone: the record says the two disagree.
+    let (_other, early) = meeting(5, |text| text.replacen("should_end_meeting: false", "should_end_meeting: true", 1));
+    let record = &recorded_checks(&early)[0];
+    assert_eq!(record["agent_and_signals_disagree"], true);
+    assert_eq!(record["end_reason"], "synthesis_decision");
+    // `flow show` prints each record.
+    let shown = flow(&["show", run.to_str().unwrap()], dir.path());
+    assert!(shown.status.success(), "{}", text(&shown));
+    let lines = String::from_utf8_lossy(&shown.stdout).lines().filter(|l| l.contains("≡ record consensus_check by node check")).count();
+    assert_eq!(lines, recorded.len(), "{}", text(&shown));
+}

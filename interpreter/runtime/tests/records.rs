@@ -1,4 +1,4 @@
-//! Declared events (reference §5.13, `record NAME { … }`): a node writes
+//! Declared events (reference §6.8, `record NAME { … }`): a node writes
 //! its records as it completes, a gate as it records its outcome; each is
 //! a typed `recorded` event with its values and its inputs, a step of the
 //! policy trace (`recorded(NAME)`), and trace check makes its values again

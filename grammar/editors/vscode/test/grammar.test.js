@@ -230,6 +230,13 @@ async function main() {
   expectScope('node done:', 'end', 'support.type.node-kind.flow');
   expectScope('node done:', 'published', 'variable.other.node-target.flow');
   expectScope('node odd:', 'custom', 'variable.other.node-kind.flow');
+  // Declared records: `record` is a keyword only before a name.
+  expectScope('record draft_scored', 'record', 'storage.type.record.flow');
+  expectScope('record draft_scored', 'draft_scored', 'entity.name.function.record.flow');
+  expectScope('record draft_scored', 'score', 'support.type.property-name.flow');
+  expectScope('record draft_scored', 'len', 'entity.name.function.flow');
+  expectScope('record: research.id', 'record', 'support.type.property-name.flow');
+  expectNot('record: research.id', 'record', 'storage');
   // Edges and expressions.
   expectScope('research -> fan -> done when', 'when', 'keyword.control.flow');
   expectScope('research -> fan -> done when', '!=', 'keyword.operator.comparison.flow');
@@ -266,6 +273,10 @@ async function main() {
   expectScope('handoff research', 'null', 'constant.language.null.flow');
   expectScope('delegate research', 'delegate', 'storage.type.declaration.flow');
   expectScope('on budget_exhausted', 'budget_exhausted', 'variable.other.event.flow');
+  expectScope('record quality_check', 'record', 'storage.type.record.flow');
+  expectScope('record quality_check', 'quality_check', 'entity.name.function.record.flow');
+  expectScope('record quality_check', 'outcome', 'support.type.property-name.flow');
+  expectNot('record quality_check', 'outcome', 'entity.name', 1);
   // Policies.
   expectScope('policy p1', 'policy', 'storage.type.policy.flow');
   expectScope('policy p1', 'p1', 'entity.name.function.policy.flow');
@@ -282,6 +293,9 @@ async function main() {
   expectScope('policy p3', 'within', 'keyword.control.temporal.flow');
   expectScope('policy p3', '3', 'constant.numeric.flow');
   expectScope('policy p3', 'steps', 'keyword.control.temporal.flow');
+  expectScope('policy p4', 'recorded', 'entity.name.function.flow');
+  expectScope('policy p4', 'quality_check', 'meta.function-call.flow');
+  expectNot('policy p4', 'quality_check', 'entity.name');
   // Quantifiers, `in`, `;`, contextual `steps`, a stray `!`.
   expectScope('x: all(s in scenes', 'x', 'support.type.property-name.flow');
   expectScope('x: all(s in scenes', 'all', 'keyword.operator.quantifier.flow');

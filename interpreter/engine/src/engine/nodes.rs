@@ -226,7 +226,7 @@ impl Engine {
         if !self.budgets.scopes.is_empty() {
             self.budgets.scopes.shift_remove(&format!("node.{name}"));
         }
-        // Its declared records are written first (reference §5.13).
+        // Its declared records are written first (reference §6.8).
         if self.node(name).is_some_and(|n| !n.records.is_empty()) {
             let owner = RecordOwner::Node { name: name.to_string(), status };
             self.then(Effect::WriteRecords { owner, next: 0, cause: done });

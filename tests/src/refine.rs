@@ -461,7 +461,10 @@ fn with_record(rec: &mut Rng, line: &str, records: &mut Vec<String>) -> String {
     }
     let field = match kind {
         // A share of 100 has no value when `n` is 0: the field is not made.
-        "agent" if !line.contains("Batch") => format!("ok: {name}.ok, share: 100 / {name}.n"),
+        // What the runtime measured of the visit, and (for an agent with
+        // tools) what its calls returned: `facts` and `calls`.
+        "agent" if line.contains("agent v ") => format!("ok: {name}.ok, share: 100 / {name}.n, echoed: len(calls.{name}.echo)"),
+        "agent" if !line.contains("Batch") => format!("ok: {name}.ok, share: 100 / {name}.n, tokens: facts.{name}.tokens"),
         "human" => format!("decision: {name}.decision"),
         _ => format!("out: {name}"),
     };

@@ -47,11 +47,15 @@ pub(crate) struct WorkflowCtx {
     pub input: Ty,
     /// The payload type of the handoff being checked.
     pub payload: Option<Ty>,
+    /// The types of `calls` and `facts` (reference §4.5); `None` where
+    /// they are not in scope (a projection).
+    pub calls: Option<Ty>,
+    pub facts: Option<Ty>,
 }
 
 impl Default for WorkflowCtx {
     fn default() -> WorkflowCtx {
-        WorkflowCtx { name: String::new(), nodes: IndexMap::new(), input: Ty::Any, payload: None }
+        WorkflowCtx { name: String::new(), nodes: IndexMap::new(), input: Ty::Any, payload: None, calls: None, facts: None }
     }
 }
 
@@ -1243,6 +1247,11 @@ impl<'a> Checker<'a> {
             if name == "input" {
                 return Some(workflow.input.clone());
             }
+            match name {
+                "calls" if workflow.calls.is_some() => return workflow.calls.clone(),
+                "facts" if workflow.facts.is_some() => return workflow.facts.clone(),
+                _ => {}
+            }
         }
         None
     }
@@ -1260,6 +1269,9 @@ impl<'a> Checker<'a> {
         let nodes = matches!(scope.env, Some(Env::Nodes | Env::Payload)) && self.workflow.is_some();
         if nodes {
             names.push("input".into());
+            if self.workflow.as_ref().is_some_and(|w| w.calls.is_some()) {
+                names.extend(["calls", "facts"].map(String::from));
+            }
         }
         (names, nodes)
     }

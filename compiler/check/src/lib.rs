@@ -11,6 +11,7 @@ pub mod ceilings;
 mod check;
 pub mod events;
 mod expr;
+pub mod facts;
 pub mod functions;
 pub mod index;
 pub mod ir;

@@ -54,7 +54,9 @@ impl Checker<'_> {
     pub(crate) fn projected_workflow(&mut self, body: &ast::Block) -> Option<WorkflowCtx> {
         let named = Self::block_prop(Some(body), "workflow")?;
         let ExprKind::Name(name) = &named.kind else { return None };
-        self.workflows_seen.get(name.as_str()).cloned()
+        // A projection reads the run's events: `calls` and `facts` are not
+        // among its names.
+        self.workflows_seen.get(name.as_str()).cloned().map(|ctx| WorkflowCtx { calls: None, facts: None, ..ctx })
     }
 
     /// `visits` (each node's outputs, one per completed visit), `steps`,

@@ -116,6 +116,7 @@ impl Checker<'_> {
                 detail,
             });
         }
+        self.runtime_names(body, &mut ctx);
         // Map nodes produce a list of their target's outputs.
         let map_targets: Vec<(String, String)> = body
             .entries

@@ -6,9 +6,12 @@
 //! formula, and every name and keyword elsewhere.
 
 use crate::analysis::Analysis;
+use flow_check::facts;
 use flow_check::spec::{self, AtomArgKind, Kind, Target, P, V};
-use flow_check::types::{Ty, PRIMITIVES};
+use flow_check::types::{FieldTy, Ty, PRIMITIVES};
 use flow_syntax::lexer::TokenKind as T;
+use flow_trace::NodeKind;
+use indexmap::IndexMap;
 use lsp_types::{CompletionItem, CompletionItemKind, Documentation, MarkupContent, MarkupKind, Position};
 use std::collections::HashSet;
 
@@ -304,8 +307,9 @@ impl Analysis {
     }
 
     /// The fields after `chain.` (`draft.`, `draft.meta.`): `chain` starts
-    /// with a node of the workflow, whose output type is followed, or with
-    /// `input`, the workflow's input type.
+    /// with a node of the workflow, whose output type is followed, with
+    /// `input`, the workflow's input type, or with `calls` or `facts`, as
+    /// the checker types them ([`runtime_type`]).
     fn fields_after(&self, chain: &str, workflow: Option<&str>) -> Vec<CompletionItem> {
         let (_, last) = split_word(chain);
         let start = chain.len() - last.len();
@@ -314,11 +318,19 @@ impl Analysis {
         let names: Vec<&str> = chain[dotted_start..].split('.').collect();
         let program = &self.checked.program;
         let Some(workflow) = workflow.and_then(|w| program.workflows.get(w)) else { return Vec::new() };
+        let runtime;
         let mut ty = match (workflow.nodes.get(names[0]), workflow.props.get("input")) {
             (Some(node), _) => &node.output,
             // `input.`: the run's input, as the workflow declares it.
             (None, Some(flow_check::ir::Value::Type(input))) if names[0] == "input" => input,
-            _ => return Vec::new(),
+            // `calls.`, `facts.`: what the control plane knows of the nodes.
+            _ => match runtime_type(program, workflow, names[0]) {
+                Some(ty) => {
+                    runtime = ty;
+                    &runtime
+                }
+                None => return Vec::new(),
+            },
         };
         for field in &names[1..] {
             let Some(next) = self.record_fields(ty).and_then(|fields| fields.get(*field)) else { return Vec::new() };
@@ -387,11 +399,15 @@ impl Analysis {
     }
 
     /// An expression over the workflow's nodes (a declared record's field):
-    /// every name, and the variables `input` and, in a gate, `outcome`.
+    /// every name, and the variables `input`, `calls`, `facts` and, in a
+    /// gate, `outcome`.
     fn expression(&self, workflow: Option<&str>, in_gate: bool) -> Vec<CompletionItem> {
         let mut items = self.everything(workflow);
         let input = CompletionItem { detail: Some("the run's input".into()), ..item("input", CompletionItemKind::VARIABLE, None) };
         items.push(input);
+        for (name, detail, doc) in RUNTIME_VARIABLES {
+            items.push(CompletionItem { detail: Some(detail.to_string()), ..item(name, CompletionItemKind::VARIABLE, Some(doc)) });
+        }
         if in_gate {
             let outcomes = spec::OUTCOMES.iter().map(|o| format!("\"{o}\"")).collect::<Vec<_>>().join(" | ");
             items.push(CompletionItem {
@@ -461,6 +477,55 @@ impl Analysis {
     }
 }
 
+/// The names the control plane fills in every expression over a
+/// workflow's nodes besides `input` (reference §4.5): each with a detail
+/// and its documentation.
+pub(crate) const RUNTIME_VARIABLES: &[(&str, &str, &str)] = &[
+    (
+        "calls",
+        "what the nodes' tool calls returned (control plane)",
+        "`calls.NODE.TOOL`: the results of NODE's calls of TOOL in its latest visit, `[{ attempt: int, output: T }]` with T the tool's declared output. Only nodes that can call tools have an entry.",
+    ),
+    (
+        "facts",
+        "what the runtime measured of each node's latest visit",
+        "`facts.NODE`: `{ visit: int, digest: string?, bytes: int, tokens: int, tool_calls: int }` of NODE's latest completed visit.",
+    ),
+];
+
+/// The type of the runtime name `name` (`calls`, `facts`) in `workflow`,
+/// as the checker gives it: `calls` has a field per node that can call
+/// tools (an agent node: its agent's `tools`; a tool node: its tool), each
+/// a field per tool holding the list of its returned calls; `facts` a
+/// field per node.
+pub(crate) fn runtime_type(program: &flow_check::ir::Program, workflow: &flow_check::ir::Workflow, name: &str) -> Option<Ty> {
+    let field = |ty: Ty| FieldTy { ty, optional: false };
+    let nodes = workflow.nodes.values().filter(|n| !facts::RUNTIME_NAMES.contains(&n.name.as_str()));
+    let fields: IndexMap<String, FieldTy> = match name {
+        "facts" => nodes.map(|n| (n.name.clone(), field(facts::facts_type()))).collect(),
+        "calls" => nodes
+            .filter_map(|node| {
+                let target = node.target.first()?;
+                let tools = match node.kind() {
+                    NodeKind::Agent => program.decls.get(target).map(|agent| agent.tools()).unwrap_or_default(),
+                    NodeKind::Tool => vec![target.clone()],
+                    _ => Vec::new(),
+                };
+                let by_tool: IndexMap<String, FieldTy> = tools
+                    .into_iter()
+                    .map(|tool| {
+                        let output = program.decls.get(&tool).and_then(|t| t.output_type()).cloned().unwrap_or(Ty::Any);
+                        (tool, field(Ty::list(facts::call_type(output))))
+                    })
+                    .collect();
+                (!by_tool.is_empty()).then(|| (node.name.clone(), field(Ty::Record { fields: by_tool })))
+            })
+            .collect(),
+        _ => return None,
+    };
+    Some(Ty::Record { fields })
+}
+
 /// The documentation of the `record` entry.
 const RECORD_DOC: &str = "A declared record: `record NAME { field: expression, … }` writes a `recorded` event with these values as the node completes (a gate's: as it records its outcome, readable as `outcome`). Policies name it with `recorded(NAME)`.";
 
@@ -498,15 +563,20 @@ mod tests {
     use super::*;
     use std::str::FromStr;
 
-    /// The labels offered where `|` is in `marked` (the marker removed).
-    fn offered(marked: &str) -> Vec<String> {
+    /// The items offered where `|` is in `marked` (the marker removed).
+    fn completions(marked: &str) -> Vec<CompletionItem> {
         let at = marked.find('|').expect("a cursor");
         let text = marked.replacen('|', "", 1);
         let uri = lsp_types::Uri::from_str("file:///complete.flow").expect("a URI");
         let analysis = Analysis::new(&uri, &text);
         let line = text[..at].matches('\n').count() as u32;
         let character = text[..at].rsplit('\n').next().unwrap_or("").encode_utf16().count() as u32;
-        analysis.completions(Position { line, character }).into_iter().map(|i| i.label).collect()
+        analysis.completions(Position { line, character })
+    }
+
+    /// The labels offered where `|` is in `marked` (the marker removed).
+    fn offered(marked: &str) -> Vec<String> {
+        completions(marked).into_iter().map(|i| i.label).collect()
     }
 
     const HEAD: &str = "provider p: scripted\nprovider q: scripted\nagent writer { provider: p }\nagent critic { provider: q }\ntool search: builtin { output: string }\ntype Meta = { words: int, lang: string }\ntype Draft = { title: string, meta: Meta, tags: [string] }\nbudget small { steps: 10 }\n";
@@ -602,6 +672,60 @@ mod tests {
         let text = format!("{HEAD}workflow w {{\n  input: Meta\n  start: draft\n  node draft: agent writer {{\n    output: Draft\n    record r {{ lang: input.| }}\n  }}\n}}\n");
         assert_eq!(offered(&text), ["words", "lang"]);
         assert!(offered(&flow("  draft -> done when input.|")).is_empty(), "no declared input, no fields");
+    }
+
+    /// A workflow whose nodes can call tools: an agent node (its agent's
+    /// tools) and a tool node.
+    fn with_tools(body: &str) -> String {
+        format!(
+            "{HEAD}tool fetch: builtin {{ output: Meta }}\nagent researcher {{ provider: p\n  tools: [search, fetch] }}\nworkflow w {{\n  start: research\n  node research: agent researcher {{ output: Draft }}\n  node lookup: tool fetch\n  node done: end ok\n  research -> lookup\n  lookup -> done\n{body}\n}}\n"
+        )
+    }
+
+    #[test]
+    fn an_expression_offers_calls_and_facts() {
+        let uri = lsp_types::Uri::from_str("file:///complete.flow").expect("a URI");
+        let without = Analysis::new(&uri, &with_tools("")).diagnostics;
+        let with = Analysis::new(&uri, &with_tools("  research -> done when len(calls.research.search) > 0 and facts.lookup.tokens < 10"));
+        assert_eq!(with.diagnostics, without, "the checker knows both names");
+        let items = completions(&with_tools("  gate g: research -> lookup {\n    evaluate: [predicate(true)]\n    on PASS -> continue\n    on BLOCK -> goto(done)\n    on REQUIRES_DECISION -> goto(done)\n    record q { n: | }\n  }"));
+        for (name, detail) in [
+            ("calls", "what the nodes' tool calls returned (control plane)"),
+            ("facts", "what the runtime measured of each node's latest visit"),
+        ] {
+            let found = items.iter().find(|i| i.label == name).unwrap_or_else(|| panic!("no `{name}`"));
+            assert_eq!(found.detail.as_deref(), Some(detail));
+            assert_eq!(found.kind, Some(CompletionItemKind::VARIABLE));
+        }
+        let in_node = offered(&with_records("r { n: | }", "q { o: outcome }", ""));
+        assert!(in_node.contains(&"calls".to_string()) && in_node.contains(&"facts".to_string()), "{in_node:?}");
+    }
+
+    #[test]
+    fn calls_offers_the_nodes_that_call_tools_and_their_tools() {
+        assert_eq!(offered(&with_tools("  research -> done when calls.|")), ["research", "lookup"]);
+        assert_eq!(offered(&with_tools("  research -> done when calls.research.|")), ["search", "fetch"]);
+        assert_eq!(offered(&with_tools("  research -> done when calls.lookup.|")), ["fetch"]);
+        assert!(offered(&with_tools("  research -> done when calls.done.|")).is_empty(), "an end node calls no tool");
+        assert!(offered(&flow("  draft -> done when calls.|")).is_empty(), "an agent without tools calls none");
+        let record =
+            offered(&with_tools("  node r2: agent researcher {\n    output: string\n    record r { n: len(calls.research.|) }\n  }"));
+        assert_eq!(record, ["search", "fetch"]);
+    }
+
+    #[test]
+    fn calls_are_typed_by_the_tools_declared_outputs() {
+        let details: Vec<Option<String>> =
+            completions(&with_tools("  research -> done when calls.research.|")).into_iter().map(|i| i.detail).collect();
+        assert_eq!(details, [Some("[{ attempt: int, output: string }]".to_string()), Some("[{ attempt: int, output: Meta }]".to_string())]);
+    }
+
+    #[test]
+    fn facts_offers_every_node_and_its_measures() {
+        assert_eq!(offered(&with_tools("  research -> done when facts.|")), ["research", "lookup", "done"]);
+        assert_eq!(offered(&with_tools("  research -> done when facts.done.|")), ["visit", "digest", "bytes", "tokens", "tool_calls"]);
+        assert_eq!(offered(&flow("  draft -> done when facts.draft.|")), ["visit", "digest", "bytes", "tokens", "tool_calls"]);
+        assert!(offered(&flow("  draft -> done when facts.nothing.|")).is_empty(), "no node, no facts");
     }
 
     #[test]

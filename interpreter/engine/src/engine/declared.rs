@@ -65,11 +65,11 @@ impl Engine {
             self.validator("record.field", &key, ty).and_then(|v| v.validate(value).map_err(|e| e.join("; ")))
         };
         let (values, errors) = make_record(&record, &env, &mut validate);
-        let (node, gate) = match &owner {
-            RecordOwner::Node { name, .. } => (Some(name.clone()), None),
-            RecordOwner::Gate { name, .. } => (None, Some(name.clone())),
+        let by = match &owner {
+            RecordOwner::Node { name, .. } => events::RecordOwner::Node(name),
+            RecordOwner::Gate { name, .. } => events::RecordOwner::Gate(name),
         };
-        let body = Body::Recorded { schema_version: V, name: record.name.clone(), node, gate, inputs, values, errors };
+        let body = events::recorded(&record.name, by, inputs, values, errors);
         let written = self.emit("control", body, Some(cause));
         self.then(Effect::WriteRecords { owner, next: next + 1, cause: written });
     }

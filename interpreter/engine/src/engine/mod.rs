@@ -45,6 +45,7 @@ mod coordinator;
 mod decisions;
 mod declared;
 mod effects;
+mod facts;
 mod fanin;
 mod gates;
 mod judges;
@@ -63,6 +64,7 @@ pub use compute::{evaluate as compute_value, tally};
 pub use declared::make_record;
 use declared::RecordOwner;
 use effects::{held, Effect};
+pub use facts::{is_runtime_name, node_facts};
 use policies::PolicyRt;
 use record::Envelope;
 use state::*;
@@ -342,9 +344,9 @@ impl Engine {
         self.envelope.execution_id = Str::from(execution_id);
     }
 
-    /// Node outputs so far (the run's state).
-    pub fn outputs(&self) -> &Env {
-        &self.env
+    /// Node outputs so far (the run's state), and the run's input.
+    pub fn outputs(&self) -> Env {
+        self.env.iter().filter(|(k, _)| !facts::is_runtime_name(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
     /// Sets the instant the run started (a resumed run keeps its start).

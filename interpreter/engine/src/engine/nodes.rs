@@ -28,6 +28,9 @@ impl Engine {
             }
         }
         self.env.insert("input".into(), input.clone());
+        // What the control plane records of the nodes (reference §4.5).
+        self.env.insert("calls".into(), json!({}));
+        self.env.insert("facts".into(), json!({}));
         let Some(start) = self.wf().start().map(str::to_string) else {
             self.end_run("no_start", TerminationStatus::Failure, &started, None);
             return;
@@ -67,6 +70,7 @@ impl Engine {
         let visit = rt.visits;
         let started = self.emit("control", events::node_started(&node, visit), Some(cause));
         self.nodes[name].started_event = started.clone();
+        self.facts_visit_started(name);
         if let Some(max) = node.max_visits() {
             if visit as u64 > max {
                 self.node_failed(name, ErrorCode::MaxVisits, format!("`{name}` ran {max} times already (max_visits)"), &started);
@@ -174,6 +178,7 @@ impl Engine {
             return;
         }
         let done = self.emit("control", events::node_completed(name, NodeStatus::Completed, None), Some(cause));
+        self.facts_completed(name, None);
         self.nodes[name].running = false;
         self.then(Effect::Terminate { reason: reason.to_string(), status, cause: done, message: None });
     }
@@ -184,6 +189,7 @@ impl Engine {
             return;
         }
         self.emit("control", events::node_completed(name, NodeStatus::Completed, None), Some(cause));
+        self.facts_completed(name, None);
         self.nodes[name].running = false;
     }
 
@@ -209,7 +215,7 @@ impl Engine {
         }
         let artifact = if output.is_null() { None } else { Some(known.unwrap_or_else(|| self.artifact_of(&output).0)) };
         let done = self.emit("control", events::node_completed(name, status, artifact.clone()), Some(cause));
-        if let Some(a) = artifact {
+        if let Some(a) = artifact.clone() {
             let of_result_type = match self.wf().output_type() {
                 Some(ty) => self.node(name).is_some_and(|n| &n.output == ty),
                 None => false,
@@ -220,6 +226,7 @@ impl Engine {
             self.last_output = Some((name.to_string(), a));
         }
         self.env.insert(name.to_string(), output.clone());
+        self.facts_completed(name, artifact.as_ref());
         if let Some(rt) = self.nodes.get_mut(name) {
             rt.running = false;
         }

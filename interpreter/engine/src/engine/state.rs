@@ -244,6 +244,10 @@ pub(super) struct NodeRt {
     pub(super) artifacts: Option<Value>,
     /// The envelope of the message the visit was handed (a handoff's).
     pub(super) message: Option<Value>,
+    /// What the visit measured so far (`facts.NODE`): tokens its turns
+    /// used and tool calls that completed.
+    pub(super) tokens: u64,
+    pub(super) tool_calls: u64,
 }
 
 /// A join's branches: those that arrived since it last ran, and those

@@ -157,6 +157,7 @@ impl Engine {
             events::tool_call_completed(tool, attempt_id, result.ok, output_ref, result.error.clone(), result.duration_ms),
             Some(started),
         );
+        self.facts_call_completed(attempt_id);
         let used = Usage { tool_calls: 1, ..Usage::default() };
         let changes = self.settle(scopes, reserved, used, attempt_id, &done);
         if changes.is_empty() {
@@ -194,6 +195,9 @@ impl Engine {
                     }
                 }
             }
+        }
+        if let (true, Some(output)) = (result.ok, &result.output) {
+            self.facts_call_returned(attempt_id, tool, output);
         }
         if from_agent {
             if let Some(a) = self.attempts.get_mut(attempt_id) {

@@ -62,7 +62,7 @@ impl Engine {
         match contract.and_then(|c| c.context()).unwrap_or_else(|| node.agent_context(agent)) {
             ContextMode::Fork => {
                 let mut all = serde_json::Map::new();
-                for (k, v) in &self.env {
+                for (k, v) in self.env.iter().filter(|(k, _)| !facts::is_runtime_name(k)) {
                     all.insert(k.clone(), v.clone());
                 }
                 json!({ "input": input, "run": Value::Object(all) })
@@ -280,6 +280,7 @@ impl Engine {
             },
             Some(&attempt.started),
         );
+        self.facts_turn(&node.name, used.tokens);
         let changes = self.settle(scopes, reserved, used, attempt_id, &turn);
         self.check_ceilings(attempt_id, attempt.turn, &agent, ceiling, reserved, &reply, &turn);
         // A turn that used more than its scope had left exhausts it: that

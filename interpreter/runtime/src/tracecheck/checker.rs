@@ -47,6 +47,7 @@ impl<'a> Checker<'a> {
             computed_unchecked: 0,
             records_unchecked: 0,
             owed_records: None,
+            runtime: Default::default(),
             terminated: None,
             started_digest: started.map(|(_, d)| d.to_string()),
             count: 0,

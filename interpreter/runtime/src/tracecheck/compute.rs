@@ -25,16 +25,12 @@ impl<'a> Checker<'a> {
             self.push(Deviation::new(codes::COMPUTED, Some(seq), format!("node `{node}`: {why}")).node(node));
             return;
         }
-        let recorded: BTreeMap<String, Option<String>> =
-            inputs.iter().map(|(k, v)| (k.clone(), v.as_ref().map(|a| a.digest.clone()))).collect();
-        let last = |name: &str| if name == "input" { self.run_input.clone() } else { self.nodes.get(name).and_then(|n| n.output.clone()) };
-        let expected: BTreeMap<String, Option<String>> = match &made {
-            Made::Value(compute) => compute.reads().into_iter().map(|name| (name.clone(), last(&name))).collect(),
+        let reads: Vec<String> = match &made {
+            Made::Value(compute) => compute.reads(),
             // A vote reads the branches that arrived: each as it completed.
-            Made::Vote(_, branches) => {
-                recorded.keys().filter(|name| branches.contains(*name)).map(|name| (name.clone(), last(name))).collect()
-            }
+            Made::Vote(_, branches) => inputs.keys().filter(|name| branches.contains(*name)).cloned().collect(),
         };
+        let (recorded, expected) = self.inputs_against(inputs, reads);
         if recorded != expected {
             self.push(
                 Deviation::new(codes::COMPUTED, Some(seq), format!("node `{node}` records other inputs than it read"))

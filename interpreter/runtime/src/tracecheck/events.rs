@@ -22,12 +22,7 @@ impl<'a> Checker<'a> {
             }
         }
         self.remember_cause(position, e);
-        self.records_owed(seq, &e.body);
-        if let Body::ActionTaken { event, .. } = &e.body {
-            if event.as_str() == HandlerEvent::MaxHops.as_str() {
-                self.hops_raised();
-            }
-        }
+        self.before_event(seq, &e.body);
         match &e.body {
             Body::RunStarted { workflow, input, .. } if self.workflow_started.is_none() => self.first_start(workflow, input.as_ref()),
             Body::Computed { node, inputs, output, .. } => self.computed(seq, node, inputs, output),
@@ -37,10 +32,7 @@ impl<'a> Checker<'a> {
                 self.termination(position, e, reason, status.as_str());
             }
             Body::NodeStarted { node, node_kind, visit, .. } => self.node_started(seq, node, *node_kind, *visit),
-            Body::NodeCompleted { node, status, output, .. } => {
-                self.node_completed(seq, node, *status, output.as_ref());
-                self.owe_records(node, false);
-            }
+            Body::NodeCompleted { node, status, output, .. } => self.node_completed(seq, node, *status, output.as_ref()),
             Body::NodeFailed { node, error_code, .. } => self.node_failed(seq, node, *error_code),
             Body::AttemptStarted { node, attempt_id, attempt_no, .. } => self.attempt_started(seq, node, attempt_id, *attempt_no),
             Body::AttemptCompleted { node, attempt_id, .. } => self.attempt_ended(seq, node, attempt_id, None),
@@ -65,10 +57,7 @@ impl<'a> Checker<'a> {
             Body::Delegation { from, to, contract, inputs, budget, reason, .. } => {
                 self.delegation(seq, from, to, contract, inputs, budget, reason.as_deref())
             }
-            Body::GateRecorded { gate, from, to, outcome, trigger, .. } => {
-                self.gate_recorded(seq, gate, from, to, *outcome, trigger);
-                self.owe_records(gate, true);
-            }
+            Body::GateRecorded { gate, from, to, outcome, trigger, .. } => self.gate_recorded(seq, gate, from, to, *outcome, trigger),
             Body::DecisionRequested { subject, .. } => self.decision_requested(seq, subject, &e.body),
             Body::DecisionApplied { subject, decision, by, action, .. } if *decision == flow_trace::Decision::Timeout => {
                 self.decision_timed_out(seq, subject, by, action, &e.time)
@@ -101,10 +90,28 @@ impl<'a> Checker<'a> {
         self.run_input = input.map(|a| a.digest.clone());
     }
 
-    /// The checks that look at an event after its kind's own.
+    /// What an event's kind's checks build on: a record it leaves owed,
+    /// `calls` and `facts` as it changes them, a hop limit it raises.
+    fn before_event(&mut self, seq: u64, body: &Body) {
+        self.records_owed(seq, body);
+        self.runtime_event(body);
+        if let Body::ActionTaken { event, .. } = body {
+            if event.as_str() == HandlerEvent::MaxHops.as_str() {
+                self.hops_raised();
+            }
+        }
+    }
+
+    /// The checks that look at an event after its kind's own; the records
+    /// a completion or a gate outcome owes.
     fn after_event(&mut self, seq: u64, body: &Body) {
         self.board_event(seq, body);
         self.consistency(seq, body);
+        match body {
+            Body::NodeCompleted { node, .. } => self.owe_records(node, false),
+            Body::GateRecorded { gate, .. } => self.owe_records(gate, true),
+            _ => {}
+        }
     }
 
     pub(super) fn envelope(&mut self, e: &Event) {

@@ -25,6 +25,7 @@ mod compute;
 mod consistency;
 mod edges;
 mod events;
+mod facts;
 mod gates;
 mod lifecycle;
 mod plan;

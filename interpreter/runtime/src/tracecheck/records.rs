@@ -103,11 +103,8 @@ impl<'a> Checker<'a> {
         errors: &BTreeMap<String, String>,
     ) {
         let name = &record.name;
-        let recorded: BTreeMap<String, Option<String>> =
-            inputs.iter().map(|(k, v)| (k.clone(), v.as_ref().map(|a| a.digest.clone()))).collect();
-        let last = |n: &str| if n == "input" { self.run_input.clone() } else { self.nodes.get(n).and_then(|rt| rt.output.clone()) };
-        let reads = record.reads().into_iter().filter(|r| !(gate.is_some() && r == "outcome"));
-        let expected: BTreeMap<String, Option<String>> = reads.map(|r| (r.clone(), last(&r))).collect();
+        let reads = record.reads().into_iter().filter(|r| !(gate.is_some() && r == "outcome")).collect();
+        let (recorded, expected) = self.inputs_against(inputs, reads);
         if recorded != expected {
             let d = Deviation::new(codes::RECORD, Some(seq), format!("record `{name}` names other inputs than its fields read"));
             self.push(d.expected(super::compute::describe(&expected)).actual(super::compute::describe(&recorded)));

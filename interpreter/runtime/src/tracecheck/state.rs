@@ -133,6 +133,8 @@ pub(super) struct Checker<'a> {
     pub(super) computed_unchecked: usize,
     /// Declared records whose values were not made again (no artifact store).
     pub(super) records_unchecked: usize,
+    /// `calls` and `facts` as the trace so far makes them.
+    pub(super) runtime: super::facts::Runtime,
     /// The records a completion or a gate outcome still owes.
     pub(super) owed_records: Option<super::records::Owed>,
     pub(super) terminated: Option<(String, String)>,

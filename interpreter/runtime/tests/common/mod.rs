@@ -82,6 +82,21 @@ impl Ran {
 /// tool calls with `{}`, humans with `decide`; the trace must be
 /// conformant.
 pub fn run(program: Program, input: Value, reply: impl Fn(&AgentRequest) -> Value, decide: impl Fn(&HumanRequest) -> Decision) -> Ran {
+    let usage = TokenUsage { input_tokens: 10, output_tokens: 10 };
+    let agent = |a: &AgentRequest| AgentReply { output: Some(reply(a)), usage: usage.clone(), ..AgentReply::default() };
+    let tool = |_: &flow_runtime::proto::ToolRequest| ToolResult { ok: true, output: Some(json!({})), ..ToolResult::default() };
+    run_with(program, input, agent, tool, decide)
+}
+
+/// [`run`] with whole agent replies (tool calls among them) and tool
+/// results given by the test.
+pub fn run_with(
+    program: Program,
+    input: Value,
+    agent: impl Fn(&AgentRequest) -> AgentReply,
+    tool: impl Fn(&flow_runtime::proto::ToolRequest) -> ToolResult,
+    decide: impl Fn(&HumanRequest) -> Decision,
+) -> Ran {
     let program = Arc::new(program);
     let clock = Arc::new(FakeClock::new(FakeClock::DEFAULT_START));
     let cfg = RunConfig {
@@ -105,12 +120,11 @@ pub fn run(program: Program, input: Value, reply: impl Fn(&AgentRequest) -> Valu
             let response = match &command.request {
                 Request::Agent(a) => {
                     agents.push((**a).clone());
-                    let usage = TokenUsage { input_tokens: 10, output_tokens: 10 };
-                    Response::Agent(AgentReply { output: Some(reply(a)), usage, ..AgentReply::default() })
+                    Response::Agent(agent(a))
                 }
                 Request::Tool(t) => {
                     tools.push(t.clone());
-                    Response::Tool(ToolResult { ok: true, output: Some(json!({})), ..ToolResult::default() })
+                    Response::Tool(tool(t))
                 }
                 Request::Human(h) => {
                     humans.push(h.clone());

@@ -696,6 +696,11 @@ pub const GATE_BLOCK: BlockSpec<'static> = BlockSpec {
             PropDefault::Word("BLOCK"),
             "Outcome of an evaluator error, timeout or inconclusive result (default BLOCK).",
         ),
+        opt(
+            "on_empty",
+            V::Word(&["PASS", "BLOCK", "REQUIRES_DECISION"]),
+            "Outcome of a probe, native check or judge given an empty list to check (default: the gate's `on_error`, BLOCK unless declared).",
+        ),
         opt("reason", V::Str, "Reason code recorded when the gate does not pass."),
         opt(
             "replan_scope",

@@ -16,6 +16,7 @@ pub fn possible_exits(gate: &Gate, program: &Program) -> Vec<String> {
     let mut exits: IndexSet<String> = IndexSet::new();
     exits.insert("PASS".into());
     exits.insert(gate.on_error().as_str().to_string());
+    exits.insert(gate.on_empty().as_str().to_string());
     for evaluator in gate.evaluators() {
         let fail = if evaluator.builtin { Outcome::Block } else { program.decls.get(evaluator.name).map_or(Outcome::Block, |d| d.fail()) };
         exits.insert(fail.as_str().to_string());

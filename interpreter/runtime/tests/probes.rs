@@ -1,5 +1,6 @@
 //! A probe, a native check or a judge given an empty list checks nothing:
-//! the evaluator is inconclusive (the gate's `on_error`), never PASS
+//! the evaluator takes the gate's `on_empty` outcome (by default its
+//! `on_error`: inconclusive, never PASS)
 //! (issue "Computed, not claimed": a MuseCraft probe over no clips passed).
 
 mod common;
@@ -67,5 +68,35 @@ fn probing_an_empty_list_is_inconclusive_never_pass() {
         }
         assert_eq!(evaluators.len(), 2);
         assert_eq!(ending(&ran.events), end);
+    }
+}
+
+#[test]
+fn a_declared_on_empty_outcome_is_what_an_empty_list_gives() {
+    // `on_empty` decides, not `on_error`: PASS when nothing to check is
+    // fine, REQUIRES_DECISION to ask, BLOCK to stop.
+    for (on_empty, outcome, end) in
+        [("PASS", Outcome::Pass, "used"), ("REQUIRES_DECISION", Outcome::RequiresDecision, "asked"), ("BLOCK", Outcome::Block, "stopped")]
+    {
+        let source = source("REQUIRES_DECISION")
+            .replace("    on_error: REQUIRES_DECISION\n", &format!("    on_error: REQUIRES_DECISION\n    on_empty: {on_empty}\n"));
+        let ran = run(program(&source), json!({}), |_| json!({ "clips": [] }), |_| Decision::Reject);
+        let evaluators = ran
+            .events
+            .iter()
+            .find_map(|e| match &e.body {
+                Body::GateRecorded { outcome: o, evaluators, .. } => {
+                    assert_eq!(*o, outcome, "on_empty {on_empty}");
+                    Some(evaluators.clone())
+                }
+                _ => None,
+            })
+            .expect("the gate ran");
+        for ev in &evaluators {
+            assert_eq!(ev.outcome, outcome, "{ev:?}");
+            // Nothing checked is an error unless declared to pass.
+            assert_eq!(ev.error, on_empty != "PASS", "{ev:?}");
+        }
+        assert_eq!(ending(&ran.events), end, "on_empty {on_empty}");
     }
 }

@@ -283,6 +283,12 @@ impl Gate {
         word(self.prop("on_error")).and_then(Outcome::parse).unwrap_or(Outcome::Block)
     }
 
+    /// The outcome of an evaluator given an empty list to check: the
+    /// declared `on_empty`, else `on_error` (nothing checked is no PASS).
+    pub fn on_empty(&self) -> Outcome {
+        word(self.prop("on_empty")).and_then(Outcome::parse).unwrap_or_else(|| self.on_error())
+    }
+
     /// Who may decide, when declared (`None`: the workflow's `escalate_to`).
     pub fn decided_by(&self) -> Option<Vec<String>> {
         self.prop("decided_by").map(|v| names(Some(v)))

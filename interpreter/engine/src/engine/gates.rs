@@ -3,8 +3,9 @@
 
 use super::*;
 
-/// Why a probe, native check or judge given an empty list is inconclusive.
-const NOTHING_CHECKED: &str = "nothing to probe: the list is empty (inconclusive, never PASS)";
+/// Why a probe, native check or judge given an empty list has the gate's
+/// `on_empty` outcome.
+const NOTHING_CHECKED: &str = "nothing to probe: the list is empty (the gate's on_empty outcome)";
 
 /// What running one evaluator gave.
 enum Evaluated {
@@ -122,7 +123,10 @@ impl Engine {
                         })
                     })
                     .collect();
-                Evaluated::Probes { requests, if_none: result(on_error, Some(NOTHING_CHECKED.into()), true) }
+                Evaluated::Probes {
+                    requests,
+                    if_none: result(gate.on_empty(), Some(NOTHING_CHECKED.into()), gate.on_empty() != Outcome::Pass),
+                }
             }
             Some("command") => {
                 let argv = decl.argv();
@@ -134,11 +138,17 @@ impl Engine {
                         Request::Probe(ProbeRequest { evaluator: name.to_string(), argv, native: None, input: None, timeout_ms })
                     })
                     .collect();
-                Evaluated::Probes { requests, if_none: result(on_error, Some(NOTHING_CHECKED.into()), true) }
+                Evaluated::Probes {
+                    requests,
+                    if_none: result(gate.on_empty(), Some(NOTHING_CHECKED.into()), gate.on_empty() != Outcome::Pass),
+                }
             }
             Some("human") => Evaluated::Ask { principals: decl.judged_by(), prompt: judge_prompt(gate, name, &decl, &items) },
             Some("llm") => match self.judge_requests(gate, name, &decl, items) {
-                Ok(requests) => Evaluated::Probes { requests, if_none: result(on_error, Some(NOTHING_CHECKED.into()), true) },
+                Ok(requests) => Evaluated::Probes {
+                    requests,
+                    if_none: result(gate.on_empty(), Some(NOTHING_CHECKED.into()), gate.on_empty() != Outcome::Pass),
+                },
                 Err(why) => Evaluated::Done(result(on_error, Some(why), true)),
             },
             other => {

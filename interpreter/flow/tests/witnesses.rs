@@ -117,8 +117,20 @@ fn every_positive_witness_of_every_example_conforms() {
 
 /// The positive witnesses of the examples that `flow run --witness` does
 /// not make yet (example, obligation, why). Every other one is a run of the
-/// engine. (Empty: every one is made.)
-const NOT_YET_MADE: &[(&str, &str, &str)] = &[];
+/// engine.
+///
+/// The model checker does not track what tool calls returned (`calls`,
+/// reference §4.5): a guard or gate over them may go either way in the
+/// model. These witnesses take such a guard without the tool call it
+/// reads, which no run can: the engine's search is right not to make them.
+const NO_CALL: &str = "the witness passes a condition over `calls` without the tool call it reads (data the model checker does not track)";
+const NOT_YET_MADE: &[(&str, &str, &str)] = &[
+    ("delegation", "agent:verifier", NO_CALL),
+    ("delegation", "gate_outlet:parent_completion_gate:PASS", NO_CALL),
+    ("delegation", "restricted_tool_edge:verifier->apply_patch", NO_CALL),
+    ("delegation", "restricted_tool_edge:verifier->repo_search", NO_CALL),
+    ("harness", "gate_outlet:refund_rules:PASS", NO_CALL),
+];
 
 #[test]
 fn the_examples_positive_witnesses_are_runs_of_the_engine() {

@@ -117,7 +117,7 @@ fn facts_are_what_the_runtime_measured_and_computed_values_read_them_as_inputs()
 fn trace_check_makes_calls_and_facts_again_and_catches_a_forged_input() {
     let ran = refund(40.0, 30.0);
     // `run_with` held the run to trace check with its artifacts; without
-    // them `calls` cannot be made again, and is not held.
+    // them `calls` and `facts` are not made again, and not held.
     let report = tracecheck::check(&program(REFUND), &ran.events, &Default::default());
     assert!(report.conformant, "{:#?}", report.deviations);
     // A `calls` input that is not what the tool returned.

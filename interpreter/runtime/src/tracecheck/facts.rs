@@ -1,9 +1,10 @@
 //! `calls` and `facts` made again from the trace (reference §4.5), as the
 //! engine keeps them: a computed value or a record that read either names
 //! it as an input, and the input must be what the trace says it was.
-//! `facts` follows from the events alone; `calls` holds the outputs the
-//! node's tool calls returned, so it is made again only with the run's
-//! artifacts (without them, such an input is not checked).
+//! Both are held with the run's artifacts (a run directory): `calls` holds
+//! the outputs the node's tool calls returned, read from them, and `facts`
+//! is held with it (a trace alone, e.g. a model checker's witness, whose
+//! events are placeholders, does not hold either).
 
 use super::*;
 use serde_json::{json, Map, Value};
@@ -126,6 +127,7 @@ impl<'a> Checker<'a> {
     /// What an input named `name` must be, if it is a runtime name.
     pub(super) fn runtime_input(&self, name: &str) -> Expected {
         let value = match name {
+            "calls" | "facts" if self.options.artifacts.is_none() => return Expected::Unknown,
             "calls" if !self.runtime.calls_known => return Expected::Unknown,
             "calls" => &self.runtime.calls,
             "facts" => &self.runtime.facts,

@@ -119,7 +119,9 @@ spelling."#;
     DUPLICATE_DECLARATION = "E0102", "duplicate declaration",
 r#"Two declarations share one name in the same scope. Top-level declarations
 of every kind share one namespace (imports included); nodes and gates share
-the namespace of their workflow; states that of their machine.
+the namespace of their workflow, its records (`record NAME { … }`) one of
+their own; states share that of their machine. A node may not take a name the control
+plane fills in expressions: `input`, `calls` or `facts`.
 
 Example:
 
@@ -190,7 +192,9 @@ Fix: keep one."#;
     ENTRY_NOT_ALLOWED = "E0113", "entry not allowed here",
 r#"An entry appears in a block that does not accept it: a node outside a
 workflow, an edge in an agent, a handler in a tool or on an `end` node, a
-guard on a machine's transition, and so on.
+record (`record NAME { … }`) on an `end`, `parallel` or `flow` node or
+outside a node or gate, anything but a field inside a record, a guard on a
+machine's transition, and so on.
 
 Example:
 

@@ -12,33 +12,14 @@ use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// A file of the example and how a test edits it.
-type Edit<'a> = (&'a str, &'a dyn Fn(String) -> String);
-
 const INPUT: &str = "research_writer.input.json";
 const REPLIES: &str = "cassettes/research_writer.yaml";
 const SEARCH: &str = "research_writer.cassette.yaml";
 
-/// The research writer copied to a scratch directory, its files edited
-/// (each edit must change its file), run (exit `code`) and trace-checked;
-/// the run directory.
+/// The research writer with its files edited, run (exit `code`) and
+/// trace-checked (`common::run_example`); the run directory.
 fn research(code: i32, edits: &[Edit]) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    copy_tree(&repo().join("examples/research_writer"), d);
-    for (file, edit) in edits {
-        let path = d.join(file);
-        let original = std::fs::read_to_string(&path).unwrap();
-        let edited = edit(original.clone());
-        assert_ne!(edited, original, "the edit of {file} changed nothing");
-        std::fs::write(&path, edited).unwrap();
-    }
-    let run = d.join("run");
-    let out = flow(&["run", "research_writer.flow", "--run-dir", run.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], d);
-    assert_eq!(out.status.code(), Some(code), "{}", text(&out));
-    let check = flow(&["trace", "check", run.to_str().unwrap(), "--plan", "research_writer.flow"], d);
-    assert!(check.status.success(), "trace check: {}", text(&check));
-    (dir, run)
+    run_example("research_writer", edits, code)
 }
 
 fn ending(run: &Path) -> (String, String) {

@@ -10,30 +10,7 @@ mod common;
 use common::*;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-/// `example` copied to a scratch directory, a file of it edited (each
-/// edit must change its file), run (exit `code`) and trace-checked; the
-/// run directory.
-fn run_edited(example: &str, edit: Option<(&str, &dyn Fn(String) -> String)>, code: i32) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    copy_tree(&repo().join("examples").join(example), d);
-    if let Some((file, edit)) = edit {
-        let path = d.join(file);
-        let original = std::fs::read_to_string(&path).unwrap();
-        let edited = edit(original.clone());
-        assert_ne!(edited, original, "the edit of {file} changed nothing");
-        std::fs::write(&path, edited).unwrap();
-    }
-    let run = d.join("run");
-    let flow_file = format!("{example}.flow");
-    let out = flow(&["run", &flow_file, "--run-dir", run.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], d);
-    assert_eq!(out.status.code(), Some(code), "{}", text(&out));
-    let check = flow(&["trace", "check", run.to_str().unwrap(), "--plan", &flow_file], d);
-    assert!(check.status.success(), "trace check: {}", text(&check));
-    (dir, run)
-}
+use std::path::Path;
 
 fn ending(run: &Path) -> String {
     let events = events(run);
@@ -52,7 +29,7 @@ fn evaluators(run: &Path, gate: &str) -> Vec<String> {
 #[test]
 fn a_refund_above_the_order_total_the_tool_returned_is_declined_whatever_the_agent_restates() {
     // As recorded: the refund of 89.0 is within ORD-5531's 89.0.
-    let (_dir, run) = run_edited("harness", None, 0);
+    let (_dir, run) = run_example("harness", &[], 0);
     assert_eq!(ending(&run), "resolved");
     assert_eq!(evaluators(&run, "refund_rules"), ["PASS", "PASS", "PASS"]);
     // The research agent restates a total of 890.0 and the refund asks
@@ -65,7 +42,7 @@ fn a_refund_above_the_order_total_the_tool_returned_is_declined_whatever_the_age
             1,
         )
     };
-    let (_dir, run) = run_edited("harness", Some(("harness.cassette.yaml", &inflate)), 1);
+    let (_dir, run) = run_example("harness", &[("harness.cassette.yaml", &inflate)], 1);
     assert_eq!(ending(&run), "refund_declined");
     assert_eq!(evaluators(&run, "refund_rules"), ["BLOCK", "PASS", "PASS"], "only the rule over the tool's result blocks");
     // The payment tool was never called.
@@ -77,9 +54,9 @@ fn the_verifiers_pass_counts_only_with_a_test_run_that_reported_no_failure() {
     let fail_one = |t: String| {
         t.replacen("output: { passed: 214, failed: [] }", "output: { passed: 213, failed: [ledger::post_rounds_half_even] }", 1)
     };
-    let (_dir, run) = run_edited("delegation", None, 0);
+    let (_dir, run) = run_example("delegation", &[], 0);
     assert_eq!(ending(&run), "accepted");
-    let (_dir, run) = run_edited("delegation", Some(("delegation.cassette.yaml", &fail_one)), 1);
+    let (_dir, run) = run_example("delegation", &[("delegation.cassette.yaml", &fail_one)], 1);
     assert_eq!(ending(&run), "verification_failed");
     // The verifier still said "pass".
     assert_eq!(output_of(&run, "verify")["status"], "pass");

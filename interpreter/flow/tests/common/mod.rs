@@ -201,3 +201,30 @@ pub fn computed(run_dir: &Path, node: &str) -> Vec<Value> {
         })
         .collect()
 }
+
+/// A file of a copied example and how a test edits it.
+pub type Edit<'a> = (&'a str, &'a dyn Fn(String) -> String);
+
+/// `examples/NAME` copied to a scratch directory, its files edited (each
+/// edit must change its file), run offline on the fake clock (exit `code`)
+/// and trace-checked against its plan; the scratch directory and the run
+/// directory.
+pub fn run_example(name: &str, edits: &[Edit], code: i32) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    copy_tree(&repo().join("examples").join(name), d);
+    for (file, edit) in edits {
+        let path = d.join(file);
+        let original = std::fs::read_to_string(&path).unwrap();
+        let edited = edit(original.clone());
+        assert_ne!(edited, original, "the edit of {file} changed nothing");
+        std::fs::write(&path, edited).unwrap();
+    }
+    let run = d.join("run");
+    let plan = format!("{name}.flow");
+    let out = flow(&["run", &plan, "--run-dir", run.to_str().unwrap(), "--fake-clock", "-q", "--no-prompt"], d);
+    assert_eq!(out.status.code(), Some(code), "{}", text(&out));
+    let check = flow(&["trace", "check", run.to_str().unwrap(), "--plan", &plan], d);
+    assert!(check.status.success(), "trace check: {}", text(&check));
+    (dir, run)
+}

@@ -46,24 +46,18 @@ impl<'a> Checker<'a> {
     /// The value made again from the recorded inputs must have the
     /// recorded digest (only with the run's artifacts).
     fn recompute(&mut self, seq: u64, node: &str, made: &Made, inputs: &BTreeMap<String, Option<ArtifactRef>>, output: &ArtifactRef) {
-        let Some(store) = self.options.artifacts else {
-            self.computed_unchecked += 1;
-            return;
-        };
-        let mut env = flow_engine::eval::Env::default();
-        for (name, artifact) in inputs {
-            let Some(artifact) = artifact else { continue };
-            match store.get(artifact) {
-                Ok(value) => {
-                    env.insert(name.clone(), value);
-                }
-                Err(e) => {
-                    let d = Deviation::new(codes::COMPUTED, Some(seq), format!("input `{name}` of `{node}` cannot be read: {e}"));
-                    self.push(d.expected(format!("artifact {} in the run's artifacts/", artifact.digest)).node(node));
-                    return;
-                }
+        let env = match self.read_inputs(inputs) {
+            None => {
+                self.computed_unchecked += 1;
+                return;
             }
-        }
+            Some(Ok(env)) => env,
+            Some(Err((name, artifact, e))) => {
+                let d = Deviation::new(codes::COMPUTED, Some(seq), format!("input `{name}` of `{node}` cannot be read: {e}"));
+                self.push(d.expected(format!("artifact {} in the run's artifacts/", artifact.digest)).node(node));
+                return;
+            }
+        };
         let made = match made {
             Made::Value(compute) => flow_engine::engine::compute_value(self.program, compute, env),
             Made::Vote(rule, branches) => Ok(flow_engine::engine::tally(rule, branches, &env).unwrap_or_default()),

@@ -124,6 +124,27 @@ impl<'a> Checker<'a> {
         (recorded, expected)
     }
 
+    /// The values of the inputs a computed value or a record names, read
+    /// from the run's artifacts (`None`: there are none); an input that
+    /// cannot be read is `Err` with its name, artifact and why.
+    pub(super) fn read_inputs(
+        &self,
+        inputs: &std::collections::BTreeMap<String, Option<ArtifactRef>>,
+    ) -> Option<Result<flow_engine::eval::Env, (String, ArtifactRef, String)>> {
+        let store = self.options.artifacts?;
+        let mut env = flow_engine::eval::Env::default();
+        for (name, artifact) in inputs {
+            let Some(artifact) = artifact else { continue };
+            match store.get(artifact) {
+                Ok(value) => {
+                    env.insert(name.clone(), value);
+                }
+                Err(e) => return Some(Err((name.clone(), artifact.clone(), e.to_string()))),
+            }
+        }
+        Some(Ok(env))
+    }
+
     /// What an input named `name` must be, if it is a runtime name.
     pub(super) fn runtime_input(&self, name: &str) -> Expected {
         let value = match name {

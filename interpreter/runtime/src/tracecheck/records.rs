@@ -10,6 +10,14 @@ use flow_check::ir::Record;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// What a `recorded` event says it read and made.
+#[derive(Clone, Copy)]
+struct Written<'b> {
+    inputs: &'b BTreeMap<String, Option<ArtifactRef>>,
+    values: &'b serde_json::Map<String, Value>,
+    errors: &'b BTreeMap<String, String>,
+}
+
 /// Records the trace owes: those of the owner that just completed (or
 /// recorded an outcome), from the `next`-th.
 #[derive(Debug)]
@@ -90,18 +98,12 @@ impl<'a> Checker<'a> {
             }
         }
         let record = record.clone();
-        self.record_inputs(seq, &record, wanted_gate, inputs, values, errors);
+        self.record_inputs(seq, &record, wanted_gate, Written { inputs, values, errors });
     }
 
-    fn record_inputs(
-        &mut self,
-        seq: u64,
-        record: &Record,
-        gate: Option<&str>,
-        inputs: &BTreeMap<String, Option<ArtifactRef>>,
-        values: &serde_json::Map<String, Value>,
-        errors: &BTreeMap<String, String>,
-    ) {
+    /// The inputs and fields a `recorded` names, against the plan's record.
+    fn record_inputs(&mut self, seq: u64, record: &Record, gate: Option<&str>, written: Written<'_>) {
+        let Written { inputs, values, errors } = written;
         let name = &record.name;
         let reads = record.reads().into_iter().filter(|r| !(gate.is_some() && r == "outcome")).collect();
         let (recorded, expected) = self.inputs_against(inputs, reads);
@@ -118,42 +120,27 @@ impl<'a> Checker<'a> {
             self.push(d.expected(fields.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ")).actual(actual));
             return;
         }
-        self.remake_record(seq, record, gate, inputs, values, errors);
+        self.remake_record(seq, record, gate, written);
     }
 
     /// The values made again from the recorded inputs (only with the run's
     /// artifacts) must be the recorded ones, and fail where they failed.
-    fn remake_record(
-        &mut self,
-        seq: u64,
-        record: &Record,
-        gate: Option<&str>,
-        inputs: &BTreeMap<String, Option<ArtifactRef>>,
-        values: &serde_json::Map<String, Value>,
-        errors: &BTreeMap<String, String>,
-    ) {
-        let Some(store) = self.options.artifacts else {
-            self.records_unchecked += 1;
-            return;
-        };
-        let mut env = flow_engine::eval::Env::default();
-        for (input, artifact) in inputs {
-            let Some(artifact) = artifact else { continue };
-            match store.get(artifact) {
-                Ok(value) => {
-                    env.insert(input.clone(), value);
-                }
-                Err(e) => {
-                    let d = Deviation::new(
-                        codes::RECORD,
-                        Some(seq),
-                        format!("input `{input}` of record `{}` cannot be read: {e}", record.name),
-                    );
-                    self.push(d.expected(format!("artifact {} in the run's artifacts/", artifact.digest)));
-                    return;
-                }
+    fn remake_record(&mut self, seq: u64, record: &Record, gate: Option<&str>, written: Written<'_>) {
+        let Written { inputs, values, errors } = written;
+        let mut env = match self.read_inputs(inputs) {
+            None => {
+                self.records_unchecked += 1;
+                return;
             }
-        }
+            Some(Ok(env)) => env,
+            Some(Err((input, artifact, e))) => {
+                let why = format!("input `{input}` of record `{}` cannot be read: {e}", record.name);
+                self.push(
+                    Deviation::new(codes::RECORD, Some(seq), why).expected(format!("artifact {} in the run's artifacts/", artifact.digest)),
+                );
+                return;
+            }
+        };
         if let Some(outcome) = gate.and_then(|g| self.gate_outcomes.get(g)) {
             env.insert("outcome".into(), Value::String(outcome.as_str().to_string()));
         }
